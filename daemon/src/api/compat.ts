@@ -1,0 +1,165 @@
+import type { ApiMinor } from './version.js';
+
+/**
+ * API version differences, as data. Engine code builds every response in its newest, fullest shape;
+ * `shape()` then takes away or empties what the requested version does not have. Handlers never test
+ * versions for response fields themselves: they add a rule here.
+ *
+ * A rule's `field` is a dotted path inside the response value. `*` stands for every key of a map or every
+ * item of a list; a response that is a list is shaped item by item (`[]` prefix not needed).
+ */
+export interface FieldRule {
+  field: string;
+  /** The field exists from this version on; below it the field is removed. */
+  addedIn?: ApiMinor;
+  /** The field is removed from this version on. */
+  removedIn?: ApiMinor;
+  /** From this version on, the field is removed when empty ('', null, [], {}). */
+  omitEmptyFrom?: ApiMinor;
+}
+
+export type ResponseKind =
+  | 'system.version'
+  | 'system.info'
+  | 'event'
+  | 'container.summary'
+  | 'container.inspect'
+  | 'container.stats'
+  | 'image.summary'
+  | 'image.inspect'
+  | 'image.history'
+  | 'network'
+  | 'volume'
+  | 'exec.inspect';
+
+const legacyNetworkFields = [
+  'Bridge', 'HairpinMode', 'LinkLocalIPv6Address', 'LinkLocalIPv6PrefixLen', 'SecondaryIPAddresses',
+  'SecondaryIPv6Addresses', 'EndpointID', 'Gateway', 'GlobalIPv6Address', 'GlobalIPv6PrefixLen', 'IPAddress',
+  'IPPrefixLen', 'IPv6Gateway', 'MacAddress',
+];
+
+const imageConfigDropped150 = [
+  'Hostname', 'Domainname', 'AttachStdin', 'AttachStdout', 'AttachStderr', 'Tty', 'OpenStdin', 'StdinOnce',
+  'Image', 'NetworkDisabled', 'MacAddress', 'StopTimeout',
+];
+
+export const RULES: Record<ResponseKind, FieldRule[]> = {
+  'system.version': [
+    { field: 'MinAPIVersion', addedIn: 25 },
+    { field: 'Platform', addedIn: 35 },
+    { field: 'Components', addedIn: 35 },
+  ],
+  'system.info': [
+    { field: 'CgroupVersion', addedIn: 41 },
+    { field: 'DefaultAddressPools', addedIn: 41 },
+    { field: 'OSVersion', addedIn: 41 },
+    { field: 'Warnings', addedIn: 39 },
+    { field: 'PidsLimit', addedIn: 40 },
+    { field: 'CDISpecDirs', addedIn: 44 },
+    { field: 'Containerd', addedIn: 46 },
+    { field: 'FirewallBackend', addedIn: 49 },
+    { field: 'DiscoveredDevices', addedIn: 50 },
+    { field: 'BridgeNfIptables', removedIn: 50 },
+    { field: 'BridgeNfIp6tables', removedIn: 50 },
+    { field: 'KernelMemoryTCP', removedIn: 52 },
+    { field: 'Isolation', addedIn: 25 },
+  ],
+  event: [
+    // The legacy flat fields are gone from 1.52 on.
+    { field: 'status', removedIn: 52 },
+    { field: 'id', removedIn: 52 },
+    { field: 'from', removedIn: 52 },
+  ],
+  'container.summary': [
+    { field: 'ImageManifestDescriptor', addedIn: 48 },
+    { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
+    { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
+    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
+  ],
+  'container.inspect': [
+    { field: 'ImageManifestDescriptor', addedIn: 48 },
+    { field: 'Config.OnBuild', omitEmptyFrom: 52 },
+    { field: 'Config.MacAddress', removedIn: 52 },
+    { field: 'HostConfig.KernelMemoryTCP', removedIn: 52 },
+    { field: 'HostConfig.KernelMemory', removedIn: 42 },
+    { field: 'HostConfig.Annotations', addedIn: 43 },
+    { field: 'HostConfig.CgroupnsMode', addedIn: 41 },
+    { field: 'HostConfig.ConsoleSize', addedIn: 42 },
+    { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
+    { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
+    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
+    { field: 'State.Health.*', addedIn: 24 },
+    ...legacyNetworkFields.map((f) => ({ field: `NetworkSettings.${f}`, removedIn: 52 })),
+  ],
+  'container.stats': [
+    { field: 'cpu_stats.online_cpus', addedIn: 27 },
+    { field: 'precpu_stats.online_cpus', addedIn: 27 },
+    { field: 'os_type', addedIn: 52 },
+  ],
+  'image.summary': [
+    { field: 'VirtualSize', removedIn: 44 },
+    { field: 'SharedSize', addedIn: 42 },
+    { field: 'Descriptor', addedIn: 48 },
+    { field: 'Manifests', addedIn: 47 },
+  ],
+  'image.inspect': [
+    { field: 'VirtualSize', removedIn: 44 },
+    { field: 'Container', removedIn: 45 },
+    { field: 'ContainerConfig', removedIn: 45 },
+    { field: 'Descriptor', addedIn: 48 },
+    { field: 'Identity', addedIn: 53 },
+    { field: 'OsVersion', addedIn: 25 },
+    { field: 'RootFS.BaseLayer', removedIn: 25 },
+    { field: 'Parent', omitEmptyFrom: 52 },
+    { field: 'Comment', omitEmptyFrom: 52 },
+    { field: 'EngineVersion', omitEmptyFrom: 52 },
+    { field: 'Author', omitEmptyFrom: 52 },
+    ...['Cmd', 'Entrypoint', 'Env', 'Labels', 'OnBuild', 'User', 'Volumes', 'WorkingDir'].map((f) => ({ field: `Config.${f}`, omitEmptyFrom: 52 })),
+    ...imageConfigDropped150.map((f) => ({ field: `Config.${f}`, removedIn: 50 })),
+  ],
+  'image.history': [],
+  network: [
+    { field: 'Status', addedIn: 52 },
+    { field: 'EnableIPv4', addedIn: 48 },
+    { field: 'Ingress', addedIn: 29 },
+  ],
+  volume: [{ field: 'CreatedAt', addedIn: 31 }],
+  'exec.inspect': [],
+};
+
+function isEmpty(v: unknown): boolean {
+  if (v === null || v === undefined || v === '') return true;
+  if (Array.isArray(v)) return v.length === 0;
+  if (typeof v === 'object') return Object.keys(v as object).length === 0;
+  return false;
+}
+
+function applyRule(target: unknown, parts: string[], test: (value: unknown) => boolean): void {
+  if (target === null || typeof target !== 'object') return;
+  const [head, ...rest] = parts;
+  const obj = target as Record<string, unknown>;
+  const keys = head === '*' ? Object.keys(obj) : [head];
+  for (const key of keys) {
+    if (!(key in obj)) continue;
+    if (rest.length === 0) {
+      if (test(obj[key])) delete obj[key];
+    } else {
+      applyRule(obj[key], rest, test);
+    }
+  }
+}
+
+/** Shapes a freshly built response value (not shared with engine state: it is changed in place). */
+export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
+  const items = Array.isArray(value) ? value : [value];
+  for (const rule of RULES[kind]) {
+    let test: ((v: unknown) => boolean) | undefined;
+    if (rule.addedIn !== undefined && version < rule.addedIn) test = () => true;
+    else if (rule.removedIn !== undefined && version >= rule.removedIn) test = () => true;
+    else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) test = isEmpty;
+    if (!test) continue;
+    const parts = rule.field.split('.');
+    for (const item of items) applyRule(item, parts, test);
+  }
+  return value;
+}

@@ -1,0 +1,155 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex, Readable, Writable } from 'node:stream';
+import { InvalidParameter, TooLarge } from '../engine/errors.js';
+import type { ApiMinor } from './version.js';
+import { formatVersion } from './version.js';
+
+/** The largest JSON request body accepted; uploads (tars) are streamed and not bound by this. */
+export const MAX_JSON_BODY = 4 * 1024 * 1024;
+
+/** One API request as a handler sees it: path parameters, query, version and the body. */
+export class ApiRequest {
+  constructor(
+    readonly raw: IncomingMessage,
+    /** The path without its version prefix. */
+    readonly path: string,
+    /** The API version the request asked for (minor number, see version.ts). */
+    readonly version: ApiMinor,
+    readonly params: Record<string, string>,
+    readonly query: URLSearchParams,
+    /** Aborted when the client goes away before the response is finished. */
+    readonly signal: AbortSignal,
+    /** True when the client asked to upgrade the connection (hijack). */
+    readonly upgrade: boolean,
+  ) {}
+
+  get method(): string {
+    return this.raw.method ?? 'GET';
+  }
+
+  get versionText(): string {
+    return formatVersion(this.version);
+  }
+
+  header(name: string): string | undefined {
+    const v = this.raw.headers[name.toLowerCase()];
+    return Array.isArray(v) ? v[0] : v;
+  }
+
+  /** The request body as a stream (tar uploads). */
+  body(): Readable {
+    return this.raw;
+  }
+
+  /**
+   * Reads and parses a JSON body. An empty body gives `undefined`; malformed JSON, a body over the limit
+   * and a body shorter than its Content-Length are InvalidParameter / TooLarge errors.
+   */
+  async json<T = unknown>(limit = MAX_JSON_BODY): Promise<T | undefined> {
+    const declared = Number(this.header('content-length') ?? NaN);
+    if (Number.isFinite(declared) && declared > limit) {
+      this.raw.resume();
+      throw new TooLarge(`request body of ${declared} bytes exceeds the limit of ${limit} bytes`);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      this.raw.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limit) {
+          this.raw.removeAllListeners('data');
+          this.raw.resume();
+          reject(new TooLarge(`request body exceeds the limit of ${limit} bytes`));
+          return;
+        }
+        chunks.push(chunk);
+      });
+      this.raw.on('end', () => resolve());
+      this.raw.on('aborted', () => reject(new InvalidParameter('request body was truncated')));
+      this.raw.on('error', (err) => reject(new InvalidParameter(`cannot read request body: ${err.message}`, { cause: err })));
+    });
+    const text = Buffer.concat(chunks).toString('utf8');
+    if (Number.isFinite(declared) && size < declared) throw new InvalidParameter('request body was truncated');
+    if (text.trim() === '') return undefined;
+    try {
+      return JSON.parse(text) as T;
+    } catch (err) {
+      throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
+    }
+  }
+}
+
+/** What a handler may do with the response. Errors are not written here: handlers throw them. */
+export class ApiResponse {
+  private hijacked = false;
+
+  constructor(
+    readonly raw: ServerResponse,
+    private readonly request: IncomingMessage,
+    private readonly upgradeHead: Buffer | undefined,
+    private readonly extraHeaders: Record<string, string>,
+  ) {}
+
+  get started(): boolean {
+    return this.hijacked || this.raw.headersSent;
+  }
+
+  json(status: number, body: unknown): void {
+    const text = JSON.stringify(body) + '\n';
+    this.raw.writeHead(status, {
+      ...this.extraHeaders,
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(text),
+    });
+    this.raw.end(text);
+  }
+
+  text(status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
+    this.raw.writeHead(status, { ...this.extraHeaders, 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(body) });
+    this.raw.end(body);
+  }
+
+  status(status: number, headers: Record<string, string | number> = {}): void {
+    this.raw.writeHead(status, { ...this.extraHeaders, ...headers });
+    this.raw.end();
+  }
+
+  noContent(): void {
+    this.status(204);
+  }
+
+  /**
+   * Starts a streamed response (chunked): the caller writes to the returned stream with backpressure
+   * and ends it. Headers go out at once so that clients see the stream start.
+   */
+  stream(status: number, contentType: string, headers: Record<string, string | number> = {}): Writable {
+    this.raw.writeHead(status, { ...this.extraHeaders, 'Content-Type': contentType, ...headers });
+    this.raw.flushHeaders();
+    return this.raw;
+  }
+
+  /**
+   * Takes over the connection for a bidirectional raw stream (attach, exec start). With an
+   * `Upgrade: tcp` request it answers `101 UPGRADED` and returns the socket; otherwise it answers 200 and
+   * returns the socket after the headers, closing the connection at the end of the stream.
+   */
+  hijack(contentType: string): Duplex {
+    if (this.hijacked) throw new Error('response already hijacked');
+    this.hijacked = true;
+    const socket = this.request.socket;
+    const upgrade = /upgrade/i.test(String(this.request.headers.connection ?? '')) && this.request.headers.upgrade;
+    const lines = upgrade
+      ? ['HTTP/1.1 101 UPGRADED', `Content-Type: ${contentType}`, 'Connection: Upgrade', `Upgrade: ${this.request.headers.upgrade}`]
+      : ['HTTP/1.1 200 OK', `Content-Type: ${contentType}`, 'Connection: close'];
+    for (const [k, v] of Object.entries(this.extraHeaders)) lines.push(`${k}: ${v}`);
+    socket.setTimeout(0);
+    socket.setNoDelay(true);
+    socket.write(lines.join('\r\n') + '\r\n\r\n');
+    // Detach the socket from the HTTP machinery so that later bytes are the stream's, not a request's.
+    this.raw.detachSocket(socket);
+    if (this.upgradeHead && this.upgradeHead.length > 0) socket.unshift(this.upgradeHead);
+    return socket;
+  }
+}
+
+export type Handler = (req: ApiRequest, res: ApiResponse) => Promise<void> | void;

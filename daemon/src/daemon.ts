@@ -1,0 +1,103 @@
+/**
+ * Composition: builds the host, the engine services and the API, and serves them on the listeners.
+ * Each part is constructed from the narrow interfaces of the parts below it.
+ */
+import { promises as fs, readFileSync } from 'node:fs';
+import type http from 'node:http';
+import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
+import { Router } from './api/router.js';
+import { createApiServer } from './api/server.js';
+import { EventBus } from './engine/events.js';
+import { log, type LogLevel } from './util/log.js';
+
+export interface DaemonOptions {
+  hosts: string[];
+  dataRoot: string;
+  execRoot: string;
+  pidfile: string;
+  runtime: 'crun' | 'runc';
+  corsOrigin?: string;
+  bridgeName: string;
+  bridgeCidr?: string;
+  iptables: boolean;
+  tls: boolean;
+  tlsVerify: boolean;
+  tlsCaCert?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  logLevel: LogLevel;
+}
+
+export interface Daemon {
+  /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
+  shutdown(): Promise<void>;
+}
+
+async function writePidfile(pidfile: string): Promise<void> {
+  try {
+    const old = Number((await fs.readFile(pidfile, 'utf8')).trim());
+    if (old && old !== process.pid) {
+      try {
+        process.kill(old, 0);
+        throw new Error(`pid file ${pidfile} names a running process ${old}: is another berthd running?`);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await fs.writeFile(pidfile, `${process.pid}\n`);
+}
+
+export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
+  const addresses = opts.hosts.map(parseListenAddress);
+  for (const address of addresses) {
+    if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {
+      throw new Error(`refusing to serve the API on ${address.host}:${address.port} without TLS: use --tlsverify with --tlscacert, --tlscert and --tlskey`);
+    }
+  }
+  if (opts.tls && (!opts.tlsCert || !opts.tlsKey)) throw new Error('--tls and --tlsverify need --tlscert and --tlskey');
+  if (opts.tlsVerify && !opts.tlsCaCert) throw new Error('--tlsverify needs --tlscacert');
+
+  await fs.mkdir(opts.dataRoot, { recursive: true, mode: 0o710 });
+  await fs.mkdir(opts.execRoot, { recursive: true, mode: 0o700 });
+  await writePidfile(opts.pidfile);
+
+  const events = new EventBus();
+  const router = new Router();
+  const closers: Array<() => Promise<void> | void> = [];
+
+  // -- engine services and their routes are wired below --
+  void events;
+
+  const servers: http.Server[] = [];
+  for (const address of addresses) {
+    const tls =
+      address.kind === 'tcp' && opts.tls
+        ? {
+            key: readFileSync(opts.tlsKey!),
+            cert: readFileSync(opts.tlsCert!),
+            ca: opts.tlsCaCert ? readFileSync(opts.tlsCaCert) : undefined,
+            verifyClients: opts.tlsVerify,
+          }
+        : undefined;
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls });
+    await listenOn(server, address);
+    servers.push(server);
+    log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
+  }
+  log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
+
+  return {
+    async shutdown() {
+      for (const server of servers) {
+        server.close();
+        server.closeAllConnections();
+      }
+      for (const close of closers.reverse()) await close();
+      await fs.rm(opts.pidfile, { force: true });
+      for (const address of addresses) if (address.kind === 'unix') await fs.rm(address.path, { force: true });
+    },
+  };
+}

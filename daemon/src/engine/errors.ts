@@ -1,0 +1,35 @@
+/**
+ * Error classes of the engine. Each class stands for one kind of failure; the api layer maps the class
+ * to an HTTP status in one place (api/httpstatus.ts). Code decides by class, never by message text.
+ */
+export class EngineError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The object asked for does not exist (404). */
+export class NotFound extends EngineError {}
+/** The request conflicts with the object's state (409). */
+export class Conflict extends EngineError {}
+/** A parameter or body field is malformed or out of range (400). */
+export class InvalidParameter extends EngineError {}
+/** Nothing to do: the object is already in the requested state (304). */
+export class NotModified extends EngineError {}
+/** The operation is not permitted for this object (403). */
+export class Forbidden extends EngineError {}
+/** Credentials are missing or were refused (401). */
+export class Unauthorized extends EngineError {}
+/** The operation cannot be carried out in this context, e.g. not attachable (406). */
+export class NotAcceptable extends EngineError {}
+/** The service or a dependency is not available right now (503). */
+export class Unavailable extends EngineError {}
+/** The feature is not implemented by this engine (501). */
+export class NotImplemented extends EngineError {}
+/** The request body is larger than the engine accepts (413). */
+export class TooLarge extends EngineError {}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,91 @@
+/**
+ * The Host seam: everything that must happen on a Linux kernel. The engine declares the narrow interfaces
+ * it uses (ContainerRuntimeHost here, LayerHost, NetworkHost); `host/linux` implements them on this
+ * machine, `host/remote` (later) over a stream to a guest agent.
+ */
+import type { Readable, Writable } from 'node:stream';
+
+/** Facts about the kernel and machine, for /info and /version. */
+export interface HostInfo {
+  kernelVersion: string;
+  operatingSystem: string;
+  osVersion: string;
+  osType: 'linux';
+  architecture: string;
+  ncpu: number;
+  memTotal: number;
+  cgroupVersion: '1' | '2';
+  cgroupDriver: 'cgroupfs';
+  storageDriver: 'overlay2';
+  runtimes: string[];
+  defaultRuntime: string;
+  hostname: string;
+}
+
+/** The output side of a container's or exec's stdio, live. */
+export interface AttachStreams {
+  /** Live output, one chunk per packet, tagged with its stream. Ends when the process's stdio closes. */
+  output: Readable; // objectMode: { stream: 'stdout' | 'stderr'; data: Buffer }
+  /** Writes go to the process's stdin; ending it closes stdin (when the container allows that). */
+  input: Writable;
+  close(): void;
+}
+
+/** One line of a container log as conmon writes it. */
+export interface LogRecord {
+  /** RFC 3339 with nanoseconds, as written by conmon. */
+  time: string;
+  timeNano: bigint;
+  stream: 'stdout' | 'stderr';
+  /** False when the line continues in the next record (conmon's P flag). */
+  complete: boolean;
+  data: Buffer;
+}
+
+export interface ContainerIO {
+  tty: boolean;
+  openStdin: boolean;
+  stdinOnce: boolean;
+  /** Where conmon writes the container's log. */
+  logPath: string;
+  /** LogConfig.Type none: no log is kept. */
+  noLog?: boolean;
+}
+
+/** A running container's exit, as recorded by conmon. */
+export interface ExitInfo {
+  exitCode: number;
+  /** When the process ended (nanoseconds since the epoch). */
+  finishedAtNano: bigint;
+  oomKilled: boolean;
+}
+
+/** What the container engine asks of the Host to run containers. */
+export interface ContainerRuntimeHost {
+  /** Mounts the container's root filesystem (overlay of the given lower folders with the container's own upper). */
+  mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
+  unmountRootfs(id: string): Promise<void>;
+  /** Removes the container's writable layer and bundle. */
+  removeContainerFiles(id: string): Promise<void>;
+  /** Reads a file from an image's layers (for /etc/passwd lookups before the container exists). */
+  readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
+  /**
+   * Creates and starts the container under conmon with the given OCI runtime spec (root.path is filled in
+   * by the host). Resolves with the container's pid once the process runs.
+   */
+  start(id: string, spec: object, io: ContainerIO): Promise<{ pid: number }>;
+  /** Sends a signal to the container's init process. */
+  signal(id: string, signal: number): Promise<void>;
+  /** Resolves when the container's process ended, with its exit code (also after a daemon restart). */
+  waitExit(id: string): Promise<ExitInfo>;
+  /** Releases what the runtime holds of an ended container (`crun delete`). */
+  cleanup(id: string): Promise<void>;
+  /** Whether the runtime still knows the container and its process is alive. */
+  isRunning(id: string): Promise<{ running: boolean; pid: number }>;
+  attach(id: string): Promise<AttachStreams>;
+  resize(id: string, height: number, width: number): Promise<void>;
+  /** Reads the container's log from the start (or the `tail` last records); with follow, keeps reading. */
+  readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord>;
+  /** Ids of containers the runtime holds (for recovery). */
+  listRuntimeContainers(): Promise<string[]>;
+}
