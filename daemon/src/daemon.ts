@@ -8,6 +8,10 @@ import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
 import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
 import { EventBus } from './engine/events.js';
+import { registerEventsRoutes } from './api/events.js';
+import { registerSystemRoutes, type ComponentVersion, type SystemBackend } from './api/system.js';
+import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
+import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
 
 export interface DaemonOptions {
@@ -70,6 +74,29 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // -- engine services and their routes are wired below --
   void events;
+
+  // System and events. The container and image counts come from their services once those are wired;
+  // until then this daemon holds neither containers nor images.
+  const systemBackend: SystemBackend = {
+    containerCounts: () => ({ running: 0, paused: 0, stopped: 0 }),
+    imageCount: () => 0,
+  };
+  const eventsApi = registerEventsRoutes(router, events);
+  const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: opts.runtime };
+  let componentVersions: Promise<ComponentVersion[]> | undefined;
+  registerSystemRoutes(router, {
+    backend: systemBackend,
+    hostInfo: () => readHostInfo(hostInfoOptions),
+    components: () => (componentVersions ??= readComponentVersions([opts.runtime, opts.runtime === 'crun' ? 'runc' : 'crun', 'conmon'])),
+    engineId: await loadEngineId(opts.dataRoot),
+    dataRoot: opts.dataRoot,
+    debug: opts.logLevel === 'debug',
+    buildTime: (await fs.stat(fileURLToPath(import.meta.url))).mtime.toISOString(),
+    eventListeners: () => eventsApi.listeners(),
+    openFds: () => countOpenFds(),
+    driverStatus: () => readDriverStatus(opts.dataRoot),
+    firewallBackend: opts.iptables ? 'iptables' : undefined,
+  });
 
   const servers: http.Server[] = [];
   for (const address of addresses) {

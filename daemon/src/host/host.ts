@@ -20,6 +20,20 @@ export interface HostInfo {
   runtimes: string[];
   defaultRuntime: string;
   hostname: string;
+  /** Resource controls the kernel offers containers (the booleans of /info); absent when unknown. */
+  capabilities?: HostCapabilities;
+}
+
+export interface HostCapabilities {
+  memoryLimit: boolean;
+  swapLimit: boolean;
+  cpuCfsPeriod: boolean;
+  cpuCfsQuota: boolean;
+  cpuShares: boolean;
+  cpuSet: boolean;
+  pidsLimit: boolean;
+  oomKillDisable: boolean;
+  ipv4Forwarding: boolean;
 }
 
 /** The output side of a container's or exec's stdio, live. */

@@ -1,0 +1,261 @@
+/**
+ * System endpoints: GET/HEAD /_ping, GET /version, GET /info.
+ *
+ * The handlers declare what they need of the engine and the host (SystemDeps) and shape the answer for
+ * the requested API version through api/compat.
+ */
+import type { HostInfo } from '../host/host.js';
+import { nowNano, rfc3339Nano } from '../util/json.js';
+import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
+import { shape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import type { Router } from './router.js';
+import { MAX_API_VERSION, MIN_API_VERSION } from './version.js';
+
+export interface ContainerCounts {
+  running: number;
+  paused: number;
+  /** Every container that is neither running nor paused (created, exited, dead...). */
+  stopped: number;
+}
+
+/** What /info needs of the engine: counts of its objects. */
+export interface SystemBackend {
+  containerCounts(): ContainerCounts | Promise<ContainerCounts>;
+  imageCount(): number | Promise<number>;
+}
+
+/** A component the engine runs on (an OCI runtime, conmon), as /version lists it. */
+export interface ComponentVersion {
+  name: string;
+  version: string;
+  commit?: string;
+}
+
+/** The local node's swarm state, as /info and /_ping report it. */
+export interface SwarmStatus {
+  NodeID: string;
+  NodeAddr: string;
+  LocalNodeState: 'inactive' | 'pending' | 'active' | 'error' | 'locked';
+  ControlAvailable: boolean;
+  Error: string;
+  RemoteManagers: Array<{ NodeID: string; Addr: string }> | null;
+  [key: string]: unknown;
+}
+
+export interface SystemDeps {
+  backend: SystemBackend;
+  hostInfo(): Promise<HostInfo>;
+  /** The OCI runtimes and conmon with their versions (cached by the caller: they do not change). */
+  components(): Promise<ComponentVersion[]>;
+  engineId: string;
+  dataRoot: string;
+  debug: boolean;
+  /** RFC 3339 time the engine was built. */
+  buildTime: string;
+  /** Number of clients subscribed to /events right now. */
+  eventListeners(): number;
+  /** Open file descriptors of the daemon process. */
+  openFds(): Promise<number>;
+  /** The storage driver's status as label/value pairs. */
+  driverStatus(): Promise<Array<[string, string]>>;
+  /** Name of the firewall backend, or undefined when the engine does not touch the firewall. */
+  firewallBackend?: string;
+  defaultAddressPools?: Array<{ Base: string; Size: number }>;
+  labels?: string[];
+  swarm?(): SwarmStatus;
+}
+
+const INACTIVE_SWARM: SwarmStatus = {
+  NodeID: '',
+  NodeAddr: '',
+  LocalNodeState: 'inactive',
+  ControlAvailable: false,
+  Error: '',
+  RemoteManagers: null,
+};
+
+/** Node's process.arch as Go's GOARCH, which clients expect in /version. */
+export function goArch(arch: string = process.arch): string {
+  const map: Record<string, string> = { x64: 'amd64', ia32: '386', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64', loong64: 'loong64', mips: 'mips', mipsel: 'mipsle' };
+  return map[arch] ?? arch;
+}
+
+function swarmHeader(status: SwarmStatus): string {
+  if (status.LocalNodeState !== 'active') return status.LocalNodeState;
+  return status.ControlAvailable ? 'active/manager' : 'active/worker';
+}
+
+export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
+  const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
+
+  const ping = (req: ApiRequest, res: ApiResponse) => {
+    const headers: Record<string, string | number> = {
+      'Api-Version': MAX_API_VERSION,
+      'Builder-Version': '1',
+      'Docker-Experimental': 'false',
+      Swarm: swarmHeader(swarm()),
+      'Cache-Control': 'no-cache, no-store, must-revalidate',
+      Pragma: 'no-cache',
+    };
+    if (req.method === 'HEAD') {
+      res.status(200, { ...headers, 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': 0 });
+      return;
+    }
+    for (const [k, v] of Object.entries(headers)) res.raw.setHeader(k, v);
+    res.text(200, 'OK');
+  };
+  router.get('/_ping', ping);
+  router.head('/_ping', ping);
+
+  router.get('/version', async (req, res) => {
+    res.json(200, shape('system.version', req.version, await buildVersion(deps)));
+  });
+
+  router.get('/info', async (req, res) => {
+    res.json(200, shape('system.info', req.version, await buildInfo(deps, swarm())));
+  });
+}
+
+export async function buildVersion(deps: SystemDeps): Promise<Record<string, unknown>> {
+  const host = await deps.hostInfo();
+  const goVersion = `node ${process.version}`;
+  const arch = goArch();
+  const components: Array<{ Name: string; Version: string; Details: Record<string, string> }> = [
+    {
+      Name: 'Engine',
+      Version: ENGINE_VERSION,
+      Details: {
+        ApiVersion: MAX_API_VERSION,
+        Arch: arch,
+        BuildTime: deps.buildTime,
+        Experimental: 'false',
+        GitCommit: GIT_COMMIT,
+        GoVersion: goVersion,
+        KernelVersion: host.kernelVersion,
+        MinAPIVersion: MIN_API_VERSION,
+        Os: 'linux',
+      },
+    },
+  ];
+  for (const c of await deps.components()) {
+    components.push({ Name: c.name, Version: c.version, Details: { GitCommit: c.commit ?? '' } });
+  }
+  return {
+    Platform: { Name: 'Berth Engine' },
+    Components: components,
+    Version: ENGINE_VERSION,
+    ApiVersion: MAX_API_VERSION,
+    MinAPIVersion: MIN_API_VERSION,
+    GitCommit: GIT_COMMIT,
+    GoVersion: goVersion,
+    Os: 'linux',
+    Arch: arch,
+    KernelVersion: host.kernelVersion,
+    BuildTime: deps.buildTime,
+  };
+}
+
+function proxyEnv(name: string): string {
+  return process.env[name] ?? process.env[name.toLowerCase()] ?? '';
+}
+
+export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<Record<string, unknown>> {
+  const [host, counts, images, components, fds, driverStatus] = await Promise.all([
+    deps.hostInfo(),
+    deps.backend.containerCounts(),
+    deps.backend.imageCount(),
+    deps.components(),
+    deps.openFds(),
+    deps.driverStatus(),
+  ]);
+  const caps = host.capabilities;
+  const defaultRuntime = components.find((c) => c.name === host.defaultRuntime);
+  const runtimes: Record<string, { path: string }> = {};
+  for (const name of host.runtimes) runtimes[name] = { path: name };
+  const warnings: string[] = [];
+  if (caps && !caps.ipv4Forwarding) warnings.push('WARNING: IPv4 forwarding is disabled');
+  if (caps && !caps.swapLimit) warnings.push('WARNING: No swap limit support');
+  const info: Record<string, unknown> = {
+    ID: deps.engineId,
+    Containers: counts.running + counts.paused + counts.stopped,
+    ContainersRunning: counts.running,
+    ContainersPaused: counts.paused,
+    ContainersStopped: counts.stopped,
+    Images: images,
+    Driver: host.storageDriver,
+    DriverStatus: driverStatus,
+    Plugins: {
+      Volume: ['local'],
+      Network: ['bridge', 'host', 'null'],
+      Authorization: null,
+      Log: ['json-file', 'none'],
+    },
+    MemoryLimit: caps?.memoryLimit ?? false,
+    SwapLimit: caps?.swapLimit ?? false,
+    CpuCfsPeriod: caps?.cpuCfsPeriod ?? false,
+    CpuCfsQuota: caps?.cpuCfsQuota ?? false,
+    CPUShares: caps?.cpuShares ?? false,
+    CPUSet: caps?.cpuSet ?? false,
+    PidsLimit: caps?.pidsLimit ?? false,
+    OomKillDisable: caps?.oomKillDisable ?? false,
+    IPv4Forwarding: caps?.ipv4Forwarding ?? false,
+    BridgeNfIptables: false,
+    BridgeNfIp6tables: false,
+    Debug: deps.debug,
+    NFd: fds,
+    // No goroutines here: the count of the event loop's active handles and requests is the analogue.
+    NGoroutines: process.getActiveResourcesInfo().length,
+    SystemTime: rfc3339Nano(nowNano()),
+    LoggingDriver: 'json-file',
+    CgroupDriver: host.cgroupDriver,
+    CgroupVersion: host.cgroupVersion,
+    NEventsListener: deps.eventListeners(),
+    KernelVersion: host.kernelVersion,
+    OperatingSystem: host.operatingSystem,
+    OSVersion: host.osVersion,
+    OSType: host.osType,
+    Architecture: host.architecture,
+    IndexServerAddress: 'https://index.docker.io/v1/',
+    RegistryConfig: {
+      InsecureRegistryCIDRs: ['::1/128', '127.0.0.0/8'],
+      IndexConfigs: { 'docker.io': { Name: 'docker.io', Mirrors: [], Secure: true, Official: true } },
+      Mirrors: [],
+    },
+    NCPU: host.ncpu,
+    MemTotal: host.memTotal,
+    GenericResources: null,
+    DockerRootDir: deps.dataRoot,
+    HttpProxy: proxyEnv('HTTP_PROXY'),
+    HttpsProxy: proxyEnv('HTTPS_PROXY'),
+    NoProxy: proxyEnv('NO_PROXY'),
+    Name: host.hostname,
+    Labels: deps.labels ?? [],
+    ExperimentalBuild: false,
+    ServerVersion: ENGINE_VERSION,
+    Runtimes: runtimes,
+    DefaultRuntime: host.defaultRuntime,
+    Swarm: swarm,
+    // Containers run under conmon and survive a daemon restart.
+    LiveRestoreEnabled: true,
+    Isolation: '',
+    InitBinary: '',
+    ContainerdCommit: { ID: '' },
+    RuncCommit: { ID: defaultRuntime?.commit ?? '' },
+    InitCommit: { ID: '' },
+    SecurityOptions: host.cgroupVersion === '2' ? ['name=cgroupns'] : [],
+    DefaultAddressPools: deps.defaultAddressPools ?? [
+      { Base: '172.17.0.0/16', Size: 16 },
+      { Base: '172.18.0.0/16', Size: 16 },
+      { Base: '172.19.0.0/16', Size: 16 },
+      { Base: '172.20.0.0/14', Size: 16 },
+      { Base: '172.24.0.0/14', Size: 16 },
+      { Base: '172.28.0.0/14', Size: 16 },
+      { Base: '192.168.0.0/16', Size: 20 },
+    ],
+    CDISpecDirs: [],
+    Warnings: warnings,
+  };
+  if (deps.firewallBackend) info.FirewallBackend = { Driver: deps.firewallBackend };
+  return info;
+}
