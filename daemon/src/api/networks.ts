@@ -1,0 +1,73 @@
+/**
+ * Networks: list, inspect, create, remove, prune, connect and disconnect. The handlers parse and
+ * validate, call the network backend, and shape the answer for the request's version.
+ */
+import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { shape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolParam, filterParam, stringParam } from './params.js';
+import type { Router } from './router.js';
+
+/** What the network routes need of the engine. */
+export interface NetworkBackend {
+  list(filters: ReadonlyMap<string, string[]>): object[];
+  inspect(ref: string, opts: { scope?: string }): object;
+  create(body: unknown): Promise<{ Id: string; Warning?: string }>;
+  remove(ref: string): Promise<void>;
+  /** Names of the networks `prune` removed. */
+  prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
+}
+
+const LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'] as const;
+const PRUNE_FILTERS = ['until', 'label', 'label!'] as const;
+const SCOPES = ['local', 'swarm', 'global'];
+
+export function registerNetworkRoutes(router: Router, backend: NetworkBackend): void {
+  const list = (req: ApiRequest, res: ApiResponse) => {
+    const filters = filterParam(req, LIST_FILTERS);
+    res.json(200, shape('network', req.version, backend.list(filters)));
+  };
+  router.get('/networks', list);
+  // Docker answers the list on a trailing slash too.
+  router.get('/networks/', list);
+
+  router.post('/networks/create', async (req, res) => {
+    const body = await req.json();
+    if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new InvalidParameter('request body must be a JSON object with at least a Name');
+    }
+    const created = await backend.create(body);
+    res.json(201, { Id: created.Id, Warning: created.Warning ?? '' });
+  });
+
+  router.post('/networks/prune', async (req, res) => {
+    const filters = filterParam(req, PRUNE_FILTERS);
+    const removed = backend.prune ? await backend.prune(filters) : [];
+    res.json(200, { NetworksDeleted: removed });
+  });
+
+  router.get('/networks/:id', (req, res) => {
+    const scope = stringParam(req, 'scope');
+    if (scope !== undefined && scope !== '' && !SCOPES.includes(scope)) {
+      throw new InvalidParameter(`invalid scope ${JSON.stringify(scope)}: expected local, swarm or global`);
+    }
+    // `verbose` only adds service details of swarm networks; it is accepted and validated.
+    boolParam(req, 'verbose');
+    res.json(200, shape('network', req.version, backend.inspect(req.params.id, { scope: scope || undefined })));
+  });
+
+  router.delete('/networks/:id', async (req, res) => {
+    await backend.remove(req.params.id);
+    res.noContent();
+  });
+
+  router.post('/networks/:id/connect', async (req) => {
+    backend.inspect(req.params.id, {});
+    throw new NotImplemented('connecting a running container to another network is not supported yet');
+  });
+
+  router.post('/networks/:id/disconnect', async (req) => {
+    backend.inspect(req.params.id, {});
+    throw new NotImplemented('disconnecting a container from a network is not supported yet');
+  });
+}

@@ -1,0 +1,261 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { EventBus, type EngineEvent } from '../events.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { NetworkService, type NetworkServiceOptions } from './service.js';
+import type { BridgeSpec, NetworkHost, VethSpec } from './types.js';
+
+/** A NetworkHost that keeps the host's state in memory. */
+class FakeNetworkHost implements NetworkHost {
+  subnetsInUse: string[] = ['192.0.2.0/24'];
+  bridges = new Map<string, string | null>();
+  ports = new Map<string, Set<string>>();
+  nat = new Map<string, string>();
+  veths: VethSpec[] = [];
+  loopbacks: number[] = [];
+  removed: string[] = [];
+  failAttach = false;
+
+  async usedSubnets(except?: string) {
+    return this.subnetsInUse.filter(() => except !== 'never');
+  }
+  async bridgeAddress(name: string) {
+    return this.bridges.has(name) ? this.bridges.get(name) : undefined;
+  }
+  async ensureBridge(spec: BridgeSpec) {
+    this.bridges.set(spec.name, `${spec.gateway}/${spec.prefixLen}`);
+    if (!this.ports.has(spec.name)) this.ports.set(spec.name, new Set());
+  }
+  async removeBridge(name: string) {
+    this.bridges.delete(name);
+  }
+  async enableForwarding() {}
+  async ensureNat(spec: { bridge: string; subnet: string }) {
+    this.nat.set(spec.bridge, spec.subnet);
+  }
+  async removeNat(bridge: string) {
+    this.nat.delete(bridge);
+  }
+  async attachVeth(spec: VethSpec) {
+    if (this.failAttach) throw new Error('no such process');
+    this.veths.push(spec);
+    this.ports.get(spec.bridge)!.add(spec.hostInterface);
+  }
+  async setupLoopback(pid: number) {
+    this.loopbacks.push(pid);
+  }
+  async removeInterface(name: string) {
+    this.removed.push(name);
+    for (const set of this.ports.values()) set.delete(name);
+  }
+  async bridgePorts(bridge: string) {
+    return [...(this.ports.get(bridge) ?? [])];
+  }
+}
+
+const roots: string[] = [];
+after(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true })));
+
+async function setup(opts: Partial<NetworkServiceOptions> = {}, host = new FakeNetworkHost(), dataRoot?: string) {
+  const root = dataRoot ?? mkdtempSync(path.join(os.tmpdir(), 'berth-net-'));
+  if (!dataRoot) roots.push(root);
+  const events = new EventBus();
+  const seen: EngineEvent[] = [];
+  events.subscribe((e) => seen.push(e));
+  const service = new NetworkService(host, events, { dataRoot: root, bridgeName: 'btest0', iptables: true, ...opts });
+  await service.init();
+  return { service, host, root, seen };
+}
+
+test('init creates bridge, host and none once, with ids stable across restarts', async () => {
+  const { service, host, root } = await setup();
+  const names = service.list().map((n) => n.Name);
+  assert.deepEqual(names, ['bridge', 'host', 'none']);
+  const ids = service.list().map((n) => n.Id);
+  const again = await setup({}, host, root);
+  assert.deepEqual(again.service.list().map((n) => n.Id), ids);
+  const bridge = service.inspect('bridge');
+  assert.equal(bridge.Driver, 'bridge');
+  assert.equal(service.inspect('none').Driver, 'null');
+  assert.equal(service.inspect('host').Driver, 'host');
+  assert.deepEqual(bridge.IPAM.Config, [{ Subnet: '172.17.0.0/16', Gateway: '172.17.0.1' }]);
+  assert.equal(bridge.Options['com.docker.network.bridge.name'], 'btest0');
+  assert.equal(host.nat.get('btest0'), '172.17.0.0/16');
+});
+
+test('the default subnet skips ranges the host routes', async () => {
+  const host = new FakeNetworkHost();
+  host.subnetsInUse = ['172.17.0.0/16', '172.18.3.0/24', '10.0.0.0/8'];
+  const { service } = await setup({}, host);
+  assert.equal(service.defaultBridge().subnet, '172.19.0.0/16');
+  assert.equal(service.defaultBridge().gateway, '172.19.0.1');
+});
+
+test('an existing bridge keeps its address; --bip wins; a bad --bip is refused', async () => {
+  const host = new FakeNetworkHost();
+  host.bridges.set('btest0', '10.44.0.1/24');
+  assert.equal((await setup({}, host)).service.defaultBridge().subnet, '10.44.0.0/24');
+  const bip = await setup({ bridgeCidr: '10.55.1.1/24' });
+  assert.deepEqual(bip.service.defaultBridge(), { name: 'btest0', subnet: '10.55.1.0/24', gateway: '10.55.1.1' });
+  await assert.rejects(setup({ bridgeCidr: '10.55.1.1' }), InvalidParameter);
+  await assert.rejects(setup({ bridgeCidr: '10.55.1.255/24' }), /broadcast/);
+});
+
+test('--iptables=false installs no firewall rules', async () => {
+  const { host } = await setup({ iptables: false });
+  assert.equal(host.nat.size, 0);
+});
+
+test('plan validates NetworkMode and EndpointsConfig with clear messages', async () => {
+  const { service } = await setup();
+  assert.equal(service.plan(undefined, undefined).mode, 'bridge');
+  assert.equal(service.plan('default', {}).mode, 'bridge');
+  assert.equal(service.plan('host', null).mode, 'host');
+  assert.equal(service.plan('none', { EndpointsConfig: { none: {} } }).mode, 'none');
+  const bridgeId = service.inspect('bridge').Id;
+  const byId = service.plan(bridgeId.slice(0, 12), undefined);
+  assert.equal(byId.mode === 'bridge' && byId.networkName, 'bridge');
+  assert.deepEqual(service.plan('container:web', undefined), { mode: 'container', container: 'web' });
+
+  assert.throws(() => service.plan('nosuchnet', undefined), (e: Error) => e instanceof NotFound && e.message === 'network nosuchnet not found');
+  assert.throws(() => service.plan('container:', undefined), InvalidParameter);
+  assert.throws(
+    () => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.0.300' } } } }),
+    (e: Error) => e instanceof InvalidParameter && /EndpointsConfig\.bridge\.IPAMConfig\.IPv4Address/.test(e.message) && /172\.17\.0\.300/.test(e.message),
+  );
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '10.1.2.3' } } } }), /not in the subnet 172\.17\.0\.0\/16/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.0.1' } } } }), /gateway/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.255.255' } } } }), /broadcast/);
+  assert.throws(() => service.plan('host', { EndpointsConfig: { host: { IPAMConfig: { IPv4Address: '172.17.0.9' } } } }), /static address cannot be given on network host/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv6Address: 'fd00::2' } } } }), /IPv6 is not enabled/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { Aliases: ['web'] } } }), /user-defined networks/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { MacAddress: 'zz' } } }), /EndpointsConfig\.bridge\.MacAddress/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { other: {} } }), /network other not found/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { host: { IPAMConfig: { IPv4Address: '1.2.3.4' } } } }), /one network at create/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: [] }), /EndpointsConfig must be an object/);
+  assert.throws(() => service.plan('none', undefined, { macAddress: '02:42:ac:11:00:09' }), /MAC address cannot be set/);
+  const ok = service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.3.4' }, MacAddress: '02:42:AA:BB:CC:DD' } } });
+  assert.deepEqual(ok.mode === 'bridge' && ok.endpoint, { ipv4Address: '172.17.3.4', macAddress: '02:42:aa:bb:cc:dd' });
+});
+
+test('connect allocates addresses in order with Docker MACs, events, and disconnect releases them', async () => {
+  const { service, host, seen } = await setup();
+  const plan = service.plan('bridge', undefined);
+  const a = await service.connect({ id: 'a'.repeat(64), name: '/alpha' }, plan, 101);
+  const b = await service.connect({ id: 'b'.repeat(64), name: '/beta' }, plan, 102);
+  assert.equal(a.networks.bridge.IPAddress, '172.17.0.2');
+  assert.equal(a.networks.bridge.MacAddress, '02:42:ac:11:00:02');
+  assert.equal(a.networks.bridge.Gateway, '172.17.0.1');
+  assert.equal(a.networks.bridge.IPPrefixLen, 16);
+  assert.match(a.networks.bridge.EndpointID, /^[0-9a-f]{64}$/);
+  assert.equal(a.hostsAddress, '172.17.0.2');
+  assert.equal(a.sandboxKey, '/proc/101/ns/net');
+  assert.equal(b.networks.bridge.IPAddress, '172.17.0.3');
+  assert.equal(host.veths[0].pid, 101);
+  assert.equal(host.veths[0].bridge, 'btest0');
+  assert.equal(host.veths[0].containerInterface, 'eth0');
+  assert.match(host.veths[0].hostInterface, /^veth[0-9a-f]{7}$/);
+
+  const inspected = service.inspect('bridge');
+  assert.deepEqual(inspected.Containers['a'.repeat(64)], {
+    Name: 'alpha', EndpointID: a.networks.bridge.EndpointID, MacAddress: '02:42:ac:11:00:02', IPv4Address: '172.17.0.2/16', IPv6Address: '',
+  });
+  assert.deepEqual(inspected.Status!.IPAM.Subnets['172.17.0.0/16'], { IPsInUse: 5, DynamicIPsAvailable: 65531 });
+  assert.deepEqual(service.list()[0].Containers, {});
+
+  await service.disconnect('a'.repeat(64));
+  await service.disconnect('a'.repeat(64));
+  assert.deepEqual(service.containerNetworks('a'.repeat(64)), {});
+  assert.ok(host.removed.includes(host.veths[0].hostInterface));
+  const netEvents = seen.filter((e) => e.Type === 'network').map((e) => `${e.Action}:${e.Actor.Attributes.container.slice(0, 1)}:${e.Actor.Attributes.name}:${e.Actor.Attributes.type}`);
+  assert.deepEqual(netEvents, ['connect:a:bridge:bridge', 'connect:b:bridge:bridge', 'disconnect:a:bridge:bridge']);
+  assert.ok(seen.filter((e) => e.Type === 'network').every((e) => e.Actor.ID === inspected.Id));
+
+  // The next dynamic address goes on from the last one rather than reusing a just-released address.
+  const c = await service.connect({ id: 'c'.repeat(64), name: 'gamma' }, plan, 103);
+  assert.equal(c.networks.bridge.IPAddress, '172.17.0.4');
+});
+
+test('a static address is used, and refused while another container holds it', async () => {
+  const { service } = await setup();
+  const plan = service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.9.9' } } } });
+  const a = await service.connect({ id: '1'.repeat(64), name: 'one' }, plan, 10);
+  assert.equal(a.networks.bridge.IPAddress, '172.17.9.9');
+  assert.equal(a.networks.bridge.MacAddress, '02:42:ac:11:09:09');
+  assert.deepEqual(a.networks.bridge.IPAMConfig, { IPv4Address: '172.17.9.9' });
+  await assert.rejects(service.connect({ id: '2'.repeat(64), name: 'two' }, plan, 11), Conflict);
+});
+
+test('allocations survive a restart: a live address is not handed out twice', async () => {
+  const { service, host, root } = await setup();
+  const plan = service.plan('bridge', undefined);
+  await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 1);
+  const again = await setup({}, host, root);
+  await again.service.recover(new Set(['a'.repeat(64)]));
+  const b = await again.service.connect({ id: 'b'.repeat(64), name: 'b' }, again.service.plan('bridge', undefined), 2);
+  assert.equal(b.networks.bridge.IPAddress, '172.17.0.3');
+  assert.equal(again.service.containerNetworks('a'.repeat(64)).bridge.IPAddress, '172.17.0.2');
+});
+
+test('recover releases what dead containers held and removes ports no live container owns', async () => {
+  const { service, host, seen } = await setup();
+  const plan = service.plan('bridge', undefined);
+  await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 1);
+  await service.connect({ id: 'b'.repeat(64), name: 'b' }, plan, 2);
+  host.ports.get('btest0')!.add('vethstray');
+  await service.recover(new Set(['b'.repeat(64)]));
+  assert.deepEqual(Object.keys(service.inspect('bridge').Containers), ['b'.repeat(64)]);
+  assert.deepEqual(await host.bridgePorts('btest0'), [host.veths[1].hostInterface]);
+  assert.ok(host.removed.includes('vethstray'));
+  assert.ok(seen.some((e) => e.Type === 'network' && e.Action === 'disconnect' && e.Actor.Attributes.container === 'a'.repeat(64)));
+});
+
+test('a failed attach releases its address', async () => {
+  const { service, host } = await setup();
+  host.failAttach = true;
+  await assert.rejects(service.connect({ id: 'a'.repeat(64), name: 'a' }, service.plan('bridge', undefined), 1), /cannot connect container a to network bridge/);
+  assert.deepEqual(service.inspect('bridge').Containers, {});
+});
+
+test('none brings up loopback only; host touches nothing; container mode has no networks', async () => {
+  const { service, host } = await setup();
+  const none = await service.connect({ id: 'n'.repeat(64), name: 'n' }, service.plan('none', undefined), 55);
+  assert.deepEqual(host.loopbacks, [55]);
+  assert.equal(none.networks.none.IPAddress, '');
+  assert.equal(none.hostsAddress, undefined);
+  const h = await service.connect({ id: 'h'.repeat(64), name: 'h' }, service.plan('host', undefined), undefined);
+  assert.equal(h.networks.host.NetworkID, service.inspect('host').Id);
+  assert.equal(h.sandboxKey, '');
+  assert.deepEqual(Object.keys(service.inspect('host').Containers), ['h'.repeat(64)]);
+  assert.equal(host.veths.length, 0);
+  assert.deepEqual((await service.connect({ id: 'c'.repeat(64), name: 'c' }, { mode: 'container', container: 'n' }, 9)).networks, {});
+});
+
+test('list filters and errors of remove and create', async () => {
+  const { service } = await setup();
+  const names = (f: Record<string, string[]>) => service.list(new Map(Object.entries(f))).map((n) => n.Name);
+  assert.deepEqual(names({ driver: ['bridge'] }), ['bridge']);
+  assert.deepEqual(names({ name: ['o'] }), ['host', 'none']);
+  assert.deepEqual(names({ name: ['^none$'] }), ['none']);
+  assert.deepEqual(names({ type: ['custom'] }), []);
+  assert.deepEqual(names({ type: ['builtin'] }), ['bridge', 'host', 'none']);
+  assert.deepEqual(names({ dangling: ['true'] }), []);
+  assert.deepEqual(names({ dangling: ['false'] }), ['bridge', 'host', 'none']);
+  assert.deepEqual(names({ scope: ['swarm'] }), []);
+  assert.deepEqual(names({ label: ['a=b'] }), []);
+  const id = service.inspect('host').Id;
+  assert.deepEqual(names({ id: [id.slice(0, 6)] }), ['host']);
+  assert.throws(() => names({ type: ['nope'] }), InvalidParameter);
+  assert.throws(() => names({ dangling: ['maybe'] }), InvalidParameter);
+  assert.throws(() => service.inspect('nope'), NotFound);
+  assert.throws(() => service.inspect('bridge', { scope: 'swarm' }), NotFound);
+  await assert.rejects(service.remove('bridge'), Forbidden);
+  await assert.rejects(service.remove(id), /host is a pre-defined network/);
+  await assert.rejects(service.remove('nope'), NotFound);
+  await assert.rejects(service.create({ Name: 'none' }), Forbidden);
+  await assert.rejects(service.create({ Name: 'mynet' }), NotImplemented);
+  await assert.rejects(service.create({}), InvalidParameter);
+});

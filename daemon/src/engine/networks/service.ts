@@ -1,0 +1,596 @@
+/**
+ * The network service: the predefined networks (bridge, host, none), their store and address allocation,
+ * the default bridge on the host, and the per-container connect/disconnect the container engine calls.
+ */
+import { InvalidParameter, NotFound, Forbidden, NotImplemented, Conflict, errorMessage } from '../errors.js';
+import type { EventBus } from '../events.js';
+import { newId } from '../../util/ids.js';
+import { nowNano, rfc3339Nano } from '../../util/json.js';
+import { log } from '../../util/log.js';
+import {
+  contains,
+  defaultBridgeCandidates,
+  formatIPv4,
+  formatSubnet,
+  macFromIPv4,
+  overlaps,
+  parseCIDR,
+  parseIPv4,
+  parseMac,
+  subnetSize,
+  type Subnet,
+} from './ipv4.js';
+import { NetworkStore, type NetworkEntry } from './store.js';
+import type {
+  ContainerNetworkAttachment,
+  ContainerNetworking,
+  EndpointRecord,
+  EndpointRequest,
+  EndpointSettings,
+  NetworkHost,
+  NetworkPlan,
+  NetworkRecord,
+} from './types.js';
+
+export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
+type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];
+const DRIVER_OF: Record<PredefinedName, string> = { bridge: 'bridge', host: 'host', none: 'null' };
+
+export const DEFAULT_MTU = 1500;
+/** The name of the container's side of its veth pair. */
+const CONTAINER_INTERFACE = 'eth0';
+
+export interface NetworkServiceOptions {
+  dataRoot: string;
+  /** Name of the default bridge on the host (`--bridge`). */
+  bridgeName: string;
+  /** `--bip`: the bridge's address and prefix, e.g. 10.20.0.1/24. */
+  bridgeCidr?: string;
+  /** Install NAT and forward rules (`--iptables`). */
+  iptables: boolean;
+  mtu?: number;
+}
+
+/** A network in the API's shape with its containers (and allocation status). */
+export interface NetworkView extends NetworkRecord {
+  Containers: Record<string, { Name: string; EndpointID: string; MacAddress: string; IPv4Address: string; IPv6Address: string }>;
+  Status?: { IPAM: { Subnets: Record<string, { IPsInUse: number; DynamicIPsAvailable: number }> } };
+}
+
+type EventPublisher = Pick<EventBus, 'publish'>;
+
+/** Serialises the service's state changes (allocation, store writes). */
+class Mutex {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(fn, fn);
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+}
+
+function matchesPattern(pattern: string, value: string): boolean {
+  if (pattern === value) return true;
+  try {
+    return new RegExp(pattern).test(value);
+  } catch {
+    return false;
+  }
+}
+
+function randomInterfaceName(): string {
+  return `veth${newId().slice(0, 7)}`;
+}
+
+export class NetworkService implements ContainerNetworking {
+  private readonly store: NetworkStore;
+  private readonly entries = new Map<string, NetworkEntry>();
+  private readonly lock = new Mutex();
+  private readonly mtu: number;
+
+  constructor(
+    private readonly host: NetworkHost,
+    private readonly events: EventPublisher,
+    private readonly opts: NetworkServiceOptions,
+  ) {
+    this.store = new NetworkStore(opts.dataRoot);
+    this.mtu = opts.mtu ?? DEFAULT_MTU;
+  }
+
+  // ---------------------------------------------------------------- daemon start
+
+  /** Loads the store, creates the predefined networks once (stable ids), and builds the default bridge. */
+  async init(): Promise<void> {
+    for (const entry of await this.store.load()) this.entries.set(entry.network.Id, entry);
+    for (const name of PREDEFINED_NETWORKS) {
+      if (this.byName(name)) continue;
+      const entry: NetworkEntry = { network: this.newPredefined(name), endpoints: new Map() };
+      this.entries.set(entry.network.Id, entry);
+      await this.store.save(entry);
+    }
+    await this.setUpDefaultBridge();
+  }
+
+  private newPredefined(name: PredefinedName): NetworkRecord {
+    return {
+      Name: name,
+      Id: newId(),
+      Created: rfc3339Nano(nowNano()),
+      Scope: 'local',
+      Driver: DRIVER_OF[name],
+      EnableIPv4: true,
+      EnableIPv6: false,
+      IPAM: { Driver: 'default', Options: null, Config: [] },
+      Internal: false,
+      Attachable: false,
+      Ingress: false,
+      ConfigFrom: { Network: '' },
+      ConfigOnly: false,
+      Options: {},
+      Labels: {},
+    };
+  }
+
+  /** Picks the bridge's subnet, brings the bridge up and installs its rules. */
+  private async setUpDefaultBridge(): Promise<void> {
+    const entry = this.byName('bridge')!;
+    const name = this.opts.bridgeName;
+    const { gateway, subnet } = await this.chooseBridgeAddress(entry);
+    await this.host.ensureBridge({ name, gateway: formatIPv4(gateway), prefixLen: subnet.prefix, subnet: formatSubnet(subnet), mtu: this.mtu });
+    await this.host.enableForwarding();
+    if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet) });
+
+    entry.network.IPAM.Config = [{ Subnet: formatSubnet(subnet), Gateway: formatIPv4(gateway) }];
+    entry.network.Options = {
+      'com.docker.network.bridge.default_bridge': 'true',
+      'com.docker.network.bridge.enable_icc': 'true',
+      'com.docker.network.bridge.enable_ip_masquerade': 'true',
+      'com.docker.network.bridge.host_binding_ipv4': '0.0.0.0',
+      'com.docker.network.bridge.name': name,
+      'com.docker.network.driver.mtu': String(this.mtu),
+    };
+    await this.store.save(entry);
+    log.info('default bridge ready', { bridge: name, subnet: formatSubnet(subnet), gateway: formatIPv4(gateway) });
+  }
+
+  private async chooseBridgeAddress(entry: NetworkEntry): Promise<{ gateway: number; subnet: Subnet }> {
+    const name = this.opts.bridgeName;
+    if (this.opts.bridgeCidr) {
+      const parsed = parseCIDR(this.opts.bridgeCidr);
+      if (!parsed || parsed.subnet.prefix > 30 || parsed.subnet.prefix < 8) {
+        throw new InvalidParameter(`invalid --bip ${JSON.stringify(this.opts.bridgeCidr)}: expected an address and prefix such as 172.20.0.1/16 (prefix 8 to 30)`);
+      }
+      const { address, subnet } = parsed;
+      const broadcast = subnet.base + subnetSize(subnet) - 1;
+      const gateway = address === subnet.base ? subnet.base + 1 : address;
+      if (gateway === broadcast) throw new InvalidParameter(`invalid --bip ${this.opts.bridgeCidr}: the broadcast address cannot be the bridge's address`);
+      return { gateway, subnet };
+    }
+    // A bridge that already has an address (ours, from an earlier run) keeps it.
+    const existing = await this.host.bridgeAddress(name);
+    if (existing) {
+      const parsed = parseCIDR(existing)!;
+      return { gateway: parsed.address, subnet: parsed.subnet };
+    }
+    const used = (await this.host.usedSubnets(name)).map((s) => parseCIDR(s)?.subnet).filter((s): s is Subnet => s !== undefined);
+    const free = (s: Subnet) => !used.some((u) => overlaps(u, s));
+    const previous = entry.network.IPAM.Config[0];
+    if (previous?.Subnet && previous.Gateway) {
+      const subnet = parseCIDR(previous.Subnet)?.subnet;
+      const gateway = parseIPv4(previous.Gateway);
+      if (subnet && gateway !== undefined && free(subnet)) return { gateway, subnet };
+    }
+    const subnet = defaultBridgeCandidates().find(free);
+    if (!subnet) throw new Conflict('no free address range for the default bridge: every candidate overlaps a route of the host; set one with --bip');
+    return { gateway: subnet.base + 1, subnet };
+  }
+
+  // ---------------------------------------------------------------- lookups for the API
+
+  private byName(name: string): NetworkEntry | undefined {
+    for (const entry of this.entries.values()) if (entry.network.Name === name) return entry;
+    return undefined;
+  }
+
+  /** Finds a network by full id, then by name, then by a unique id prefix. */
+  find(ref: string): NetworkEntry {
+    const direct = this.entries.get(ref) ?? this.byName(ref);
+    if (direct) return direct;
+    if (/^[0-9a-f]+$/.test(ref)) {
+      const matches = [...this.entries.values()].filter((e) => e.network.Id.startsWith(ref));
+      if (matches.length === 1) return matches[0];
+      if (matches.length > 1) throw new InvalidParameter(`network ${ref} is ambiguous (${matches.length} matches found based on ID prefix)`);
+    }
+    throw new NotFound(`network ${ref} not found`);
+  }
+
+  private view(entry: NetworkEntry, withContainers: boolean): NetworkView {
+    const network = structuredClone(entry.network) as NetworkView;
+    network.Containers = {};
+    if (withContainers) {
+      for (const ep of entry.endpoints.values()) {
+        network.Containers[ep.containerId] = {
+          Name: ep.containerName,
+          EndpointID: ep.endpointId,
+          MacAddress: ep.macAddress,
+          IPv4Address: ep.ipv4 ? `${ep.ipv4}/${ep.prefixLen}` : '',
+          IPv6Address: '',
+        };
+      }
+      const subnets: Record<string, { IPsInUse: number; DynamicIPsAvailable: number }> = {};
+      for (const pool of entry.network.IPAM.Config) {
+        const subnet = parseCIDR(pool.Subnet)?.subnet;
+        if (!subnet) continue;
+        // Network address, gateway and broadcast are reserved.
+        const inUse = 3 + [...entry.endpoints.values()].filter((ep) => ep.ipv4).length;
+        subnets[pool.Subnet] = { IPsInUse: inUse, DynamicIPsAvailable: Math.max(0, subnetSize(subnet) - inUse) };
+      }
+      network.Status = { IPAM: { Subnets: subnets } };
+    }
+    return network;
+  }
+
+  inspect(ref: string, opts: { scope?: string } = {}): NetworkView {
+    const entry = this.find(ref);
+    if (opts.scope && opts.scope !== entry.network.Scope) throw new NotFound(`network ${ref} not found`);
+    return this.view(entry, true);
+  }
+
+  /** Lists networks; `filters` are validated by the api layer's key list (driver, id, label, name, type, scope, dangling). */
+  list(filters: ReadonlyMap<string, string[]> = new Map()): NetworkView[] {
+    const type = filters.get('type') ?? [];
+    for (const t of type) if (t !== 'custom' && t !== 'builtin') throw new InvalidParameter(`invalid filter: 'type'='${t}'`);
+    let dangling: boolean | undefined;
+    const danglingValues = filters.get('dangling') ?? [];
+    for (const v of danglingValues) {
+      if (v === 'true' || v === '1') dangling = true;
+      else if (v === 'false' || v === '0') dangling = false;
+      else throw new InvalidParameter(`invalid filter 'dangling=${v}': expected true, false, 1 or 0`);
+    }
+    const out: NetworkView[] = [];
+    for (const entry of this.entries.values()) {
+      const n = entry.network;
+      const builtin = (PREDEFINED_NETWORKS as readonly string[]).includes(n.Name);
+      const driver = filters.get('driver');
+      if (driver?.length && !driver.includes(n.Driver)) continue;
+      const ids = filters.get('id');
+      if (ids?.length && !ids.some((p) => matchesPattern(p, n.Id))) continue;
+      const names = filters.get('name');
+      if (names?.length && !names.some((p) => matchesPattern(p, n.Name))) continue;
+      const scope = filters.get('scope');
+      if (scope?.length && !scope.includes(n.Scope)) continue;
+      if (type.length && !type.includes(builtin ? 'builtin' : 'custom')) continue;
+      const labels = filters.get('label');
+      if (labels?.length) {
+        const ok = labels.every((l) => {
+          const eq = l.indexOf('=');
+          if (eq < 0) return l in n.Labels;
+          return n.Labels[l.slice(0, eq)] === l.slice(eq + 1);
+        });
+        if (!ok) continue;
+      }
+      if (dangling === true && (builtin || entry.endpoints.size > 0)) continue;
+      if (dangling === false && !(builtin || entry.endpoints.size > 0)) continue;
+      out.push(this.view(entry, false));
+    }
+    return out.sort((a, b) => a.Name.localeCompare(b.Name));
+  }
+
+  async remove(ref: string): Promise<void> {
+    const entry = this.find(ref);
+    if ((PREDEFINED_NETWORKS as readonly string[]).includes(entry.network.Name)) {
+      throw new Forbidden(`${entry.network.Name} is a pre-defined network and cannot be removed`);
+    }
+    throw new NotImplemented('removing user-defined networks is not supported yet');
+  }
+
+  async create(body: unknown): Promise<never> {
+    const name = body && typeof body === 'object' ? (body as { Name?: unknown }).Name : undefined;
+    if (typeof name !== 'string' || name === '') throw new InvalidParameter('Name is required to create a network');
+    if ((PREDEFINED_NETWORKS as readonly string[]).includes(name)) {
+      throw new Forbidden(`${name} is a pre-defined network and cannot be created`);
+    }
+    if (this.byName(name)) throw new Conflict(`network with name ${name} already exists`);
+    throw new NotImplemented('user-defined networks are not supported yet: containers can use the predefined networks bridge, host and none');
+  }
+
+  /** Removes unused user-defined networks; only the predefined networks exist, and they are never pruned. */
+  async prune(): Promise<string[]> {
+    return [];
+  }
+
+  // ---------------------------------------------------------------- containers
+
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts: { macAddress?: string } = {}): NetworkPlan {
+    const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
+    if (mode.startsWith('container:')) {
+      const ref = mode.slice('container:'.length);
+      if (ref === '') throw new InvalidParameter('invalid HostConfig.NetworkMode "container:": expected container:<name|id>');
+      const endpoints = this.endpointsConfig(networkingConfig);
+      for (const [key, value] of Object.entries(endpoints)) {
+        if (key !== mode && !isEmptyObject(value)) {
+          throw new InvalidParameter(`conflicting options: a container in network mode ${mode} cannot be given NetworkingConfig.EndpointsConfig.${key}`);
+        }
+      }
+      if (opts.macAddress) throw new InvalidParameter(`conflicting options: MacAddress cannot be set with network mode ${mode}`);
+      return { mode: 'container', container: ref };
+    }
+    let entry: NetworkEntry;
+    try {
+      entry = this.find(mode);
+    } catch (err) {
+      if (err instanceof NotFound) throw new NotFound(`network ${mode} not found`, { cause: err });
+      throw err;
+    }
+    const name = entry.network.Name;
+    const kind: 'bridge' | 'host' | 'none' = name === 'host' ? 'host' : name === 'none' ? 'none' : 'bridge';
+    const endpoint: EndpointRequest = {};
+    if (opts.macAddress) endpoint.macAddress = parseMac(opts.macAddress, 'Config.MacAddress');
+
+    for (const [key, raw] of Object.entries(this.endpointsConfig(networkingConfig))) {
+      const field = `NetworkingConfig.EndpointsConfig.${key}`;
+      let target: NetworkEntry | undefined;
+      if (key === mode || (key === 'default' && entry.network.Name === 'bridge')) target = entry;
+      else {
+        try {
+          target = this.find(key);
+        } catch (err) {
+          if (err instanceof NotFound) throw new NotFound(`network ${key} not found`, { cause: err });
+          throw err;
+        }
+      }
+      if (target !== entry) {
+        if (isEmptyObject(raw)) continue;
+        throw new InvalidParameter(`${field}: a container can be connected to one network at create (HostConfig.NetworkMode is ${mode})`);
+      }
+      if (raw === null || raw === undefined) continue;
+      if (typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter(`${field} must be an object`);
+      const settings = raw as Record<string, unknown>;
+      const ipam = settings.IPAMConfig;
+      if (ipam !== null && ipam !== undefined) {
+        if (typeof ipam !== 'object' || Array.isArray(ipam)) throw new InvalidParameter(`${field}.IPAMConfig must be an object`);
+        const { IPv4Address, IPv6Address, LinkLocalIPs } = ipam as Record<string, unknown>;
+        if (IPv4Address !== undefined && IPv4Address !== '') {
+          endpoint.ipv4Address = this.validateStaticIPv4(entry, IPv4Address, `${field}.IPAMConfig.IPv4Address`);
+        }
+        if (IPv6Address !== undefined && IPv6Address !== '') {
+          throw new InvalidParameter(`${field}.IPAMConfig.IPv6Address: IPv6 is not enabled on network ${name}`);
+        }
+        if (Array.isArray(LinkLocalIPs) && LinkLocalIPs.length > 0) {
+          throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: link-local addresses are not supported`);
+        }
+      }
+      const aliases = settings.Aliases;
+      if (Array.isArray(aliases) && aliases.length > 0) {
+        throw new InvalidParameter(`${field}.Aliases: network-scoped aliases are supported only for containers in user-defined networks`);
+      }
+      const mac = settings.MacAddress;
+      if (mac !== undefined && mac !== '') {
+        if (typeof mac !== 'string') throw new InvalidParameter(`${field}.MacAddress must be a string`);
+        endpoint.macAddress = parseMac(mac, `${field}.MacAddress`);
+      }
+    }
+    if (kind !== 'bridge' && endpoint.macAddress) {
+      throw new InvalidParameter(`conflicting options: a MAC address cannot be set with network mode ${name}`);
+    }
+    return { mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
+  }
+
+  private endpointsConfig(networkingConfig: unknown): Record<string, unknown> {
+    if (networkingConfig === null || networkingConfig === undefined) return {};
+    if (typeof networkingConfig !== 'object' || Array.isArray(networkingConfig)) throw new InvalidParameter('NetworkingConfig must be an object');
+    const endpoints = (networkingConfig as { EndpointsConfig?: unknown }).EndpointsConfig;
+    if (endpoints === null || endpoints === undefined) return {};
+    if (typeof endpoints !== 'object' || Array.isArray(endpoints)) throw new InvalidParameter('NetworkingConfig.EndpointsConfig must be an object of network names to endpoint settings');
+    return endpoints as Record<string, unknown>;
+  }
+
+  private validateStaticIPv4(entry: NetworkEntry, value: unknown, field: string): string {
+    const name = entry.network.Name;
+    if (typeof value !== 'string') throw new InvalidParameter(`${field} must be a string`);
+    const address = parseIPv4(value);
+    if (address === undefined) throw new InvalidParameter(`${field}: invalid IPv4 address ${JSON.stringify(value)}`);
+    if (name === 'host' || name === 'none') throw new InvalidParameter(`${field}: a static address cannot be given on network ${name}`);
+    const pool = entry.network.IPAM.Config[0];
+    const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
+    if (!subnet || !contains(subnet, address)) {
+      throw new InvalidParameter(`${field}: ${value} is not in the subnet ${pool?.Subnet ?? '(none)'} of network ${name}`);
+    }
+    const broadcast = subnet.base + subnetSize(subnet) - 1;
+    if (address === subnet.base || address === broadcast) throw new InvalidParameter(`${field}: ${value} is the network or broadcast address of ${pool.Subnet}`);
+    if (pool.Gateway && address === parseIPv4(pool.Gateway)) throw new InvalidParameter(`${field}: ${value} is the gateway of network ${name}`);
+    return value;
+  }
+
+  plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings> {
+    if (plan.mode === 'container') return {};
+    return { [plan.networkName]: this.endpointSettings(plan.networkId, undefined, plan.endpoint) };
+  }
+
+  private endpointSettings(networkId: string, ep: EndpointRecord | undefined, request?: EndpointRequest): EndpointSettings {
+    const entry = this.entries.get(networkId);
+    const gateway = ep?.ipv4 ? (entry?.network.IPAM.Config[0]?.Gateway ?? '') : '';
+    const staticIPv4 = ep ? (ep.staticIPv4 ? ep.ipv4 : undefined) : request?.ipv4Address;
+    return {
+      IPAMConfig: staticIPv4 ? { IPv4Address: staticIPv4 } : null,
+      Links: null,
+      Aliases: null,
+      MacAddress: ep?.macAddress ?? '',
+      DriverOpts: null,
+      GwPriority: 0,
+      NetworkID: networkId,
+      EndpointID: ep?.endpointId ?? '',
+      Gateway: gateway,
+      IPAddress: ep?.ipv4 ?? '',
+      IPPrefixLen: ep?.ipv4 ? ep.prefixLen : 0,
+      IPv6Gateway: '',
+      GlobalIPv6Address: '',
+      GlobalIPv6PrefixLen: 0,
+      DNSNames: null,
+    };
+  }
+
+  containerNetworks(containerId: string): Record<string, EndpointSettings> {
+    const out: Record<string, EndpointSettings> = {};
+    for (const entry of this.entries.values()) {
+      const ep = entry.endpoints.get(containerId);
+      if (ep) out[entry.network.Name] = this.endpointSettings(entry.network.Id, ep);
+    }
+    return out;
+  }
+
+  private allocate(entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
+    const pool = entry.network.IPAM.Config[0];
+    const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
+    const gateway = pool?.Gateway ? parseIPv4(pool.Gateway) : undefined;
+    if (!subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
+    const inUse = new Set<number>();
+    for (const ep of entry.endpoints.values()) if (ep.ipv4 && ep.containerId !== containerId) inUse.add(parseIPv4(ep.ipv4)!);
+    if (requested) {
+      const address = parseIPv4(requested)!;
+      if (!contains(subnet, address)) throw new InvalidParameter(`${requested} is not in the subnet ${pool.Subnet} of network ${entry.network.Name}`);
+      if (inUse.has(address)) throw new Conflict(`address ${requested} is already in use on network ${entry.network.Name}`);
+      return { address, subnet, gateway };
+    }
+    const size = subnetSize(subnet);
+    const broadcast = subnet.base + size - 1;
+    const last = entry.lastAllocated ? parseIPv4(entry.lastAllocated) : undefined;
+    let offset = last !== undefined && contains(subnet, last) ? last - subnet.base : 0;
+    for (let i = 0; i < size; i++) {
+      offset = (offset + 1) % size;
+      const candidate = (subnet.base + offset) >>> 0;
+      if (candidate === subnet.base || candidate === broadcast || candidate === gateway || inUse.has(candidate)) continue;
+      return { address: candidate, subnet, gateway };
+    }
+    throw new Conflict(`no available IPv4 address on network ${entry.network.Name} (${pool.Subnet})`);
+  }
+
+  connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
+    if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '' });
+    return this.lock.run(async () => {
+      const entry = this.entries.get(plan.networkId);
+      if (!entry) throw new NotFound(`network ${plan.networkName} not found`);
+      const containerName = container.name.replace(/^\//, '');
+      // A record left by an earlier run of this container (never disconnected) is replaced.
+      const stale = entry.endpoints.get(container.id);
+      if (stale?.hostInterface) await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
+
+      const endpoint: EndpointRecord = {
+        containerId: container.id,
+        containerName,
+        endpointId: newId(),
+        ipv4: '',
+        prefixLen: 0,
+        macAddress: '',
+        pid,
+      };
+      let bridge = '';
+      if (plan.mode === 'bridge') {
+        if (pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
+        const { address, subnet, gateway } = this.allocate(entry, container.id, plan.endpoint.ipv4Address);
+        endpoint.ipv4 = formatIPv4(address);
+        endpoint.prefixLen = subnet.prefix;
+        endpoint.macAddress = plan.endpoint.macAddress ?? macFromIPv4(address);
+        endpoint.hostInterface = randomInterfaceName();
+        if (plan.endpoint.ipv4Address) endpoint.staticIPv4 = true;
+        else entry.lastAllocated = endpoint.ipv4;
+        bridge = entry.network.Options['com.docker.network.bridge.name'] ?? this.opts.bridgeName;
+        // The allocation is on disk before the interface exists, so a crash in between leaves a record
+        // that recovery can see and undo.
+        entry.endpoints.set(container.id, endpoint);
+        await this.store.save(entry);
+        try {
+          await this.host.attachVeth({
+            pid,
+            bridge,
+            hostInterface: endpoint.hostInterface,
+            containerInterface: CONTAINER_INTERFACE,
+            address: endpoint.ipv4,
+            prefixLen: subnet.prefix,
+            gateway: formatIPv4(gateway),
+            macAddress: endpoint.macAddress,
+            mtu: this.mtu,
+          });
+        } catch (err) {
+          entry.endpoints.delete(container.id);
+          await this.store.save(entry).catch(() => undefined);
+          throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
+        }
+      } else {
+        if (plan.mode === 'none' && pid !== undefined) await this.host.setupLoopback(pid);
+        entry.endpoints.set(container.id, endpoint);
+        await this.store.save(entry);
+      }
+      this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+      return {
+        networks: { [entry.network.Name]: this.endpointSettings(entry.network.Id, endpoint) },
+        hostsAddress: endpoint.ipv4 || undefined,
+        sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
+        bridge,
+      };
+    });
+  }
+
+  disconnect(containerId: string): Promise<void> {
+    return this.lock.run(async () => {
+      for (const entry of this.entries.values()) {
+        const ep = entry.endpoints.get(containerId);
+        if (!ep) continue;
+        entry.endpoints.delete(containerId);
+        await this.store.save(entry);
+        // The veth normally dies with the namespace; the kernel may not have got to it yet.
+        if (ep.hostInterface) {
+          await this.host.removeInterface(ep.hostInterface).catch((err) => {
+            log.warn('cannot remove a container interface', { interface: ep.hostInterface, error: errorMessage(err) });
+          });
+        }
+        this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+      }
+    });
+  }
+
+  recover(liveContainerIds: ReadonlySet<string>): Promise<void> {
+    return this.lock.run(async () => {
+      for (const entry of this.entries.values()) {
+        const gone = [...entry.endpoints.values()].filter((ep) => !liveContainerIds.has(ep.containerId));
+        for (const ep of gone) entry.endpoints.delete(ep.containerId);
+        if (gone.length > 0) {
+          await this.store.save(entry);
+          log.info('released network endpoints of containers that are not running', { network: entry.network.Name, count: gone.length });
+        }
+        for (const ep of gone) {
+          this.events.publish('network', 'disconnect', entry.network.Id, { container: ep.containerId, name: entry.network.Name, type: entry.network.Driver });
+        }
+        const bridge = entry.network.Driver === 'bridge' ? entry.network.Options['com.docker.network.bridge.name'] : undefined;
+        if (!bridge) continue;
+        const owned = new Set([...entry.endpoints.values()].map((ep) => ep.hostInterface).filter(Boolean));
+        for (const port of await this.host.bridgePorts(bridge)) {
+          if (owned.has(port)) continue;
+          log.info('removing an interface no live container owns', { bridge, interface: port });
+          await this.host.removeInterface(port).catch((err) => log.warn('cannot remove interface', { interface: port, error: errorMessage(err) }));
+        }
+      }
+    });
+  }
+
+  /** The default bridge's name, subnet and gateway (for /info and tests). */
+  defaultBridge(): { name: string; subnet: string; gateway: string } {
+    const pool = this.byName('bridge')!.network.IPAM.Config[0];
+    return { name: this.opts.bridgeName, subnet: pool.Subnet, gateway: pool.Gateway ?? '' };
+  }
+
+  /** Removes the default bridge and its firewall rules from the host (used by tests and uninstall). */
+  async removeDefaultBridge(): Promise<void> {
+    await this.host.removeNat(this.opts.bridgeName);
+    await this.host.removeBridge(this.opts.bridgeName);
+  }
+}
+
+function isEmptyObject(value: unknown): boolean {
+  if (value === null || value === undefined) return true;
+  if (typeof value !== 'object') return false;
+  return Object.values(value as Record<string, unknown>).every(
+    (v) => v === null || v === undefined || v === '' || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && isEmptyObject(v)),
+  );
+}
+

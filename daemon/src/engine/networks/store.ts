@@ -1,0 +1,74 @@
+/**
+ * The network store: one file per network under `<data-root>/network/`.
+ *
+ * Format (version 1), `<data-root>/network/<network id>.json`, written atomically:
+ *   { "version": 1,
+ *     "network": NetworkRecord (the API shape, without Containers),
+ *     "endpoints": { "<container id>": EndpointRecord },   // who holds which address
+ *     "lastAllocated": "172.17.0.5" }                        // where the next dynamic allocation starts
+ * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
+ * address a live container holds.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { log } from '../../util/log.js';
+import type { EndpointRecord, NetworkRecord } from './types.js';
+
+export const NETWORK_STORE_VERSION = 1;
+
+export interface NetworkEntry {
+  network: NetworkRecord;
+  endpoints: Map<string, EndpointRecord>;
+  lastAllocated?: string;
+}
+
+interface NetworkFile {
+  version: number;
+  network: NetworkRecord;
+  endpoints: Record<string, EndpointRecord>;
+  lastAllocated?: string;
+}
+
+const ID = /^[0-9a-f]{64}$/;
+
+export class NetworkStore {
+  readonly dir: string;
+
+  constructor(dataRoot: string) {
+    this.dir = path.join(dataRoot, 'network');
+  }
+
+  async load(): Promise<NetworkEntry[]> {
+    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const out: NetworkEntry[] = [];
+    for (const name of await fs.readdir(this.dir)) {
+      const m = /^([0-9a-f]{64})\.json$/.exec(name);
+      if (!m) continue;
+      const file = await readJSONIfExists<NetworkFile>(path.join(this.dir, name));
+      if (!file) continue;
+      if (file.version !== NETWORK_STORE_VERSION || file.network?.Id !== m[1]) {
+        log.warn('skipping a network file of an unknown format', { file: name, version: file.version });
+        continue;
+      }
+      out.push({ network: file.network, endpoints: new Map(Object.entries(file.endpoints ?? {})), lastAllocated: file.lastAllocated });
+    }
+    return out;
+  }
+
+  async save(entry: NetworkEntry): Promise<void> {
+    if (!ID.test(entry.network.Id)) throw new Error(`invalid network id ${entry.network.Id}`);
+    const file: NetworkFile = {
+      version: NETWORK_STORE_VERSION,
+      network: entry.network,
+      endpoints: Object.fromEntries(entry.endpoints),
+      lastAllocated: entry.lastAllocated,
+    };
+    await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file);
+  }
+
+  async remove(id: string): Promise<void> {
+    if (!ID.test(id)) throw new Error(`invalid network id ${id}`);
+    await fs.rm(path.join(this.dir, `${id}.json`), { force: true });
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * Networks: the object model, the narrow interface the container engine calls to give containers their
+ * network (ContainerNetworking), and the Host methods networking needs (NetworkHost).
+ */
+
+/** A network in the API's shape, newest version (api/compat trims it per request). */
+export interface NetworkRecord {
+  Name: string;
+  Id: string;
+  /** RFC 3339 with nanoseconds. */
+  Created: string;
+  Scope: 'local' | 'swarm' | 'global';
+  /** bridge, host or null (the `none` network). */
+  Driver: string;
+  EnableIPv4: boolean;
+  EnableIPv6: boolean;
+  IPAM: { Driver: string; Options: Record<string, string> | null; Config: IPAMPool[] };
+  Internal: boolean;
+  Attachable: boolean;
+  Ingress: boolean;
+  ConfigFrom: { Network: string };
+  ConfigOnly: boolean;
+  Options: Record<string, string>;
+  Labels: Record<string, string>;
+}
+
+export interface IPAMPool {
+  Subnet: string;
+  Gateway?: string;
+  IPRange?: string;
+  AuxiliaryAddresses?: Record<string, string>;
+}
+
+/** One container's membership of a network, as persisted. */
+export interface EndpointRecord {
+  containerId: string;
+  containerName: string;
+  endpointId: string;
+  /** IPv4 address without prefix ('' on host and none). */
+  ipv4: string;
+  prefixLen: number;
+  macAddress: string;
+  /** Name of the host side of the veth pair (bridge networks). */
+  hostInterface?: string;
+  /** The address was asked for by the client (IPAMConfig.IPv4Address). */
+  staticIPv4?: boolean;
+  /** The container's init pid when it joined (for SandboxKey). */
+  pid?: number;
+}
+
+/** A container's endpoint in a network as container inspect and list show it (EndpointSettings). */
+export interface EndpointSettings {
+  IPAMConfig: { IPv4Address?: string; IPv6Address?: string; LinkLocalIPs?: string[] } | null;
+  Links: string[] | null;
+  Aliases: string[] | null;
+  MacAddress: string;
+  DriverOpts: Record<string, string> | null;
+  GwPriority: number;
+  NetworkID: string;
+  EndpointID: string;
+  Gateway: string;
+  IPAddress: string;
+  IPPrefixLen: number;
+  IPv6Gateway: string;
+  GlobalIPv6Address: string;
+  GlobalIPv6PrefixLen: number;
+  DNSNames: string[] | null;
+}
+
+/**
+ * How a container is networked, resolved from HostConfig.NetworkMode and NetworkingConfig at create.
+ * Plain data: the engine may keep it, but should plan again at start (the network may be gone).
+ */
+export type NetworkPlan =
+  | { mode: 'bridge' | 'host' | 'none'; networkId: string; networkName: string; endpoint: EndpointRequest }
+  /** Shares the network namespace of another container (`container:<id|name>`); the engine resolves the reference. */
+  | { mode: 'container'; container: string };
+
+export interface EndpointRequest {
+  ipv4Address?: string;
+  macAddress?: string;
+}
+
+/** What connecting a container gave it. */
+export interface ContainerNetworkAttachment {
+  /** NetworkSettings.Networks: network name -> endpoint. Empty for `container:` mode. */
+  networks: Record<string, EndpointSettings>;
+  /** The address /etc/hosts maps the container's hostname to (undefined: only loopback entries). */
+  hostsAddress?: string;
+  /** NetworkSettings.SandboxKey. */
+  sandboxKey: string;
+  /** Name of the bridge on the host the container is attached to ('' otherwise). */
+  bridge: string;
+}
+
+/**
+ * What the container engine calls to network its containers. The container runs in a network namespace
+ * made by the runtime (none for `host` mode); `connect` is called between `crun create` and `crun start`.
+ */
+export interface ContainerNetworking {
+  /**
+   * Validates HostConfig.NetworkMode and NetworkingConfig (the create body's fields, as sent) and
+   * resolves them. Throws NotFound for an unknown network, InvalidParameter naming the bad field.
+   */
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts?: { macAddress?: string }): NetworkPlan;
+  /** The endpoints a created but not running container shows (no addresses yet). */
+  plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings>;
+  /**
+   * Gives the container its network: for bridge, a veth pair into `pid`'s namespace with an address, the
+   * MAC derived from it and a default route; for none, loopback only; for host, nothing on the host.
+   * Publishes the `network connect` event. Undoes its own work when it fails.
+   */
+  connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment>;
+  /**
+   * Releases the container's addresses and whatever outlives its namespace; publishes `network disconnect`.
+   * Idempotent: a second call, or a call for a container that never connected, does nothing.
+   */
+  disconnect(containerId: string): Promise<void>;
+  /** The container's current endpoints (empty when it is not connected). */
+  containerNetworks(containerId: string): Record<string, EndpointSettings>;
+  /**
+   * At daemon start: releases the allocations and removes the interfaces of every container not in
+   * `liveContainerIds` (what a crash left behind).
+   */
+  recover(liveContainerIds: ReadonlySet<string>): Promise<void>;
+}
+
+/** The default bridge as the host builds it. */
+export interface BridgeSpec {
+  name: string;
+  /** Gateway address (the bridge's own address), dotted quad. */
+  gateway: string;
+  prefixLen: number;
+  /** Subnet in CIDR notation. */
+  subnet: string;
+  mtu: number;
+}
+
+export interface VethSpec {
+  /** The container's init pid: its network namespace is /proc/<pid>/ns/net. */
+  pid: number;
+  bridge: string;
+  hostInterface: string;
+  /** Name inside the container. */
+  containerInterface: string;
+  address: string;
+  prefixLen: number;
+  gateway: string;
+  macAddress: string;
+  mtu: number;
+}
+
+/** The Host methods networking needs (host/linux/network implements them). */
+export interface NetworkHost {
+  /** IPv4 subnets the host already uses (routes and interface addresses), except those of `exceptDevice`. */
+  usedSubnets(exceptDevice?: string): Promise<string[]>;
+  /**
+   * The IPv4 address (a.b.c.d/n) of the named bridge: undefined when no link has that name, null when
+   * the bridge exists without an address. Throws Conflict when the link exists but is not a bridge.
+   */
+  bridgeAddress(name: string): Promise<string | null | undefined>;
+  /** Creates the bridge or brings an existing one to the spec (address, up). Idempotent. */
+  ensureBridge(spec: BridgeSpec): Promise<void>;
+  /** Deletes the bridge (and so detaches its ports). Idempotent. */
+  removeBridge(name: string): Promise<void>;
+  /** Turns on IPv4 forwarding. */
+  enableForwarding(): Promise<void>;
+  /** Installs the bridge's NAT and forward rules, replacing earlier ones of the same bridge. */
+  ensureNat(spec: { bridge: string; subnet: string }): Promise<void>;
+  /** Removes every firewall rule tagged with the bridge's name. Idempotent. */
+  removeNat(bridge: string): Promise<void>;
+  /** Creates the veth pair, moves the container end into the namespace and configures both ends. */
+  attachVeth(spec: VethSpec): Promise<void>;
+  /** Brings up loopback in the namespace of `pid`. */
+  setupLoopback(pid: number): Promise<void>;
+  /** Deletes a host interface if it exists. */
+  removeInterface(name: string): Promise<void>;
+  /** Names of the interfaces attached to the bridge. */
+  bridgePorts(bridge: string): Promise<string[]>;
+}
