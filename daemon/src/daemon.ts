@@ -9,6 +9,9 @@ import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
 import { EventBus } from './engine/events.js';
 import { registerEventsRoutes } from './api/events.js';
+import { registerNetworkRoutes } from './api/networks.js';
+import { NetworkService } from './engine/networks/service.js';
+import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
 import { registerSystemRoutes, type ComponentVersion, type SystemBackend } from './api/system.js';
 import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
@@ -74,6 +77,17 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // -- engine services and their routes are wired below --
   void events;
+
+  // Networks: the predefined networks and the default bridge (created or verified at every start).
+  // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
+  const networks = new NetworkService(new LinuxNetworkHost(), events, {
+    dataRoot: opts.dataRoot,
+    bridgeName: opts.bridgeName,
+    bridgeCidr: opts.bridgeCidr,
+    iptables: opts.iptables,
+  });
+  await networks.init();
+  registerNetworkRoutes(router, networks);
 
   // System and events. The container and image counts come from their services once those are wired;
   // until then this daemon holds neither containers nor images.
