@@ -83,7 +83,7 @@ if ! command -v docker >/dev/null 2>&1; then
   install -m 755 "$tmp/usr/bin/docker" /usr/local/bin/docker
   rm -rf "$tmp"
 fi
-log "docker CLI: $(docker version --format '{{.Client.Version}}' 2>/dev/null || echo present)"
+log "docker CLI: $(docker --version)"
 
 # Node >= 20 with npm. Debian 12's own nodejs is 18: use a Debian package only if apt offers 20 or newer.
 if [ "$(node_major)" -lt "$NODE_MAJOR_MIN" ]; then

@@ -63,3 +63,14 @@ export async function alive(pid: number): Promise<boolean> {
 }
 
 export const MB = 1024 * 1024;
+
+/** PIDs of all processes whose arguments mention `needle` (a path, usually). */
+export function findProcessesMentioning(needle: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const argv = cmdline(Number(entry));
+    if (argv && argv.some((a) => a.includes(needle))) pids.push(Number(entry));
+  }
+  return pids.sort((a, b) => a - b);
+}

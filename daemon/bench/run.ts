@@ -1,0 +1,450 @@
+/**
+ * The start-up and memory benchmark. Everything is measured side by side in one run, on this machine:
+ *
+ *   (a) create + start + wait + delete of `true` over the API (NetworkMode none, one kept-alive connection)
+ *   (b) `docker run --rm --network none busybox true` through the docker CLI
+ *   (c) the reference: `crun run` of an OCI bundle of the same busybox root filesystem, in the foreground
+ *
+ * then the daemon's idle RSS, and the memory each running container adds beyond its own processes: the daemon's
+ * RSS growth plus the RSS of the per-container helpers (conmon), divided by the number of containers.
+ *
+ *   npm run bench -- [-n 50] [-k 20] [--rounds 5] [--runtime crun|runc] [--json] [--check] [--verbose]
+ *
+ * It starts a real berthd in a temporary root and removes everything it started when it ends (also on Ctrl-C).
+ */
+import { promises as fs, readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
+import { alive, findProcessesMentioning, MB, rssBytes, settledRss } from './procmem.js';
+import { measureReference, prepareBundle, type Bundle, type Runtime } from './reference.js';
+import { fmt, msSince, summarize, type Summary } from './stats.js';
+
+export const TARGETS = { apiToCrunP50: 3, idleRssMB: 60, perContainerMB: 2.5 };
+
+export interface Options {
+  iterations: number;
+  containers: number;
+  rounds: number;
+  warmup: number;
+  runtime: Runtime;
+  json: boolean;
+  check: boolean;
+  verbose: boolean;
+}
+
+export const USAGE = `usage: npm run bench -- [options]   (or: node daemon/dist/bench/run.js [options])
+
+  -n, --iterations N   timed start-ups of each kind (default 50)
+  -k, --containers K   running containers for the memory figure (default 20)
+      --rounds R       run the iterations in R interleaved rounds of (a), (b), (c) (default 5)
+      --warmup W       untimed start-ups of each kind before the first round (default 3)
+      --runtime NAME   the daemon's OCI runtime, crun or runc (default crun); the reference is always crun
+      --json           print the figures as JSON
+      --check          exit 1 when a figure misses its target
+      --verbose        show the daemon's log
+`;
+
+/** Parses the flags; undefined for --help. Throws on bad input. */
+export function parseOptions(argv: string[]): Options | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      iterations: { type: 'string', short: 'n' },
+      containers: { type: 'string', short: 'k' },
+      rounds: { type: 'string' },
+      warmup: { type: 'string' },
+      runtime: { type: 'string' },
+      json: { type: 'boolean' },
+      check: { type: 'boolean' },
+      verbose: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return undefined;
+  const int = (name: string, value: string | undefined, def: number, min: number): number => {
+    if (value === undefined) return def;
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} wants an integer >= ${min}, got ${JSON.stringify(value)}`);
+    return n;
+  };
+  const runtime = values.runtime ?? 'crun';
+  if (runtime !== 'crun' && runtime !== 'runc') throw new Error(`--runtime wants crun or runc, got ${JSON.stringify(runtime)}`);
+  const iterations = int('iterations', values.iterations, 50, 1);
+  return {
+    iterations,
+    containers: int('containers', values.containers, 20, 1),
+    rounds: Math.min(iterations, int('rounds', values.rounds, 5, 1)),
+    warmup: int('warmup', values.warmup, 3, 0),
+    runtime,
+    json: Boolean(values.json),
+    check: Boolean(values.check),
+    verbose: Boolean(values.verbose),
+  };
+}
+
+/** Splits `total` into `parts` chunk sizes that differ by at most one. */
+export function chunks(total: number, parts: number): number[] {
+  return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
+}
+
+/** An agent that keeps one connection alive and counts the connections it opened. */
+class OneConnectionAgent extends http.Agent {
+  opened = 0;
+  constructor() {
+    super({ keepAlive: true, maxSockets: 1 });
+  }
+  override createConnection(...args: Parameters<http.Agent['createConnection']>): ReturnType<http.Agent['createConnection']> {
+    this.opened++;
+    return super.createConnection(...args);
+  }
+}
+
+/** The few API calls the benchmark makes, over one kept-alive connection. */
+class Api {
+  readonly agent = new OneConnectionAgent();
+  /** Containers created and not yet deleted, for the clean-up. */
+  readonly live = new Set<string>();
+
+  constructor(private readonly socket: string) {}
+
+  async call(method: string, urlPath: string, expect: number, body?: unknown): Promise<HttpResult> {
+    const res = await httpRequest(this.socket, method, urlPath, { body, agent: this.agent, timeoutMs: 60_000 });
+    if (res.status !== expect) throw new Error(`${method} ${urlPath} answered ${res.status}: ${res.text.trim()}`);
+    return res;
+  }
+
+  async create(cmd: string[]): Promise<string> {
+    const res = await this.call('POST', '/containers/create', 201, { Image: 'busybox', Cmd: cmd, HostConfig: { NetworkMode: 'none' } });
+    const id = res.json<{ Id: string }>().Id;
+    this.live.add(id);
+    return id;
+  }
+
+  async start(id: string): Promise<void> {
+    await this.call('POST', `/containers/${id}/start`, 204);
+  }
+
+  async remove(id: string, force = false): Promise<void> {
+    await this.call('DELETE', `/containers/${id}${force ? '?force=1' : ''}`, 204);
+    this.live.delete(id);
+  }
+
+  /** (a): create, start, wait, delete; checks the exit code. */
+  async runTrue(): Promise<void> {
+    const id = await this.create(['true']);
+    await this.start(id);
+    const status = (await this.call('POST', `/containers/${id}/wait`, 200)).json<{ StatusCode: number }>().StatusCode;
+    if (status !== 0) throw new Error(`container ${id} exited ${status}`);
+    await this.remove(id);
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+export interface MemoryFigures {
+  containers: number;
+  daemonBeforeMB: number;
+  daemonAfterMB: number;
+  helpers: number;
+  helpersRssMB: number;
+  perContainerMB: number;
+}
+
+export interface Report {
+  host: { cpus: number; kernel: string; node: string; runtime: Runtime };
+  iterations: number;
+  rounds: number;
+  api?: Summary;
+  apiConnections?: number;
+  cli?: Summary;
+  crun?: Summary;
+  crunNote?: string;
+  ratios: { apiToCrunP50?: number; apiToCrunP90?: number; cliToCrunP50?: number; cliToCrunP90?: number };
+  idleRssMB?: number;
+  memory?: MemoryFigures;
+  errors: Record<string, string>;
+}
+
+/** The daemon's own helpers: processes other than the daemon whose arguments name the engine's root. */
+function helpers(engine: Engine): number[] {
+  return findProcessesMentioning(engine.root).filter((pid) => pid !== engine.pid && pid !== process.pid);
+}
+
+function rssSum(pids: number[]): number {
+  return pids.reduce((sum, pid) => sum + (rssBytes(pid) ?? 0), 0);
+}
+
+async function timeApi(api: Api, count: number, into: number[]): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    await api.runTrue();
+    into.push(msSince(start));
+  }
+}
+
+async function timeCli(engine: Engine, count: number, into: number[]): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const start = process.hrtime.bigint();
+    const r = await engine.docker(['run', '--rm', '--network', 'none', 'busybox', 'true']);
+    const ms = msSince(start);
+    if (r.code !== 0) throw new Error(`docker run exited ${r.code}: ${(r.stderr + r.stdout).trim()}`);
+    into.push(ms);
+  }
+}
+
+async function measureMemory(engine: Engine, api: Api, k: number): Promise<MemoryFigures> {
+  const pid = engine.pid!;
+  const helpersBefore = helpers(engine);
+  const daemonBefore = await settledRss(pid);
+  const rssHelpersBefore = rssSum(helpersBefore);
+  for (let i = 0; i < k; i++) await api.start(await api.create(['sleep', '3600']));
+  const daemonAfter = await settledRss(pid);
+  const helpersAfter = helpers(engine);
+  const added = helpersAfter.filter((p) => !helpersBefore.includes(p));
+  const addedRss = rssSum(helpersAfter) - rssHelpersBefore;
+  return {
+    containers: k,
+    daemonBeforeMB: daemonBefore / MB,
+    daemonAfterMB: daemonAfter / MB,
+    helpers: added.length,
+    helpersRssMB: addedRss / MB,
+    perContainerMB: (daemonAfter - daemonBefore + addedRss) / k / MB,
+  };
+}
+
+/** Stops every process left that names the engine's root (monitors), with the containers they hold. */
+async function killLeftovers(root: string): Promise<number[]> {
+  const left = findProcessesMentioning(root).filter((pid) => pid !== process.pid);
+  for (const pid of left) {
+    // The monitor's children are the containers' first processes: stop them before the monitor.
+    for (const child of childrenOf(pid)) signal(child, 'SIGKILL');
+    signal(pid, 'SIGKILL');
+  }
+  for (const pid of left) for (let i = 0; i < 50 && (await alive(pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  return left;
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
+      try {
+        return readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+      } catch {
+        return [];
+      }
+    });
+  } catch {
+    return [];
+  }
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+/** One measured part: it stops at its first failure and records why. */
+class Part {
+  readonly samples: number[] = [];
+  error?: string;
+  constructor(readonly name: string) {}
+  get ok(): boolean {
+    return this.error === undefined;
+  }
+  async attempt(fn: (into: number[]) => Promise<void>): Promise<void> {
+    if (!this.ok) return;
+    try {
+      await fn(this.samples);
+    } catch (err) {
+      this.error = (err as Error).message;
+    }
+  }
+}
+
+export async function runBenchmark(opts: Options, progress: (line: string) => void): Promise<Report> {
+  const report: Report = {
+    host: { cpus: os.cpus().length, kernel: os.release(), node: process.version, runtime: opts.runtime },
+    iterations: opts.iterations,
+    rounds: opts.rounds,
+    ratios: {},
+    errors: {},
+  };
+  const work = await fs.mkdtemp('/tmp/bb-');
+  const engine = new Engine({ runtime: opts.runtime, verbose: opts.verbose });
+  const api = new Api(engine.socket);
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () =>
+    (cleaned ??= (async () => {
+      for (const id of api.live) await api.remove(id, true).catch(() => undefined);
+      api.close();
+      await engine.cleanup().catch(() => undefined);
+      const left = await killLeftovers(engine.root);
+      if (left.length) progress(`stopped ${left.length} processes left under ${engine.root}: ${left.join(' ')}`);
+      await fs.rm(work, { recursive: true, force: true });
+    })());
+  const onSignal = (sig: NodeJS.Signals) => {
+    progress(`${sig}: cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const apiPart = new Part('api');
+  const cliPart = new Part('cli');
+  const crunPart = new Part('crun');
+  try {
+    progress('building the busybox OCI bundle');
+    const bundle: Bundle = await prepareBundle(path.join(work, 'bundle'));
+
+    progress(`starting berthd (runtime ${opts.runtime}) in ${engine.root}`);
+    await engine.start();
+    report.idleRssMB = (await settledRss(engine.pid!)) / MB;
+
+    progress('loading the busybox image');
+    try {
+      await engine.loadBusybox();
+    } catch (err) {
+      report.errors.image = (err as Error).message;
+      apiPart.error = cliPart.error = 'no busybox image';
+    }
+
+    // Warm-up: the first start-ups fill caches (page cache, the daemon's JIT) that later ones find filled.
+    await apiPart.attempt(() => timeApi(api, opts.warmup, []));
+    await cliPart.attempt(() => timeCli(engine, opts.warmup, []));
+
+    const sizes = chunks(opts.iterations, opts.rounds);
+    for (const [round, size] of sizes.entries()) {
+      progress(`round ${round + 1}/${sizes.length}: ${size} start-ups of each kind`);
+      await apiPart.attempt((into) => timeApi(api, size, into));
+      await cliPart.attempt((into) => timeCli(engine, size, into));
+      await crunPart.attempt(async (into) => {
+        const ref = await measureReference('crun', bundle, size, round === 0 ? opts.warmup : 1);
+        into.push(...ref.samples);
+        report.crunNote = ref.note;
+      });
+    }
+    if (apiPart.ok) report.apiConnections = api.agent.opened;
+
+    if (report.errors.image === undefined) {
+      progress(`starting ${opts.containers} \`sleep 3600\` containers`);
+      try {
+        report.memory = await measureMemory(engine, api, opts.containers);
+      } catch (err) {
+        report.errors.memory = (err as Error).message;
+      }
+    } else {
+      report.errors.memory = 'no busybox image';
+    }
+  } catch (err) {
+    report.errors.setup = (err as Error).message;
+  } finally {
+    progress('cleaning up');
+    await cleanup();
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+  }
+
+  for (const part of [apiPart, cliPart, crunPart]) if (part.error) report.errors[part.name] = part.error;
+  if (apiPart.ok && apiPart.samples.length) report.api = summarize(apiPart.samples);
+  if (cliPart.ok && cliPart.samples.length) report.cli = summarize(cliPart.samples);
+  if (crunPart.ok && crunPart.samples.length) report.crun = summarize(crunPart.samples);
+  if (report.crun) {
+    if (report.api) {
+      report.ratios.apiToCrunP50 = report.api.p50 / report.crun.p50;
+      report.ratios.apiToCrunP90 = report.api.p90 / report.crun.p90;
+    }
+    if (report.cli) {
+      report.ratios.cliToCrunP50 = report.cli.p50 / report.crun.p50;
+      report.ratios.cliToCrunP90 = report.cli.p90 / report.crun.p90;
+    }
+  }
+  return report;
+}
+
+/** Which targets a report misses (figures that could not be measured count as missed). */
+export function missedTargets(r: Report): string[] {
+  const missed: string[] = [];
+  if (!(r.ratios.apiToCrunP50! <= TARGETS.apiToCrunP50)) missed.push(`API p50 at most ${TARGETS.apiToCrunP50}x crun`);
+  if (!(r.idleRssMB! <= TARGETS.idleRssMB)) missed.push(`idle RSS at most ${TARGETS.idleRssMB} MB`);
+  if (!(r.memory?.perContainerMB! <= TARGETS.perContainerMB)) missed.push(`at most ${TARGETS.perContainerMB} MB per running container`);
+  return missed;
+}
+
+/** An error message on one line, cut to a readable length. */
+function oneLine(message: string, max = 400): string {
+  const flat = message.replace(/\s*\n\s*/g, ' | ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}...` : flat;
+}
+
+export function formatReport(r: Report): string {
+  const verdict = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? 'ok' : 'MISSED');
+  const row = (label: string, s: Summary | undefined, ratio50?: number, ratio90?: number, target = '') =>
+    `${label.padEnd(44)}${fmt(s?.p50 ?? NaN).padStart(8)}${fmt(s?.p90 ?? NaN).padStart(8)}${(ratio50 === undefined ? '' : fmt(ratio50, 2) + 'x').padStart(10)}${(ratio90 === undefined ? '' : fmt(ratio90, 2) + 'x').padStart(10)}  ${target}`;
+  const lines: string[] = [];
+  lines.push(`Berth benchmark: ${r.host.cpus} CPUs, Linux ${r.host.kernel}, Node ${r.host.node}, daemon runtime ${r.host.runtime}`);
+  lines.push(`${r.iterations} timed start-ups of each kind, in ${r.rounds} interleaved rounds`);
+  lines.push('');
+  lines.push(`${'start-up of `true` (ms)'.padEnd(44)}${'p50'.padStart(8)}${'p90'.padStart(8)}${'p50/crun'.padStart(10)}${'p90/crun'.padStart(10)}  target`);
+  const apiOk = r.ratios.apiToCrunP50 === undefined ? undefined : r.ratios.apiToCrunP50 <= TARGETS.apiToCrunP50;
+  lines.push(row('(a) API create+start+wait+delete', r.api, r.ratios.apiToCrunP50, r.ratios.apiToCrunP90, `p50 <= ${TARGETS.apiToCrunP50}x crun ${verdict(apiOk)}`));
+  lines.push(row('(b) docker run --rm --network none', r.cli, r.ratios.cliToCrunP50, r.ratios.cliToCrunP90));
+  lines.push(row('(c) crun run (reference)', r.crun, r.crun ? 1 : undefined, r.crun ? 1 : undefined));
+  if (r.apiConnections !== undefined) lines.push(`    (a) used ${r.apiConnections} HTTP connection(s)`);
+  if (r.crunNote) lines.push(`    (c) ${r.crunNote}`);
+  lines.push('');
+  lines.push(`${'memory (MB)'.padEnd(44)}${'value'.padStart(8)}  target`);
+  const idleOk = r.idleRssMB === undefined ? undefined : r.idleRssMB <= TARGETS.idleRssMB;
+  lines.push(`${'daemon idle RSS'.padEnd(44)}${fmt(r.idleRssMB ?? NaN).padStart(8)}  <= ${TARGETS.idleRssMB} ${verdict(idleOk)}`);
+  const m = r.memory;
+  const perOk = m === undefined ? undefined : m.perContainerMB <= TARGETS.perContainerMB;
+  lines.push(`${`per running container (${m?.containers ?? '-'} containers)`.padEnd(44)}${fmt(m?.perContainerMB ?? NaN, 2).padStart(8)}  <= ${TARGETS.perContainerMB} ${verdict(perOk)}`);
+  if (m) {
+    lines.push(`    daemon RSS ${fmt(m.daemonBeforeMB)} -> ${fmt(m.daemonAfterMB)} (+${fmt(m.daemonAfterMB - m.daemonBeforeMB)})`);
+    lines.push(`    ${m.helpers} helper processes (conmon) added ${fmt(m.helpersRssMB)} RSS, ${fmt(m.helpers ? m.helpersRssMB / m.helpers : NaN, 2)} each`);
+  }
+  const errors = Object.entries(r.errors);
+  if (errors.length) {
+    lines.push('');
+    lines.push('not measured:');
+    for (const [part, message] of errors) lines.push(`    ${part}: ${oneLine(message)}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+async function main(argv: string[]): Promise<number> {
+  let opts: Options | undefined;
+  try {
+    opts = parseOptions(argv);
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (!opts) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (process.getuid?.() !== 0) {
+    process.stderr.write('bench: run as root (it starts a daemon and containers)\n');
+    return 2;
+  }
+  const started = process.hrtime.bigint();
+  const report = await runBenchmark(opts, (line) => process.stderr.write(`bench: ${line}\n`));
+  process.stderr.write(`bench: done in ${fmt(msSince(started) / 1000)} s\n`);
+  process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
+  if (Object.keys(report.errors).length) return 1;
+  return opts.check && missedTargets(report).length ? 1 : 0;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then((code) => process.exit(code));
+}

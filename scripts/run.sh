@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs the engine on this machine: installs what is missing, builds, starts daemon/bin/berthd on
+# unix:///var/run/engine.sock (or the first unix:// socket given with -H), loads a busybox image made from
+# Debian's busybox-static when the engine has none, and prints the DOCKER_HOST line for the docker CLI.
+#
+#   ./scripts/run.sh [--detach] [berthd flags...]
+#
+# In the foreground Ctrl-C stops the daemon (containers keep running under conmon, as with dockerd).
+# With --detach the daemon keeps running in the background, logging to /var/log/berthd.log.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+detach=0
+args=()
+socket=/var/run/engine.sock
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --detach|-d) detach=1 ;;
+    -H|--host)
+      args+=("$1" "${2:?$1 needs an address}")
+      case "$2" in unix://*) [ "$socket" = /var/run/engine.sock ] && socket="${2#unix://}" ;; esac
+      shift ;;
+    -H=*|--host=*)
+      args+=("$1")
+      value="${1#*=}"
+      case "$value" in unix://*) socket="${value#unix://}" ;; esac ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+host="unix://$socket"
+
+[ "$(id -u)" = 0 ] || { echo "run.sh: run as root (sudo $0): the engine mounts filesystems and creates namespaces" >&2; exit 1; }
+
+./scripts/install-deps.sh
+echo "[run] npm run build"
+npm run build --silent
+
+ping() { curl -sf --max-time 2 --unix-socket "$socket" http://localhost/_ping >/dev/null 2>&1; }
+
+if ping; then
+  echo "[run] an engine already answers on $host: not starting another one" >&2
+  pid=""
+else
+  # The flags the user gave come last, so that they win over the default socket.
+  [ "${#args[@]}" -gt 0 ] && printf '%s\n' "${args[@]}" | grep -qE '^(-H|--host)' || args=(-H "$host" "${args[@]}")
+  if [ "$detach" = 1 ]; then
+    setsid "$ROOT/daemon/bin/berthd" "${args[@]}" </dev/null >>/var/log/berthd.log 2>&1 &
+    pid=$!
+    echo "[run] berthd started in the background (pid $pid), logging to /var/log/berthd.log"
+  else
+    "$ROOT/daemon/bin/berthd" "${args[@]}" </dev/null &
+    pid=$!
+    trap 'kill -TERM "$pid" 2>/dev/null || true' INT TERM
+  fi
+  for _ in $(seq 1 200); do
+    ping && break
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" || true; echo "[run] berthd exited during start" >&2; exit 1; }
+    sleep 0.1
+  done
+  ping || { echo "[run] berthd did not answer on $host within 20 s" >&2; kill -TERM "$pid" 2>/dev/null || true; exit 1; }
+fi
+
+# A first image without the internet: busybox:latest built from /bin/busybox.
+if ! curl -sf --unix-socket "$socket" http://localhost/images/busybox:latest/json >/dev/null 2>&1; then
+  tarball="$(mktemp /tmp/busybox-image.XXXXXX.tar)"
+  node daemon/dist/src/tools/busybox-image.js "$tarball" --tag busybox:latest
+  if DOCKER_HOST="$host" docker load -i "$tarball"; then
+    echo "[run] loaded busybox:latest"
+  else
+    echo "[run] warning: could not load the busybox image (docker load failed); the engine keeps running" >&2
+  fi
+  rm -f "$tarball"
+fi
+
+echo
+echo "The engine answers on $host. Point the docker CLI at it with:"
+echo
+echo "export DOCKER_HOST=$host"
+echo
+
+if [ -n "${pid:-}" ] && [ "$detach" = 0 ]; then
+  echo "[run] berthd runs in the foreground (pid $pid); Ctrl-C stops it."
+  set +e
+  # `wait` also returns when a trapped signal arrives: keep waiting until the daemon has really ended.
+  while :; do
+    wait "$pid"
+    status=$?
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  exit "$status"
+fi
