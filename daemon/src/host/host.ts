@@ -53,6 +53,7 @@ export interface LogRecord {
   stream: 'stdout' | 'stderr';
   /** False when the line continues in the next record (conmon's P flag). */
   complete: boolean;
+  /** The bytes of the record WITHOUT a trailing newline; a complete record (F) implies one after `data`. */
   data: Buffer;
 }
 
@@ -64,6 +65,12 @@ export interface ContainerIO {
   logPath: string;
   /** LogConfig.Type none: no log is kept. */
   noLog?: boolean;
+}
+
+/** Work the engine does between the runtime's create and start (network set-up, early attach). */
+export interface StartHooks {
+  /** Called with the container's pid once created; a rejection aborts the start. */
+  afterCreate?(pid: number): Promise<void>;
 }
 
 /** A running container's exit, as recorded by conmon. */
@@ -87,7 +94,7 @@ export interface ContainerRuntimeHost {
    * Creates and starts the container under conmon with the given OCI runtime spec (root.path is filled in
    * by the host). Resolves with the container's pid once the process runs.
    */
-  start(id: string, spec: object, io: ContainerIO): Promise<{ pid: number }>;
+  start(id: string, spec: object, io: ContainerIO, hooks?: StartHooks): Promise<{ pid: number }>;
   /** Sends a signal to the container's init process. */
   signal(id: string, signal: number): Promise<void>;
   /** Resolves when the container's process ended, with its exit code (also after a daemon restart). */

@@ -1,0 +1,239 @@
+/**
+ * Container endpoints. Handlers parse and validate, call the engine, and shape the answer for the
+ * request's API version.
+ */
+import type { Duplex } from 'node:stream';
+import type { AttachStreams } from '../host/host.js';
+import { Conflict, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import type { ContainerRecord } from '../engine/containers/model.js';
+import { logChunks, type LogOptions } from '../engine/containers/logs.js';
+import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from '../engine/containers/views.js';
+import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
+import type { LogRecord } from '../host/host.js';
+import { parseTimestamp } from '../util/json.js';
+import { shape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolParam, filterParam, intParam, stringParam } from './params.js';
+import type { Router } from './router.js';
+import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, writeWithBackpressure } from './streams.js';
+
+/** What the container endpoints need of the engine. */
+export interface ContainersBackend {
+  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize'>;
+  /** Resolves an image reference to its id, or undefined when there is no such image. */
+  imageId(ref: string): Promise<string | undefined>;
+  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord>;
+}
+
+function logTimestamp(req: ApiRequest, name: string): bigint | undefined {
+  const raw = stringParam(req, name);
+  if (raw === undefined || raw === '' || raw === '0') return undefined;
+  const nano = parseTimestamp(raw);
+  if (nano === undefined) throw new InvalidParameter(`invalid value for ${name}: ${JSON.stringify(raw)} is not a Unix timestamp or RFC 3339 time`);
+  return nano;
+}
+
+function tailParam(req: ApiRequest): number | undefined {
+  const raw = stringParam(req, 'tail');
+  if (raw === undefined || raw === '' || raw === 'all') return undefined;
+  if (!/^-?\d+$/.test(raw)) throw new InvalidParameter(`invalid value for tail: ${JSON.stringify(raw)}, expected "all" or a number`);
+  const n = Number(raw);
+  return n < 0 ? undefined : n;
+}
+
+/** Copies container output to the client: raw with a TTY, multiplexed frames without. */
+async function pumpOutput(chunks: AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>, out: Duplex | NodeJS.WritableStream, tty: boolean): Promise<boolean> {
+  for await (const chunk of chunks) {
+    const bytes = tty ? chunk.data : frame(chunk.stream, chunk.data);
+    if (!(await writeWithBackpressure(out as Duplex, bytes))) return false;
+  }
+  return true;
+}
+
+export function registerContainerRoutes(router: Router, backend: ContainersBackend): void {
+  const { containers } = backend;
+
+  router.post('/containers/create', async (req, res) => {
+    const body = await req.json();
+    const platform = stringParam(req, 'platform');
+    if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
+      throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
+    }
+    const created = await containers.create(body, stringParam(req, 'name'));
+    res.json(201, created);
+  });
+
+  router.get('/containers/json', async (req, res) => {
+    const filters = filterParam(req, LIST_FILTERS);
+    const ancestors = new Map<string, string | undefined>();
+    for (const a of filters.get('ancestor') ?? []) ancestors.set(a, await backend.imageId(a));
+    const records = listContainers(containers.all(), {
+      all: boolParam(req, 'all'),
+      limit: intParam(req, 'limit', -1),
+      size: boolParam(req, 'size'),
+      filters,
+      lookup: (ref) => containers.get(ref),
+      matchesAncestor: (c, a) => c.Config.Image === a || c.Image === ancestors.get(a),
+    });
+    res.json(200, shape('container.summary', req.version, records.map((c) => containerSummary(c, c.Config.Image))));
+  });
+
+  router.get('/containers/:id/json', (req, res) => {
+    const record = containers.get(req.params.id);
+    res.json(200, shape('container.inspect', req.version, containerInspect(record)));
+  });
+
+  router.post('/containers/:id/start', async (req, res) => {
+    if (stringParam(req, 'detachKeys')) parseDetachKeys(stringParam(req, 'detachKeys')!);
+    await containers.start(req.params.id);
+    res.noContent();
+  });
+
+  const stopOptions = (req: ApiRequest) => {
+    const t = stringParam(req, 't');
+    if (t !== undefined && t !== '' && !/^-?\d+$/.test(t)) throw new InvalidParameter(`invalid value for t: ${JSON.stringify(t)}, expected a number of seconds`);
+    return { timeoutSeconds: t === undefined || t === '' ? undefined : Number(t), signal: stringParam(req, 'signal') || undefined };
+  };
+
+  router.post('/containers/:id/stop', async (req, res) => {
+    await containers.stop(req.params.id, stopOptions(req));
+    res.noContent();
+  });
+
+  router.post('/containers/:id/restart', async (req, res) => {
+    await containers.restart(req.params.id, stopOptions(req));
+    res.noContent();
+  });
+
+  router.post('/containers/:id/kill', async (req, res) => {
+    await containers.kill(req.params.id, stringParam(req, 'signal') || 'SIGKILL');
+    res.noContent();
+  });
+
+  router.post('/containers/:id/wait', async (req, res) => {
+    const raw = stringParam(req, 'condition') || 'not-running';
+    if (!['not-running', 'next-exit', 'removed'].includes(raw)) {
+      throw new InvalidParameter(`invalid condition: ${JSON.stringify(raw)}, expected not-running, next-exit or removed`);
+    }
+    containers.get(req.params.id);
+    const waiting = containers.wait(req.params.id, raw as WaitCondition, req.signal);
+    // From 1.30 the headers go out at once, so that a client knows the wait is registered before it starts
+    // the container.
+    const out = res.stream(200, 'application/json');
+    try {
+      const result = await waiting;
+      out.end(JSON.stringify(result.Error ? result : { StatusCode: result.StatusCode }) + '\n');
+    } catch {
+      out.end();
+    }
+  });
+
+  router.delete('/containers/:id', async (req, res) => {
+    if (boolParam(req, 'link')) throw new NotImplemented('removing legacy links is not supported by this engine');
+    await containers.remove(req.params.id, { force: boolParam(req, 'force'), volumes: boolParam(req, 'v') });
+    res.noContent();
+  });
+
+  router.post('/containers/:id/rename', async (req, res) => {
+    await containers.rename(req.params.id, stringParam(req, 'name') ?? '');
+    res.noContent();
+  });
+
+  router.post('/containers/:id/resize', async (req, res) => {
+    const h = intParam(req, 'h', 0, { min: 0, max: 65535 });
+    const w = intParam(req, 'w', 0, { min: 0, max: 65535 });
+    await containers.resize(req.params.id, h, w);
+    res.text(200, '');
+  });
+
+  router.get('/containers/:id/logs', async (req, res) => {
+    const record = containers.get(req.params.id);
+    const opts: LogOptions = {
+      stdout: boolParam(req, 'stdout'),
+      stderr: boolParam(req, 'stderr'),
+      timestamps: boolParam(req, 'timestamps'),
+      follow: boolParam(req, 'follow'),
+      sinceNano: logTimestamp(req, 'since'),
+      untilNano: logTimestamp(req, 'until'),
+      tail: tailParam(req),
+    };
+    boolParam(req, 'details');
+    if (!opts.stdout && !opts.stderr) throw new InvalidParameter('Bad parameters: you must choose at least one stream');
+    if ((record.HostConfig.LogConfig as { Type?: string } | undefined)?.Type === 'none') {
+      throw new NotImplemented('configured logging driver does not support reading');
+    }
+    const tty = record.Config.Tty;
+    const out = res.stream(200, tty ? MEDIA_RAW : MEDIA_MULTIPLEXED);
+    const records = backend.readLog(record, { follow: opts.follow, tail: opts.tail, signal: req.signal });
+    try {
+      await pumpOutput(logChunks(records, opts), out, tty);
+    } finally {
+      out.end();
+    }
+  });
+
+  router.post('/containers/:id/attach', async (req, res) => {
+    const record = containers.get(req.params.id);
+    const wantStdin = boolParam(req, 'stdin');
+    const wantStdout = boolParam(req, 'stdout');
+    const wantStderr = boolParam(req, 'stderr');
+    const stream = boolParam(req, 'stream');
+    const logs = boolParam(req, 'logs');
+    const detachKeys = parseDetachKeys(stringParam(req, 'detachKeys') || DEFAULT_DETACH_KEYS);
+    if (record.State.Paused) throw new Conflict('You cannot attach to a paused container, unpause it first');
+    const tty = record.Config.Tty;
+    const conn = res.hijack(tty ? MEDIA_RAW : MEDIA_MULTIPLEXED);
+    conn.on('error', () => undefined);
+    containers.attached(record);
+    const closed = new AbortController();
+    conn.once('close', () => closed.abort());
+    try {
+      if (logs) {
+        const past = backend.readLog(record, { follow: false, signal: closed.signal });
+        await pumpOutput(logChunks(past, { stdout: wantStdout, stderr: wantStderr, timestamps: false, follow: false }), conn, tty);
+      }
+      if (!stream || closed.signal.aborted) {
+        conn.end();
+        return;
+      }
+      let streams: AttachStreams;
+      try {
+        ({ streams } = await containers.attach(record.Id, closed.signal));
+      } catch {
+        conn.end();
+        return;
+      }
+      closed.signal.addEventListener('abort', () => streams.close(), { once: true });
+      if (wantStdin) pumpInput(conn, streams, record, detachKeys);
+      const output = (async function* () {
+        for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
+          if (chunk.stream === 'stdout' ? wantStdout : wantStderr) yield chunk;
+        }
+      })();
+      await pumpOutput(output, conn, tty);
+      conn.end();
+    } catch {
+      conn.destroy();
+    }
+  });
+}
+
+/** Copies the client's stdin to the container until the client detaches or closes its side. */
+function pumpInput(conn: Duplex, streams: AttachStreams, record: ContainerRecord, detachKeys: Buffer): void {
+  const matcher = new DetachKeyMatcher(detachKeys);
+  conn.on('data', (chunk: Buffer) => {
+    const { data, detached } = matcher.push(chunk);
+    if (data.length > 0 && !streams.input.write(data)) {
+      conn.pause();
+      streams.input.once('drain', () => conn.resume());
+    }
+    if (detached) {
+      streams.close();
+      conn.end();
+    }
+  });
+  conn.on('end', () => {
+    // The client closed its stdin: the container's stdin closes too when it was opened for one attach.
+    if (record.Config.StdinOnce) streams.input.end();
+  });
+}

@@ -1,0 +1,75 @@
+/**
+ * The files the engine writes for a container and bind-mounts into it: /etc/hostname, /etc/hosts and
+ * /etc/resolv.conf, as Docker writes them.
+ */
+import { promises as fs, readFileSync } from 'node:fs';
+import type { ContainerRecord } from './model.js';
+
+const HOSTS_HEADER = [
+  '127.0.0.1\tlocalhost',
+  '::1\tlocalhost ip6-localhost ip6-loopback',
+  'fe00::0\tip6-localnet',
+  'ff00::0\tip6-mcastprefix',
+  'ff02::1\tip6-allnodes',
+  'ff02::2\tip6-allrouters',
+];
+
+export function hostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string): string {
+  const lines = [...HOSTS_HEADER];
+  for (const entry of (record.HostConfig.ExtraHosts as string[] | null) ?? []) {
+    const sep = entry.search(/[:=]/);
+    const name = entry.slice(0, sep);
+    let ip = entry.slice(sep + 1);
+    if (ip === 'host-gateway' && hostGateway) ip = hostGateway;
+    lines.push(`${ip}\t${name}`);
+  }
+  const { Hostname, Domainname } = record.Config;
+  if (address && Hostname) lines.push(`${address}\t${Domainname ? `${Hostname}.${Domainname} ` : ''}${Hostname}`);
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * The container's resolv.conf: the host's, with loopback nameservers left out (they are not reachable from
+ * a container's namespace), and Dns, DnsSearch and DnsOptions applied.
+ */
+export function resolvConf(record: ContainerRecord, hostResolv?: string): string {
+  let text = hostResolv;
+  if (text === undefined) {
+    try {
+      text = readFileSync('/etc/resolv.conf', 'utf8');
+    } catch {
+      text = '';
+    }
+  }
+  const hc = record.HostConfig as Record<string, any>;
+  const shareHost = hc.NetworkMode === 'host';
+  let nameservers: string[] = [];
+  let search: string[] = [];
+  let options: string[] = [];
+  for (const raw of text.split('\n')) {
+    const [key, ...rest] = raw.trim().split(/\s+/);
+    if (key === 'nameserver' && rest[0]) nameservers.push(rest[0]);
+    else if (key === 'search' || key === 'domain') search = rest;
+    else if (key === 'options') options.push(...rest);
+  }
+  if (!shareHost) nameservers = nameservers.filter((ns) => !/^127\./.test(ns) && ns !== '::1');
+  if ((hc.Dns ?? []).length > 0) nameservers = hc.Dns;
+  if ((hc.DnsSearch ?? []).length > 0) search = hc.DnsSearch;
+  if ((hc.DnsOptions ?? []).length > 0) options = hc.DnsOptions;
+  const lines: string[] = [];
+  for (const ns of nameservers) lines.push(`nameserver ${ns}`);
+  if (search.length > 0) lines.push(`search ${search.join(' ')}`);
+  if (options.length > 0) lines.push(`options ${options.join(' ')}`);
+  return lines.join('\n') + '\n';
+}
+
+export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string): Promise<void> {
+  const hostname = record.Config.Hostname || 'localhost';
+  if (record.HostConfig.NetworkMode === 'host') {
+    await fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined)));
+  } else {
+    await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway));
+  }
+  await fs.writeFile(record.HostnamePath, `${hostname}\n`);
+  await fs.writeFile(record.ResolvConfPath, resolvConf(record));
+}

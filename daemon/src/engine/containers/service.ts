@@ -1,0 +1,588 @@
+/**
+ * The container engine: the state machine of containers over the Host, with the verbs the API serves.
+ * It never spawns a tool or mounts anything itself; the Host does.
+ */
+import { EventEmitter } from 'node:events';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { AttachStreams, ContainerRuntimeHost, ExitInfo } from '../../host/host.js';
+import { nowNano, rfc3339Nano } from '../../util/json.js';
+import { log } from '../../util/log.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../errors.js';
+import type { EventBus } from '../events.js';
+import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
+import type { ContainerNetworking, NetworkPlan } from '../networks/types.js';
+import { buildRecord, generateName } from './create.js';
+import { writeContainerFiles } from './files.js';
+import type { ContainerRecord } from './model.js';
+import { buildSpec, resolveUser } from './ocispec.js';
+import { ContainerStore } from './store.js';
+import { parseBind, parseSignal, validateCreateBody, validateName } from './validate.js';
+
+export interface ContainerServiceDeps {
+  dataRoot: string;
+  host: ContainerRuntimeHost;
+  images: ImageLookup & LayerFolders;
+  networking: ContainerNetworking;
+  events: EventBus;
+  defaultRuntime: string;
+}
+
+export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
+
+const RESTART_BASE_DELAY_MS = 100;
+const RESTART_MAX_DELAY_MS = 60_000;
+/** A container that ran this long before exiting restarts with the base delay again. */
+const RESTART_RESET_AFTER_MS = 10_000;
+
+interface PendingAttach {
+  resolve(streams: AttachStreams): void;
+  reject(err: unknown): void;
+}
+
+export class ContainerService implements ImageUsers {
+  readonly store: ContainerStore;
+  private readonly host: ContainerRuntimeHost;
+  private readonly images: ImageLookup & LayerFolders;
+  private readonly networking: ContainerNetworking;
+  private readonly events: EventBus;
+  private readonly signals = new EventEmitter();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly exited = new Map<string, Promise<void>>();
+  private readonly pendingAttach = new Map<string, Set<PendingAttach>>();
+  private readonly restartTimers = new Map<string, { timer: NodeJS.Timeout; delay: number }>();
+  private readonly restartDelays = new Map<string, number>();
+  private readonly plans = new Map<string, NetworkPlan>();
+
+  constructor(private readonly deps: ContainerServiceDeps) {
+    this.store = new ContainerStore(path.join(deps.dataRoot, 'containers'));
+    this.host = deps.host;
+    this.images = deps.images;
+    this.networking = deps.networking;
+    this.events = deps.events;
+    this.signals.setMaxListeners(0);
+  }
+
+  /** Serialises the state changes of one container. */
+  private withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(id) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.catch(() => undefined);
+    this.locks.set(id, settled);
+    void settled.then(() => {
+      if (this.locks.get(id) === settled) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  private attributes(record: ContainerRecord, extra: Record<string, string> = {}): Record<string, string> {
+    return { ...record.Config.Labels, image: record.Config.Image, name: record.Name.slice(1), ...extra };
+  }
+
+  private publish(record: ContainerRecord, action: string, extra: Record<string, string> = {}): void {
+    this.events.publish('container', action, record.Id, this.attributes(record, extra));
+  }
+
+  // ---- queries ----
+
+  get(ref: string): ContainerRecord {
+    return this.store.get(ref);
+  }
+
+  all(): ContainerRecord[] {
+    return this.store.all();
+  }
+
+  containersUsingImage(imageId: string): string[] {
+    return this.store.all().filter((c) => c.Image === imageId).map((c) => c.Id);
+  }
+
+  counts(): { total: number; running: number; paused: number; stopped: number } {
+    let running = 0;
+    let paused = 0;
+    let stopped = 0;
+    for (const c of this.store.all()) {
+      if (c.State.Paused) paused++;
+      else if (c.State.Running) running++;
+      else stopped++;
+    }
+    return { total: this.store.size, running, paused, stopped };
+  }
+
+  // ---- create ----
+
+  async create(body: unknown, nameParam: string | undefined): Promise<{ Id: string; Warnings: string[] }> {
+    validateCreateBody(body);
+    const request = body as Record<string, any>;
+    const name = nameParam ? validateName(nameParam) : generateName((n) => this.store.nameTaken(n) !== undefined);
+    if (this.store.nameTaken(name)) {
+      throw new Conflict(`Conflict. The container name "${name}" is already in use by container "${this.store.nameTaken(name)}". You have to remove (or rename) that container to be able to reuse that name.`);
+    }
+    const hc = (request.HostConfig ?? {}) as Record<string, any>;
+    const warnings: string[] = [];
+    this.checkUnsupported(request, hc);
+    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { macAddress: request.MacAddress });
+    if (plan.mode === 'container') this.store.get(plan.container);
+    for (const bind of (hc.Binds as string[] | null) ?? []) {
+      const b = parseBind(bind);
+      if (!b.volume) {
+        const stat = await fs.stat(b.source).catch(() => undefined);
+        if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
+      }
+    }
+    const image = await this.images.resolveForContainer(request.Image);
+    const record = buildRecord(request, name, image, this.store.root);
+    if (!hc.Runtime) record.HostConfig.Runtime = this.deps.defaultRuntime;
+    if (record.Path === '') throw new InvalidParameter('no command specified: give Cmd or Entrypoint, or use an image that has one');
+    record.Networks = this.networking.plannedNetworks(plan);
+    record.Mounts = ((hc.Binds as string[] | null) ?? []).map((bind) => {
+      const b = parseBind(bind);
+      return { Type: 'bind' as const, Source: b.source, Destination: b.destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation };
+    });
+    this.store.add(record);
+    try {
+      await fs.mkdir(this.store.dir(record.Id), { recursive: true, mode: 0o710 });
+      await this.store.save(record);
+    } catch (err) {
+      await this.store.remove(record);
+      throw err;
+    }
+    this.plans.set(record.Id, plan);
+    this.publish(record, 'create');
+    return { Id: record.Id, Warnings: warnings };
+  }
+
+  /** Features whose engine parts are not built yet answer a clear error instead of being ignored. */
+  private checkUnsupported(request: Record<string, any>, hc: Record<string, any>): void {
+    const published = Object.values((hc.PortBindings as Record<string, unknown[] | null> | null) ?? {}).some((b) => (b ?? []).length > 0);
+    if (published || hc.PublishAllPorts === true) {
+      throw new InvalidParameter('publishing ports (PortBindings, PublishAllPorts) is not supported by this engine yet');
+    }
+    for (const bind of (hc.Binds as string[] | null) ?? []) {
+      if (parseBind(bind).volume) throw new InvalidParameter(`named volumes are not supported by this engine yet (HostConfig.Binds entry ${JSON.stringify(bind)})`);
+    }
+    if (request.Volumes && Object.keys(request.Volumes).length > 0) {
+      throw new InvalidParameter('anonymous volumes (Config.Volumes) are not supported by this engine yet');
+    }
+    if ((hc.VolumesFrom ?? []).length > 0) throw new InvalidParameter('HostConfig.VolumesFrom is not supported by this engine yet');
+    for (const m of (hc.Mounts as Array<{ Type?: string }> | null) ?? []) {
+      if (m.Type !== 'bind' && m.Type !== 'tmpfs') throw new InvalidParameter(`mounts of type ${JSON.stringify(m.Type)} are not supported by this engine yet`);
+    }
+  }
+
+  // ---- start ----
+
+  async start(ref: string): Promise<void> {
+    const record = this.store.get(ref);
+    await this.withLock(record.Id, () => this.startLocked(record));
+  }
+
+  private async startLocked(record: ContainerRecord): Promise<void> {
+    const state = record.State;
+    if (state.Paused) throw new Conflict(`cannot start a paused container, try unpause instead`);
+    if (state.Running) throw new NotModified('container already started');
+    if (state.Status === 'removing') throw new Conflict(`container ${record.Id} is marked for removal and cannot be started`);
+    this.cancelRestart(record.Id);
+    const hc = record.HostConfig as Record<string, any>;
+    let plan = this.plans.get(record.Id);
+    if (!plan) {
+      plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig });
+      this.plans.set(record.Id, plan);
+    }
+    let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
+    if (plan.mode === 'container') {
+      const other = this.store.get(plan.container);
+      if (!other.State.Running) throw new Conflict(`cannot join network of a non running container: ${other.Id}`);
+      network = { path: `/proc/${other.State.Pid}/ns/net` };
+    }
+    const lowerDirs = this.images.lowerDirs(record.ImageChainIds);
+    let mounted = false;
+    let connected = false;
+    try {
+      await fs.mkdir(this.store.dir(record.Id), { recursive: true });
+      const [passwd, group] = await Promise.all([
+        this.host.readFileFromLayers(lowerDirs, '/etc/passwd'),
+        this.host.readFileFromLayers(lowerDirs, '/etc/group'),
+      ]);
+      const user = resolveUser(record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
+      await this.host.mountRootfs(record.Id, lowerDirs);
+      mounted = true;
+      const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth' });
+      const pending = this.pendingAttach.get(record.Id);
+      const { pid } = await this.host.start(
+        record.Id,
+        spec,
+        {
+          tty: record.Config.Tty,
+          openStdin: record.Config.OpenStdin,
+          stdinOnce: record.Config.StdinOnce,
+          logPath: record.LogPath,
+          noLog: (hc.LogConfig as { Type?: string } | undefined)?.Type === 'none',
+        },
+        {
+          afterCreate: async (pid: number) => {
+            const attachment = await this.networking.connect({ id: record.Id, name: record.Name.slice(1) }, plan!, network === 'host' ? undefined : pid);
+            connected = true;
+            record.Networks = attachment.networks;
+            (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
+            await writeContainerFiles(record, attachment.hostsAddress);
+            // Clients that attached before start get the stream from the first byte on.
+            if (pending) {
+              this.pendingAttach.delete(record.Id);
+              for (const p of pending) {
+                await this.host.attach(record.Id).then(p.resolve, p.reject);
+              }
+            }
+          },
+        },
+      );
+      const startedAt = nowNano();
+      Object.assign(record.State, {
+        Status: 'running', Running: true, Paused: false, Restarting: false, OOMKilled: false, Dead: false,
+        Pid: pid, ExitCode: 0, Error: '', StartedAt: rfc3339Nano(startedAt),
+      });
+      record.ManuallyStopped = false;
+      this.monitor(record);
+      await this.store.save(record);
+      this.publish(record, 'start');
+      this.signals.emit(`start:${record.Id}`);
+    } catch (err) {
+      if (connected) await this.networking.disconnect(record.Id).catch(() => undefined);
+      await this.host.cleanup(record.Id).catch(() => undefined);
+      if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
+      const message = errorMessage(err);
+      record.State.Error = message;
+      record.State.ExitCode = /not found|no such file/i.test(message) ? 127 : /permission denied/i.test(message) ? 126 : 128;
+      if (record.State.Status !== 'created') record.State.Status = 'exited';
+      await this.store.save(record).catch(() => undefined);
+      const pending = this.pendingAttach.get(record.Id);
+      if (pending) {
+        this.pendingAttach.delete(record.Id);
+        for (const p of pending) p.reject(err);
+      }
+      throw err;
+    }
+  }
+
+  /** Watches a running container's process and handles its exit. */
+  private monitor(record: ContainerRecord): void {
+    const id = record.Id;
+    const done = this.host.waitExit(id).then(
+      (exit) => this.withLock(id, () => this.handleExit(record, exit)),
+      (err) => {
+        log.error('lost track of container process', { id, error: errorMessage(err) });
+        return this.withLock(id, () => this.handleExit(record, { exitCode: 255, finishedAtNano: nowNano(), oomKilled: false }));
+      },
+    );
+    this.exited.set(id, done.catch(() => undefined));
+  }
+
+  private async handleExit(record: ContainerRecord, exit: ExitInfo): Promise<void> {
+    if (!record.State.Running && !record.State.Restarting) return;
+    const ranMs = Date.now() - Date.parse(record.State.StartedAt);
+    await this.host.cleanup(record.Id).catch((err) => log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) }));
+    await this.networking.disconnect(record.Id).catch((err) => log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) }));
+    await this.host.unmountRootfs(record.Id).catch((err) => log.warn('unmount failed', { id: record.Id, error: errorMessage(err) }));
+    Object.assign(record.State, {
+      Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
+      ExitCode: exit.exitCode, OOMKilled: exit.oomKilled, FinishedAt: rfc3339Nano(exit.finishedAtNano),
+    });
+    this.exited.delete(record.Id);
+    if (exit.oomKilled) this.publish(record, 'oom');
+    this.publish(record, 'die', { exitCode: String(exit.exitCode) });
+    const restart = this.shouldRestart(record, exit.exitCode);
+    if (restart) {
+      const previous = this.restartDelays.get(record.Id) ?? 0;
+      const delay = ranMs >= RESTART_RESET_AFTER_MS || previous === 0 ? RESTART_BASE_DELAY_MS : Math.min(previous * 2, RESTART_MAX_DELAY_MS);
+      this.restartDelays.set(record.Id, delay);
+      Object.assign(record.State, { Status: 'restarting', Restarting: true });
+    }
+    await this.store.save(record);
+    this.signals.emit(`exit:${record.Id}`, exit.exitCode);
+    if (restart) {
+      this.scheduleRestart(record, this.restartDelays.get(record.Id)!);
+    } else if (record.HostConfig.AutoRemove) {
+      await this.removeLocked(record, { force: true }).catch((err) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(err) }));
+    }
+  }
+
+  private shouldRestart(record: ContainerRecord, exitCode: number): boolean {
+    if (record.ManuallyStopped || record.State.Status === 'removing') return false;
+    const policy = record.HostConfig.RestartPolicy;
+    switch (policy.Name) {
+      case 'always':
+      case 'unless-stopped':
+        return true;
+      case 'on-failure':
+        return exitCode !== 0 && (policy.MaximumRetryCount === 0 || record.RestartCount < policy.MaximumRetryCount);
+      default:
+        return false;
+    }
+  }
+
+  private scheduleRestart(record: ContainerRecord, delay: number): void {
+    const timer = setTimeout(() => {
+      this.restartTimers.delete(record.Id);
+      void this.withLock(record.Id, async () => {
+        if (!record.State.Restarting || !this.store.find(record.Id)) return;
+        record.RestartCount++;
+        record.State.Restarting = false;
+        record.State.Status = 'exited';
+        await this.startLocked(record);
+      }).catch((err) => log.warn('restart failed', { id: record.Id, error: errorMessage(err) }));
+    }, delay);
+    this.restartTimers.set(record.Id, { timer, delay });
+  }
+
+  private cancelRestart(id: string): boolean {
+    const pending = this.restartTimers.get(id);
+    if (!pending) return false;
+    clearTimeout(pending.timer);
+    this.restartTimers.delete(id);
+    return true;
+  }
+
+  // ---- stop, kill, restart ----
+
+  async stop(ref: string, opts: { timeoutSeconds?: number; signal?: string } = {}): Promise<void> {
+    const record = this.store.get(ref);
+    if (record.State.Restarting) {
+      await this.withLock(record.Id, async () => {
+        this.cancelRestart(record.Id);
+        Object.assign(record.State, { Status: 'exited', Restarting: false });
+        record.ManuallyStopped = true;
+        await this.store.save(record);
+      });
+      this.publish(record, 'stop');
+      return;
+    }
+    if (!record.State.Running) throw new NotModified('container already stopped');
+    record.ManuallyStopped = true;
+    await this.store.save(record);
+    const stopSignal = parseSignal(opts.signal || record.Config.StopSignal || 'SIGTERM');
+    const timeout = opts.timeoutSeconds ?? record.Config.StopTimeout ?? 10;
+    await this.killAndWait(record, stopSignal, timeout);
+    this.publish(record, 'stop');
+  }
+
+  /** Sends `signal`, waits up to `timeoutSeconds` (negative: forever), then SIGKILL. */
+  private async killAndWait(record: ContainerRecord, signal: number, timeoutSeconds: number): Promise<void> {
+    const exited = this.exited.get(record.Id) ?? Promise.resolve();
+    if (signal !== 9) {
+      this.publish(record, 'kill', { signal: String(signal) });
+      await this.host.signal(record.Id, signal).catch(() => undefined);
+      if (timeoutSeconds < 0) {
+        await exited;
+        return;
+      }
+      const timedOut = await Promise.race([
+        exited.then(() => false),
+        new Promise<boolean>((r) => setTimeout(() => r(true), timeoutSeconds * 1000).unref()),
+      ]);
+      if (!timedOut) return;
+    }
+    if (!record.State.Running) return;
+    this.publish(record, 'kill', { signal: '9' });
+    await this.host.signal(record.Id, 9).catch(() => undefined);
+    await exited;
+  }
+
+  async kill(ref: string, signalText = 'SIGKILL'): Promise<void> {
+    const record = this.store.get(ref);
+    const signal = parseSignal(signalText);
+    if (!record.State.Running) throw new Conflict(`cannot kill container: ${ref}: container ${record.Id} is not running`);
+    if (signal === 9 || signal === 15 || signal === 2) record.ManuallyStopped = true;
+    this.publish(record, 'kill', { signal: String(signal) });
+    await this.host.signal(record.Id, signal);
+    if (signal === 9) await (this.exited.get(record.Id) ?? Promise.resolve());
+  }
+
+  async restart(ref: string, opts: { timeoutSeconds?: number; signal?: string } = {}): Promise<void> {
+    const record = this.store.get(ref);
+    try {
+      await this.stop(ref, opts);
+    } catch (err) {
+      if (!(err instanceof NotModified)) throw err;
+    }
+    await this.start(record.Id);
+    this.publish(record, 'restart');
+  }
+
+  // ---- wait ----
+
+  async wait(ref: string, condition: WaitCondition, signal?: AbortSignal): Promise<{ StatusCode: number; Error: { Message: string } | null }> {
+    const record = this.store.get(ref);
+    const result = () => ({ StatusCode: record.State.ExitCode, Error: null });
+    if (condition === 'not-running' && !record.State.Running && !record.State.Restarting) return result();
+    const key = condition === 'removed' ? `removed:${record.Id}` : `exit:${record.Id}`;
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        signal?.removeEventListener('abort', abort);
+        resolve(result());
+      };
+      const abort = () => {
+        this.signals.off(key, done);
+        reject(new Error('client went away'));
+      };
+      this.signals.once(key, done);
+      signal?.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  // ---- remove, rename ----
+
+  async remove(ref: string, opts: { force: boolean; volumes?: boolean }): Promise<void> {
+    const record = this.store.get(ref);
+    if (record.State.Status === 'removing') throw new Conflict(`removal of container ${record.Id} is already in progress`);
+    if ((record.State.Running || record.State.Paused) && !opts.force) {
+      throw new Conflict(`cannot remove container "${record.Name}": container is ${record.State.Paused ? 'paused' : 'running'}: stop the container before removing or force remove`);
+    }
+    if (record.State.Running && opts.force) {
+      record.ManuallyStopped = true;
+      this.publish(record, 'kill', { signal: '9' });
+      await this.host.signal(record.Id, 9).catch(() => undefined);
+      await (this.exited.get(record.Id) ?? Promise.resolve());
+    }
+    await this.withLock(record.Id, () => this.removeLocked(record, opts));
+  }
+
+  private async removeLocked(record: ContainerRecord, _opts: { force: boolean }): Promise<void> {
+    if (!this.store.find(record.Id)) return;
+    this.cancelRestart(record.Id);
+    record.State.Status = 'removing';
+    await this.networking.disconnect(record.Id).catch(() => undefined);
+    await this.host.cleanup(record.Id).catch(() => undefined);
+    await this.host.unmountRootfs(record.Id).catch(() => undefined);
+    await this.host.removeContainerFiles(record.Id);
+    await this.store.remove(record);
+    this.plans.delete(record.Id);
+    this.restartDelays.delete(record.Id);
+    this.publish(record, 'destroy');
+    this.signals.emit(`removed:${record.Id}`);
+  }
+
+  async rename(ref: string, newNameParam: string): Promise<void> {
+    if (!newNameParam) throw new InvalidParameter('query parameter name is required: give the new name');
+    const newName = validateName(newNameParam);
+    const record = this.store.get(ref);
+    const oldName = record.Name;
+    if (oldName === newName) throw new Conflict(`Renaming a container with the same name as its current name`);
+    await this.withLock(record.Id, async () => {
+      this.store.rename(record, newName);
+      try {
+        await this.store.save(record);
+      } catch (err) {
+        this.store.rename(record, oldName);
+        throw err;
+      }
+    });
+    this.publish(record, 'rename', { oldName });
+  }
+
+  // ---- attach, resize ----
+
+  /**
+   * Connects to the container's stdio. A container that is not running yet is waited for: the connection
+   * is made between the runtime's create and start, so that no output is lost.
+   */
+  async attach(ref: string, signal: AbortSignal): Promise<{ record: ContainerRecord; streams: AttachStreams }> {
+    const record = this.store.get(ref);
+    if (record.State.Paused) throw new Conflict(`You cannot attach to a paused container, unpause it first`);
+    if (record.State.Running) return { record, streams: await this.host.attach(record.Id) };
+    const streams = await new Promise<AttachStreams>((resolve, reject) => {
+      const set = this.pendingAttach.get(record.Id) ?? new Set<PendingAttach>();
+      const entry: PendingAttach = {
+        resolve: (s) => {
+          signal.removeEventListener('abort', abort);
+          resolve(s);
+        },
+        reject: (e) => {
+          signal.removeEventListener('abort', abort);
+          reject(e);
+        },
+      };
+      const abort = () => {
+        set.delete(entry);
+        reject(new Error('client went away'));
+      };
+      set.add(entry);
+      this.pendingAttach.set(record.Id, set);
+      signal.addEventListener('abort', abort, { once: true });
+    });
+    return { record, streams };
+  }
+
+  /** Publishes the attach event (the API calls it once a client is attached). */
+  attached(record: ContainerRecord): void {
+    this.publish(record, 'attach');
+  }
+
+  async resize(ref: string, height: number, width: number): Promise<void> {
+    const record = this.store.get(ref);
+    if (!record.State.Running) throw new Conflict(`Container ${record.Id} is not running`);
+    if (record.Config.Tty) await this.host.resize(record.Id, height, width);
+    this.publish(record, 'resize', { height: String(height), width: String(width) });
+  }
+
+  // ---- recovery ----
+
+  /**
+   * Loads the containers and reconciles them with what runs: live ones are watched again, those that ended
+   * while the daemon was down get their exit code, leftovers of a crash are removed, and containers whose
+   * restart policy says so are started.
+   */
+  async load(): Promise<void> {
+    await this.store.load();
+    const live = new Set<string>();
+    const toRestart: ContainerRecord[] = [];
+    for (const record of this.store.all()) {
+      if (record.State.Status === 'removing') {
+        await this.removeLocked(record, { force: true }).catch(() => undefined);
+        continue;
+      }
+      if (record.State.Running || record.State.Paused) {
+        const status = await this.host.isRunning(record.Id).catch(() => ({ running: false, pid: 0 }));
+        if (status.running) {
+          live.add(record.Id);
+          record.State.Pid = status.pid;
+          this.monitor(record);
+          continue;
+        }
+        const exit = await Promise.race([
+          this.host.waitExit(record.Id),
+          new Promise<undefined>((r) => setTimeout(() => r(undefined), 200)),
+        ]).catch(() => undefined);
+        await this.host.cleanup(record.Id).catch(() => undefined);
+        await this.host.unmountRootfs(record.Id).catch(() => undefined);
+        Object.assign(record.State, {
+          Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
+          ExitCode: exit?.exitCode ?? 255,
+          Error: exit ? '' : 'the container ended while the engine was down and its exit code was not recorded',
+          FinishedAt: rfc3339Nano(exit?.finishedAtNano ?? nowNano()),
+        });
+        await this.store.save(record);
+        this.publish(record, 'die', { exitCode: String(record.State.ExitCode) });
+      } else {
+        await this.host.unmountRootfs(record.Id).catch(() => undefined);
+      }
+      if (record.State.Restarting) Object.assign(record.State, { Status: 'exited', Restarting: false });
+      const policy = record.HostConfig.RestartPolicy.Name;
+      if ((policy === 'always' || (policy === 'unless-stopped' && !record.ManuallyStopped)) && !record.ManuallyStopped) toRestart.push(record);
+    }
+    for (const id of await this.host.listRuntimeContainers().catch(() => [] as string[])) {
+      if (!live.has(id)) await this.host.cleanup(id).catch(() => undefined);
+    }
+    await this.networking.recover(live);
+    for (const record of toRestart) {
+      await this.start(record.Id).catch((err) => log.warn('restart at daemon start failed', { id: record.Id, error: errorMessage(err) }));
+    }
+  }
+
+  /** At daemon shutdown: pending restarts are dropped (the containers themselves keep running). */
+  close(): void {
+    for (const { timer } of this.restartTimers.values()) clearTimeout(timer);
+    this.restartTimers.clear();
+  }
+}
+
+export { NotFound };

@@ -1,0 +1,111 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { writeJSONAtomic } from '../../util/atomic.js';
+import { log } from '../../util/log.js';
+import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
+
+/**
+ * Containers in memory, indexed by id and name, persisted one folder per container (see model.ts for the
+ * format). Lookups accept a full id, a unique id prefix, or a name with or without its slash.
+ */
+export class ContainerStore {
+  private readonly byId = new Map<string, ContainerRecord>();
+  private readonly byName = new Map<string, string>();
+
+  constructor(readonly root: string) {}
+
+  dir(id: string): string {
+    return path.join(this.root, id);
+  }
+
+  async load(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true, mode: 0o710 });
+    for (const entry of await fs.readdir(this.root)) {
+      const file = path.join(this.root, entry, 'container.json');
+      let record: ContainerRecord;
+      try {
+        record = JSON.parse(await fs.readFile(file, 'utf8')) as ContainerRecord;
+      } catch (err) {
+        // A folder without a readable record is what an interrupted create leaves: it holds nothing of value.
+        log.warn('removing incomplete container folder', { id: entry, error: (err as Error).message });
+        await fs.rm(path.join(this.root, entry), { recursive: true, force: true });
+        continue;
+      }
+      if (record.FormatVersion !== CONTAINER_FORMAT_VERSION) {
+        log.error('skipping container with an unknown format version', { id: entry, version: record.FormatVersion });
+        continue;
+      }
+      this.byId.set(record.Id, record);
+      this.byName.set(record.Name, record.Id);
+    }
+  }
+
+  all(): ContainerRecord[] {
+    return [...this.byId.values()];
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /** Finds a container by id, unique id prefix or name; NotFound otherwise. */
+  get(ref: string): ContainerRecord {
+    const found = this.find(ref);
+    if (!found) throw new NotFound(`No such container: ${ref}`);
+    return found;
+  }
+
+  find(ref: string): ContainerRecord | undefined {
+    if (ref === '') return undefined;
+    const exact = this.byId.get(ref);
+    if (exact) return exact;
+    const byName = this.byName.get(ref.startsWith('/') ? ref : `/${ref}`);
+    if (byName) return this.byId.get(byName);
+    if (!/^[0-9a-f]+$/.test(ref)) return undefined;
+    let match: ContainerRecord | undefined;
+    for (const [id, record] of this.byId) {
+      if (!id.startsWith(ref)) continue;
+      if (match) throw new InvalidParameter(`multiple containers match the id prefix ${ref}`);
+      match = record;
+    }
+    return match;
+  }
+
+  nameTaken(name: string): string | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Reserves the name and keeps the record; the caller persists it. */
+  add(record: ContainerRecord): void {
+    const holder = this.byName.get(record.Name);
+    if (holder) {
+      throw new Conflict(
+        `Conflict. The container name "${record.Name}" is already in use by container "${holder}". You have to remove (or rename) that container to be able to reuse that name.`,
+      );
+    }
+    this.byId.set(record.Id, record);
+    this.byName.set(record.Name, record.Id);
+  }
+
+  rename(record: ContainerRecord, newName: string): void {
+    const holder = this.byName.get(newName);
+    if (holder && holder !== record.Id) {
+      throw new Conflict(`Conflict. The container name "${newName}" is already in use by container "${holder}". You have to remove (or rename) that container to be able to reuse that name.`);
+    }
+    this.byName.delete(record.Name);
+    record.Name = newName;
+    this.byName.set(newName, record.Id);
+  }
+
+  async save(record: ContainerRecord): Promise<void> {
+    if (!this.byId.has(record.Id)) return; // removed meanwhile: never resurrect it on disk
+    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record);
+  }
+
+  async remove(record: ContainerRecord): Promise<void> {
+    this.byId.delete(record.Id);
+    if (this.byName.get(record.Name) === record.Id) this.byName.delete(record.Name);
+    await fs.rm(this.dir(record.Id), { recursive: true, force: true });
+  }
+}
