@@ -4,6 +4,7 @@
  *   (a) create + start + wait + delete of `true` over the API (NetworkMode none, one kept-alive connection)
  *   (b) `docker run --rm --network none busybox true` through the docker CLI
  *   (c) the reference: `crun run` of an OCI bundle of the same busybox root filesystem, in the foreground
+ *       (and `runc run` of it beside, for comparison)
  *
  * then the daemon's idle RSS, and the memory each running container adds beyond its own processes: the daemon's
  * RSS growth plus the RSS of the per-container helpers (conmon), divided by the number of containers.
@@ -166,7 +167,18 @@ export interface Report {
   cli?: Summary;
   crun?: Summary;
   crunNote?: string;
-  ratios: { apiToCrunP50?: number; apiToCrunP90?: number; cliToCrunP50?: number; cliToCrunP90?: number };
+  runc?: Summary;
+  /** The runtime the daemon runs containers with, as /info reports it, and why when it is not the one asked for. */
+  daemonRuntime?: string;
+  daemonRuntimeNote?: string;
+  ratios: {
+    apiToCrunP50?: number;
+    apiToCrunP90?: number;
+    cliToCrunP50?: number;
+    cliToCrunP90?: number;
+    runcToCrunP50?: number;
+    runcToCrunP90?: number;
+  };
   idleRssMB?: number;
   memory?: MemoryFigures;
   errors: Record<string, string>;
@@ -302,6 +314,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   const apiPart = new Part('api');
   const cliPart = new Part('cli');
   const crunPart = new Part('crun');
+  const runcPart = new Part('runc');
   try {
     progress('building the busybox OCI bundle');
     const bundle: Bundle = await prepareBundle(path.join(work, 'bundle'));
@@ -309,6 +322,13 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     progress(`starting berthd (runtime ${opts.runtime}) in ${engine.root}`);
     await engine.start();
     report.idleRssMB = (await settledRss(engine.pid!)) / MB;
+    try {
+      report.daemonRuntime = (await engine.request('GET', '/info')).json<{ DefaultRuntime?: string }>().DefaultRuntime;
+    } catch {
+      // reported as unknown
+    }
+    const fallback = /level=warn[^\n]*using (crun|runc)[^\n]*/.exec(engine.daemonLog);
+    if (fallback) report.daemonRuntimeNote = fallback[0];
 
     progress('loading the busybox image');
     try {
@@ -332,6 +352,9 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
         into.push(...ref.samples);
         report.crunNote = ref.note;
       });
+      await runcPart.attempt(async (into) => {
+        into.push(...(await measureReference('runc', bundle, size, round === 0 ? opts.warmup : 1)).samples);
+      });
     }
     if (apiPart.ok) report.apiConnections = api.agent.opened;
 
@@ -354,10 +377,11 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     process.removeListener('SIGTERM', onSignal);
   }
 
-  for (const part of [apiPart, cliPart, crunPart]) if (part.error) report.errors[part.name] = part.error;
+  for (const part of [apiPart, cliPart, crunPart, runcPart]) if (part.error) report.errors[part.name] = part.error;
   if (apiPart.ok && apiPart.samples.length) report.api = summarize(apiPart.samples);
   if (cliPart.ok && cliPart.samples.length) report.cli = summarize(cliPart.samples);
   if (crunPart.ok && crunPart.samples.length) report.crun = summarize(crunPart.samples);
+  if (runcPart.ok && runcPart.samples.length) report.runc = summarize(runcPart.samples);
   if (report.crun) {
     if (report.api) {
       report.ratios.apiToCrunP50 = report.api.p50 / report.crun.p50;
@@ -366,6 +390,10 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     if (report.cli) {
       report.ratios.cliToCrunP50 = report.cli.p50 / report.crun.p50;
       report.ratios.cliToCrunP90 = report.cli.p90 / report.crun.p90;
+    }
+    if (report.runc) {
+      report.ratios.runcToCrunP50 = report.runc.p50 / report.crun.p50;
+      report.ratios.runcToCrunP90 = report.runc.p90 / report.crun.p90;
     }
   }
   return report;
@@ -391,7 +419,9 @@ export function formatReport(r: Report): string {
   const row = (label: string, s: Summary | undefined, ratio50?: number, ratio90?: number, target = '') =>
     `${label.padEnd(44)}${fmt(s?.p50 ?? NaN).padStart(8)}${fmt(s?.p90 ?? NaN).padStart(8)}${(ratio50 === undefined ? '' : fmt(ratio50, 2) + 'x').padStart(10)}${(ratio90 === undefined ? '' : fmt(ratio90, 2) + 'x').padStart(10)}  ${target}`;
   const lines: string[] = [];
-  lines.push(`Berth benchmark: ${r.host.cpus} CPUs, Linux ${r.host.kernel}, Node ${r.host.node}, daemon runtime ${r.host.runtime}`);
+  lines.push(`Berth benchmark: ${r.host.cpus} CPUs, Linux ${r.host.kernel}, Node ${r.host.node}`);
+  lines.push(`berthd --runtime ${r.host.runtime}; the daemon runs containers with ${r.daemonRuntime ?? 'an unknown runtime'}`);
+  if (r.daemonRuntimeNote) lines.push(`    ${r.daemonRuntimeNote}`);
   lines.push(`${r.iterations} timed start-ups of each kind, in ${r.rounds} interleaved rounds`);
   lines.push('');
   lines.push(`${'start-up of `true` (ms)'.padEnd(44)}${'p50'.padStart(8)}${'p90'.padStart(8)}${'p50/crun'.padStart(10)}${'p90/crun'.padStart(10)}  target`);
@@ -399,6 +429,7 @@ export function formatReport(r: Report): string {
   lines.push(row('(a) API create+start+wait+delete', r.api, r.ratios.apiToCrunP50, r.ratios.apiToCrunP90, `p50 <= ${TARGETS.apiToCrunP50}x crun ${verdict(apiOk)}`));
   lines.push(row('(b) docker run --rm --network none', r.cli, r.ratios.cliToCrunP50, r.ratios.cliToCrunP90));
   lines.push(row('(c) crun run (reference)', r.crun, r.crun ? 1 : undefined, r.crun ? 1 : undefined));
+  lines.push(row('    runc run (for comparison)', r.runc, r.ratios.runcToCrunP50, r.ratios.runcToCrunP90));
   if (r.apiConnections !== undefined) lines.push(`    (a) used ${r.apiConnections} HTTP connection(s)`);
   if (r.crunNote) lines.push(`    (c) ${r.crunNote}`);
   lines.push('');
