@@ -100,6 +100,9 @@ fi
 command -v npm >/dev/null 2>&1 || die "npm is missing: install the npm that comes with Node $NODE_MAJOR_MIN"
 log "node $(node --version), npm $(npm --version)"
 
+# Native addons build with node-gyp against the installed Node's headers (no header download: no internet).
+if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ]; then export npm_config_nodedir=/usr; fi
+
 # npm packages, exactly as locked. Skipped when node_modules already matches the lock file, so that a second run
 # does not pull the tree out from under a running build.
 cd "$ROOT"

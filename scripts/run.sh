@@ -35,6 +35,9 @@ host="unix://$socket"
 [ "$(id -u)" = 0 ] || { echo "run.sh: run as root (sudo $0): the engine mounts filesystems and creates namespaces" >&2; exit 1; }
 
 ./scripts/install-deps.sh
+
+# Native addons build with node-gyp against the installed Node's headers (no header download: no internet).
+if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ]; then export npm_config_nodedir=/usr; fi
 echo "[run] npm run build"
 npm run build --silent
 

@@ -14,6 +14,9 @@ TEST_TIMEOUT="${BERTH_TEST_TIMEOUT:-27m}"
 
 ./scripts/install-deps.sh
 
+# Native addons build with node-gyp against the installed Node's headers (no header download: no internet).
+if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ]; then export npm_config_nodedir=/usr; fi
+
 started=$(date +%s)
 set +e
 timeout --kill-after=30s "$TEST_TIMEOUT" npm test </dev/null
