@@ -1,0 +1,177 @@
+/**
+ * The /images routes: list, inspect, history, tag, remove, prune, load, save and import. Pulling
+ * (`fromImage`) needs the registry client, which this engine does not have yet: it answers a clear 404.
+ */
+import type { Readable, Writable } from 'node:stream';
+import { errorMessage, InvalidParameter, NotFound, NotImplemented } from '../engine/errors.js';
+import { familiarString, parseNormalizedNamed } from '../engine/reference.js';
+import type { DeleteRecord, Filters, ProgressMessage } from '../engine/images/service.js';
+import { shape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolParam, filterParam, parseFilters, stringParam } from './params.js';
+import type { Router } from './router.js';
+
+/** The image service as these routes use it. */
+export interface ImagesBackend {
+  find(name: string): unknown;
+  list(opts: { all?: boolean; filters: Filters; sharedSize?: boolean }): Record<string, unknown>[];
+  inspect(name: string): Record<string, unknown>;
+  history(name: string): Record<string, unknown>[];
+  tag(name: string, repo: string, tag: string | undefined): Promise<void>;
+  remove(name: string, opts: { force?: boolean; noprune?: boolean }): Promise<DeleteRecord[]>;
+  prune(filters: Filters): Promise<{ ImagesDeleted: DeleteRecord[] | null; SpaceReclaimed: number }>;
+  load(input: Readable, emit: (m: ProgressMessage) => void, signal?: AbortSignal, opts?: { quiet?: boolean }): Promise<string[]>;
+  importRootfs(
+    input: Readable,
+    opts: { repo?: string; tag?: string; changes?: string[]; message?: string; platform?: string },
+    signal?: AbortSignal,
+  ): Promise<string>;
+  save(names: string[], out: Writable, signal?: AbortSignal): Promise<void>;
+}
+
+const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
+const PRUNE_FILTERS = ['dangling', 'until', 'label', 'label!'] as const;
+
+/** Before API 1.43, untagged images list `<none>:<none>` and `<none>@<none>` rather than empty lists. */
+const EMPTY_REPO_LISTS_FROM = 43;
+/** Before API 1.51, Containers in the image list is always -1. */
+const CONTAINER_COUNT_FROM = 51;
+/** The singular `filter` query parameter (a reference pattern) exists up to API 1.40. */
+const LEGACY_FILTER_UNTIL = 40;
+
+/**
+ * A JSON progress stream that starts only when there is something to say: an error before that becomes
+ * an ordinary error response; an error after it goes in-band as `{"errorDetail", "error"}`.
+ */
+class ProgressStream {
+  private out: Writable | undefined;
+
+  constructor(private readonly res: ApiResponse) {}
+
+  get started(): boolean {
+    return this.out !== undefined;
+  }
+
+  write(message: ProgressMessage): void {
+    this.out ??= this.res.stream(200, 'application/json');
+    this.out.write(JSON.stringify(message) + '\n');
+  }
+
+  fail(err: unknown): void {
+    const message = errorMessage(err);
+    this.write({ errorDetail: { message }, error: message });
+    this.end();
+  }
+
+  end(): void {
+    this.out ??= this.res.stream(200, 'application/json');
+    this.out.end();
+  }
+}
+
+function listFilters(req: ApiRequest): Filters {
+  const filters = filterParam(req, LIST_FILTERS);
+  const legacy = req.version <= LEGACY_FILTER_UNTIL ? stringParam(req, 'filter') : undefined;
+  if (legacy) filters.set('reference', [...(filters.get('reference') ?? []), legacy]);
+  return filters;
+}
+
+export function registerImageRoutes(router: Router, images: ImagesBackend): void {
+  router.get('/images/json', (req, res) => {
+    const list = images.list({ all: boolParam(req, 'all'), filters: listFilters(req), sharedSize: boolParam(req, 'shared-size') });
+    for (const summary of list) {
+      if (req.version < EMPTY_REPO_LISTS_FROM) {
+        if ((summary.RepoTags as string[]).length === 0) summary.RepoTags = ['<none>:<none>'];
+        if ((summary.RepoDigests as string[]).length === 0) summary.RepoDigests = ['<none>@<none>'];
+      }
+      if (req.version < CONTAINER_COUNT_FROM) summary.Containers = -1;
+    }
+    res.json(200, shape('image.summary', req.version, list));
+  });
+
+  router.post('/images/load', async (req, res) => {
+    const quiet = boolParam(req, 'quiet');
+    const progress = new ProgressStream(res);
+    try {
+      await images.load(req.body(), (m) => progress.write(m), req.signal, { quiet });
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
+  });
+
+  const save = async (req: ApiRequest, res: ApiResponse, names: string[]) => {
+    if (names.length === 0) throw new InvalidParameter('query parameter names is required');
+    for (const name of names) images.find(name);
+    const out = res.stream(200, 'application/x-tar');
+    await images.save(names, out, req.signal);
+  };
+  router.get('/images/get', (req, res) => save(req, res, req.query.getAll('names').filter((n) => n !== '')));
+
+  router.post('/images/create', async (req, res) => {
+    const fromImage = stringParam(req, 'fromImage');
+    const fromSrc = stringParam(req, 'fromSrc');
+    if (fromImage) {
+      let name = fromImage;
+      try {
+        const ref = parseNormalizedNamed(fromImage);
+        const tag = stringParam(req, 'tag');
+        name = familiarString(tag && ref.tag !== undefined && !ref.digest ? { ...ref, tag } : ref);
+      } catch (err) {
+        if (err instanceof InvalidParameter) throw err;
+      }
+      throw new NotFound(`pull access denied for ${name}: this engine cannot pull images from a registry yet; load the image from an archive instead (docker load -i image.tar)`);
+    }
+    if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
+    if (fromSrc !== '-') throw new NotImplemented(`importing from a URL (${fromSrc}) is not supported: send the tar in the request body with fromSrc=-`);
+    const progress = new ProgressStream(res);
+    let id: string;
+    try {
+      id = await images.importRootfs(
+        req.body(),
+        {
+          repo: stringParam(req, 'repo') || undefined,
+          tag: stringParam(req, 'tag') || undefined,
+          changes: req.query.getAll('changes').filter((c) => c.trim() !== ''),
+          message: stringParam(req, 'message') || undefined,
+          platform: stringParam(req, 'platform') || undefined,
+        },
+        req.signal,
+      );
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.write({ status: id });
+    progress.end();
+  });
+
+  router.post('/images/prune', async (req, res) => {
+    const filters = parseFilters(req.query.get('filters'), PRUNE_FILTERS);
+    res.json(200, await images.prune(filters));
+  });
+
+  router.get('/images/:name*/json', (req, res) => {
+    res.json(200, shape('image.inspect', req.version, images.inspect(req.params.name)));
+  });
+
+  router.get('/images/:name*/history', (req, res) => {
+    res.json(200, shape('image.history', req.version, images.history(req.params.name)));
+  });
+
+  router.get('/images/:name*/get', (req, res) => save(req, res, [req.params.name]));
+
+  router.post('/images/:name*/tag', async (req, res) => {
+    const repo = stringParam(req, 'repo');
+    if (!repo) throw new InvalidParameter('query parameter repo is required');
+    await images.tag(req.params.name, repo, stringParam(req, 'tag') || undefined);
+    res.status(201);
+  });
+
+  router.delete('/images/:name*', async (req, res) => {
+    res.json(200, await images.remove(req.params.name, { force: boolParam(req, 'force'), noprune: boolParam(req, 'noprune') }));
+  });
+}

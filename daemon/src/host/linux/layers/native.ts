@@ -1,0 +1,76 @@
+/**
+ * The system calls layer unpacking needs beyond Node's fs: mknod (overlay whiteouts are 0:0 character
+ * devices; layers may carry device nodes and FIFOs) and lsetxattr (the overlay opaque marker, file
+ * capabilities). They come from the small N-API addon in daemon/native/layerfs (built by node-gyp:
+ * `npm run build:native -w daemon`). Without the addon, mknod falls back to the `mknod` command and
+ * extended attributes answer a clear error.
+ */
+import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+interface LayerFsAddon {
+  mknod(path: string, mode: number, major: number, minor: number): void;
+  lsetxattr(path: string, name: string, value: Buffer): void;
+}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** daemon/ from dist/src/host/linux/layers (compiled) */
+const daemonDir = path.resolve(here, '..', '..', '..', '..', '..');
+
+let addon: LayerFsAddon | null | undefined;
+let addonError: string | undefined;
+
+function loadAddon(): LayerFsAddon | null {
+  if (addon !== undefined) return addon;
+  const require = createRequire(import.meta.url);
+  const candidates = [
+    process.env.BERTH_LAYERFS_ADDON,
+    path.join(daemonDir, 'native', 'layerfs', 'build', 'Release', 'layerfs.node'),
+  ].filter((p): p is string => !!p);
+  for (const candidate of candidates) {
+    try {
+      addon = require(candidate) as LayerFsAddon;
+      return addon;
+    } catch (err) {
+      addonError = (err as Error).message;
+    }
+  }
+  addon = null;
+  return addon;
+}
+
+const run = promisify(execFile);
+
+export const S_IFIFO = 0o010000;
+export const S_IFCHR = 0o020000;
+export const S_IFBLK = 0o060000;
+
+/** Creates a device node or FIFO; `mode` holds the type bits and the permissions. */
+export async function mknod(file: string, mode: number, major: number, minor: number): Promise<void> {
+  const native = loadAddon();
+  if (native) {
+    native.mknod(file, mode, major, minor);
+    return;
+  }
+  const type = (mode & 0o170000) === S_IFCHR ? 'c' : (mode & 0o170000) === S_IFBLK ? 'b' : 'p';
+  const args = ['-m', (mode & 0o7777).toString(8), file, type];
+  if (type !== 'p') args.push(String(major), String(minor));
+  await run('mknod', args);
+}
+
+/** Sets an extended attribute without following a final symlink. */
+export function lsetxattr(file: string, name: string, value: Buffer): void {
+  const native = loadAddon();
+  if (!native) {
+    throw new Error(`cannot set extended attribute ${name} on ${file}: the layerfs native addon is not built (${addonError ?? 'not found'}); run npm run build:native -w daemon`);
+  }
+  native.lsetxattr(file, name, value);
+}
+
+/** True when the native addon is loaded (tests use it to know whether xattrs can be checked). */
+export function haveNativeAddon(): boolean {
+  return loadAddon() !== null;
+}

@@ -1,0 +1,200 @@
+/**
+ * The layer store on this machine: each layer unpacked once into a folder named by its chain id, ready to
+ * be an overlay lower folder, with the uncompressed layer tar kept (gzip, level 1) so that `save` gives
+ * back byte-identical layers and therefore the same diff ids and image ids.
+ *
+ * ## Formats (version 1)
+ *
+ * - `<root>/layers/<chain hex>/diff/`: the unpacked layer (whiteouts as 0:0 character devices, opaque
+ *   folders marked with trusted.overlay.opaque=y).
+ * - `<root>/layers/<chain hex>/layer.tar.gz`: the uncompressed layer tar, gzip compressed.
+ * - `<root>/layers/<chain hex>/layer.json`: `{"version": 1, "chainId", "diffId", "parent", "tarSize",
+ *   "diskSize"}`, written before the folder is renamed into `layers/`: a folder there without it is
+ *   debris of an older crash and is removed at start.
+ * - `<root>/staging/`: layers being read, and layers being removed (renamed here first, then deleted).
+ *   Emptied at start.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, promises as fs, readdirSync, readFileSync, rmSync, mkdirSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGunzip, createGzip } from 'node:zlib';
+import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/types.js';
+import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { writeJSONAtomic } from '../../../util/atomic.js';
+import { log } from '../../../util/log.js';
+import { decompressed } from '../../../engine/images/streams.js';
+import { unpackLayer } from './unpack.js';
+
+const FORMAT_VERSION = 1;
+
+interface StagedState {
+  dir: string;
+  diskSize: number;
+  /** Set once the staged folder was moved into the store. */
+  committedAs?: string;
+}
+
+function hexOf(digest: string): string {
+  const m = /^sha256:([a-f0-9]{64})$/.exec(digest);
+  if (!m) throw new InvalidParameter(`invalid layer digest ${JSON.stringify(digest)}`);
+  return m[1];
+}
+
+export class LinuxLayerStore implements LayerStore {
+  private readonly layers = new Map<string, LayerInfo>();
+  private readonly staged = new WeakMap<StagedLayer, StagedState>();
+  private readonly layersDir: string;
+  private readonly stagingDir: string;
+
+  /** `root` is the image store's folder (`<data-root>/image`). */
+  constructor(readonly root: string) {
+    this.layersDir = path.join(root, 'layers');
+    this.stagingDir = path.join(root, 'staging');
+    this.load();
+  }
+
+  /** Reads the committed layers and removes what a crash left behind. */
+  private load(): void {
+    mkdirSync(this.layersDir, { recursive: true, mode: 0o700 });
+    rmSync(this.stagingDir, { recursive: true, force: true });
+    mkdirSync(this.stagingDir, { recursive: true, mode: 0o700 });
+    for (const name of readdirSync(this.layersDir)) {
+      const dir = path.join(this.layersDir, name);
+      const metaFile = path.join(dir, 'layer.json');
+      try {
+        const meta = JSON.parse(readFileSync(metaFile, 'utf8')) as LayerInfo & { version: number };
+        if (meta.version !== FORMAT_VERSION || meta.chainId !== `sha256:${name}`) throw new Error(`unexpected layer.json`);
+        this.layers.set(meta.chainId, { chainId: meta.chainId, diffId: meta.diffId, parent: meta.parent, tarSize: meta.tarSize, diskSize: meta.diskSize });
+      } catch (err) {
+        log.warn('removing an incomplete layer folder', { dir, error: (err as Error).message });
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  }
+
+  async stage(input: NodeJS.ReadableStream, signal?: AbortSignal): Promise<StagedLayer> {
+    const dir = path.join(this.stagingDir, randomBytes(16).toString('hex'));
+    const diffDir = path.join(dir, 'diff');
+    await fs.mkdir(diffDir, { recursive: true, mode: 0o755 });
+    const hash = createHash('sha256');
+    let size = 0;
+    const copy = createGzip({ level: 1 });
+    const copyDone = pipeline(copy, createWriteStream(path.join(dir, 'layer.tar.gz'), { mode: 0o600 }));
+    copyDone.catch(() => undefined);
+    const source = new PassThrough();
+    try {
+      const { stream } = await decompressed(input);
+      const tee = new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          hash.update(chunk);
+          size += chunk.length;
+          if (copy.write(chunk)) cb(null, chunk);
+          else copy.once('drain', () => cb(null, chunk));
+        },
+        flush(cb) {
+          copy.end();
+          cb();
+        },
+      });
+      const feeding = pipeline(stream, tee, source, { signal });
+      feeding.catch(() => undefined);
+      const result = await unpackLayer(source, diffDir);
+      try {
+        await feeding;
+      } catch (err) {
+        if ((err as Error).name === 'AbortError') throw err;
+        throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
+      }
+      await copyDone;
+      const staged: StagedLayer = { diffId: `sha256:${hash.digest('hex')}`, size };
+      this.staged.set(staged, { dir, diskSize: result.diskSize });
+      return staged;
+    } catch (err) {
+      source.destroy();
+      copy.destroy();
+      await fs.rm(dir, { recursive: true, force: true });
+      if (err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === undefined) {
+        throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async commit(staged: StagedLayer, chainId: string, parent: string | null): Promise<void> {
+    const hex = hexOf(chainId);
+    if (this.layers.has(chainId)) return;
+    const state = this.staged.get(staged);
+    if (!state) throw new Error('commit of a layer that was not staged by this store');
+    if (state.committedAs !== undefined) {
+      // The same layer tar on top of another parent: unpack it again from the kept copy.
+      const again = await this.stage(this.openTar(state.committedAs));
+      try {
+        await this.commit(again, chainId, parent);
+      } finally {
+        await this.discard(again);
+      }
+      return;
+    }
+    const info: LayerInfo = { chainId, diffId: staged.diffId, parent, tarSize: staged.size, diskSize: state.diskSize };
+    await writeJSONAtomic(path.join(state.dir, 'layer.json'), { version: FORMAT_VERSION, ...info });
+    await fs.rename(state.dir, path.join(this.layersDir, hex));
+    state.committedAs = chainId;
+    this.layers.set(chainId, info);
+  }
+
+  async discard(staged: StagedLayer): Promise<void> {
+    const state = this.staged.get(staged);
+    if (!state || state.committedAs !== undefined) return;
+    await fs.rm(state.dir, { recursive: true, force: true });
+  }
+
+  has(chainId: string): boolean {
+    return this.layers.has(chainId);
+  }
+
+  chainIds(): string[] {
+    return [...this.layers.keys()];
+  }
+
+  info(chainId: string): LayerInfo | undefined {
+    return this.layers.get(chainId);
+  }
+
+  openTar(chainId: string): Readable {
+    if (!this.layers.has(chainId)) throw new NotFound(`layer ${chainId} does not exist`);
+    const file = path.join(this.layersDir, hexOf(chainId), 'layer.tar.gz');
+    const gunzip = createGunzip();
+    pipeline(createReadStream(file), gunzip).catch(() => undefined);
+    return gunzip;
+  }
+
+  async remove(chainId: string): Promise<void> {
+    if (!this.layers.has(chainId)) return;
+    const dir = path.join(this.layersDir, hexOf(chainId));
+    const trash = path.join(this.stagingDir, `removed-${randomBytes(8).toString('hex')}`);
+    this.layers.delete(chainId);
+    await fs.rename(dir, trash);
+    await fs.rm(trash, { recursive: true, force: true });
+  }
+
+  lowerDirs(chainIds: string[]): string[] {
+    return chainIds.map((chainId) => {
+      if (!this.layers.has(chainId)) throw new NotFound(`layer ${chainId} does not exist`);
+      return path.join(this.layersDir, hexOf(chainId), 'diff');
+    });
+  }
+
+  /** The folder of a layer, for GraphDriver data in image inspect. */
+  diffDir(chainId: string): string {
+    return path.join(this.layersDir, hexOf(chainId), 'diff');
+  }
+
+  /** True when a committed layer's folder is on disk (tests). */
+  onDisk(chainId: string): boolean {
+    return existsSync(path.join(this.layersDir, hexOf(chainId), 'layer.json'));
+  }
+}

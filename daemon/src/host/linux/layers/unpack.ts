@@ -1,0 +1,313 @@
+/**
+ * Unpacks one image layer tar into its own folder, as overlayfs wants it for a lower layer:
+ *
+ * - `.wh.NAME` becomes a 0:0 character device NAME (an overlay whiteout); `.wh..wh..opq` marks its folder
+ *   opaque (xattr trusted.overlay.opaque=y); other `.wh..wh.*` aufs metadata is skipped.
+ * - Modes (with setuid/setgid/sticky), owners, mtimes, PAX xattrs (SCHILY.xattr.*), device nodes, FIFOs,
+ *   symlinks and hard links are kept.
+ * - Safety: the folder is fresh and only this code writes to it, so it tracks what each path is. No entry
+ *   may leave the folder: names with `..` escaping it are refused, an entry whose parent is a symlink is
+ *   refused (nothing is ever written through a symlink), and a hard link must name an earlier non-folder
+ *   entry of the same layer. Files are created with O_NOFOLLOW|O_EXCL.
+ */
+import { once } from 'node:events';
+import { constants, promises as fs } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import tar from 'tar-stream';
+import { InvalidParameter } from '../../../engine/errors.js';
+import { lsetxattr, mknod, S_IFBLK, S_IFCHR, S_IFIFO } from './native.js';
+
+const WHITEOUT_PREFIX = '.wh.';
+const WHITEOUT_META_PREFIX = '.wh..wh.';
+const WHITEOUT_OPAQUE = '.wh..wh..opq';
+const XATTR_PREFIX = 'SCHILY.xattr.';
+
+/**
+ * tar-stream decodes PAX values as UTF-8, which mangles binary xattr values (file capabilities). Values
+ * of SCHILY.xattr.* records are decoded as latin1 instead, so `Buffer.from(value, 'latin1')` gives back
+ * the exact bytes; every other record (ASCII or UTF-8 names) decodes as before.
+ */
+function patchPaxDecoding(): void {
+  const require = createRequire(import.meta.url);
+  const headers = require(path.join(path.dirname(require.resolve('tar-stream')), 'headers.js')) as {
+    decodePax(buf: Buffer): Record<string, string>;
+    __berthBinaryXattrs?: boolean;
+  };
+  if (headers.__berthBinaryXattrs) return;
+  headers.__berthBinaryXattrs = true;
+  headers.decodePax = (input: Buffer) => {
+    const result: Record<string, string> = {};
+    let buf = input;
+    while (buf.length) {
+      let i = 0;
+      while (i < buf.length && buf[i] !== 32) i++;
+      const len = parseInt(buf.subarray(0, i).toString('latin1'), 10);
+      if (!len || len > buf.length) return result;
+      const record = buf.subarray(i + 1, len - 1);
+      const eq = record.indexOf(0x3d);
+      if (eq === -1) return result;
+      const key = record.subarray(0, eq).toString('utf8');
+      result[key] = record.subarray(eq + 1).toString(key.startsWith(XATTR_PREFIX) ? 'latin1' : 'utf8');
+      buf = buf.subarray(len);
+    }
+    return result;
+  };
+}
+patchPaxDecoding();
+
+type Kind = 'dir' | 'file' | 'symlink' | 'other';
+
+export interface UnpackResult {
+  /** Bytes of regular file contents written. */
+  diskSize: number;
+  entries: number;
+}
+
+/** Normalises a tar entry name to a relative path inside the layer; refuses names that leave it. */
+export function cleanEntryName(name: string): string {
+  const parts: string[] = [];
+  for (const part of name.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') {
+      if (parts.length === 0) throw new InvalidParameter(`invalid layer: entry ${JSON.stringify(name)} points outside the layer`);
+      // "a/../b" stays inside; tar tools never write it, but it is harmless once resolved.
+      parts.pop();
+      continue;
+    }
+    parts.push(part);
+  }
+  return parts.join('/');
+}
+
+function refuseDotDot(name: string): void {
+  if (name.split('/').includes('..')) throw new InvalidParameter(`invalid layer: entry ${JSON.stringify(name)} has a ".." component`);
+}
+
+async function drain(stream: Readable): Promise<void> {
+  stream.resume();
+  if ((stream as Readable & { readableEnded?: boolean }).readableEnded) return;
+  await once(stream, 'end');
+}
+
+class LayerWriter {
+  private readonly kinds = new Map<string, Kind>();
+  private readonly dirTimes = new Map<string, Date>();
+  diskSize = 0;
+  entries = 0;
+
+  constructor(private readonly root: string) {}
+
+  private abs(rel: string): string {
+    return rel === '' ? this.root : path.join(this.root, rel);
+  }
+
+  /** Makes sure every parent of `rel` is a real folder of this layer (creating missing ones). */
+  private async ensureParents(rel: string, original: string): Promise<void> {
+    const parts = rel.split('/');
+    let current = '';
+    for (let i = 0; i < parts.length - 1; i++) {
+      current = current ? `${current}/${parts[i]}` : parts[i];
+      const kind = this.kinds.get(current);
+      if (kind === 'dir') continue;
+      if (kind === 'symlink') throw new InvalidParameter(`invalid layer: entry ${JSON.stringify(original)} would be written through the symlink ${current}`);
+      if (kind !== undefined) throw new InvalidParameter(`invalid layer: entry ${JSON.stringify(original)} has a parent ${current} that is not a folder`);
+      await fs.mkdir(this.abs(current), { mode: 0o755 });
+      this.kinds.set(current, 'dir');
+    }
+  }
+
+  /** Removes what is at `rel` (a later entry replaces an earlier one), keeping folders when `keepDir`. */
+  private async clear(rel: string, keepDir: boolean): Promise<boolean> {
+    const kind = this.kinds.get(rel);
+    if (kind === undefined) return false;
+    if (kind === 'dir' && keepDir) return true;
+    await fs.rm(this.abs(rel), { recursive: true, force: true });
+    this.kinds.delete(rel);
+    this.dirTimes.delete(rel);
+    if (kind === 'dir') {
+      for (const key of [...this.kinds.keys()]) if (key.startsWith(rel + '/')) this.kinds.delete(key);
+      for (const key of [...this.dirTimes.keys()]) if (key.startsWith(rel + '/')) this.dirTimes.delete(key);
+    }
+    return false;
+  }
+
+  private applyXattrs(file: string, header: tar.Header): void {
+    const pax = header.pax as Record<string, string> | null | undefined;
+    if (!pax) return;
+    for (const [key, value] of Object.entries(pax)) {
+      if (!key.startsWith(XATTR_PREFIX)) continue;
+      const name = key.slice(XATTR_PREFIX.length);
+      // Overlay's own attributes inside a layer would change how the stack is merged: not from an image.
+      if (name.startsWith('trusted.overlay.')) continue;
+      lsetxattr(file, name, Buffer.from(value, 'latin1'));
+    }
+  }
+
+  async entry(header: tar.Header, stream: Readable): Promise<void> {
+    this.entries++;
+    refuseDotDot(header.name);
+    const rel = cleanEntryName(header.name);
+    if (rel === '') {
+      // The layer's root folder itself ("./"): nothing to create.
+      await drain(stream);
+      return;
+    }
+    const base = path.posix.basename(rel);
+    const parent = path.posix.dirname(rel) === '.' ? '' : path.posix.dirname(rel);
+
+    if (base.startsWith(WHITEOUT_PREFIX)) {
+      await drain(stream);
+      await this.ensureParents(rel, header.name);
+      if (base === WHITEOUT_OPAQUE) {
+        lsetxattr(this.abs(parent), 'trusted.overlay.opaque', Buffer.from('y'));
+        return;
+      }
+      if (base.startsWith(WHITEOUT_META_PREFIX)) return;
+      const hidden = parent ? `${parent}/${base.slice(WHITEOUT_PREFIX.length)}` : base.slice(WHITEOUT_PREFIX.length);
+      await this.clear(hidden, false);
+      const target = this.abs(hidden);
+      await mknod(target, S_IFCHR | 0o600, 0, 0);
+      await fs.lchown(target, header.uid ?? 0, header.gid ?? 0);
+      this.kinds.set(hidden, 'other');
+      return;
+    }
+
+    await this.ensureParents(rel, header.name);
+    const target = this.abs(rel);
+    const mode = (header.mode ?? 0o644) & 0o7777;
+    const uid = header.uid ?? 0;
+    const gid = header.gid ?? 0;
+    const mtime = header.mtime ?? new Date(0);
+
+    switch (header.type) {
+      case 'directory': {
+        await drain(stream);
+        const exists = await this.clear(rel, true);
+        if (!exists) await fs.mkdir(target, { mode: 0o700 });
+        this.kinds.set(rel, 'dir');
+        await fs.lchown(target, uid, gid);
+        await fs.chmod(target, mode);
+        this.applyXattrs(target, header);
+        this.dirTimes.set(rel, mtime);
+        return;
+      }
+      case 'file':
+      case 'contiguous-file': {
+        await this.clear(rel, false);
+        const handle = await fs.open(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        this.kinds.set(rel, 'file');
+        try {
+          for await (const chunk of stream) {
+            await handle.write(chunk as Buffer);
+            this.diskSize += (chunk as Buffer).length;
+          }
+          await handle.chown(uid, gid);
+          await handle.chmod(mode);
+          await handle.utimes(mtime, mtime);
+        } finally {
+          await handle.close();
+        }
+        this.applyXattrs(target, header);
+        return;
+      }
+      case 'symlink': {
+        await drain(stream);
+        await this.clear(rel, false);
+        if (!header.linkname) throw new InvalidParameter(`invalid layer: symlink ${JSON.stringify(header.name)} has no target`);
+        await fs.symlink(header.linkname, target);
+        this.kinds.set(rel, 'symlink');
+        await fs.lchown(target, uid, gid);
+        await fs.lutimes(target, mtime, mtime);
+        this.applyXattrs(target, header);
+        return;
+      }
+      case 'link': {
+        await drain(stream);
+        const linkname = header.linkname ?? '';
+        refuseDotDot(linkname);
+        const source = cleanEntryName(linkname);
+        const kind = this.kinds.get(source);
+        if (source === '' || kind === undefined) {
+          throw new InvalidParameter(`invalid layer: hard link ${JSON.stringify(header.name)} names ${JSON.stringify(linkname)}, which is not an earlier entry of the layer`);
+        }
+        if (kind === 'dir') throw new InvalidParameter(`invalid layer: hard link ${JSON.stringify(header.name)} names the folder ${JSON.stringify(linkname)}`);
+        if (source === rel) return;
+        await this.clear(rel, false);
+        await fs.link(this.abs(source), target);
+        this.kinds.set(rel, kind);
+        return;
+      }
+      case 'character-device':
+      case 'block-device':
+      case 'fifo': {
+        await drain(stream);
+        await this.clear(rel, false);
+        const typeBits = header.type === 'fifo' ? S_IFIFO : header.type === 'block-device' ? S_IFBLK : S_IFCHR;
+        await mknod(target, typeBits | 0o600, header.devmajor ?? 0, header.devminor ?? 0);
+        this.kinds.set(rel, 'other');
+        await fs.lchown(target, uid, gid);
+        await fs.chmod(target, mode);
+        await fs.lutimes(target, mtime, mtime);
+        this.applyXattrs(target, header);
+        return;
+      }
+      default:
+        await drain(stream);
+        throw new InvalidParameter(`invalid layer: entry ${JSON.stringify(header.name)} has an unsupported type ${String(header.type)}`);
+    }
+  }
+
+  /** Folder mtimes last: creating their children changed them. */
+  async finish(): Promise<void> {
+    const dirs = [...this.dirTimes.entries()].sort((a, b) => b[0].length - a[0].length);
+    for (const [rel, mtime] of dirs) await fs.lutimes(this.abs(rel), mtime, mtime);
+  }
+}
+
+/**
+ * Unpacks the uncompressed layer tar read from `source` into the existing empty folder `root`. Malformed
+ * or unsafe tars reject with InvalidParameter; the caller removes `root` on failure.
+ */
+export async function unpackLayer(source: Readable, root: string): Promise<UnpackResult> {
+  const writer = new LayerWriter(root);
+  const extract = tar.extract();
+  let failure: unknown;
+  const done = new Promise<void>((resolve, reject) => {
+    extract.on('entry', (header, source, next) => {
+      const stream = source as unknown as Readable;
+      writer.entry(header, stream).then(
+        () => next(),
+        (err: unknown) => {
+          failure ??= err;
+          stream.resume();
+          next(err as Error);
+        },
+      );
+    });
+    extract.on('finish', () => resolve());
+    extract.on('close', () => resolve());
+    extract.on('error', (err: Error) => reject(failure ?? err));
+    source.on('error', (err: Error) => {
+      failure ??= err;
+      extract.destroy(err);
+      reject(err);
+    });
+  });
+  source.pipe(extract as unknown as NodeJS.WritableStream);
+  try {
+    await done;
+  } catch (err) {
+    source.unpipe?.(extract as unknown as NodeJS.WritableStream);
+    if (err instanceof InvalidParameter) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EEXIST') {
+      throw new InvalidParameter(`invalid layer tar: ${(err as Error).message}`, { cause: err });
+    }
+    throw err;
+  }
+  if (failure) throw failure;
+  await writer.finish();
+  return { diskSize: writer.diskSize, entries: writer.entries };
+}
