@@ -16,6 +16,10 @@ import { registerSystemRoutes, type ComponentVersion, type SystemBackend } from 
 import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
+import path from 'node:path';
+import { registerImageRoutes } from './api/images.js';
+import { ImageService } from './engine/images/service.js';
+import { LinuxLayerStore } from './host/linux/layers/store.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -89,11 +93,18 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   await networks.init();
   registerNetworkRoutes(router, networks);
 
+  // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
+  // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
+  const imageRoot = path.join(opts.dataRoot, 'image');
+  const images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), events);
+  await images.init();
+  registerImageRoutes(router, images);
+
   // System and events. The container and image counts come from their services once those are wired;
   // until then this daemon holds neither containers nor images.
   const systemBackend: SystemBackend = {
     containerCounts: () => ({ running: 0, paused: 0, stopped: 0 }),
-    imageCount: () => 0,
+    imageCount: () => images.store.all().length,
   };
   const eventsApi = registerEventsRoutes(router, events);
   const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: opts.runtime };
