@@ -1,0 +1,24 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { shape } from './compat.js';
+
+test('compat: fields appear from addedIn and disappear from removedIn', () => {
+  const v = () => ({ Version: '1', MinAPIVersion: '1.24', Platform: { Name: 'x' }, Components: [] });
+  assert.deepEqual(Object.keys(shape('system.version', 24, v())), ['Version']);
+  assert.deepEqual(Object.keys(shape('system.version', 34, v())), ['Version', 'MinAPIVersion']);
+  assert.deepEqual(Object.keys(shape('system.version', 35, v())), ['Version', 'MinAPIVersion', 'Platform', 'Components']);
+  const e = () => ({ Type: 'container', Action: 'start', status: 'start', id: 'x', from: 'busybox' });
+  assert.deepEqual(shape('event', 51, e()), e());
+  assert.deepEqual(shape('event', 52, e()), { Type: 'container', Action: 'start' });
+});
+
+test('compat: omitEmptyFrom drops only empty values, wildcards reach every map entry, lists shape item by item', () => {
+  const img = () => ({ Parent: '', Comment: 'kept', Config: { Cmd: null, Env: ['A=1'], Labels: {} } });
+  assert.deepEqual(shape('image.inspect', 52, img()), { Comment: 'kept', Config: { Env: ['A=1'] } });
+  assert.deepEqual(shape('image.inspect', 51, img()), img());
+  const list = [
+    { Id: 'a', NetworkSettings: { Networks: { bridge: { DNSNames: ['a'], GwPriority: 0 }, other: { DNSNames: null, GwPriority: 1 } } } },
+  ];
+  const shaped = shape('container.summary', 44, list);
+  assert.deepEqual(shaped[0].NetworkSettings.Networks, { bridge: { DNSNames: ['a'] }, other: { DNSNames: null } });
+});
