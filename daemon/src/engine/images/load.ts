@@ -171,6 +171,8 @@ export async function readArchive(
   const done = new Promise<void>((resolve, reject) => {
     extract.on('entry', (header, source, next) => {
       const entry = source as unknown as Readable;
+      // The archive's own error reaches us through `extract`; the entry repeats it.
+      entry.on('error', () => undefined);
       inflight = handle(header, entry).then(
         () => next(),
         (err: unknown) => {

@@ -277,6 +277,8 @@ export async function unpackLayer(source: Readable, root: string): Promise<Unpac
   const done = new Promise<void>((resolve, reject) => {
     extract.on('entry', (header, source, next) => {
       const stream = source as unknown as Readable;
+      // The archive's own error reaches us through `extract`; the entry repeats it.
+      stream.on('error', () => undefined);
       writer.entry(header, stream).then(
         () => next(),
         (err: unknown) => {

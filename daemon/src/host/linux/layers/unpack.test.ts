@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { after, describe, it } from 'node:test';
+import { createGzip } from 'node:zlib';
+import tar from 'tar-stream';
+import { InvalidParameter } from '../../../engine/errors.js';
+import { haveNativeAddon } from './native.js';
+import { LinuxLayerStore } from './store.js';
+import { unpackLayer } from './unpack.js';
+
+type Entry = Partial<tar.Header> & { name: string; content?: string | Buffer };
+
+async function tarOf(entries: Entry[]): Promise<Buffer> {
+  const pack = tar.pack();
+  const chunks: Buffer[] = [];
+  pack.on('data', (c: unknown) => {
+    chunks.push(c as Buffer);
+  });
+  const ended = new Promise<void>((r) => pack.on('end', () => r()));
+  for (const { content, ...header } of entries) {
+    await new Promise<void>((resolve, reject) => pack.entry({ mtime: new Date('2020-02-02T00:00:00Z'), ...header }, content ?? '', (err) => (err ? reject(err) : resolve())));
+  }
+  pack.finalize();
+  await ended;
+  return Buffer.concat(chunks);
+}
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'berth-unpack-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+let n = 0;
+function freshDir(): string {
+  const dir = path.join(scratch, `l${n++}`);
+  execFileSync('mkdir', ['-p', dir]);
+  return dir;
+}
+
+function getfattr(file: string, name: string): string | undefined {
+  // python3 is on the machine; it reads xattrs without the attr package.
+  try {
+    return execFileSync('python3', ['-c', `import os,sys; sys.stdout.write(os.getxattr(sys.argv[1], sys.argv[2], follow_symlinks=False).hex())`, file, name], { encoding: 'utf8' });
+  } catch {
+    return undefined;
+  }
+}
+
+describe('layer unpacking', () => {
+  it('keeps modes, owners, mtimes, symlinks, hard links and device nodes', async () => {
+    const dir = freshDir();
+    const layer = await tarOf([
+      { name: 'bin/', type: 'directory', mode: 0o755 },
+      { name: 'bin/tool', type: 'file', mode: 0o4755, uid: 1000, gid: 1001, content: 'tool' },
+      { name: 'bin/alias', type: 'symlink', linkname: 'tool' },
+      { name: 'bin/hard', type: 'link', linkname: 'bin/tool' },
+      { name: 'dev/null', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 3 },
+      { name: 'run/fifo', type: 'fifo', mode: 0o600 },
+      { name: 'tmp/', type: 'directory', mode: 0o1777 },
+    ]);
+    const result = await unpackLayer(Readable.from([layer]), dir);
+    assert.equal(result.diskSize, 4);
+    const tool = statSync(path.join(dir, 'bin/tool'));
+    assert.equal(tool.mode & 0o7777, 0o4755);
+    assert.equal(tool.uid, 1000);
+    assert.equal(tool.gid, 1001);
+    assert.equal(tool.mtime.toISOString(), '2020-02-02T00:00:00.000Z');
+    assert.equal(readlinkSync(path.join(dir, 'bin/alias')), 'tool');
+    assert.equal(statSync(path.join(dir, 'bin/hard')).ino, tool.ino);
+    const devNull = statSync(path.join(dir, 'dev/null'));
+    assert.ok(devNull.isCharacterDevice());
+    assert.equal(devNull.rdev, (1 << 8) | 3);
+    assert.ok(lstatSync(path.join(dir, 'run/fifo')).isFIFO());
+    assert.equal(statSync(path.join(dir, 'tmp')).mode & 0o7777, 0o1777);
+    assert.equal(statSync(path.join(dir, 'bin')).mtime.toISOString(), '2020-02-02T00:00:00.000Z');
+  });
+
+  it('turns .wh. entries into overlay whiteouts and .wh..wh..opq into an opaque folder', async (t) => {
+    if (!haveNativeAddon()) return t.skip('layerfs addon not built');
+    const dir = freshDir();
+    const layer = await tarOf([
+      { name: 'etc/', type: 'directory', mode: 0o755 },
+      { name: 'etc/.wh.motd', type: 'file' },
+      { name: 'var/cache/', type: 'directory', mode: 0o755 },
+      { name: 'var/cache/.wh..wh..opq', type: 'file' },
+      { name: 'var/cache/kept', type: 'file', content: 'k' },
+    ]);
+    await unpackLayer(Readable.from([layer]), dir);
+    const whiteout = lstatSync(path.join(dir, 'etc/motd'));
+    assert.ok(whiteout.isCharacterDevice());
+    assert.equal(whiteout.rdev, 0);
+    assert.equal(existsSync(path.join(dir, 'etc/.wh.motd')), false);
+    assert.equal(getfattr(path.join(dir, 'var/cache'), 'trusted.overlay.opaque'), Buffer.from('y').toString('hex'));
+    assert.equal(existsSync(path.join(dir, 'var/cache/.wh..wh..opq')), false);
+    assert.equal(readFileSync(path.join(dir, 'var/cache/kept'), 'utf8'), 'k');
+  });
+
+  it('keeps binary xattrs from PAX headers (file capabilities)', async (t) => {
+    if (!haveNativeAddon()) return t.skip('layerfs addon not built');
+    const dir = freshDir();
+    // Shaped like a file capability value: binary, with bytes above 0x7f and zeros.
+    const value = Buffer.from([0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0xff, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xc3, 0x28, 0x00, 0x00]);
+    // GNU tar writes the binary value byte for byte in a PAX record, as real image layers have it.
+    const src = freshDir();
+    execFileSync('sh', ['-c', 'echo x > "$1/ping"', 'sh', src]);
+    execFileSync('python3', ['-c', 'import os,sys; os.setxattr(sys.argv[1], "user.note", bytes.fromhex(sys.argv[2]))', path.join(src, 'ping'), value.toString('hex')]);
+    const layer = execFileSync('tar', ['--xattrs', '--xattrs-include=*', '-C', src, '-cf', '-', 'ping']);
+    await unpackLayer(Readable.from([layer]), dir);
+    assert.equal(getfattr(path.join(dir, 'ping'), 'user.note'), value.toString('hex'));
+  });
+
+  const refused: Array<[string, Entry[]]> = [
+    ['a ../ entry', [{ name: '../escape', type: 'file', content: 'x' }]],
+    ['a nested ../ entry', [{ name: 'a/../../escape', type: 'file', content: 'x' }]],
+    ['a file written through a symlink to /', [
+      { name: 'link', type: 'symlink', linkname: '/' },
+      { name: 'link/tmp/escape', type: 'file', content: 'x' },
+    ]],
+    ['a file written through a relative symlink', [
+      { name: 'up', type: 'symlink', linkname: '../../..' },
+      { name: 'up/escape', type: 'file', content: 'x' },
+    ]],
+    ['a hard link to a path outside', [{ name: 'passwd', type: 'link', linkname: '../../../../etc/passwd' }]],
+    ['a hard link to an absolute path', [{ name: 'passwd', type: 'link', linkname: '/etc/passwd' }]],
+  ];
+  for (const [what, entries] of refused) {
+    it(`refuses ${what}`, async () => {
+      const root = freshDir();
+      const dir = path.join(root, 'layer');
+      execFileSync('mkdir', ['-p', dir]);
+      const layer = await tarOf(entries);
+      await assert.rejects(unpackLayer(Readable.from([layer]), dir), InvalidParameter);
+      assert.equal(existsSync(path.join(root, 'escape')), false);
+      assert.equal(existsSync('/escape'), false);
+      assert.equal(existsSync('/tmp/escape'), false);
+    });
+  }
+
+  it('refuses garbage and truncated tars with InvalidParameter', async () => {
+    await assert.rejects(unpackLayer(Readable.from([Buffer.alloc(1024, 7)]), freshDir()), InvalidParameter);
+    const layer = await tarOf([{ name: 'big', type: 'file', content: Buffer.alloc(5000, 1) }]);
+    await assert.rejects(unpackLayer(Readable.from([layer.subarray(0, 2000)]), freshDir()), InvalidParameter);
+  });
+});
+
+describe('layer store', () => {
+  it('stages gzip layers, commits them by chain id, keeps the tar, and cleans up after a bad one', async () => {
+    const root = freshDir();
+    const store = new LinuxLayerStore(root);
+    const layer = await tarOf([{ name: 'hello', type: 'file', content: 'world' }]);
+    const gz = await new Promise<Buffer>((resolve) => {
+      const chunks: Buffer[] = [];
+      const z = createGzip();
+      z.on('data', (c: Buffer) => chunks.push(c));
+      z.on('end', () => resolve(Buffer.concat(chunks)));
+      z.end(layer);
+    });
+    const staged = await store.stage(Readable.from([gz]));
+    const { createHash } = await import('node:crypto');
+    assert.equal(staged.diffId, `sha256:${createHash('sha256').update(layer).digest('hex')}`);
+    await store.commit(staged, staged.diffId, null);
+    const [dir] = store.lowerDirs([staged.diffId]);
+    assert.equal(readFileSync(path.join(dir, 'hello'), 'utf8'), 'world');
+    const back: Buffer[] = [];
+    for await (const c of store.openTar(staged.diffId)) back.push(c as Buffer);
+    assert.ok(Buffer.concat(back).equals(layer));
+
+    await assert.rejects(store.stage(Readable.from([await tarOf([{ name: '../x', type: 'file' }])])), InvalidParameter);
+    assert.deepEqual(execFileSync('ls', [path.join(root, 'staging')], { encoding: 'utf8' }), '');
+
+    // A restarted store finds the layer again.
+    const again = new LinuxLayerStore(root);
+    assert.equal(again.has(staged.diffId), true);
+    assert.equal(again.info(staged.diffId)?.tarSize, layer.length);
+  });
+});
