@@ -77,6 +77,8 @@ fi
 if ! command -v docker >/dev/null 2>&1; then
   apt_update
   tmp="$(mktemp -d)"
+  # apt downloads as the unprivileged _apt user when it can write the folder.
+  if id _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
   log "docker CLI: extracting /usr/bin/docker from Debian's docker.io"
   (cd "$tmp" && apt-get download -q docker.io)
   dpkg-deb --fsys-tarfile "$tmp"/docker.io_*.deb | tar -x -C "$tmp" ./usr/bin/docker
