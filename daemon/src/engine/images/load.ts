@@ -36,6 +36,8 @@ export interface ArchiveImage {
 export class ArchiveContents {
   readonly metadata = new Map<string, Buffer>();
   readonly layers = new Map<string, StagedLayer>();
+  /** Files that were neither JSON nor a readable layer tar, with the reason: an error only if an image names one. */
+  readonly unreadable = new Map<string, Error>();
   readonly links = new Map<string, string>();
 
   /** Follows symlink entries of the archive (Docker 25+ links `<id>/layer.tar` to `blobs/sha256/...`). */
@@ -53,7 +55,7 @@ export class ArchiveContents {
     const file = this.resolve(name);
     const bytes = this.metadata.get(file);
     if (!bytes) {
-      if (this.layers.has(file)) throw new InvalidParameter(`invalid archive: ${what} ${name} is not a JSON file`);
+      if (this.layers.has(file) || this.unreadable.has(file)) throw new InvalidParameter(`invalid archive: ${what} ${name} is not a JSON file`);
       throw new InvalidParameter(`invalid archive: ${what} ${name} is missing from the archive`);
     }
     try {
@@ -67,6 +69,8 @@ export class ArchiveContents {
     const file = this.resolve(name);
     const staged = this.layers.get(file);
     if (staged) return staged;
+    const why = this.unreadable.get(file);
+    if (why) throw new InvalidParameter(`invalid archive: layer ${name} of ${image}: ${why.message}`, { cause: why });
     throw new InvalidParameter(`invalid archive: layer ${name} of ${image} is missing from the archive`);
   }
 
@@ -163,7 +167,8 @@ export async function readArchive(
       onLayer?.(name, staged);
     } catch (err) {
       if (!(err instanceof InvalidParameter)) throw err;
-      throw new InvalidParameter(`invalid archive: ${name} is neither JSON nor a readable layer: ${err.message}`, { cause: err });
+      // Not every file of an archive is a layer; this one only matters if an image names it.
+      contents.unreadable.set(name, err);
     }
   };
 

@@ -59,7 +59,12 @@ export async function decompressed(input: NodeJS.ReadableStream | Readable): Pro
       return { stream: gunzip, compression };
     }
     default:
-      raw.destroy();
+      // Drained rather than destroyed: the input may be one entry of an archive that goes on.
+      raw.resume();
+      await new Promise((resolve) => {
+        raw.once('end', resolve);
+        raw.once('error', resolve);
+      });
       throw new InvalidParameter(`${compression} compressed content is not supported: use an uncompressed or gzip compressed tar`);
   }
 }

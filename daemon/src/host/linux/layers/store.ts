@@ -84,6 +84,7 @@ export class LinuxLayerStore implements LayerStore {
     const copyDone = pipeline(copy, createWriteStream(path.join(dir, 'layer.tar.gz'), { mode: 0o600 }));
     copyDone.catch(() => undefined);
     const source = new PassThrough();
+    let feeding: Promise<void> | undefined;
     try {
       const { stream } = await decompressed(input);
       const tee = new Transform({
@@ -98,7 +99,7 @@ export class LinuxLayerStore implements LayerStore {
           cb();
         },
       });
-      const feeding = pipeline(stream, tee, source, { signal });
+      feeding = pipeline(stream, tee, source, { signal });
       feeding.catch(() => undefined);
       const result = await unpackLayer(source, diffDir);
       try {
@@ -112,7 +113,9 @@ export class LinuxLayerStore implements LayerStore {
       this.staged.set(staged, { dir, diskSize: result.diskSize });
       return staged;
     } catch (err) {
-      source.destroy();
+      // Read the rest of the input to its end, so that an archive holding this file can go on.
+      source.resume();
+      await feeding?.catch(() => undefined);
       copy.destroy();
       await fs.rm(dir, { recursive: true, force: true });
       if (err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
