@@ -188,7 +188,7 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     Plugins: {
       Volume: ['local'],
       Network: ['bridge', 'host', 'null'],
-      Authorization: null,
+      Authorization: [],
       Log: ['json-file', 'none'],
     },
     MemoryLimit: caps?.memoryLimit ?? false,
@@ -224,7 +224,6 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     },
     NCPU: host.ncpu,
     MemTotal: host.memTotal,
-    GenericResources: null,
     DockerRootDir: deps.dataRoot,
     HttpProxy: proxyEnv('HTTP_PROXY'),
     HttpsProxy: proxyEnv('HTTPS_PROXY'),
