@@ -98,7 +98,6 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
   ],
   'image.summary': [
     { field: 'VirtualSize', removedIn: 44 },
-    { field: 'SharedSize', addedIn: 42 },
     { field: 'Descriptor', addedIn: 48 },
     { field: 'Manifests', addedIn: 47 },
   ],

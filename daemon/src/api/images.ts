@@ -19,7 +19,7 @@ export interface ImagesBackend {
   history(name: string): Record<string, unknown>[];
   tag(name: string, repo: string, tag: string | undefined): Promise<void>;
   remove(name: string, opts: { force?: boolean; noprune?: boolean }): Promise<DeleteRecord[]>;
-  prune(filters: Filters): Promise<{ ImagesDeleted: DeleteRecord[] | null; SpaceReclaimed: number }>;
+  prune(filters: Filters): Promise<{ ImagesDeleted: DeleteRecord[]; SpaceReclaimed: number }>;
   load(input: Readable, emit: (m: ProgressMessage) => void, signal?: AbortSignal, opts?: { quiet?: boolean }): Promise<string[]>;
   importRootfs(
     input: Readable,

@@ -108,6 +108,8 @@ function fullRunConfig(c: (ImageRunConfig & Record<string, unknown>) | undefined
   });
   if (config.StopSignal) out.StopSignal = config.StopSignal;
   if (config.Shell) out.Shell = config.Shell;
+  // Unset lists and maps are left out rather than null: the published schemas type them as array/object.
+  for (const [key, value] of Object.entries(out)) if (value === null) delete out[key];
   return out;
 }
 
@@ -329,7 +331,7 @@ export class ImageService implements ImageLookup {
         Id: '<missing>',
         Created: unixSeconds(h.created),
         CreatedBy: h.created_by ?? '',
-        Tags: null,
+        Tags: [],
         Size: size,
         Comment: h.comment ?? '',
       });
@@ -338,7 +340,7 @@ export class ImageService implements ImageLookup {
     if (entries.length > 0) {
       entries[0].Id = image.id;
       const tags = this.tagsOf(image.id);
-      entries[0].Tags = tags.length > 0 ? tags : null;
+      entries[0].Tags = tags;
     }
     return entries;
   }
@@ -428,7 +430,7 @@ export class ImageService implements ImageLookup {
     });
   }
 
-  async prune(filters: Filters): Promise<{ ImagesDeleted: DeleteRecord[] | null; SpaceReclaimed: number }> {
+  async prune(filters: Filters): Promise<{ ImagesDeleted: DeleteRecord[]; SpaceReclaimed: number }> {
     const dangling = filters.get('dangling');
     let danglingOnly = true;
     if (dangling && dangling.length > 0) {
@@ -450,7 +452,7 @@ export class ImageService implements ImageLookup {
         reclaimed += await this.deleteImage(image, records);
       }
       if (records.length > 0) this.events.publish('image', 'prune', '', { reclaimed: String(reclaimed) });
-      return { ImagesDeleted: records.length > 0 ? records : null, SpaceReclaimed: reclaimed };
+      return { ImagesDeleted: records, SpaceReclaimed: reclaimed };
     });
   }
 
