@@ -69,3 +69,11 @@ test('the v1.24 field lists catch missing and mistyped fields', () => {
   assert.deepEqual(v124Errors('event', { ...event, time: '1' }), ['time should be integer, got "1"']);
   assert.deepEqual(v124Errors('event', { ...event, Actor: { ID: 'x', Attributes: { n: 1 } } }), ['Actor.Attributes should be strmap, got {"n":1}']);
 });
+
+test('schema errata: IPAM.Options is a map in every version, as engines and clients have it', () => {
+  const network = (options: unknown) => [{ Name: 'bridge', Id: 'x', IPAM: { Driver: 'default', Options: options, Config: [] } }];
+  for (const v of ['1.25', '1.38', '1.39', '1.53']) {
+    assert.equal(conformanceErrors(v, 'GET', '/networks', 200, network({ foo: 'bar' })), undefined, v);
+    assert.ok(conformanceErrors(v, 'GET', '/networks', 200, network([{ foo: 'bar' }])), v);
+  }
+});

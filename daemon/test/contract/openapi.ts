@@ -67,6 +67,20 @@ export function convertSchema(input: Json, refBase: string): Json {
   return out;
 }
 
+/**
+ * Known errors of the published schemas, where every engine and every client use another shape than the
+ * file says. Each is corrected before validation, and only these.
+ */
+function applyErrata(definitions: Record<string, Json>): void {
+  // 1.25 to 1.38 type IPAM.Options as an array of maps; it has always been one map of strings
+  // (map[string]string in the engine and the Go client); 1.39 corrected the schema.
+  const ipam = definitions.IPAM as Schema | undefined;
+  const props = ipam?.properties as Schema | undefined;
+  const options = props?.Options as Schema | undefined;
+  if (props && options?.type === 'array') props.Options = { ...options, type: 'object', additionalProperties: { type: 'string' }, items: null };
+  if (props?.Options && (props.Options as Schema).items === null) delete (props.Options as Schema).items;
+}
+
 interface SpecVersion {
   doc: { paths: Record<string, Record<string, { responses?: Record<string, { schema?: Json }> }>> };
   validators: Map<string, ValidateFunction | null>;
@@ -87,6 +101,7 @@ function loadVersion(version: string): SpecVersion {
   const file = path.join(openapiDir(), `v${version}.json`);
   if (!existsSync(file)) throw new Error(`no published schema for API ${version} (${file}); v1.24 is checked with v124.ts`);
   const doc = JSON.parse(readFileSync(file, 'utf8')) as SpecVersion['doc'] & { definitions: Record<string, Json> };
+  applyErrata(doc.definitions);
   const id = `engine-api-v${version}`;
   const converted = convertSchema({ definitions: doc.definitions } as Json, id) as Schema;
   ajv.addSchema({ $id: id, definitions: converted.definitions } as object);
