@@ -179,6 +179,15 @@ describe('API server', () => {
     assert.match(text, /echo:ping$/);
   });
 
+  test('every answer names the API version, the OS and the engine', async () => {
+    for (const path of ['/probe', '/nope', '/v1.10/probe']) {
+      const r = await api.request('GET', path);
+      assert.equal(r.headers['api-version'], '1.53', path);
+      assert.equal(r.headers.ostype, 'linux', path);
+      assert.match(String(r.headers.server), /^Berth\/\S+ \(linux\)$/, path);
+    }
+  });
+
   test('CORS headers only when an origin is configured', async () => {
     const plain = await api.request('GET', '/probe');
     assert.equal(plain.headers['access-control-allow-origin'], undefined);

@@ -7,6 +7,7 @@ import { ApiRequest, ApiResponse } from './http.js';
 import { statusOf } from './httpstatus.js';
 import type { Router } from './router.js';
 import { MAX_API_MINOR, MAX_API_VERSION, MIN_API_MINOR, MIN_API_VERSION } from './version.js';
+import { ENGINE_VERSION } from '../version.js';
 
 export interface ServerOptions {
   /** Value of Access-Control-Allow-Origin; CORS is off when unset or blank. */
@@ -56,7 +57,8 @@ function writeError(res: ApiResponse, method: string, err: unknown): void {
  * error mapping, and cancellation when the client goes away.
  */
 export function createDispatcher(router: Router, opts: ServerOptions) {
-  const corsHeaders: Record<string, string> = {};
+  // As from dockerd, every answer names the newest API version, the OS and the engine.
+  const corsHeaders: Record<string, string> = { 'Api-Version': MAX_API_VERSION, OSType: 'linux', Server: `Berth/${ENGINE_VERSION} (linux)` };
   if (opts.corsOrigin && opts.corsOrigin.trim() !== '') {
     corsHeaders['Access-Control-Allow-Origin'] = opts.corsOrigin;
     corsHeaders['Access-Control-Allow-Headers'] = 'Origin, X-Requested-With, Content-Type, Accept, X-Registry-Auth';
