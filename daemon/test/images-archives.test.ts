@@ -3,14 +3,14 @@
  * error, stores nothing (no image, no layer, no staging debris), and the daemon keeps serving.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 import { dockerArchive, imageConfig, legacyArchive, ociArchive, sha256, tarBuffer } from './fixtures/archives.js';
 import { buildBusyboxArchive } from './fixtures/busybox.js';
-import { startEngine, type Engine } from './harness.js';
+import { runCommand, startEngine, type Engine } from './harness.js';
 
 describe('image archives', () => {
   let engine: Engine;
@@ -65,6 +65,20 @@ describe('image archives', () => {
     assert.ok(layerDirs.every((d) => existsSync(d)));
     assert.equal(readFileSync(path.join(top, 'data', 'new'), 'utf8'), 'new\n');
     assert.ok(!existsSync(path.join(top, 'etc', '.wh.motd')));
+    // Stacked by overlayfs as the container engine stacks them, the whiteouts hide the lower files.
+    const merged = path.join(engine.root, 'merged');
+    mkdirSync(merged);
+    // overlay's lowerdir lists the top layer first: UpperDir (the image's top layer), then LowerDir.
+    const lowerdir = `${inspect.GraphDriver.Data.UpperDir}:${inspect.GraphDriver.Data.LowerDir}`;
+    const mount = await runCommand('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${lowerdir}`, merged]);
+    assert.equal(mount.code, 0, mount.stderr);
+    try {
+      assert.equal(readFileSync(path.join(merged, 'etc', 'os-release'), 'utf8'), 'ID=test\n');
+      assert.ok(!existsSync(path.join(merged, 'etc', 'motd')), 'whiteout hides etc/motd');
+      assert.deepEqual(readdirSync(path.join(merged, 'data')), ['new'], 'opaque data/ hides data/old');
+    } finally {
+      await runCommand('umount', [merged]);
+    }
     await removeAll();
   });
 

@@ -2,8 +2,9 @@
  * The system calls layer unpacking needs beyond Node's fs: mknod (overlay whiteouts are 0:0 character
  * devices; layers may carry device nodes and FIFOs) and lsetxattr (the overlay opaque marker, file
  * capabilities). They come from the small N-API addon in daemon/native/layerfs (built by node-gyp:
- * `npm run build:native -w daemon`). Without the addon, mknod falls back to the `mknod` command and
- * extended attributes answer a clear error.
+ * `npm run build:native -w daemon`). Without the addon they fall back to commands: `mknod`, and python3's
+ * os.setxattr (the attr package's setfattr is not installed everywhere); slower, but whiteouts and
+ * xattrs are rare in layers.
  */
 import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -26,6 +27,12 @@ let addonError: string | undefined;
 function loadAddon(): LayerFsAddon | null {
   if (addon !== undefined) return addon;
   const require = createRequire(import.meta.url);
+  // BERTH_LAYERFS_ADDON=none runs the command fallbacks (tests of that path).
+  if (process.env.BERTH_LAYERFS_ADDON === 'none') {
+    addonError = 'disabled by BERTH_LAYERFS_ADDON=none';
+    addon = null;
+    return addon;
+  }
   const candidates = [
     process.env.BERTH_LAYERFS_ADDON,
     path.join(daemonDir, 'native', 'layerfs', 'build', 'Release', 'layerfs.node'),
@@ -61,13 +68,20 @@ export async function mknod(file: string, mode: number, major: number, minor: nu
   await run('mknod', args);
 }
 
+const SETXATTR_PY = 'import os,sys; os.setxattr(sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3]), follow_symlinks=False)';
+
 /** Sets an extended attribute without following a final symlink. */
-export function lsetxattr(file: string, name: string, value: Buffer): void {
+export async function lsetxattr(file: string, name: string, value: Buffer): Promise<void> {
   const native = loadAddon();
-  if (!native) {
-    throw new Error(`cannot set extended attribute ${name} on ${file}: the layerfs native addon is not built (${addonError ?? 'not found'}); run npm run build:native -w daemon`);
+  if (native) {
+    native.lsetxattr(file, name, value);
+    return;
   }
-  native.lsetxattr(file, name, value);
+  try {
+    await run('python3', ['-c', SETXATTR_PY, file, name, value.toString('hex')]);
+  } catch (err) {
+    throw new Error(`cannot set extended attribute ${name} on ${file} (layerfs addon not built: ${addonError ?? 'not found'}): ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** True when the native addon is loaded (tests use it to know whether xattrs can be checked). */

@@ -133,7 +133,7 @@ class LayerWriter {
     return false;
   }
 
-  private applyXattrs(file: string, header: tar.Header): void {
+  private async applyXattrs(file: string, header: tar.Header): Promise<void> {
     const pax = header.pax as Record<string, string> | null | undefined;
     if (!pax) return;
     for (const [key, value] of Object.entries(pax)) {
@@ -141,7 +141,7 @@ class LayerWriter {
       const name = key.slice(XATTR_PREFIX.length);
       // Overlay's own attributes inside a layer would change how the stack is merged: not from an image.
       if (name.startsWith('trusted.overlay.')) continue;
-      lsetxattr(file, name, Buffer.from(value, 'latin1'));
+      await lsetxattr(file, name, Buffer.from(value, 'latin1'));
     }
   }
 
@@ -161,7 +161,7 @@ class LayerWriter {
       await drain(stream);
       await this.ensureParents(rel, header.name);
       if (base === WHITEOUT_OPAQUE) {
-        lsetxattr(this.abs(parent), 'trusted.overlay.opaque', Buffer.from('y'));
+        await lsetxattr(this.abs(parent), 'trusted.overlay.opaque', Buffer.from('y'));
         return;
       }
       if (base.startsWith(WHITEOUT_META_PREFIX)) return;
@@ -189,7 +189,7 @@ class LayerWriter {
         this.kinds.set(rel, 'dir');
         await fs.lchown(target, uid, gid);
         await fs.chmod(target, mode);
-        this.applyXattrs(target, header);
+        await this.applyXattrs(target, header);
         this.dirTimes.set(rel, mtime);
         return;
       }
@@ -209,7 +209,7 @@ class LayerWriter {
         } finally {
           await handle.close();
         }
-        this.applyXattrs(target, header);
+        await this.applyXattrs(target, header);
         return;
       }
       case 'symlink': {
@@ -220,7 +220,7 @@ class LayerWriter {
         this.kinds.set(rel, 'symlink');
         await fs.lchown(target, uid, gid);
         await fs.lutimes(target, mtime, mtime);
-        this.applyXattrs(target, header);
+        await this.applyXattrs(target, header);
         return;
       }
       case 'link': {
@@ -250,7 +250,7 @@ class LayerWriter {
         await fs.lchown(target, uid, gid);
         await fs.chmod(target, mode);
         await fs.lutimes(target, mtime, mtime);
-        this.applyXattrs(target, header);
+        await this.applyXattrs(target, header);
         return;
       }
       default:
