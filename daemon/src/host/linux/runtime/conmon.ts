@@ -1,0 +1,124 @@
+/**
+ * conmon: the per-container monitor. It runs `<runtime> create`, holds the container's stdio, writes the
+ * k8s-file log, serves the attach socket and the `ctl` FIFO, and writes the exit code to the exit dir when the
+ * container ends. It detaches from the daemon (double fork + setsid), so containers survive daemon restarts.
+ *
+ * Protocol (API version 1): the launcher inherits a pipe named by `_OCI_SYNCPIPE`; once `<runtime> create`
+ * returned, conmon writes one JSON line `{"data": <container pid>}`, or `{"data": -1, "message": "<the
+ * runtime's stderr>"}` when create failed. Only after that message may `<runtime> start` run.
+ */
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import type { Readable } from 'node:stream';
+
+export interface ConmonOptions {
+  id: string;
+  /** conmon's --cuuid: names the attach socket's folder under socketDir (kept short for the 108-byte limit). */
+  socketKey: string;
+  runtimePath: string;
+  runtimeState: string;
+  bundle: string;
+  containerPidFile: string;
+  conmonPidFile: string;
+  exitDir: string;
+  persistDir: string;
+  socketDir: string;
+  /** Undefined: no log is kept. */
+  logPath?: string;
+  tty: boolean;
+  openStdin: boolean;
+  stdinOnce: boolean;
+  logLevel?: 'error' | 'warning' | 'info' | 'debug';
+}
+
+/** conmon's command line, as podman builds it. */
+export function conmonArgs(o: ConmonOptions): string[] {
+  const args = [
+    '--api-version', '1',
+    '-c', o.id,
+    '-u', o.socketKey,
+    '-n', o.id,
+    '-r', o.runtimePath,
+    '-b', o.bundle,
+    '-p', o.containerPidFile,
+    '--conmon-pidfile', o.conmonPidFile,
+    '--exit-dir', o.exitDir,
+    '--persist-dir', o.persistDir,
+    '--socket-dir-path', o.socketDir,
+    '-l', o.logPath === undefined ? 'none:' : `k8s-file:${o.logPath}`,
+    '--log-level', o.logLevel ?? 'error',
+    '--runtime-arg', `--root=${o.runtimeState}`,
+  ];
+  if (o.tty) args.push('-t');
+  if (o.openStdin) {
+    args.push('-i');
+    // Docker closes the container's stdin when the attached client detaches only for StdinOnce.
+    if (!o.stdinOnce) args.push('--leave-stdin-open');
+  }
+  return args;
+}
+
+/** The first sync-pipe message. */
+export type SyncMessage = { pid: number } | { error: string };
+
+export function parseSyncMessage(line: string): SyncMessage {
+  let msg: { data?: unknown; message?: unknown };
+  try {
+    msg = JSON.parse(line) as typeof msg;
+  } catch {
+    return { error: `conmon sent an unreadable sync message: ${JSON.stringify(line.slice(0, 200))}` };
+  }
+  if (typeof msg.data === 'number' && msg.data > 0) return { pid: msg.data };
+  const text = typeof msg.message === 'string' ? msg.message.trim() : '';
+  return { error: text || `the runtime failed to create the container (status ${String(msg.data)})` };
+}
+
+/**
+ * Starts conmon and resolves with its first sync message. conmon's own stderr (before it detaches) goes to
+ * `stderrFile`, read when conmon fails without a message.
+ */
+export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrFile: string): Promise<SyncMessage> {
+  const errHandle = await fs.open(stderrFile, 'w', 0o600);
+  let child;
+  try {
+    child = spawn(conmonPath, conmonArgs(o), {
+      // fd 3 is the sync pipe (a socket pair, which conmon writes to like a pipe).
+      stdio: ['ignore', 'ignore', errHandle.fd, 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', _OCI_SYNCPIPE: '3' },
+      detached: true,
+    });
+  } finally {
+    await errHandle.close();
+  }
+  const sync = child.stdio[3] as Readable;
+  const launcherExit = new Promise<number | null>((resolve) => {
+    child.once('error', () => resolve(-1));
+    child.once('exit', (code) => resolve(code));
+  });
+  child.unref();
+
+  const line = await new Promise<string | undefined>((resolve) => {
+    let text = '';
+    const done = (value: string | undefined) => {
+      sync.removeAllListeners('data');
+      sync.destroy();
+      resolve(value);
+    };
+    sync.setEncoding('utf8');
+    sync.on('data', (chunk: string) => {
+      text += chunk;
+      const nl = text.indexOf('\n');
+      if (nl >= 0) done(text.slice(0, nl));
+    });
+    sync.once('end', () => done(text || undefined));
+    sync.once('error', () => done(text || undefined));
+    // A launcher that fails never hands the pipe to a detached child: its exit ends the wait too.
+    void launcherExit.then((code) => {
+      if (code !== 0) setImmediate(() => done(text || undefined));
+    });
+  });
+  if (line) return parseSyncMessage(line);
+  const code = await launcherExit;
+  const stderr = (await fs.readFile(stderrFile, 'utf8').catch(() => '')).trim();
+  return { error: `conmon failed${code ? ` (exit status ${code})` : ''}${stderr ? `: ${stderr}` : ' before the container was created'}` };
+}

@@ -1,0 +1,257 @@
+/**
+ * Reader of conmon's k8s-file log: one record per line, `<RFC3339Nano> <stdout|stderr> <P|F> <text>\n`, where
+ * P marks a partial line continued by the next record.
+ *
+ * Built for big logs: the file is read in large chunks and split with Buffer.indexOf, records point into the
+ * chunk (no copy), and their time is parsed only when asked for. `tail` reads backwards from the end in
+ * blocks, counting newlines. `follow` waits for the file to grow (fs.watch plus a slow timer), and ends when
+ * the signal aborts or, once `until()` says the container stopped, when the file is drained.
+ */
+import { promises as fs, watch, type FSWatcher } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import type { LogRecord } from '../../host.js';
+
+const NL = 0x0a;
+const SPACE = 0x20;
+const CHUNK = 1 << 20;
+const TAIL_BLOCK = 64 << 10;
+const FOLLOW_POLL_MS = 250;
+
+/** Parses an RFC 3339 timestamp with up to nine fractional digits, from bytes, to nanoseconds. */
+export function parseTimeNano(buf: Buffer, start: number, end: number): bigint {
+  const d = (i: number) => buf[start + i] - 48;
+  const num = (i: number, n: number) => {
+    let v = 0;
+    for (let k = 0; k < n; k++) v = v * 10 + d(i + k);
+    return v;
+  };
+  const ms = Date.UTC(num(0, 4), num(5, 2) - 1, num(8, 2), num(11, 2), num(14, 2), num(17, 2));
+  let i = start + 19;
+  let frac = 0;
+  let digits = 0;
+  if (buf[i] === 0x2e) {
+    i++;
+    while (i < end && buf[i] >= 48 && buf[i] <= 57) {
+      if (digits < 9) {
+        frac = frac * 10 + (buf[i] - 48);
+        digits++;
+      }
+      i++;
+    }
+  }
+  for (; digits < 9; digits++) frac *= 10;
+  let offsetMin = 0;
+  if (i < end && (buf[i] === 0x2b || buf[i] === 0x2d)) {
+    const sign = buf[i] === 0x2b ? 1 : -1;
+    const h = (buf[i + 1] - 48) * 10 + (buf[i + 2] - 48);
+    const m = (buf[i + 4] - 48) * 10 + (buf[i + 5] - 48);
+    offsetMin = sign * (h * 60 + m);
+  }
+  return BigInt(ms - offsetMin * 60_000) * 1_000_000n + BigInt(frac);
+}
+
+/** One record, pointing into the chunk it was read from; the time is parsed on first use. */
+class ChunkRecord implements LogRecord {
+  private nano: bigint | undefined;
+  constructor(
+    private readonly chunk: Buffer,
+    private readonly timeStart: number,
+    private readonly timeEnd: number,
+    readonly stream: 'stdout' | 'stderr',
+    readonly complete: boolean,
+    readonly data: Buffer,
+  ) {}
+  get time(): string {
+    return this.chunk.toString('latin1', this.timeStart, this.timeEnd);
+  }
+  get timeNano(): bigint {
+    if (this.nano === undefined) this.nano = parseTimeNano(this.chunk, this.timeStart, this.timeEnd);
+    return this.nano;
+  }
+}
+
+/**
+ * Parses the complete lines of `buf[start, end)` into `out`; returns the offset just past the last complete
+ * line (the start of a trailing fragment, if any). Malformed lines are skipped.
+ */
+export function parseLines(buf: Buffer, start: number, end: number, out: LogRecord[]): number {
+  let pos = start;
+  for (;;) {
+    const nl = buf.indexOf(NL, pos);
+    if (nl < 0 || nl >= end) return pos;
+    const sp = buf.indexOf(SPACE, pos);
+    // `<time> stdout F <text>`: the stream starts one byte after the time, the flag 8 bytes after.
+    if (sp > pos && sp + 9 <= nl && buf[sp + 1] === 0x73 && buf[sp + 7] === SPACE) {
+      const kind = buf[sp + 4];
+      const flag = buf[sp + 8];
+      const stream = kind === 0x6f ? 'stdout' : kind === 0x65 ? 'stderr' : undefined;
+      if (stream && (flag === 0x46 || flag === 0x50)) {
+        const dataStart = Math.min(sp + 10, nl);
+        out.push(new ChunkRecord(buf, pos, sp, stream, flag === 0x46, buf.subarray(dataStart, nl)));
+      }
+    }
+    pos = nl + 1;
+  }
+}
+
+/** Offset where the last `tail` complete lines of the file begin (reading backwards in blocks). */
+export async function tailOffset(handle: FileHandle, size: number, tail: number): Promise<number> {
+  const block = Buffer.allocUnsafe(TAIL_BLOCK);
+  let end = size;
+  let lastNewline = -1;
+  let counted = 0;
+  while (end > 0) {
+    const start = Math.max(0, end - TAIL_BLOCK);
+    const len = end - start;
+    const { bytesRead } = await handle.read(block, 0, len, start);
+    for (let i = Math.min(bytesRead, len) - 1; i >= 0; i--) {
+      if (block[i] !== NL) continue;
+      const at = start + i;
+      if (lastNewline < 0) {
+        // The end of the last complete line; a fragment after it is still being written.
+        lastNewline = at;
+        if (tail === 0) return at + 1;
+        continue;
+      }
+      if (++counted === tail) return at + 1;
+    }
+    end = start;
+  }
+  return 0;
+}
+
+export interface ReadLogOptions {
+  follow: boolean;
+  signal: AbortSignal;
+  tail?: number;
+  until?: () => boolean;
+}
+
+class LogIterator implements AsyncIterator<LogRecord> {
+  private handle: FileHandle | undefined;
+  private position = 0;
+  private pending: Buffer | undefined; // a fragment of a line not yet complete
+  private queue: LogRecord[] = [];
+  private index = 0;
+  private finished = false;
+  private watcher: FSWatcher | undefined;
+  private wake: (() => void) | undefined;
+  private opened = false;
+
+  constructor(
+    private readonly file: string,
+    private readonly opts: ReadLogOptions,
+  ) {}
+
+  next(): Promise<IteratorResult<LogRecord>> {
+    if (this.index < this.queue.length) return Promise.resolve({ value: this.queue[this.index++], done: false });
+    return this.fill();
+  }
+
+  async return(): Promise<IteratorResult<LogRecord>> {
+    await this.finish();
+    return { value: undefined, done: true };
+  }
+
+  private async finish(): Promise<void> {
+    this.finished = true;
+    this.queue = [];
+    this.index = 0;
+    this.watcher?.close();
+    this.watcher = undefined;
+    this.wake?.();
+    const h = this.handle;
+    this.handle = undefined;
+    await h?.close().catch(() => undefined);
+  }
+
+  private async open(): Promise<boolean> {
+    try {
+      this.handle = await fs.open(this.file, 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+    this.opened = true;
+    if (this.opts.tail !== undefined && this.opts.tail >= 0) {
+      const { size } = await this.handle.stat();
+      this.position = await tailOffset(this.handle, size, this.opts.tail);
+    }
+    return true;
+  }
+
+  private async fill(): Promise<IteratorResult<LogRecord>> {
+    try {
+      for (;;) {
+        if (this.finished || this.opts.signal.aborted) {
+          await this.finish();
+          return { value: undefined, done: true };
+        }
+        // Asked before reading: if the container had stopped, what this read returns is all there is.
+        const stopped = this.opts.until?.() ?? false;
+        if (!this.opened && !(await this.open())) {
+          if (!this.opts.follow || stopped) {
+            await this.finish();
+            return { value: undefined, done: true };
+          }
+          await this.waitForChange();
+          continue;
+        }
+        const n = await this.readChunk();
+        if (this.index < this.queue.length) return { value: this.queue[this.index++], done: false };
+        if (n > 0) continue; // read only a fragment of a long line
+        if (!this.opts.follow || stopped) {
+          await this.finish();
+          return { value: undefined, done: true };
+        }
+        await this.waitForChange();
+      }
+    } catch (err) {
+      await this.finish();
+      throw err;
+    }
+  }
+
+  /** Reads the next chunk and parses its complete lines into the queue; returns the bytes read. */
+  private async readChunk(): Promise<number> {
+    const carry = this.pending?.length ?? 0;
+    const size = carry >= CHUNK / 2 ? carry * 2 : CHUNK;
+    const buf = Buffer.allocUnsafe(size);
+    if (carry) this.pending!.copy(buf, 0);
+    const { bytesRead } = await this.handle!.read(buf, carry, size - carry, this.position);
+    this.position += bytesRead;
+    const end = carry + bytesRead;
+    this.queue = [];
+    this.index = 0;
+    const rest = parseLines(buf, 0, end, this.queue);
+    this.pending = rest < end ? Buffer.from(buf.subarray(rest, end)) : undefined;
+    return bytesRead;
+  }
+
+  private waitForChange(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.opts.signal.removeEventListener('abort', done);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, FOLLOW_POLL_MS);
+      this.opts.signal.addEventListener('abort', done, { once: true });
+      this.wake = done;
+      if (!this.watcher && this.opened) {
+        try {
+          this.watcher = watch(this.file, { persistent: false }, () => this.wake?.());
+          this.watcher.on('error', () => undefined);
+        } catch {
+          // the timer alone will do
+        }
+      }
+    });
+  }
+}
+
+/** Reads a conmon k8s-file log as records; see the module comment for tail and follow. */
+export function readConmonLog(file: string, opts: ReadLogOptions): AsyncIterable<LogRecord> {
+  return { [Symbol.asyncIterator]: () => new LogIterator(file, opts) };
+}

@@ -1,0 +1,156 @@
+/**
+ * Container root filesystems on overlayfs: the image's layer folders as lower dirs, the container's own
+ * upper and work dirs, mounted on `merged`.
+ *
+ * Lower dirs are given bottom-first (the order layers are listed in the image) and mounted top-first, as
+ * overlay wants them. The kernel takes mount options in one page, so the options name each layer by a short
+ * symlink `lower/<n>` relative to the container's folder; `mount` runs with that folder as its working
+ * directory, so the whole string stays short however long the layer paths are.
+ */
+import { execFile } from 'node:child_process';
+import { constants, promises as fs, type Stats } from 'node:fs';
+import path from 'node:path';
+
+function run(cmd: string, args: string[], cwd?: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { cwd, timeout: 60_000 }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${(stderr || err.message).trim()}`));
+      else resolve();
+    });
+  });
+}
+
+/** Mount points at or below `dir` (octal escapes of /proc/self/mountinfo decoded). */
+export async function mountsUnder(dir: string): Promise<string[]> {
+  const text = await fs.readFile('/proc/self/mountinfo', 'utf8');
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const field = line.split(' ')[4];
+    if (!field) continue;
+    const mountPoint = field.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
+    if (mountPoint === dir || mountPoint.startsWith(dir + '/')) out.push(mountPoint);
+  }
+  return out;
+}
+
+export async function isMountPoint(dir: string): Promise<boolean> {
+  return (await mountsUnder(dir)).includes(dir);
+}
+
+/** The overlay mount options for a container folder holding `lower/0..n-1`, `upper` and `work`. */
+export function overlayOptions(layerCount: number): string {
+  const lowers: string[] = [];
+  for (let i = layerCount - 1; i >= 0; i--) lowers.push(`lower/${i}`);
+  return `lowerdir=${lowers.join(':')},upperdir=upper,workdir=work`;
+}
+
+/**
+ * Mounts the overlay of `lowerDirs` (bottom-first) with the upper and work dirs of `containerDir` on
+ * `containerDir/merged`; returns the merged path. Mounting an already mounted rootfs returns it as is.
+ */
+export async function mountOverlay(containerDir: string, lowerDirs: string[]): Promise<string> {
+  const merged = path.join(containerDir, 'merged');
+  await fs.mkdir(containerDir, { recursive: true, mode: 0o710 });
+  if (await isMountPoint(merged)) return merged;
+  await Promise.all(['upper', 'work', 'merged'].map((d) => fs.mkdir(path.join(containerDir, d), { recursive: true, mode: 0o755 })));
+  const lowerLinks = path.join(containerDir, 'lower');
+  await fs.rm(lowerLinks, { recursive: true, force: true });
+  await fs.mkdir(lowerLinks, { mode: 0o700 });
+  // An image without layers still needs one lower dir: an empty one.
+  const lowers = lowerDirs.length > 0 ? lowerDirs.map((d) => path.resolve(d)) : [path.join(containerDir, 'empty')];
+  if (lowerDirs.length === 0) await fs.mkdir(lowers[0], { recursive: true });
+  for (let i = 0; i < lowers.length; i++) {
+    const st = await fs.stat(lowers[i]).catch(() => undefined);
+    if (!st?.isDirectory()) throw new Error(`layer folder ${lowers[i]} does not exist`);
+    await fs.symlink(lowers[i], path.join(lowerLinks, String(i)));
+  }
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(lowers.length), 'merged'], containerDir);
+  return merged;
+}
+
+/** Unmounts `merged` when mounted; a busy mount is detached lazily rather than left behind. */
+export async function unmountOverlay(containerDir: string): Promise<void> {
+  const merged = path.join(containerDir, 'merged');
+  if (!(await isMountPoint(merged))) return;
+  try {
+    await run('umount', [merged]);
+  } catch {
+    await run('umount', ['-l', merged]);
+  }
+}
+
+const MAX_SYMLINKS = 40;
+
+/** Overlay's whiteout: a character device 0/0 hides the same name in the layers below. */
+function isWhiteout(st: Stats): boolean {
+  return st.isCharacterDevice() && st.rdev === 0;
+}
+
+/**
+ * Reads a file as the merged view of the layers shows it (bottom-first list): each path component is looked
+ * up from the top layer down, whiteouts (overlay's 0/0 devices and `.wh.` files) and non-directories hide
+ * what lies below, and symlinks are resolved against the image root, never followed by the kernel, so that
+ * no link can lead outside the layers. Opaque directories (marked by an xattr) are not detected. Returns
+ * undefined when the path does not name a regular file, and refuses files larger than `maxBytes`.
+ */
+export async function readFileFromLayers(lowerDirs: string[], file: string, maxBytes = 16 << 20): Promise<Buffer | undefined> {
+  const topFirst = lowerDirs.map((d) => path.resolve(d)).reverse();
+  // levels[k]: the layers (top-first) in which the first k resolved components are all real directories.
+  const levels: string[][] = [topFirst];
+  const resolved: string[] = [];
+  let pending = file.split('/').filter((c) => c !== '' && c !== '.');
+  let links = 0;
+
+  const hidden = async (layer: string, rel: string): Promise<boolean> =>
+    fs.lstat(path.join(layer, path.dirname(rel), `.wh.${path.basename(rel)}`)).then(() => true, () => false);
+
+  while (pending.length > 0) {
+    const component = pending.shift()!;
+    if (component === '..') {
+      if (resolved.length > 0) {
+        resolved.pop();
+        levels.pop();
+      }
+      continue;
+    }
+    const rel = [...resolved, component].join('/');
+    const dirLayers: string[] = [];
+    let top: { layer: string; st: Stats } | undefined;
+    for (const layer of levels[levels.length - 1]) {
+      const st = await fs.lstat(path.join(layer, rel)).catch(() => undefined);
+      if (!st) {
+        if (await hidden(layer, rel)) break;
+        continue;
+      }
+      if (isWhiteout(st)) break;
+      if (!top) top = { layer, st };
+      if (!st.isDirectory()) break;
+      dirLayers.push(layer);
+    }
+    if (!top) return undefined;
+    if (top.st.isSymbolicLink()) {
+      if (++links > MAX_SYMLINKS) return undefined;
+      const target = await fs.readlink(path.join(top.layer, rel));
+      if (target.startsWith('/')) {
+        resolved.length = 0;
+        levels.length = 1;
+      }
+      pending = [...target.split('/').filter((c) => c !== '' && c !== '.'), ...pending];
+      continue;
+    }
+    if (pending.length === 0) {
+      if (!top.st.isFile()) return undefined;
+      if (top.st.size > maxBytes) throw new Error(`${file} in the image is larger than ${maxBytes} bytes`);
+      const handle = await fs.open(path.join(top.layer, rel), constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        return await handle.readFile();
+      } finally {
+        await handle.close();
+      }
+    }
+    if (!top.st.isDirectory()) return undefined;
+    resolved.push(component);
+    levels.push(dirLayers);
+  }
+  return undefined;
+}

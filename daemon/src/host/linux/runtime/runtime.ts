@@ -1,0 +1,304 @@
+/**
+ * The container runtime of the Linux host: overlay root filesystems, OCI bundles, and containers created by
+ * conmon with crun (or runc), so that they keep running while the daemon restarts. Files and folders are
+ * described in layout.ts.
+ *
+ * Start: write the bundle, launch conmon (which runs `<runtime> create`), wait for its sync message with the
+ * container's pid, run the caller's afterCreate hook (network setup), then `<runtime> start`. Nothing else
+ * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file.
+ */
+import { constants, promises as fs } from 'node:fs';
+import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, StartHooks } from '../../host.js';
+import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { connectAttach } from './attach.js';
+import { launchConmon } from './conmon.js';
+import { runtimeStartError } from './errors.js';
+import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
+import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
+import { readConmonLog } from './logreader.js';
+import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
+import { isMountPoint, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
+import path from 'node:path';
+
+export interface LinuxRuntimeOptions {
+  dataRoot: string;
+  execRoot: string;
+  /** The preferred OCI runtime; the other one is used (with `warning` set) when it cannot work here. */
+  runtime: RuntimeName;
+  conmonPath?: string;
+  /** Where the cgroup hierarchies are mounted (for the runtime's compatibility check). */
+  cgroupRoot?: string;
+}
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+async function readPid(file: string): Promise<number | undefined> {
+  try {
+    const pid = Number((await fs.readFile(file, 'utf8')).trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return errno(err) === 'EPERM';
+  }
+}
+
+export class LinuxContainerRuntime implements ContainerRuntimeHost {
+  readonly layout: RuntimeLayout;
+  readonly oci: OciRuntime;
+  /** Set when the preferred runtime could not be used on this host. */
+  readonly runtimeWarning: string | undefined;
+  private readonly conmonPath: string;
+  private readonly exits: ExitWatcher;
+  private readonly exitSource: ExitSource;
+  private readonly pids = new Map<string, number>();
+  private dirsReady: Promise<void> | undefined;
+
+  constructor(opts: LinuxRuntimeOptions) {
+    this.layout = new RuntimeLayout(path.resolve(opts.dataRoot), path.resolve(opts.execRoot));
+    const choice = selectRuntime(opts.runtime, opts.cgroupRoot);
+    this.runtimeWarning = choice.warning;
+    this.oci = new OciRuntime(choice.name, choice.path, this.layout.runtimeState);
+    const conmon = opts.conmonPath ?? findExecutable('conmon');
+    if (!conmon) throw new Error('conmon is not installed');
+    this.conmonPath = conmon;
+    const source: ExitSource = (this.exitSource = {
+      exitFile: (id) => this.layout.exitFile(id),
+      oomFiles: (id) => [path.join(this.layout.persistDir(id), 'oom'), path.join(this.layout.bundle(id), 'oom')],
+      monitorAlive: (id) => this.monitorAlive(id),
+    });
+    this.exits = new ExitWatcher(this.layout.exitDir, source);
+  }
+
+  get runtimeName(): RuntimeName {
+    return this.oci.name;
+  }
+
+  /** Stops the exit watcher; containers keep running. */
+  close(): void {
+    this.exits.close();
+  }
+
+  private ensureDirs(): Promise<void> {
+    this.dirsReady ??= (async () => {
+      const l = this.layout;
+      await fs.mkdir(l.containersDir, { recursive: true, mode: 0o710 });
+      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    })().catch((err) => {
+      this.dirsReady = undefined;
+      throw err;
+    });
+    return this.dirsReady;
+  }
+
+  // -- root filesystem --
+
+  async mountRootfs(id: string, lowerDirs: string[]): Promise<string> {
+    await this.ensureDirs();
+    return mountOverlay(this.layout.containerDir(id), lowerDirs);
+  }
+
+  async unmountRootfs(id: string): Promise<void> {
+    await unmountOverlay(this.layout.containerDir(id));
+  }
+
+  async removeContainerFiles(id: string): Promise<void> {
+    const dir = this.layout.containerDir(id);
+    await unmountOverlay(dir);
+    if (await isMountPoint(this.layout.merged(id))) throw new Conflict(`the root filesystem of container ${id} is still mounted`);
+    await fs.rm(dir, { recursive: true, force: true });
+    await fs.rm(this.layout.conmonFiles(id), { recursive: true, force: true });
+    await fs.rm(this.layout.exitFile(id), { force: true });
+    this.pids.delete(id);
+  }
+
+  readFileFromLayers(lowerDirs: string[], file: string): Promise<Buffer | undefined> {
+    return readFileFromLayers(lowerDirs, file);
+  }
+
+  // -- lifecycle --
+
+  async start(id: string, spec: object, io: ContainerIO, hooks?: StartHooks): Promise<{ pid: number }> {
+    checkId(id);
+    const l = this.layout;
+    const socketPath = l.attachSocket(id);
+    if (Buffer.byteLength(socketPath) >= UNIX_PATH_MAX) {
+      throw new Error(`the exec root ${l.execRoot} is too long: the attach socket path ${socketPath} exceeds ${UNIX_PATH_MAX - 1} bytes`);
+    }
+    await this.ensureDirs();
+    const bundle = l.bundle(id);
+    const merged = l.merged(id);
+    const files = l.conmonFiles(id);
+    const persist = l.persistDir(id);
+    const [, , , , , stale] = await Promise.all([
+      fs.rm(l.exitFile(id), { force: true }),
+      fs.mkdir(files, { recursive: true, mode: 0o700 }).then(() => fs.rm(path.join(files, 'pid'), { force: true })),
+      fs.rm(persist, { recursive: true, force: true }).then(() => fs.mkdir(persist, { recursive: true, mode: 0o700 })),
+      fs.rm(path.join(bundle, 'oom'), { force: true }),
+      fs.access(merged).catch(() => {
+        throw new Conflict(`the root filesystem of container ${id} is not mounted`);
+      }),
+      fs.access(path.join(l.runtimeState, id)).then(() => true, () => false),
+    ]);
+    // A previous run of this container that nobody cleaned up (e.g. the daemon crashed before cleanup).
+    if (stale) await this.oci.delete(id);
+
+    const fullSpec = withRoot(spec, merged, io.tty);
+    // Not written atomically on purpose: the bundle is rewritten before every start and read only by create.
+    await fs.writeFile(path.join(bundle, 'config.json'), JSON.stringify(fullSpec), { mode: 0o600 });
+
+    const sync = await launchConmon(
+      this.conmonPath,
+      {
+        id,
+        socketKey: l.socketKey(id),
+        runtimePath: this.oci.path,
+        runtimeState: l.runtimeState,
+        bundle,
+        containerPidFile: path.join(files, 'pid'),
+        conmonPidFile: path.join(files, 'conmon.pid'),
+        exitDir: l.exitDir,
+        persistDir: persist,
+        socketDir: l.socketDir,
+        logPath: io.noLog ? undefined : io.logPath,
+        tty: io.tty,
+        openStdin: io.openStdin,
+        stdinOnce: io.stdinOnce,
+      },
+      path.join(files, 'conmon.err'),
+    );
+    if ('error' in sync) {
+      await this.oci.delete(id).catch(() => undefined);
+      throw runtimeStartError(sync.error);
+    }
+    const pid = sync.pid;
+    this.pids.set(id, pid);
+    try {
+      await hooks?.afterCreate?.(pid);
+      await this.oci.start(id);
+    } catch (err) {
+      await this.oci.delete(id).catch(() => undefined);
+      if (err instanceof RuntimeCommandError) throw runtimeStartError(err.stderr || err.message);
+      throw err;
+    }
+    return { pid };
+  }
+
+  private async containerPid(id: string): Promise<number | undefined> {
+    const cached = this.pids.get(id);
+    if (cached) return cached;
+    const pid = await readPid(path.join(this.layout.conmonFiles(id), 'pid'));
+    if (pid) this.pids.set(id, pid);
+    return pid;
+  }
+
+  private async monitorAlive(id: string): Promise<boolean> {
+    const pid = await readPid(path.join(this.layout.conmonFiles(id), 'conmon.pid')).catch(() => undefined);
+    if (!pid || !alive(pid)) return false;
+    const comm = await fs.readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
+    return comm.trim() === 'conmon';
+  }
+
+  async signal(id: string, signal: number): Promise<void> {
+    const pid = await this.containerPid(id);
+    if (!pid) throw new NotFound(`no such container in the runtime: ${id}`);
+    if (await fs.access(this.layout.exitFile(id)).then(() => true, () => false)) {
+      throw new Conflict(`container ${id} is not running`);
+    }
+    // The init process is conmon's child until conmon reaps it and writes the exit file: its pid cannot be
+    // reused before that, so signalling it directly is safe and spares a runtime process.
+    try {
+      process.kill(pid, signal);
+    } catch (err) {
+      if (errno(err) === 'ESRCH') throw new Conflict(`container ${id} is not running`);
+      if (errno(err) === 'EINVAL') throw new InvalidParameter(`invalid signal ${signal}`);
+      throw err;
+    }
+  }
+
+  async waitExit(id: string): Promise<ExitInfo> {
+    checkId(id);
+    const known = await readExitFile(this.exitSource, id);
+    if (known) return known;
+    return this.exits.wait(id);
+  }
+
+  async cleanup(id: string): Promise<void> {
+    checkId(id);
+    await this.oci.delete(id);
+    this.pids.delete(id);
+  }
+
+  async isRunning(id: string): Promise<{ running: boolean; pid: number }> {
+    checkId(id);
+    const pid = await this.containerPid(id);
+    if (!pid) return { running: false, pid: 0 };
+    if (await fs.access(this.layout.exitFile(id)).then(() => true, () => false)) return { running: false, pid: 0 };
+    if (!alive(pid) || !(await this.monitorAlive(id))) return { running: false, pid: 0 };
+    return { running: true, pid };
+  }
+
+  async listRuntimeContainers(): Promise<string[]> {
+    try {
+      const entries = await fs.readdir(this.layout.runtimeState, { withFileTypes: true });
+      return entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  // -- stdio --
+
+  async attach(id: string): Promise<AttachStreams> {
+    checkId(id);
+    try {
+      return await connectAttach(this.layout.attachSocket(id));
+    } catch (err) {
+      throw new Conflict(`cannot attach to container ${id}: it is not running (${(err as Error).message})`);
+    }
+  }
+
+  async resize(id: string, height: number, width: number): Promise<void> {
+    checkId(id);
+    if (!Number.isInteger(height) || !Number.isInteger(width) || height < 0 || width < 0 || height > 65535 || width > 65535) {
+      throw new InvalidParameter(`invalid terminal size ${height}x${width}`);
+    }
+    let handle;
+    try {
+      handle = await fs.open(this.layout.ctlFifo(id), constants.O_WRONLY | constants.O_NONBLOCK);
+    } catch (err) {
+      if (errno(err) === 'ENXIO' || errno(err) === 'ENOENT') throw new Conflict(`container ${id} is not running`);
+      throw err;
+    }
+    try {
+      await handle.write(`1 ${height} ${width}\n`);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord> {
+    return readConmonLog(logPath, opts);
+  }
+}
+
+/** The spec with `root.path` set to the mounted rootfs and `process.terminal` matching the container's tty. */
+export function withRoot(spec: object, rootPath: string, tty: boolean): object {
+  const s = spec as { root?: Record<string, unknown>; process?: Record<string, unknown> };
+  return {
+    ...s,
+    root: { ...(s.root ?? {}), path: rootPath },
+    ...(s.process ? { process: { ...s.process, terminal: tty } } : {}),
+  };
+}

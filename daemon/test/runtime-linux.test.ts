@@ -1,0 +1,210 @@
+/**
+ * The Linux container runtime with real conmon and crun/runc, as root: logs, exit codes, signals, attach
+ * with stdin, tty resize, survival of the daemon's object, and a cleanup that leaves nothing behind.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { LinuxContainerRuntime } from '../src/host/linux/runtime/runtime.js';
+import { ContainerCommandError } from '../src/host/linux/runtime/errors.js';
+import { mountsUnder } from '../src/host/linux/runtime/rootfs.js';
+import type { ContainerIO, LogRecord } from '../src/host/host.js';
+import { makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from './runtime-support.js';
+
+const preferred = (process.env.BERTH_TEST_RUNTIME as 'crun' | 'runc' | undefined) ?? 'crun';
+const canRun = process.getuid?.() === 0 && existsSync('/bin/busybox') && existsSync('/usr/bin/conmon');
+
+let counter = 0;
+const newId = () => `${process.pid.toString(16)}${(counter++).toString(16).padStart(4, '0')}`.padEnd(64, 'a');
+
+async function collectLog(rt: LinuxContainerRuntime, logPath: string): Promise<LogRecord[]> {
+  const out: LogRecord[] = [];
+  for await (const rec of rt.readLog(logPath, { follow: false, signal: new AbortController().signal })) out.push(rec);
+  return out;
+}
+
+describe('linux container runtime (conmon + OCI runtime)', { skip: !canRun && 'needs root, /bin/busybox and conmon' }, () => {
+  let box: RuntimeSandbox;
+  let rt: LinuxContainerRuntime;
+
+  before(() => {
+    box = makeSandbox();
+    rt = new LinuxContainerRuntime({ dataRoot: box.dataRoot, execRoot: box.execRoot, runtime: preferred });
+  });
+  after(() => {
+    rt?.close();
+    box?.cleanup();
+  });
+
+  async function run(args: string[], io: Partial<ContainerIO> = {}, opts: { tty?: boolean } = {}) {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const logPath = path.join(box.root, `${id.slice(0, 12)}.log`);
+    const fullIo: ContainerIO = { tty: false, openStdin: false, stdinOnce: false, logPath, ...io };
+    const { pid } = await rt.start(id, minimalSpec(args, { tty: opts.tty ?? fullIo.tty }), fullIo);
+    return { id, pid, logPath };
+  }
+
+  async function remove(id: string) {
+    await rt.cleanup(id);
+    await rt.removeContainerFiles(id);
+  }
+
+  test('output reaches the log and the exit code is the process exit status', async () => {
+    const { id, pid, logPath } = await run(['sh', '-c', 'echo hello; echo oops >&2; printf partial; exit 3']);
+    assert.ok(pid > 0);
+    const exit = await rt.waitExit(id);
+    assert.equal(exit.exitCode, 3);
+    assert.equal(exit.oomKilled, false);
+    assert.ok(exit.finishedAtNano > BigInt(Date.now() - 60_000) * 1_000_000n);
+    const records = await collectLog(rt, logPath);
+    const stdout = records.filter((r) => r.stream === 'stdout').map((r) => r.data.toString() + (r.complete ? '\n' : '')).join('');
+    const stderr = records.filter((r) => r.stream === 'stderr').map((r) => r.data.toString() + (r.complete ? '\n' : '')).join('');
+    assert.equal(stdout, 'hello\npartial');
+    assert.equal(stderr, 'oops\n');
+    assert.equal(records.find((r) => r.data.toString() === 'partial')?.complete, false);
+    assert.ok(records[0].timeNano > 0n);
+    assert.equal((await rt.isRunning(id)).running, false);
+    await remove(id);
+  });
+
+  test('death by SIGKILL gives exit code 137', async () => {
+    const { id } = await run(['sleep', '1000']);
+    assert.equal((await rt.isRunning(id)).running, true);
+    await rt.signal(id, 9);
+    const exit = await rt.waitExit(id);
+    assert.equal(exit.exitCode, 137);
+    await remove(id);
+  });
+
+  test('a missing executable is a command error with exit code 127', async () => {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const io: ContainerIO = { tty: false, openStdin: false, stdinOnce: false, logPath: path.join(box.root, 'missing.log') };
+    await assert.rejects(rt.start(id, minimalSpec(['/bin/no-such-command']), io), (err: unknown) => {
+      assert.ok(err instanceof ContainerCommandError, `expected ContainerCommandError, got ${String(err)}`);
+      assert.equal(err.exitCode, 127);
+      assert.match(err.message, /no-such-command/);
+      return true;
+    });
+    await remove(id);
+    assert.deepEqual(await rt.listRuntimeContainers(), []);
+  });
+
+  test('the afterCreate hook runs with the pid before the process starts', async () => {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const logPath = path.join(box.root, 'hook.log');
+    let hookPid = 0;
+    let logAtHook = '';
+    const { pid } = await rt.start(id, minimalSpec(['echo', 'started']), { tty: false, openStdin: false, stdinOnce: false, logPath }, {
+      async afterCreate(p) {
+        hookPid = p;
+        await new Promise((r) => setTimeout(r, 100));
+        logAtHook = await fs.readFile(logPath, 'utf8').catch(() => '');
+      },
+    });
+    assert.equal(hookPid, pid);
+    assert.equal(logAtHook, '', 'the process must not run before the hook returned');
+    assert.equal((await rt.waitExit(id)).exitCode, 0);
+    assert.match(await fs.readFile(logPath, 'utf8'), /stdout F started\n/);
+    await remove(id);
+  });
+
+  test('a failing afterCreate hook aborts the start and leaves no runtime state', async () => {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const io: ContainerIO = { tty: false, openStdin: false, stdinOnce: false, logPath: path.join(box.root, 'hookfail.log') };
+    await assert.rejects(
+      rt.start(id, minimalSpec(['sleep', '1000']), io, { afterCreate: async () => Promise.reject(new Error('no network')) }),
+      /no network/,
+    );
+    assert.equal((await rt.isRunning(id)).running, false);
+    await rt.cleanup(id);
+    assert.ok(!(await rt.listRuntimeContainers()).includes(id));
+    await rt.removeContainerFiles(id);
+  });
+
+  test('attach receives output and delivers stdin; closing stdin ends cat (StdinOnce)', async () => {
+    const { id } = await run(['cat'], { openStdin: true, stdinOnce: true });
+    const streams = await rt.attach(id);
+    streams.input.write('hello through stdin\n');
+    const text = await readUntil(streams.output, (t) => t.includes('hello through stdin\n'));
+    assert.equal(text, 'hello through stdin\n');
+    streams.input.end();
+    const exit = await rt.waitExit(id);
+    assert.equal(exit.exitCode, 0);
+    streams.close();
+    await remove(id);
+  });
+
+  test('stdin stays open across detach without StdinOnce', async () => {
+    const { id } = await run(['cat'], { openStdin: true, stdinOnce: false });
+    const first = await rt.attach(id);
+    first.input.write('one\n');
+    await readUntil(first.output, (t) => t.includes('one\n'));
+    first.input.end();
+    first.close();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal((await rt.isRunning(id)).running, true, 'cat must keep running after the client left');
+    const second = await rt.attach(id);
+    second.input.write('two\n');
+    await readUntil(second.output, (t) => t.includes('two\n'));
+    second.close();
+    // SIGTERM would be ignored: cat is the namespace's init and has no handler for it.
+    await rt.signal(id, 9);
+    assert.equal((await rt.waitExit(id)).exitCode, 137);
+    await remove(id);
+  });
+
+  test('tty mode: output through the terminal and resize seen by stty', async () => {
+    const { id } = await run(['sh'], { tty: true, openStdin: true, stdinOnce: false });
+    const streams = await rt.attach(id);
+    await rt.resize(id, 33, 101);
+    streams.input.write('stty size\n');
+    await readUntil(streams.output, (t) => t.includes('33 101'));
+    await rt.resize(id, 20, 60);
+    streams.input.write('stty size; exit 4\n');
+    await readUntil(streams.output, (t) => t.includes('20 60'));
+    assert.equal((await rt.waitExit(id)).exitCode, 4);
+    streams.close();
+    await remove(id);
+  });
+
+  test('a container outlives the runtime object; a new instance finds it and waits for its exit', async () => {
+    const { id, pid } = await run(['sh', '-c', 'while [ ! -e /tmp/stop ]; do sleep 0.1; done; echo done; exit 5']);
+    rt.close();
+    const second = new LinuxContainerRuntime({ dataRoot: box.dataRoot, execRoot: box.execRoot, runtime: preferred });
+    try {
+      assert.deepEqual(await second.isRunning(id), { running: true, pid });
+      assert.ok((await second.listRuntimeContainers()).includes(id));
+      const waiting = second.waitExit(id);
+      await fs.writeFile(path.join(second.layout.merged(id), 'tmp', 'stop'), '');
+      const exit = await waiting;
+      assert.equal(exit.exitCode, 5);
+      // A third instance, after the exit, still reads it from conmon's exit file.
+      const third = new LinuxContainerRuntime({ dataRoot: box.dataRoot, execRoot: box.execRoot, runtime: preferred });
+      assert.equal((await third.waitExit(id)).exitCode, 5);
+      third.close();
+      await second.cleanup(id);
+      await second.removeContainerFiles(id);
+    } finally {
+      second.close();
+      rt = new LinuxContainerRuntime({ dataRoot: box.dataRoot, execRoot: box.execRoot, runtime: preferred });
+    }
+  });
+
+  test('cleanup and removal leave no mount, runtime state or files', async () => {
+    const { id } = await run(['true']);
+    assert.equal((await rt.waitExit(id)).exitCode, 0);
+    assert.ok((await rt.listRuntimeContainers()).includes(id));
+    await rt.cleanup(id);
+    assert.ok(!(await rt.listRuntimeContainers()).includes(id));
+    await rt.removeContainerFiles(id);
+    assert.deepEqual(await mountsUnder(path.join(box.dataRoot, 'runtime')), []);
+    assert.equal(existsSync(rt.layout.containerDir(id)), false);
+    assert.equal(existsSync(rt.layout.exitFile(id)), false);
+    assert.equal(existsSync(rt.layout.conmonFiles(id)), false);
+  });
+});
