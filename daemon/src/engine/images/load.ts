@@ -155,9 +155,11 @@ export async function readArchive(
       contents.metadata.set(name, await readSmall(entry, name));
       return;
     }
-    const { head, stream: whole } = await peekStream(entry, 1);
+    // A tar header carries "ustar" at offset 257; anything else starting with { or [ is a JSON blob.
+    const { head, stream: whole } = await peekStream(entry, 512);
+    const isTar = head.length >= 262 && head.subarray(257, 262).toString('latin1') === 'ustar';
     const first = firstNonSpace(head);
-    if ((first === 0x7b || first === 0x5b) && (header.size ?? 0) <= MAX_METADATA_SIZE) {
+    if (!isTar && (first === 0x7b || first === 0x5b) && (header.size ?? 0) <= MAX_METADATA_SIZE) {
       contents.metadata.set(name, await readSmall(whole, name));
       return;
     }
