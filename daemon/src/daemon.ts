@@ -12,7 +12,7 @@ import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
-import { registerSystemRoutes, type ComponentVersion, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ComponentVersion, type ImageDiskUsage, type SystemBackend } from './api/system.js';
 import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
@@ -61,6 +61,22 @@ async function writePidfile(pidfile: string): Promise<void> {
   await fs.writeFile(pidfile, `${process.pid}\n`);
 }
 
+/** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
+function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDiskUsage {
+  const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
+  const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
+  const all = new Set<string>();
+  const held = new Set<string>();
+  for (const image of images.store.all()) {
+    for (const chainId of image.chainIds) {
+      all.add(chainId);
+      if (inUse.has(image.id)) held.add(chainId);
+    }
+  }
+  const size = (ids: Set<string>) => [...ids].reduce((sum, id) => sum + (layers.info(id)?.diskSize ?? 0), 0);
+  return { layersSize: size(all), reclaimable: size(all) - size(held), items };
+}
+
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const addresses = opts.hosts.map(parseListenAddress);
   for (const address of addresses) {
@@ -96,7 +112,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
   const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), events);
+  const layerStore = new LinuxLayerStore(imageRoot);
+  const images = new ImageService(imageRoot, layerStore, events);
   await images.init();
   registerImageRoutes(router, images);
 
@@ -121,6 +138,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     openFds: () => countOpenFds(),
     driverStatus: () => readDriverStatus(opts.dataRoot),
     firewallBackend: opts.iptables ? 'iptables' : undefined,
+    diskUsage: { images: async () => imageDiskUsage(images, layerStore) },
   });
 
   const servers: http.Server[] = [];

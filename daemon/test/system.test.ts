@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { startEngine, type Engine } from './harness.js';
 
 describe('system endpoints', () => {
@@ -130,6 +131,46 @@ describe('system endpoints', () => {
     assert.match(r.stdout, new RegExp(`CPUs: ${os.availableParallelism()}`));
     const fmt = (await engine.dockerOk(['info', '--format', '{{.Driver}} {{.NCPU}} {{.DockerRootDir}}'])).trim();
     assert.equal(fmt, `overlay2 ${os.availableParallelism()} ${engine.dataRoot}`);
+  });
+
+  test('GET /system/df reports the images per version, and conforms', async (t) => {
+    if ((await engine.request('GET', '/images/json')).status === 404) return t.skip('the image service is not served by this build');
+    const images = (await engine.request('GET', '/images/json')).json() as Array<{ RepoTags: string[] }>;
+    if (!images.some((i) => i.RepoTags.includes('busybox:latest'))) await engine.loadBusybox();
+    const v141 = (await engine.request('GET', '/v1.41/system/df')).json();
+    await expectConforms('1.41', 'GET', '/system/df', 200, v141);
+    assert.ok(v141.LayersSize > 0);
+    assert.ok(v141.Images.length >= 1);
+    assert.ok(v141.Images.every((i: { Size: number; VirtualSize: number }) => i.Size > 0 && i.VirtualSize === i.Size));
+    assert.deepEqual(v141.BuildCache, []);
+    assert.ok(Array.isArray(v141.Containers) && Array.isArray(v141.Volumes));
+
+    const onlyImages = (await engine.request('GET', '/v1.44/system/df?type=image')).json();
+    assert.deepEqual(Object.keys(onlyImages).sort(), ['Images', 'LayersSize']);
+    assert.equal('VirtualSize' in onlyImages.Images[0], false);
+    const bad = await engine.request('GET', '/v1.44/system/df?type=disks');
+    assert.equal(bad.status, 400);
+
+    const v152 = (await engine.request('GET', '/v1.52/system/df')).json();
+    assert.equal(v152.LayersSize, v141.LayersSize);
+    assert.equal(v152.ImageUsage.TotalSize, v141.LayersSize);
+    assert.equal(v152.ImageUsage.TotalCount, v141.Images.length);
+    assert.equal('Items' in v152.ImageUsage, false);
+    const v152verbose = (await engine.request('GET', '/v1.52/system/df?verbose=1')).json();
+    assert.equal('LayersSize' in v152verbose, false);
+    assert.equal(v152verbose.ImageUsage.Items.length, v141.Images.length);
+    const v153 = (await engine.request('GET', '/v1.53/system/df')).json();
+    await expectConforms('1.53', 'GET', '/system/df', 200, v153);
+    assert.deepEqual(Object.keys(v153).sort(), ['BuildCacheUsage', 'ContainerUsage', 'ImageUsage', 'VolumeUsage']);
+    assert.ok(v153.ImageUsage.Reclaimable <= v153.ImageUsage.TotalSize);
+  });
+
+  test('docker system df prints the image totals', async (t) => {
+    if ((await engine.request('GET', '/images/json')).status === 404) return t.skip('the image service is not served by this build');
+    const df = (await engine.request('GET', '/v1.50/system/df')).json();
+    const out = await engine.dockerOk(['system', 'df', '--format', '{{.Type}} {{.TotalCount}}']);
+    assert.match(out, new RegExp(`^Images ${df.Images.length}$`, 'm'));
+    assert.match(out, /^Build Cache 0$/m);
   });
 
   test('dockerode reads ping, version and info', async () => {

@@ -1,5 +1,5 @@
 /**
- * System endpoints: GET/HEAD /_ping, GET /version, GET /info.
+ * System endpoints: GET/HEAD /_ping, GET /version, GET /info, GET /system/df.
  *
  * The handlers declare what they need of the engine and the host (SystemDeps) and shape the answer for
  * the requested API version through api/compat.
@@ -7,7 +7,9 @@
 import type { HostInfo } from '../host/host.js';
 import { nowNano, rfc3339Nano } from '../util/json.js';
 import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
+import { InvalidParameter } from '../engine/errors.js';
 import { shape } from './compat.js';
+import { boolParam } from './params.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import type { Router } from './router.js';
 import { MAX_API_VERSION, MIN_API_VERSION } from './version.js';
@@ -43,6 +45,35 @@ export interface SwarmStatus {
   [key: string]: unknown;
 }
 
+/** Disk use of images: every image summary (with Size and Containers), and the layers' total. */
+export interface ImageDiskUsage {
+  /** Bytes of all layers on disk, each counted once. */
+  layersSize: number;
+  /** Bytes of layers that no image in use by a container holds. */
+  reclaimable: number;
+  items: Array<Record<string, unknown> & { Size: number; Containers: number }>;
+}
+
+/** Disk use of containers: summaries with SizeRw and SizeRootFs. */
+export interface ContainerDiskUsage {
+  items: Array<Record<string, unknown> & { State: string; SizeRw?: number; SizeRootFs?: number }>;
+}
+
+/** Disk use of volumes: volumes with UsageData {Size, RefCount}. */
+export interface VolumeDiskUsage {
+  items: Array<Record<string, unknown> & { UsageData?: { Size: number; RefCount: number } | null }>;
+}
+
+/**
+ * What GET /system/df asks of the engine. A resource whose service the engine does not run holds
+ * nothing, and counts as empty.
+ */
+export interface DiskUsageBackend {
+  images?(): Promise<ImageDiskUsage>;
+  containers?(): Promise<ContainerDiskUsage>;
+  volumes?(): Promise<VolumeDiskUsage>;
+}
+
 export interface SystemDeps {
   backend: SystemBackend;
   hostInfo(): Promise<HostInfo>;
@@ -64,6 +95,7 @@ export interface SystemDeps {
   defaultAddressPools?: Array<{ Base: string; Size: number }>;
   labels?: string[];
   swarm?(): SwarmStatus;
+  diskUsage?: DiskUsageBackend;
 }
 
 const INACTIVE_SWARM: SwarmStatus = {
@@ -115,6 +147,78 @@ export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
   router.get('/info', async (req, res) => {
     res.json(200, shape('system.info', req.version, await buildInfo(deps, swarm())));
   });
+
+  router.get('/system/df', async (req, res) => {
+    res.json(200, await buildDiskUsage(deps.diskUsage ?? {}, req));
+  });
+}
+
+const DF_TYPES = ['container', 'image', 'volume', 'build-cache'] as const;
+
+/**
+ * GET /system/df. Up to 1.51 the answer holds the lists (LayersSize, Images, Containers, Volumes,
+ * BuildCache); 1.52 adds the per-type summaries (ImageUsage...) with their Items when verbose, and leaves
+ * the lists out when verbose; 1.53 has only the summaries. `type` (from 1.42) limits the work to some
+ * types.
+ */
+export async function buildDiskUsage(backend: DiskUsageBackend, req: ApiRequest): Promise<Record<string, unknown>> {
+  const asked = req.version >= 42 ? req.query.getAll('type').filter((t) => t !== '') : [];
+  for (const t of asked) {
+    if (!(DF_TYPES as readonly string[]).includes(t)) throw new InvalidParameter(`invalid type ${JSON.stringify(t)}: expected one of ${DF_TYPES.join(', ')}`);
+  }
+  const wants = (t: (typeof DF_TYPES)[number]) => asked.length === 0 || asked.includes(t);
+  const verbose = boolParam(req, 'verbose');
+  const [images, containers, volumes] = await Promise.all([
+    wants('image') ? (backend.images?.() ?? { layersSize: 0, reclaimable: 0, items: [] }) : undefined,
+    wants('container') ? (backend.containers?.() ?? { items: [] }) : undefined,
+    wants('volume') ? (backend.volumes?.() ?? { items: [] }) : undefined,
+  ]);
+  const out: Record<string, unknown> = {};
+  const legacy = req.version < 52 || (req.version === 52 && !verbose);
+  if (legacy) {
+    if (images) {
+      out.LayersSize = images.layersSize;
+      out.Images = shape('image.summary', req.version, images.items.map((i) => ({ ...i })));
+    }
+    if (containers) out.Containers = shape('container.summary', req.version, containers.items.map((c) => ({ ...c })));
+    if (volumes) out.Volumes = shape('volume', req.version, volumes.items.map((v) => ({ ...v })));
+    if (wants('build-cache')) out.BuildCache = [];
+  }
+  if (req.version >= 52) {
+    if (images) {
+      out.ImageUsage = {
+        ActiveCount: images.items.filter((i) => i.Containers > 0).length,
+        TotalCount: images.items.length,
+        Reclaimable: images.reclaimable,
+        TotalSize: images.layersSize,
+        ...(verbose ? { Items: shape('image.summary', req.version, images.items.map((i) => ({ ...i }))) } : {}),
+      };
+    }
+    if (containers) {
+      const active = containers.items.filter((c) => c.State === 'running' || c.State === 'paused');
+      const total = containers.items.reduce((sum, c) => sum + (c.SizeRw ?? 0), 0);
+      out.ContainerUsage = {
+        ActiveCount: active.length,
+        TotalCount: containers.items.length,
+        Reclaimable: total - active.reduce((sum, c) => sum + (c.SizeRw ?? 0), 0),
+        TotalSize: total,
+        ...(verbose ? { Items: shape('container.summary', req.version, containers.items.map((c) => ({ ...c }))) } : {}),
+      };
+    }
+    if (volumes) {
+      const size = (v: VolumeDiskUsage['items'][number]) => Math.max(0, v.UsageData?.Size ?? 0);
+      const unused = volumes.items.filter((v) => (v.UsageData?.RefCount ?? 0) === 0);
+      out.VolumeUsage = {
+        ActiveCount: volumes.items.length - unused.length,
+        TotalCount: volumes.items.length,
+        Reclaimable: unused.reduce((sum, v) => sum + size(v), 0),
+        TotalSize: volumes.items.reduce((sum, v) => sum + size(v), 0),
+        ...(verbose ? { Items: shape('volume', req.version, volumes.items.map((v) => ({ ...v }))) } : {}),
+      };
+    }
+    if (wants('build-cache')) out.BuildCacheUsage = { ActiveCount: 0, TotalCount: 0, Reclaimable: 0, TotalSize: 0, ...(verbose ? { Items: [] } : {}) };
+  }
+  return out;
 }
 
 export async function buildVersion(deps: SystemDeps): Promise<Record<string, unknown>> {
