@@ -98,6 +98,11 @@ describe('contract: responses conform to the published schemas', () => {
         assert.ok(list.length >= 1, 'the default networks are listed');
       });
 
+      test('GET /system/df', async (t) => {
+        if (v === '1.24') return t.skip('1.24 documents no /system/df');
+        await check(v, '/system/df', '/system/df');
+      });
+
       test('GET /events records', async () => {
         const r = await engine.request('GET', `/v${v}/events?since=${startedAt}&until=${Date.now() / 1000}`);
         assert.equal(r.status, 200);
