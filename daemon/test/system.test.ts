@@ -22,6 +22,7 @@ describe('system endpoints', () => {
         assert.equal(r.status, 200, `${method} ${path}`);
         assert.equal(r.text, method === 'GET' ? 'OK' : '');
         assert.equal(r.headers['api-version'], '1.53');
+        assert.equal(r.headers.ostype, 'linux');
         assert.equal(r.headers['docker-experimental'], 'false');
         assert.equal(r.headers['builder-version'], '1');
         assert.equal(r.headers.swarm, 'inactive');
