@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { tarBuffer } from '../../../test/fixtures/archives.js';
 import { buildBusyboxArchive } from '../../../test/fixtures/busybox.js';
 import { LinuxLayerStore } from '../../host/linux/layers/store.js';
 import { Conflict, NotFound } from '../errors.js';
@@ -56,5 +58,46 @@ describe('image service: removal while containers use an image', () => {
     assert.deepEqual(after.ImagesDeleted?.[0], { Deleted: id });
     assert.ok(after.SpaceReclaimed > 1_000_000);
     assert.equal(images.store.has(id), false);
+  });
+});
+
+describe('image service: images made from a parent and a diff', () => {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'berth-images-'));
+  const archive = path.join(root, 'busybox.tar');
+  let images: ImageService;
+
+  before(async () => {
+    await buildBusyboxArchive(archive);
+    const imageRoot = path.join(root, 'image');
+    images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), new EventBus());
+    await images.init();
+    await images.load(createReadStream(archive), () => undefined);
+  });
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  it('stacks a new layer on the parent, records the parent and history, and shares the parent layer', async () => {
+    const diff = await tarBuffer([{ name: 'srv/', type: 'directory' }, { name: 'srv/app', content: 'app\n' }, { name: 'etc/.wh.group' }]);
+    const id = await images.createImage({ parent: 'busybox', layer: Readable.from([diff]), config: { Cmd: ['/srv/app'] }, createdBy: 'test commit', tags: ['derived:1'] });
+    const inspect = images.inspect('derived:1');
+    assert.equal(inspect.Id, id);
+    assert.equal(inspect.Parent, images.find('busybox').image.id);
+    assert.equal((inspect.RootFS as { Layers: string[] }).Layers.length, 2);
+    const history = images.history('derived:1');
+    assert.equal(history.length, 3);
+    assert.equal(history[0].CreatedBy, 'test commit');
+    const forContainer = await images.resolveForContainer('derived:1');
+    const dirs = images.lowerDirs(forContainer.chainIds);
+    assert.equal(dirs.length, 2);
+    assert.equal(readFileSync(path.join(dirs[1], 'srv', 'app'), 'utf8'), 'app\n');
+
+    const empty = await images.createImage({ parent: 'derived:1', config: { Cmd: ['x'] }, createdBy: 'metadata only' });
+    assert.equal(images.find(empty).image.chainIds.length, 2);
+
+    await assert.rejects(images.remove(images.find('derived:1').image.id, { force: true }), /image has dependent child images/);
+    await images.remove(empty);
+    const records = await images.remove('derived:1');
+    // Its own layer goes; the busybox layer stays for busybox.
+    assert.deepEqual(records.map((r) => Object.keys(r)[0]), ['Untagged', 'Deleted', 'Deleted']);
+    assert.equal(images.lowerDirs((await images.resolveForContainer('busybox')).chainIds).length, 1);
   });
 });

@@ -395,12 +395,17 @@ export class ImageService implements ImageLookup {
     }
   }
 
+  private hasChildren(id: string): boolean {
+    return this.store.all().some((i) => i.meta.parent === id);
+  }
+
   async remove(name: string, opts: { force?: boolean; noprune?: boolean } = {}): Promise<DeleteRecord[]> {
     return this.exclusive(async () => {
       const { image, ref } = this.find(name);
       const records: DeleteRecord[] = [];
       const users = this.containersUsing(image.id);
       const refs = this.store.refsOf(image.id);
+      const children = this.hasChildren(image.id);
       if (ref) {
         if (refs.length > 1) {
           await this.untag(image, ref, records);
@@ -410,10 +415,11 @@ export class ImageService implements ImageLookup {
           throw new Conflict(`conflict: unable to remove repository reference "${familiarString(ref)}" (must force) - container ${shortId(users[0])} is using its referenced image ${shortId(image.id)}`);
         }
         await this.untag(image, ref, records);
-        if (users.length > 0) return records;
+        if (users.length > 0 || children) return records;
         await this.deleteImage(image, records);
         return records;
       }
+      if (children) throw new Conflict(`conflict: unable to delete ${shortId(image.id)} (cannot be forced) - image has dependent child images`);
       if (users.length > 0) {
         if (!opts.force) throw new Conflict(`conflict: unable to delete ${shortId(image.id)} (must be forced) - image is being used by container ${shortId(users[0])}`);
         // Forced while containers use it: the references go, the image stays for those containers.
@@ -445,7 +451,7 @@ export class ImageService implements ImageLookup {
       for (const image of this.store.all()) {
         const refs = this.store.refsOf(image.id);
         if (danglingOnly && refs.length > 0) continue;
-        if (this.containersUsing(image.id).length > 0) continue;
+        if (this.containersUsing(image.id).length > 0 || this.hasChildren(image.id)) continue;
         if (until && !until.every((u) => createdNano(image) <= u)) continue;
         if (!labelsMatch(image.config.config?.Labels ?? {}, filters.get('label'), filters.get('label!'))) continue;
         for (const r of refs) await this.untag(image, r, records);
@@ -458,10 +464,18 @@ export class ImageService implements ImageLookup {
 
   // -- load, import, save --
 
-  private async commitImage(image: ArchiveImage, emit: (m: ProgressMessage) => void, action: 'load' | 'import'): Promise<string> {
+  private async commitImage(
+    image: ArchiveImage,
+    emit: (m: ProgressMessage) => void,
+    action: 'load' | 'import' | 'create',
+    parent: string | null = null,
+  ): Promise<string> {
     const chainIds = chainIdsOf(image.config.rootfs!.diff_ids);
-    for (let i = 0; i < chainIds.length; i++) await this.layers.commit(image.layers[i], chainIds[i], i > 0 ? chainIds[i - 1] : null);
-    const { id } = await this.store.add(image.configBytes, image.config);
+    for (let i = 0; i < chainIds.length; i++) {
+      if (this.layers.has(chainIds[i])) continue;
+      await this.layers.commit(image.layers[i], chainIds[i], i > 0 ? chainIds[i - 1] : null);
+    }
+    const { id } = await this.store.add(image.configBytes, image.config, parent);
     for (const tag of image.tags) {
       const before = await this.store.setRef(tag, id);
       if (before) {
@@ -476,7 +490,7 @@ export class ImageService implements ImageLookup {
       if (names.length === 0) emit({ stream: `Loaded image ID: ${id}\n` });
       for (const n of names) emit({ stream: `Loaded image: ${n}\n` });
     }
-    this.events.publish('image', action, id, { name: names[0] ?? id });
+    if (action !== 'create') this.events.publish('image', action, id, { name: names[0] ?? id });
     return id;
   }
 
@@ -550,6 +564,58 @@ export class ImageService implements ImageLookup {
       );
     } finally {
       await this.layers.discard(staged);
+    }
+  }
+
+  /**
+   * Creates an image from a parent image (or from nothing) plus an optional layer tar: what `docker
+   * commit` and the image builder need. The layer tar is the container's diff (whiteouts as `.wh.`
+   * entries); without it the new history entry is an empty layer. Tags are given in any reference form.
+   */
+  async createImage(
+    opts: {
+      parent?: string;
+      layer?: Readable;
+      config: ImageRunConfig;
+      createdBy?: string;
+      comment?: string;
+      author?: string;
+      tags?: string[];
+    },
+    signal?: AbortSignal,
+  ): Promise<string> {
+    const parent = opts.parent ? this.find(opts.parent).image : undefined;
+    const tags = (opts.tags ?? []).map((t) => parseNormalizedNamed(t));
+    const staged = opts.layer ? await this.layers.stage(opts.layer, signal) : undefined;
+    try {
+      const created = rfc3339Nano(nowNano());
+      const entry: NonNullable<ImageConfig['history']>[number] = { created };
+      if (opts.createdBy) entry.created_by = opts.createdBy;
+      if (opts.author) entry.author = opts.author;
+      if (opts.comment) entry.comment = opts.comment;
+      if (!staged) entry.empty_layer = true;
+      const diffIds = [...(parent?.diffIds ?? []), ...(staged ? [staged.diffId] : [])];
+      const config: ImageConfig = {
+        architecture: parent?.config.architecture ?? ARCH,
+        ...(parent?.config.variant ? { variant: parent.config.variant } : {}),
+        os: parent?.config.os ?? 'linux',
+        created,
+        ...(opts.author ? { author: opts.author } : {}),
+        ...(opts.comment ? { comment: opts.comment } : {}),
+        config: opts.config as ImageConfig['config'],
+        rootfs: { type: 'layers', diff_ids: diffIds },
+        history: [...(parent?.config.history ?? []), entry],
+      };
+      const configBytes = Buffer.from(JSON.stringify(config));
+      // Layers of the parent are in the store already: their placeholders are never unpacked.
+      const layers = [...(parent?.diffIds ?? []).map((diffId) => ({ diffId, size: 0 })), ...(staged ? [staged] : [])];
+      return await this.exclusive(async () => {
+        if (parent && !this.store.has(parent.id)) throw new NotFound(`No such image: ${opts.parent} (removed while the new image was made)`);
+        const id = await this.commitImage({ configBytes, config, layers, tags }, () => undefined, 'create', parent?.id ?? null);
+        return id;
+      });
+    } finally {
+      if (staged) await this.layers.discard(staged);
     }
   }
 
