@@ -195,6 +195,34 @@ describe('linux container runtime (conmon + OCI runtime)', { skip: !canRun && 'n
     }
   });
 
+  test('layers are given bottom-first: the upper one wins, and writes stay in the container', async () => {
+    const upperLayer = path.join(box.root, 'layer-top');
+    await fs.mkdir(path.join(upperLayer, 'etc'), { recursive: true });
+    await fs.writeFile(path.join(upperLayer, 'etc', 'motd'), 'from the top layer\n');
+    await fs.writeFile(path.join(box.layer, 'etc', 'motd'), 'from the bottom layer\n');
+    const id = newId();
+    const merged = await rt.mountRootfs(id, [box.layer, upperLayer]);
+    assert.equal(await fs.readFile(path.join(merged, 'etc', 'motd'), 'utf8'), 'from the top layer\n');
+    assert.equal((await rt.readFileFromLayers([box.layer, upperLayer], '/etc/motd'))?.toString(), 'from the top layer\n');
+    const logPath = path.join(box.root, 'layers.log');
+    await rt.start(id, minimalSpec(['sh', '-c', 'cat /etc/motd; echo changed > /etc/motd; rm /bin/true']), { tty: false, openStdin: false, stdinOnce: false, logPath });
+    assert.equal((await rt.waitExit(id)).exitCode, 0);
+    assert.match(await fs.readFile(logPath, 'utf8'), /stdout F from the top layer\n/);
+    assert.equal(await fs.readFile(path.join(upperLayer, 'etc', 'motd'), 'utf8'), 'from the top layer\n', 'layers are never written');
+    assert.ok(existsSync(path.join(box.layer, 'bin', 'true')));
+    assert.equal(await fs.readFile(path.join(merged, 'etc', 'motd'), 'utf8'), 'changed\n');
+    // Mounting again is a no-op; unmount and mount again keeps the container's writes.
+    assert.equal(await rt.mountRootfs(id, [box.layer, upperLayer]), merged);
+    await rt.cleanup(id);
+    await rt.unmountRootfs(id);
+    assert.equal(existsSync(path.join(merged, 'etc')), false);
+    await rt.mountRootfs(id, [box.layer, upperLayer]);
+    assert.equal(await fs.readFile(path.join(merged, 'etc', 'motd'), 'utf8'), 'changed\n');
+    assert.equal(existsSync(path.join(merged, 'bin', 'true')), false);
+    await rt.removeContainerFiles(id);
+    await fs.rm(path.join(box.layer, 'etc', 'motd'));
+  });
+
   test('cleanup and removal leave no mount, runtime state or files', async () => {
     const { id } = await run(['true']);
     assert.equal((await rt.waitExit(id)).exitCode, 0);

@@ -16,6 +16,10 @@ export class ContainerCommandError extends InvalidParameter {
 /** Classifies the runtime's error text of a failed create/start. */
 export function runtimeStartError(text: string): Error {
   const lower = text.toLowerCase();
+  // crun words it "executable file `X` not found in $PATH"; clients recognise Docker's wording (the docker
+  // CLI exits 127 on "executable file not found"), so the message says it that way.
+  const crunNotFound = /executable file `([^`]*)` not found in \$PATH/.exec(text);
+  if (crunNotFound) return new ContainerCommandError(`exec: "${crunNotFound[1]}": executable file not found in $PATH`, 127);
   if (lower.includes('executable file not found') || lower.includes('no such file or directory')) {
     return new ContainerCommandError(text, 127);
   }

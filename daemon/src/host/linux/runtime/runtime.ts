@@ -15,7 +15,7 @@ import { launchConmon } from './conmon.js';
 import { runtimeStartError } from './errors.js';
 import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
-import { readConmonLog } from './logreader.js';
+import { readConmonLog, readConmonLogBatches } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { isMountPoint, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import path from 'node:path';
@@ -290,6 +290,11 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
 
   readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord> {
     return readConmonLog(logPath, opts);
+  }
+
+  /** readLog in batches of records (one per chunk read): the fast path for big logs. */
+  readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]> {
+    return readConmonLogBatches(logPath, opts);
   }
 }
 
