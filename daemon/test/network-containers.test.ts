@@ -166,7 +166,8 @@ describe('containers on the predefined networks', () => {
   });
 
   it('bad input: unknown network and malformed or outside static addresses are 4xx with clear messages', async () => {
-    const r = await engine.docker(['run', '--rm', '--network', 'nosuchnet', 'busybox', 'true']);
+    // --pull never: on any 404 from create the CLI would otherwise try to pull the image first.
+    const r = await engine.docker(['run', '--rm', '--pull', 'never', '--network', 'nosuchnet', 'busybox', 'true']);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /network nosuchnet not found/);
     const create = (ip: string) =>

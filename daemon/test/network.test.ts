@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { startEngine, type Engine } from './harness.js';
+import { expectConforms } from './contract/openapi.js';
 
 function iptablesSave(): string {
   return spawnSync('iptables-save', [], { encoding: 'utf8' }).stdout;
@@ -41,7 +42,7 @@ describe('networks API', () => {
     assert.equal(res.status, 200);
     const n = res.json();
     assert.equal(n.Name, 'bridge');
-    assert.deepEqual(n.IPAM, { Driver: 'default', Options: null, Config: [{ Subnet: '10.213.7.0/24', Gateway: '10.213.7.1' }] });
+    assert.deepEqual(n.IPAM, { Driver: 'default', Options: {}, Config: [{ Subnet: '10.213.7.0/24', Gateway: '10.213.7.1' }] });
     assert.equal(n.Options['com.docker.network.bridge.name'], engine.bridge);
     assert.equal(n.Options['com.docker.network.bridge.default_bridge'], 'true');
     assert.deepEqual(n.Containers, {});
@@ -70,6 +71,25 @@ describe('networks API', () => {
     assert.ok(rules.some((l) => l.startsWith('-A FORWARD') && l.includes(`-i ${engine.bridge}`)));
     assert.ok(rules.some((l) => l.startsWith('-A FORWARD') && l.includes(`-o ${engine.bridge}`) && l.includes('RELATED,ESTABLISHED')));
     assert.equal(spawnSync('cat', ['/proc/sys/net/ipv4/ip_forward'], { encoding: 'utf8' }).stdout.trim(), '1');
+  });
+
+  test('responses conform to the published schemas of old and new versions', async () => {
+    for (const version of ['1.25', '1.41', '1.44', '1.48', '1.52', '1.53']) {
+      const list = await engine.request('GET', `/v${version}/networks`);
+      await expectConforms(version, 'GET', '/networks', 200, list.json());
+      for (const name of ['bridge', 'host', 'none']) {
+        const one = await engine.request('GET', `/v${version}/networks/${name}`);
+        await expectConforms(version, 'GET', '/networks/{id}', 200, one.json());
+      }
+      const missing = await engine.request('GET', `/v${version}/networks/nosuchnet`);
+      await expectConforms(version, 'GET', '/networks/{id}', 404, missing.json());
+      const del = await engine.request('DELETE', `/v${version}/networks/bridge`);
+      assert.equal(del.status, 403);
+      // 403 on DELETE is documented in the later schemas only.
+      if (Number(version.split('.')[1]) >= 44) await expectConforms(version, 'DELETE', '/networks/{id}', 403, del.json());
+      const prune = await engine.request('POST', `/v${version}/networks/prune`);
+      await expectConforms(version, 'POST', '/networks/prune', 200, prune.json());
+    }
   });
 
   test('filters', async () => {

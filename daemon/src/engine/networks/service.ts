@@ -120,7 +120,7 @@ export class NetworkService implements ContainerNetworking {
       Driver: DRIVER_OF[name],
       EnableIPv4: true,
       EnableIPv6: false,
-      IPAM: { Driver: 'default', Options: null, Config: [] },
+      IPAM: { Driver: 'default', Options: {}, Config: [] },
       Internal: false,
       Attachable: false,
       Ingress: false,
@@ -207,6 +207,8 @@ export class NetworkService implements ContainerNetworking {
   private view(entry: NetworkEntry, withContainers: boolean): NetworkView {
     const network = structuredClone(entry.network) as NetworkView;
     network.Containers = {};
+    // The published schema has IPAM.Options as an object (never null).
+    network.IPAM.Options ??= {};
     if (withContainers) {
       for (const ep of entry.endpoints.values()) {
         network.Containers[ep.containerId] = {
