@@ -77,3 +77,13 @@ test('schema errata: IPAM.Options is a map in every version, as engines and clie
     assert.ok(conformanceErrors(v, 'GET', '/networks', 200, network([{ foo: 'bar' }])), v);
   }
 });
+
+test("schema errata: a container's ExecIDs is a list of ids (or null) in every version", () => {
+  for (const v of ['1.25', '1.40', '1.41', '1.53']) {
+    const id = 'a'.repeat(64);
+    const inspect = { Id: id, ExecIDs: ['e1'] };
+    assert.equal(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, inspect), undefined, v);
+    assert.equal(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, { Id: id, ExecIDs: null }), undefined, v);
+    assert.ok(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, { Id: id, ExecIDs: 'e1' }), v);
+  }
+});

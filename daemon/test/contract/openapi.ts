@@ -71,14 +71,23 @@ export function convertSchema(input: Json, refBase: string): Json {
  * Known errors of the published schemas, where every engine and every client use another shape than the
  * file says. Each is corrected before validation, and only these.
  */
-function applyErrata(definitions: Record<string, Json>): void {
+function applyErrata(doc: { definitions: Record<string, Json>; paths: Record<string, Record<string, unknown>> }): void {
   // 1.25 to 1.38 type IPAM.Options as an array of maps; it has always been one map of strings
   // (map[string]string in the engine and the Go client); 1.39 corrected the schema.
-  const ipam = definitions.IPAM as Schema | undefined;
+  const ipam = doc.definitions.IPAM as Schema | undefined;
   const props = ipam?.properties as Schema | undefined;
   const options = props?.Options as Schema | undefined;
-  if (props && options?.type === 'array') props.Options = { ...options, type: 'object', additionalProperties: { type: 'string' }, items: null };
-  if (props?.Options && (props.Options as Schema).items === null) delete (props.Options as Schema).items;
+  if (props && options?.type === 'array') {
+    const { items: _items, ...rest } = options;
+    props.Options = { ...rest, type: 'object', additionalProperties: { type: 'string' } };
+  }
+  // 1.25 to 1.40 type the container's ExecIDs as a string; it has always been a list of exec ids, or null
+  // when there are none ([]string in the engine and the Go client); 1.41 corrected the schema.
+  const inspect = (doc.paths['/containers/{id}/json']?.get as { responses?: Record<string, { schema?: Schema }> } | undefined)?.responses?.['200']?.schema;
+  const inspectProps = inspect?.properties as Schema | undefined;
+  if (inspectProps && (inspectProps.ExecIDs as Schema | undefined)?.type === 'string') {
+    inspectProps.ExecIDs = { type: 'array', items: { type: 'string' }, 'x-nullable': true };
+  }
 }
 
 interface SpecVersion {
@@ -101,7 +110,7 @@ function loadVersion(version: string): SpecVersion {
   const file = path.join(openapiDir(), `v${version}.json`);
   if (!existsSync(file)) throw new Error(`no published schema for API ${version} (${file}); v1.24 is checked with v124.ts`);
   const doc = JSON.parse(readFileSync(file, 'utf8')) as SpecVersion['doc'] & { definitions: Record<string, Json> };
-  applyErrata(doc.definitions);
+  applyErrata(doc);
   const id = `engine-api-v${version}`;
   const converted = convertSchema({ definitions: doc.definitions } as Json, id) as Schema;
   ajv.addSchema({ $id: id, definitions: converted.definitions } as object);
