@@ -18,6 +18,7 @@ class FakeNetworkHost implements NetworkHost {
   loopbacks: number[] = [];
   removed: string[] = [];
   failAttach = false;
+  onEnsureBridge?: (spec: BridgeSpec) => void;
 
   async usedSubnets(except?: string) {
     return this.subnetsInUse.filter(() => except !== 'never');
@@ -26,6 +27,7 @@ class FakeNetworkHost implements NetworkHost {
     return this.bridges.has(name) ? this.bridges.get(name) : undefined;
   }
   async ensureBridge(spec: BridgeSpec) {
+    this.onEnsureBridge?.(spec);
     this.bridges.set(spec.name, `${spec.gateway}/${spec.prefixLen}`);
     if (!this.ports.has(spec.name)) this.ports.set(spec.name, new Set());
   }
@@ -92,6 +94,16 @@ test('the default subnet skips ranges the host routes', async () => {
   const { service } = await setup({}, host);
   assert.equal(service.defaultBridge().subnet, '172.19.0.0/16');
   assert.equal(service.defaultBridge().gateway, '172.19.0.1');
+});
+
+test('when another engine takes the same free range at the same moment, the bridge moves to the next one', async () => {
+  const host = new FakeNetworkHost();
+  host.onEnsureBridge = (spec) => {
+    if (spec.subnet === '172.17.0.0/16') host.subnetsInUse.push('172.17.0.0/16');
+  };
+  const { service } = await setup({}, host);
+  assert.equal(service.defaultBridge().subnet, '172.18.0.0/16');
+  assert.equal(host.bridges.get('btest0'), '172.18.0.1/16');
 });
 
 test('an existing bridge keeps its address; --bip wins; a bad --bip is refused', async () => {

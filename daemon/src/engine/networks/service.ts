@@ -135,8 +135,25 @@ export class NetworkService implements ContainerNetworking {
   private async setUpDefaultBridge(): Promise<void> {
     const entry = this.byName('bridge')!;
     const name = this.opts.bridgeName;
-    const { gateway, subnet } = await this.chooseBridgeAddress(entry);
-    await this.host.ensureBridge({ name, gateway: formatIPv4(gateway), prefixLen: subnet.prefix, subnet: formatSubnet(subnet), mtu: this.mtu });
+    let gateway: number;
+    let subnet: Subnet;
+    for (let attempt = 1; ; attempt++) {
+      const choice = await this.chooseBridgeAddress(entry);
+      ({ gateway, subnet } = choice);
+      await this.host.ensureBridge({ name, gateway: formatIPv4(gateway), prefixLen: subnet.prefix, subnet: formatSubnet(subnet), mtu: this.mtu });
+      if (!choice.picked) break;
+      // Another engine starting at the same moment may have picked the same free range: check again now
+      // that ours is in place, and let the later one move on after a random pause.
+      const clash = (await this.host.usedSubnets(name)).some((s) => {
+        const other = parseCIDR(s)?.subnet;
+        return other !== undefined && overlaps(other, subnet);
+      });
+      if (!clash) break;
+      if (attempt >= 5) throw new Conflict(`the address range ${formatSubnet(subnet)} of bridge ${name} is also used by another interface; set one with --bip`);
+      log.warn('another interface took the same address range; choosing again', { bridge: name, subnet: formatSubnet(subnet) });
+      await this.host.removeBridge(name);
+      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 200));
+    }
     await this.host.enableForwarding();
     if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet) });
 
@@ -153,7 +170,8 @@ export class NetworkService implements ContainerNetworking {
     log.info('default bridge ready', { bridge: name, subnet: formatSubnet(subnet), gateway: formatIPv4(gateway) });
   }
 
-  private async chooseBridgeAddress(entry: NetworkEntry): Promise<{ gateway: number; subnet: Subnet }> {
+  /** The bridge's address: from --bip, from the existing bridge, or `picked` among the free ranges. */
+  private async chooseBridgeAddress(entry: NetworkEntry): Promise<{ gateway: number; subnet: Subnet; picked?: boolean }> {
     const name = this.opts.bridgeName;
     if (this.opts.bridgeCidr) {
       const parsed = parseCIDR(this.opts.bridgeCidr);
@@ -178,11 +196,11 @@ export class NetworkService implements ContainerNetworking {
     if (previous?.Subnet && previous.Gateway) {
       const subnet = parseCIDR(previous.Subnet)?.subnet;
       const gateway = parseIPv4(previous.Gateway);
-      if (subnet && gateway !== undefined && free(subnet)) return { gateway, subnet };
+      if (subnet && gateway !== undefined && free(subnet)) return { gateway, subnet, picked: true };
     }
     const subnet = defaultBridgeCandidates().find(free);
     if (!subnet) throw new Conflict('no free address range for the default bridge: every candidate overlaps a route of the host; set one with --bip');
-    return { gateway: subnet.base + 1, subnet };
+    return { gateway: subnet.base + 1, subnet, picked: true };
   }
 
   // ---------------------------------------------------------------- lookups for the API
