@@ -78,6 +78,19 @@ describe('linux container runtime (conmon + OCI runtime)', { skip: !canRun && 'n
     await remove(id);
   });
 
+  test('a container killed by the OOM killer reports oomKilled', async () => {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const spec = minimalSpec(['sh', '-c', 'x=a; while true; do x=$x$x; done']) as { linux: Record<string, unknown> };
+    spec.linux.resources = { memory: { limit: 16 << 20, swap: 16 << 20 } };
+    spec.linux.cgroupsPath = `/berth-runtime-test-${id.slice(0, 12)}`;
+    await rt.start(id, spec, { tty: false, openStdin: false, stdinOnce: false, logPath: path.join(box.root, 'oom.log') });
+    const exit = await rt.waitExit(id);
+    assert.equal(exit.exitCode, 137);
+    assert.equal(exit.oomKilled, true);
+    await remove(id);
+  });
+
   test('a missing executable is a command error with exit code 127', async () => {
     const id = newId();
     await rt.mountRootfs(id, [box.layer]);

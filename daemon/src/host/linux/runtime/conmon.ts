@@ -82,6 +82,8 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
   let child;
   try {
     child = spawn(conmonPath, conmonArgs(o), {
+      // Some conmon versions write the `oom` file relative to their working directory: make it the bundle.
+      cwd: o.bundle,
       // fd 3 is the sync pipe (a socket pair, which conmon writes to like a pipe).
       stdio: ['ignore', 'ignore', errHandle.fd, 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', _OCI_SYNCPIPE: '3' },
