@@ -87,3 +87,13 @@ test("schema errata: a container's ExecIDs is a list of ids (or null) in every v
     assert.ok(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, { Id: id, ExecIDs: 'e1' }), v);
   }
 });
+
+test('schema errata: old versions take the port map and the "no" restart policy', () => {
+  const id = 'b'.repeat(64);
+  const inspect = { Id: id, NetworkSettings: { Ports: { '80/tcp': [{ HostIp: '0.0.0.0', HostPort: '8080' }], '53/udp': null } }, HostConfig: { RestartPolicy: { Name: 'no', MaximumRetryCount: 0 } } };
+  for (const v of ['1.25', '1.34', '1.35', '1.53']) {
+    assert.equal(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, inspect), undefined, v);
+  }
+  const badPolicy = { Id: id, HostConfig: { RestartPolicy: { Name: 'sometimes' } } };
+  assert.ok(conformanceErrors('1.25', 'GET', '/containers/{id}/json', 200, badPolicy));
+});

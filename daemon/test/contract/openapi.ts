@@ -81,6 +81,25 @@ function applyErrata(doc: { definitions: Record<string, Json>; paths: Record<str
     const { items: _items, ...rest } = options;
     props.Options = { ...rest, type: 'object', additionalProperties: { type: 'string' } };
   }
+  // 1.25 to 1.34 describe a container's NetworkSettings with a draft ("TODO: check is correct") whose
+  // Ports is a list; it has always been the port map of later versions ({"80/tcp": [{HostIp, HostPort}]}).
+  const networkConfig = (doc.definitions.NetworkConfig as Schema | undefined)?.properties as Schema | undefined;
+  if (networkConfig && (networkConfig.Ports as Schema | undefined)?.type === 'array') {
+    networkConfig.Ports = {
+      type: 'object',
+      additionalProperties: { type: 'array', 'x-nullable': true, items: { type: 'object', properties: { HostIp: { type: 'string' }, HostPort: { type: 'string' } } } },
+    };
+  }
+  // Up to 1.39 a PortMap entry cannot be null; an exposed port that is not published has always been
+  // null there ("53/udp": null), which 1.40 documented.
+  const portMapValue = (doc.definitions.PortMap as Schema | undefined)?.additionalProperties as Schema | undefined;
+  if (portMapValue && portMapValue.type === 'array') portMapValue['x-nullable'] = true;
+  // Up to 1.39 the RestartPolicy.Name enum leaves out "no" (and up to 1.29 also ""), the value of every
+  // container created without a policy; 1.40 lists them.
+  const restartName = ((doc.definitions.RestartPolicy as Schema | undefined)?.properties as Schema | undefined)?.Name as Schema | undefined;
+  if (Array.isArray(restartName?.enum)) {
+    for (const value of ['', 'no']) if (!restartName.enum.includes(value)) restartName.enum.push(value);
+  }
   // 1.25 to 1.40 type the container's ExecIDs as a string; it has always been a list of exec ids, or null
   // when there are none ([]string in the engine and the Go client); 1.41 corrected the schema.
   const inspect = (doc.paths['/containers/{id}/json']?.get as { responses?: Record<string, { schema?: Schema }> } | undefined)?.responses?.['200']?.schema;
