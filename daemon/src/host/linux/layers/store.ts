@@ -1,14 +1,15 @@
 /**
  * The layer store on this machine: each layer unpacked once into a folder named by its chain id, ready to
- * be an overlay lower folder, with the uncompressed layer tar kept (gzip, level 1) so that `save` gives
- * back byte-identical layers and therefore the same diff ids and image ids.
+ * be an overlay lower folder, with its tar split (split.ts) so that `save` rebuilds byte-identical layer
+ * tars and therefore the same diff ids and image ids, without a second copy of the contents.
  *
- * ## Formats (version 1)
+ * ## Formats (version 2)
  *
  * - `<root>/layers/<chain hex>/diff/`: the unpacked layer (whiteouts as 0:0 character devices, opaque
  *   folders marked with trusted.overlay.opaque=y).
- * - `<root>/layers/<chain hex>/layer.tar.gz`: the uncompressed layer tar, gzip compressed.
- * - `<root>/layers/<chain hex>/layer.json`: `{"version": 1, "chainId", "diffId", "parent", "tarSize",
+ * - `<root>/layers/<chain hex>/layer.split`, `layer.refs.json`, `aside/`: the tar split (split.ts).
+ *   Version 1 layers kept the whole tar as `layer.tar.gz` instead; they are still read.
+ * - `<root>/layers/<chain hex>/layer.json`: `{"version": 2, "chainId", "diffId", "parent", "tarSize",
  *   "diskSize"}`, written before the folder is renamed into `layers/`: a folder there without it is
  *   debris of an older crash and is removed at start.
  * - `<root>/staging/`: layers being read, and layers being removed (renamed here first, then deleted).
@@ -19,15 +20,17 @@ import { createReadStream, createWriteStream, promises as fs, readdirSync, readF
 import path from 'node:path';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { createGunzip, createGzip } from 'node:zlib';
+import { createGunzip } from 'node:zlib';
 import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/types.js';
 import { InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { writeJSONAtomic } from '../../../util/atomic.js';
 import { log } from '../../../util/log.js';
 import { decompressed } from '../../../engine/images/streams.js';
+import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
 
-const FORMAT_VERSION = 1;
+const FORMAT_VERSION = 2;
+const READABLE_VERSIONS = [1, 2];
 
 interface StagedState {
   dir: string;
@@ -65,7 +68,7 @@ export class LinuxLayerStore implements LayerStore {
       const metaFile = path.join(dir, 'layer.json');
       try {
         const meta = JSON.parse(readFileSync(metaFile, 'utf8')) as LayerInfo & { version: number };
-        if (meta.version !== FORMAT_VERSION || meta.chainId !== `sha256:${name}`) throw new Error(`unexpected layer.json`);
+        if (!READABLE_VERSIONS.includes(meta.version) || meta.chainId !== `sha256:${name}`) throw new Error(`unexpected layer.json`);
         this.layers.set(meta.chainId, { chainId: meta.chainId, diffId: meta.diffId, parent: meta.parent, tarSize: meta.tarSize, diskSize: meta.diskSize });
       } catch (err) {
         log.warn('removing an incomplete layer folder', { dir, error: (err as Error).message });
@@ -80,9 +83,9 @@ export class LinuxLayerStore implements LayerStore {
     await fs.mkdir(diffDir, { recursive: true, mode: 0o755 });
     const hash = createHash('sha256');
     let size = 0;
-    const copy = createGzip({ level: 1 });
-    const copyDone = pipeline(copy, createWriteStream(path.join(dir, 'layer.tar.gz'), { mode: 0o600 }));
-    copyDone.catch(() => undefined);
+    const splitFile = createWriteStream(path.join(dir, 'layer.split'), { mode: 0o600 });
+    splitFile.on('error', () => undefined);
+    const recorder = new SplitRecorder(splitFile);
     const source = new PassThrough();
     let feeding: Promise<void> | undefined;
     try {
@@ -91,24 +94,23 @@ export class LinuxLayerStore implements LayerStore {
         transform(chunk: Buffer, _enc, cb) {
           hash.update(chunk);
           size += chunk.length;
-          if (copy.write(chunk)) cb(null, chunk);
-          else copy.once('drain', () => cb(null, chunk));
-        },
-        flush(cb) {
-          copy.end();
-          cb();
+          recorder.push(chunk).then(
+            () => cb(null, chunk),
+            (err: Error) => cb(err),
+          );
         },
       });
       feeding = pipeline(stream, tee, source, { signal });
       feeding.catch(() => undefined);
-      const result = await unpackLayer(source, diffDir);
+      const result = await unpackLayer(source, diffDir, { recorder, asideDir: path.join(dir, 'aside') });
       try {
         await feeding;
       } catch (err) {
         if ((err as Error).name === 'AbortError') throw err;
         throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
       }
-      await copyDone;
+      await recorder.finish();
+      await writeJSONAtomic(path.join(dir, 'layer.refs.json'), { version: 1, paths: recorder.paths });
       const staged: StagedLayer = { diffId: `sha256:${hash.digest('hex')}`, size };
       this.staged.set(staged, { dir, diskSize: result.diskSize });
       return staged;
@@ -116,7 +118,7 @@ export class LinuxLayerStore implements LayerStore {
       // Read the rest of the input to its end, so that an archive holding this file can go on.
       source.resume();
       await feeding?.catch(() => undefined);
-      copy.destroy();
+      splitFile.destroy();
       await fs.rm(dir, { recursive: true, force: true });
       if (err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
       const code = (err as NodeJS.ErrnoException).code;
@@ -168,11 +170,17 @@ export class LinuxLayerStore implements LayerStore {
   }
 
   openTar(chainId: string): Readable {
-    if (!this.layers.has(chainId)) throw new NotFound(`layer ${chainId} does not exist`);
-    const file = path.join(this.layersDir, hexOf(chainId), 'layer.tar.gz');
-    const gunzip = createGunzip();
-    pipeline(createReadStream(file), gunzip).catch(() => undefined);
-    return gunzip;
+    const info = this.layers.get(chainId);
+    if (!info) throw new NotFound(`layer ${chainId} does not exist`);
+    const dir = path.join(this.layersDir, hexOf(chainId));
+    const legacy = path.join(dir, 'layer.tar.gz');
+    if (existsSync(legacy)) {
+      const gunzip = createGunzip();
+      pipeline(createReadStream(legacy), gunzip).catch(() => undefined);
+      return gunzip;
+    }
+    const refs = JSON.parse(readFileSync(path.join(dir, 'layer.refs.json'), 'utf8')) as { version: number; paths: string[] };
+    return rebuildTar(dir, info.diffId, refs.paths);
   }
 
   async remove(chainId: string): Promise<void> {

@@ -18,6 +18,14 @@ import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { InvalidParameter } from '../../../engine/errors.js';
 import { lsetxattr, mknod, S_IFBLK, S_IFCHR, S_IFIFO } from './native.js';
+import type { SplitRecorder } from './split.js';
+
+/** Where the tar split of the layer goes, and the folder for files a later entry displaces. */
+export interface SplitTarget {
+  recorder: SplitRecorder;
+  /** Absolute folder for displaced files; the recorder's paths name it `aside/<id>`. */
+  asideDir: string;
+}
 
 const WHITEOUT_PREFIX = '.wh.';
 const WHITEOUT_META_PREFIX = '.wh..wh.';
@@ -94,10 +102,28 @@ async function drain(stream: Readable): Promise<void> {
 class LayerWriter {
   private readonly kinds = new Map<string, Kind>();
   private readonly dirTimes = new Map<string, Date>();
+  /** Files whose contents the tar split refers to, by path, with their reference id. */
+  private readonly fileRefs = new Map<string, number>();
   diskSize = 0;
   entries = 0;
 
-  constructor(private readonly root: string) {}
+  constructor(
+    private readonly root: string,
+    private readonly split?: SplitTarget,
+  ) {}
+
+  /** Keeps the contents of files the split refers to: moved aside rather than deleted. */
+  private async setAside(rel: string, kind: Kind): Promise<void> {
+    if (!this.split) return;
+    const keys = kind === 'dir' ? [...this.fileRefs.keys()].filter((k) => k.startsWith(rel + '/')) : [rel];
+    for (const key of keys) {
+      const id = this.fileRefs.get(key);
+      if (id === undefined) continue;
+      await fs.rename(this.abs(key), path.join(this.split.asideDir, String(id)));
+      this.split.recorder.relocate(id, `aside/${id}`);
+      this.fileRefs.delete(key);
+    }
+  }
 
   private abs(rel: string): string {
     return rel === '' ? this.root : path.join(this.root, rel);
@@ -123,6 +149,7 @@ class LayerWriter {
     const kind = this.kinds.get(rel);
     if (kind === undefined) return false;
     if (kind === 'dir' && keepDir) return true;
+    await this.setAside(rel, kind);
     await fs.rm(this.abs(rel), { recursive: true, force: true });
     this.kinds.delete(rel);
     this.dirTimes.delete(rel);
@@ -147,6 +174,8 @@ class LayerWriter {
 
   async entry(header: tar.Header, stream: Readable): Promise<void> {
     this.entries++;
+    // Registered before anything is awaited: the split recorder needs content ranges in tar order.
+    const refId = this.registerContent(header);
     refuseDotDot(header.name);
     const rel = cleanEntryName(header.name);
     if (rel === '') {
@@ -198,6 +227,10 @@ class LayerWriter {
         await this.clear(rel, false);
         const handle = await fs.open(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
         this.kinds.set(rel, 'file');
+        if (refId !== undefined) {
+          this.split!.recorder.relocate(refId, `diff/${rel}`);
+          this.fileRefs.set(rel, refId);
+        }
         try {
           for await (const chunk of stream) {
             await handle.write(chunk as Buffer);
@@ -259,6 +292,19 @@ class LayerWriter {
     }
   }
 
+  private registerContent(header: tar.Header): number | undefined {
+    if (!this.split || (header.type !== 'file' && header.type !== 'contiguous-file')) return undefined;
+    const start = (header as tar.Header & { byteOffset?: number }).byteOffset;
+    if (typeof start !== 'number') return undefined;
+    try {
+      const rel = cleanEntryName(header.name);
+      if (rel === '' || path.posix.basename(rel).startsWith(WHITEOUT_PREFIX)) return undefined;
+    } catch {
+      return undefined;
+    }
+    return this.split.recorder.addContent(start, header.size ?? 0, '');
+  }
+
   /** Folder mtimes last: creating their children changed them. */
   async finish(): Promise<void> {
     const dirs = [...this.dirTimes.entries()].sort((a, b) => b[0].length - a[0].length);
@@ -270,8 +316,9 @@ class LayerWriter {
  * Unpacks the uncompressed layer tar read from `source` into the existing empty folder `root`. Malformed
  * or unsafe tars reject with InvalidParameter; the caller removes `root` on failure.
  */
-export async function unpackLayer(source: Readable, root: string): Promise<UnpackResult> {
-  const writer = new LayerWriter(root);
+export async function unpackLayer(source: Readable, root: string, split?: SplitTarget): Promise<UnpackResult> {
+  if (split) await fs.mkdir(split.asideDir, { recursive: true, mode: 0o700 });
+  const writer = new LayerWriter(root, split);
   const extract = tar.extract();
   let failure: unknown;
   const done = new Promise<void>((resolve, reject) => {
