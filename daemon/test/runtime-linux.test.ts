@@ -236,6 +236,25 @@ describe('linux container runtime (conmon + OCI runtime)', { skip: !canRun && 'n
     await fs.rm(path.join(box.layer, 'etc', 'motd'));
   });
 
+  test('the same container starts again right after its exit, with a working attach socket', async () => {
+    const id = newId();
+    await rt.mountRootfs(id, [box.layer]);
+    const logPath = path.join(box.root, 'again.log');
+    for (let round = 0; round < 3; round++) {
+      await rt.start(id, minimalSpec(['true']), { tty: false, openStdin: false, stdinOnce: false, logPath });
+      assert.equal((await rt.waitExit(id)).exitCode, 0);
+      await rt.cleanup(id);
+    }
+    await rt.start(id, minimalSpec(['cat']), { tty: false, openStdin: true, stdinOnce: true, logPath });
+    const streams = await rt.attach(id);
+    streams.input.write('again\n');
+    await readUntil(streams.output, (t) => t.includes('again\n'));
+    streams.input.end();
+    assert.equal((await rt.waitExit(id)).exitCode, 0);
+    streams.close();
+    await remove(id);
+  });
+
   test('cleanup and removal leave no mount, runtime state or files', async () => {
     const { id } = await run(['true']);
     assert.equal((await rt.waitExit(id)).exitCode, 0);

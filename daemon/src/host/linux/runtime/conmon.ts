@@ -77,7 +77,7 @@ export function parseSyncMessage(line: string): SyncMessage {
  * Starts conmon and resolves with its first sync message. conmon's own stderr (before it detaches) goes to
  * `stderrFile`, read when conmon fails without a message.
  */
-export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrFile: string): Promise<SyncMessage> {
+export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrFile: string, timeoutMs = 120_000): Promise<SyncMessage> {
   const errHandle = await fs.open(stderrFile, 'w', 0o600);
   let child;
   try {
@@ -99,9 +99,15 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
   });
   child.unref();
 
+  let timedOut = false;
   const line = await new Promise<string | undefined>((resolve) => {
     let text = '';
+    const timer = setTimeout(() => {
+      timedOut = true;
+      done(undefined);
+    }, timeoutMs);
     const done = (value: string | undefined) => {
+      clearTimeout(timer);
       sync.removeAllListeners('data');
       sync.destroy();
       resolve(value);
@@ -120,6 +126,7 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
     });
   });
   if (line) return parseSyncMessage(line);
+  if (timedOut) return { error: `the runtime did not create the container within ${timeoutMs / 1000} s` };
   const code = await launcherExit;
   const stderr = (await fs.readFile(stderrFile, 'utf8').catch(() => '')).trim();
   return { error: `conmon failed${code ? ` (exit status ${code})` : ''}${stderr ? `: ${stderr}` : ' before the container was created'}` };

@@ -143,7 +143,11 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     // A handful of tiny metadata calls on local folders: done synchronously, they take microseconds, where
     // each trip through the thread pool costs far more on a busy machine (this is the start's hot path).
     if (!existsSync(merged)) throw new Conflict(`the root filesystem of container ${id} is not mounted`);
+    // The conmon of a previous run writes the exit file a moment before it removes its socket link and exits:
+    // a restart must not race it, or the old conmon would remove the new one's link.
+    await this.waitMonitorGone(id, 2000);
     rmSync(l.exitFile(id), { force: true });
+    if (!io.noLog) mkdirSync(path.dirname(io.logPath), { recursive: true });
     mkdirSync(files, { recursive: true, mode: 0o700 });
     rmSync(path.join(files, 'pid'), { force: true });
     mkdirSync(persist, { recursive: true, mode: 0o700 });
@@ -203,11 +207,20 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     return pid;
   }
 
+  private async waitMonitorGone(id: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (await this.monitorAlive(id)) {
+      if (Date.now() > deadline) throw new Conflict(`container ${id} is still running under its previous monitor`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
   private async monitorAlive(id: string): Promise<boolean> {
     const pid = await readPid(path.join(this.layout.conmonFiles(id), 'conmon.pid')).catch(() => undefined);
     if (!pid || !alive(pid)) return false;
-    const comm = await fs.readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '');
-    return comm.trim() === 'conmon';
+    // The pid may have been reused since (after a reboot or a crash): it must be conmon, for this container.
+    const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '');
+    return cmdline.includes(`\0-c\0${id}\0`);
   }
 
   async signal(id: string, signal: number): Promise<void> {
