@@ -91,6 +91,22 @@ describe('events with real clients', () => {
     assert.equal('status' in current, false);
   });
 
+  test('a container run shows in docker events in order, filtered by container name', async (t) => {
+    if (!imagesServed || (await engine.request('GET', '/containers/json')).status === 404) return t.skip('containers are not served by this build');
+    const since = String(Math.floor(Date.now() / 1000) - 1);
+    await engine.dockerOk(['run', '--name', 'events-run', 'busybox', 'sh', '-c', 'exit 3']).catch(() => undefined);
+    await engine.docker(['rm', 'events-run']);
+    const until = String(Math.ceil(Date.now() / 1000) + 1);
+    const r = await engine.docker(['events', '--since', since, '--until', until, '--filter', 'container=events-run', '--format', '{{.Type}} {{.Action}} {{.Actor.Attributes.name}} {{.Actor.Attributes.exitCode}}'], { timeoutMs: 20_000 });
+    assert.equal(r.code, 0, r.stderr);
+    const lines = r.stdout.trim().split('\n').map((l) => l.trim());
+    const actions = lines.map((l) => l.split(' ')[1]);
+    for (const action of ['create', 'start', 'die', 'destroy']) assert.ok(actions.includes(action), `${action} in ${actions.join(',')}`);
+    assert.ok(actions.indexOf('create') < actions.indexOf('start') && actions.indexOf('start') < actions.indexOf('die') && actions.indexOf('die') < actions.indexOf('destroy'));
+    assert.ok(lines.every((l) => l.startsWith('container ') && l.includes(' events-run')), lines.join('\n'));
+    assert.match(lines.find((l) => l.includes(' die '))!, / 3$/);
+  });
+
   test('a client that goes away is unsubscribed, and timeNano keeps its nanoseconds', async () => {
     const base = (await engine.request('GET', '/info')).json().NEventsListener as number;
     const req = http.request({ socketPath: engine.socket, path: '/v1.53/events', headers: { Accept: 'application/json-seq' } });

@@ -94,6 +94,28 @@ describe('system endpoints', () => {
     assert.equal(after, before + 1);
   });
 
+  test('GET /info counts running and stopped containers', async (t) => {
+    const probe = await engine.request('GET', '/containers/json');
+    if (probe.status === 404) return t.skip('containers are not served by this build');
+    const images = (await engine.request('GET', '/images/json')).json() as Array<{ RepoTags: string[] }>;
+    if (!images.some((i) => i.RepoTags.includes('busybox:latest'))) await engine.loadBusybox();
+    const before = (await engine.request('GET', '/info')).json();
+    const running = (await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '60'])).trim();
+    await engine.dockerOk(['run', 'busybox', 'true']);
+    await engine.dockerOk(['create', 'busybox', 'true']);
+    try {
+      const info = (await engine.request('GET', '/info')).json();
+      assert.equal(info.Containers, before.Containers + 3);
+      assert.equal(info.ContainersRunning, before.ContainersRunning + 1);
+      assert.equal(info.ContainersStopped, before.ContainersStopped + 2);
+      assert.equal(info.ContainersPaused, before.ContainersPaused);
+      const out = await engine.dockerOk(['info', '--format', '{{.ContainersRunning}}/{{.Containers}}']);
+      assert.equal(out.trim(), `${info.ContainersRunning}/${info.Containers}`);
+    } finally {
+      await engine.docker(['rm', '-f', running]);
+    }
+  });
+
   test('GET /info is shaped per version', async () => {
     const v140 = (await engine.request('GET', '/v1.40/info')).json();
     assert.equal('CgroupVersion' in v140, false);
