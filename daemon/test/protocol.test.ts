@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { startEngine, type Engine } from './harness.js';
+import { eventually, startEngine, type Engine } from './harness.js';
 
 /** Sends raw bytes on a fresh connection; resolves with what came back when `until` matches or the peer closes. */
 function rawExchange(socketPath: string, bytes: string | Buffer, opts: { until?: RegExp; halfClose?: boolean; timeoutMs?: number } = {}): Promise<string> {
@@ -210,6 +210,42 @@ describe('protocol conformance', () => {
       await engine.request('DELETE', `/containers/${id}?force=1`);
     }
     await servesOn(engine);
+  });
+});
+
+describe('protocol: hijacked connections', () => {
+  let engine: Engine;
+  before(async () => {
+    engine = await startEngine();
+  });
+  after(() => engine?.cleanup());
+
+  test('attach sessions whose clients went away are released when the container ends', async (t) => {
+    if ((await engine.request('GET', '/containers/json')).status === 404) return t.skip('containers are not served by this build');
+    await engine.loadBusybox();
+    const openFds = async () => (await engine.request('GET', '/info')).json().NFd as number;
+    const before = await openFds();
+    // Output only and nothing printed: as with dockerd, a client's close cannot be told from the
+    // half-close that `docker run` sends after its (absent) stdin, so the session lives until the
+    // container ends; then everything it held must be released.
+    const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '3'])).trim();
+    try {
+      for (let i = 0; i < 10; i++) {
+        await rawExchange(
+          engine.socket,
+          `POST /v1.44/containers/${id}/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n`,
+          { until: /\r\n\r\n/ },
+        );
+      }
+      await engine.dockerOk(['wait', id], { timeoutMs: 30_000 });
+      const settled = await eventually(async () => {
+        const now = await openFds();
+        return now <= before + 3 ? now : undefined;
+      }, 5000).catch(() => undefined);
+      assert.ok(settled !== undefined, `the daemon holds ${(await openFds()) - before} more descriptors after the container ended`);
+    } finally {
+      await engine.docker(['rm', '-f', id]);
+    }
   });
 });
 
