@@ -195,6 +195,15 @@ export async function readArchive(
       failure ??= err;
       extract.destroy(err);
     });
+    stream.on('close', () => {
+      if (stream.readableEnded) return;
+      failure ??= stream.errored ?? new InvalidParameter('invalid image archive: the upload ended early');
+      extract.destroy(failure as Error);
+    });
+    if (stream.destroyed) {
+      failure ??= stream.errored ?? new InvalidParameter('invalid image archive: the upload ended early');
+      reject(failure);
+    }
   });
   stream.pipe(extract as unknown as NodeJS.WritableStream);
   try {

@@ -81,6 +81,7 @@ export class LinuxLayerStore implements LayerStore {
     const dir = path.join(this.stagingDir, randomBytes(16).toString('hex'));
     const diffDir = path.join(dir, 'diff');
     await fs.mkdir(diffDir, { recursive: true, mode: 0o755 });
+    await fs.mkdir(path.join(dir, 'aside'), { mode: 0o700 });
     const hash = createHash('sha256');
     let size = 0;
     const splitFile = createWriteStream(path.join(dir, 'layer.split'), { mode: 0o600 });

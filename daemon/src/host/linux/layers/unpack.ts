@@ -23,7 +23,7 @@ import type { SplitRecorder } from './split.js';
 /** Where the tar split of the layer goes, and the folder for files a later entry displaces. */
 export interface SplitTarget {
   recorder: SplitRecorder;
-  /** Absolute folder for displaced files; the recorder's paths name it `aside/<id>`. */
+  /** Absolute folder (existing) for displaced files; the recorder's paths name it `aside/<id>`. */
   asideDir: string;
 }
 
@@ -317,7 +317,8 @@ class LayerWriter {
  * or unsafe tars reject with InvalidParameter; the caller removes `root` on failure.
  */
 export async function unpackLayer(source: Readable, root: string, split?: SplitTarget): Promise<UnpackResult> {
-  if (split) await fs.mkdir(split.asideDir, { recursive: true, mode: 0o700 });
+  // Nothing is awaited before the listeners are on `source`: an early error would otherwise go unseen.
+  if (source.destroyed) throw new InvalidParameter(`invalid layer tar: ${source.errored?.message ?? 'the stream closed before it was read'}`);
   const writer = new LayerWriter(root, split);
   const extract = tar.extract();
   let failure: unknown;
@@ -339,6 +340,13 @@ export async function unpackLayer(source: Readable, root: string, split?: SplitT
     extract.on('close', () => resolve());
     extract.on('error', (err: Error) => reject(failure ?? err));
     source.on('error', (err: Error) => {
+      failure ??= err;
+      extract.destroy(err);
+      reject(err);
+    });
+    source.on('close', () => {
+      if (source.readableEnded) return;
+      const err = source.errored ?? new Error('the layer stream closed before its end');
       failure ??= err;
       extract.destroy(err);
       reject(err);
