@@ -215,6 +215,28 @@ describe('containers on the predefined networks', () => {
     }
   });
 
+  it('a user-defined network: addresses from its subnet, neighbours reach each other, removal refused while in use', async () => {
+    const sub = `10.${octet}.${(third + 2) % 250}`;
+    const netId = (await engine.dockerOk(['network', 'create', '--subnet', `${sub}.0/24`, 'appnet'])).trim();
+    const bridge = `br-${netId.slice(0, 12)}`;
+    let web = '';
+    try {
+      web = (await engine.dockerOk(['run', '-d', '--network', 'appnet', '--ip', `${sub}.50`, 'busybox', 'sleep', '300'])).trim();
+      assert.equal(readdirSync(`/sys/class/net/${bridge}/brif`).length, 1);
+      const out = await engine.dockerOk(['run', '--rm', '--network', 'appnet', 'busybox', 'sh', '-c', `ip -o -4 addr show dev eth0; ping -c 1 -W 3 ${sub}.1 >/dev/null && echo GW-OK; ping -c 1 -W 3 ${sub}.50 >/dev/null && echo WEB-OK`]);
+      assert.match(out, new RegExp(`inet ${sub.replace(/\./g, '\\.')}\\.\\d+/24`));
+      assert.match(out, /GW-OK/);
+      assert.match(out, /WEB-OK/);
+      const inUse = await engine.docker(['network', 'rm', 'appnet']);
+      assert.notEqual(inUse.code, 0);
+      assert.match(inUse.stderr, /active endpoints/);
+    } finally {
+      if (web) await engine.dockerOk(['rm', '-f', web]);
+      await engine.dockerOk(['network', 'rm', 'appnet']);
+    }
+    assert.ok(!links().includes(bridge));
+  });
+
   it('20 runs leave no veth, rule or address allocation behind', async () => {
     const linksBefore = links().filter((l) => l.startsWith('veth'));
     const rulesBefore = ourRules(engine.bridge);

@@ -124,9 +124,14 @@ describe('networks API', () => {
     assert.equal((await engine.request('DELETE', '/v1.53/networks/nosuchnet')).status, 404);
     const pre = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'host' } });
     assert.equal(pre.status, 403);
-    const custom = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'mynet' } });
+    const custom = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'mynet', Driver: 'overlay' } });
     assert.equal(custom.status, 501);
-    assert.match(custom.json().message, /user-defined networks are not supported yet/);
+    assert.match(custom.json().message, /overlay network driver is not supported yet/);
+    const plugin = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'mynet', Driver: 'nosuchdriver' } });
+    assert.equal(plugin.status, 404);
+    const badSubnet = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'mynet', IPAM: { Config: [{ Subnet: '10.1.2.0/99' }] } } });
+    assert.equal(badSubnet.status, 400);
+    assert.match(badSubnet.json().message, /IPAM\.Config\[0\]\.Subnet/);
     const noName = await engine.request('POST', '/v1.53/networks/create', { body: {} });
     assert.equal(noName.status, 400);
     const prune = await engine.request('POST', '/v1.53/networks/prune');
@@ -155,6 +160,60 @@ describe('networks API', () => {
     );
     const rulesAfter = iptablesSave().split('\n').filter((l) => l.includes(`berth:${engine.bridge}`));
     assert.deepEqual(rulesAfter.sort(), rulesBefore.sort());
+  });
+});
+
+describe('user-defined bridge networks', () => {
+  let engine: Engine;
+  before(async () => {
+    engine = await startEngine({ args: ['--bip', '10.213.9.1/24'] });
+  });
+  after(() => engine?.cleanup());
+
+  test('docker network create, inspect, ls, rm: a bridge with its rules comes and goes', async () => {
+    const octet = 200 + Math.floor(Math.random() * 50);
+    const subnet = `10.${octet}.77.0/24`;
+    const id = (await engine.dockerOk(['network', 'create', '--subnet', subnet, '--label', 'purpose=test', 'appnet'])).trim();
+    assert.match(id, /^[0-9a-f]{64}$/);
+    const bridge = `br-${id.slice(0, 12)}`;
+    try {
+      const n = (await engine.request('GET', '/v1.53/networks/appnet')).json();
+      assert.equal(n.Id, id);
+      assert.equal(n.Driver, 'bridge');
+      assert.deepEqual(n.IPAM.Config, [{ Subnet: subnet, Gateway: `10.${octet}.77.1` }]);
+      assert.deepEqual(n.Labels, { purpose: 'test' });
+      await expectConforms('1.53', 'GET', '/networks/{id}', 200, n);
+      assert.match(spawnSync('ip', ['-o', '-4', 'addr', 'show', 'dev', bridge], { encoding: 'utf8' }).stdout, new RegExp(`inet 10\\.${octet}\\.77\\.1/24`));
+      assert.ok(iptablesSave().includes(`berth:${bridge}`));
+      const ls = await engine.dockerOk(['network', 'ls', '--filter', 'type=custom', '--format', '{{.Name}}']);
+      assert.equal(ls.trim(), 'appnet');
+      const dup = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'appnet' } });
+      assert.equal(dup.status, 409);
+      const overlap = await engine.request('POST', '/v1.53/networks/create', { body: { Name: 'other', IPAM: { Config: [{ Subnet: `10.${octet}.77.128/25` }] } } });
+      assert.equal(overlap.status, 403);
+      // Restarted, the network and its bridge are still there.
+      await engine.restart();
+      assert.equal((await engine.request('GET', `/v1.53/networks/${id}`)).json().Name, 'appnet');
+      assert.ok(linkExists(bridge));
+    } finally {
+      await engine.dockerOk(['network', 'rm', 'appnet']);
+    }
+    assert.ok(!linkExists(bridge));
+    assert.ok(!iptablesSave().includes(`berth:${bridge}`));
+    assert.equal((await engine.request('GET', '/v1.53/networks/appnet')).status, 404);
+  });
+
+  test('docker network create without a subnet picks a free range; prune removes unused networks', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const id = (await engine.dockerOk(['network', 'create', 'auto1'])).trim();
+    const n = (await engine.request('GET', `/v1.53/networks/${id}`)).json();
+    assert.match(n.IPAM.Config[0].Subnet, /^(172\.(1[7-9]|2\d|3[01])\.0\.0\/16|192\.168\.\d+\.0\/20)$/);
+    const out = await engine.dockerOk(['network', 'prune', '-f']);
+    assert.match(out, /auto1/);
+    assert.ok(!linkExists(`br-${id.slice(0, 12)}`));
+    const events = await engine.request('GET', `/v1.53/events?since=${since}&until=${Math.ceil(Date.now() / 1000) + 1}&filters=${encodeURIComponent('{"type":["network"]}')}`);
+    const actions = events.text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.Actor.ID === id).map((e) => e.Action);
+    assert.deepEqual(actions, ['create', 'destroy']);
   });
 });
 

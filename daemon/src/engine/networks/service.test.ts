@@ -268,6 +268,90 @@ test('list filters and errors of remove and create', async () => {
   await assert.rejects(service.remove(id), /host is a pre-defined network/);
   await assert.rejects(service.remove('nope'), NotFound);
   await assert.rejects(service.create({ Name: 'none' }), Forbidden);
-  await assert.rejects(service.create({ Name: 'mynet' }), NotImplemented);
   await assert.rejects(service.create({}), InvalidParameter);
 });
+
+test('user-defined bridge networks: create, use, refuse removal while used, remove, events', async () => {
+  const { service, host, seen, root } = await setup();
+  const { Id } = await service.create({ Name: 'app', Labels: { tier: 'web' }, Options: { 'com.docker.network.driver.mtu': '1400' } });
+  const net = service.inspect('app');
+  assert.equal(net.Id, Id);
+  assert.equal(net.Driver, 'bridge');
+  assert.deepEqual(net.IPAM.Config, [{ Subnet: '172.18.0.0/16', Gateway: '172.18.0.1' }]);
+  assert.deepEqual(net.Labels, { tier: 'web' });
+  assert.equal(host.bridges.get(`br-${Id.slice(0, 12)}`), '172.18.0.1/16');
+  assert.equal(host.nat.get(`br-${Id.slice(0, 12)}`), '172.18.0.0/16');
+  await assert.rejects(service.create({ Name: 'app' }), Conflict);
+  await assert.rejects(service.create({ Name: 'other', IPAM: { Config: [{ Subnet: '172.18.5.0/24' }] } }), (e: Error) => e instanceof Forbidden && /overlaps/.test(e.message));
+
+  const plan = service.plan('app', { EndpointsConfig: { app: { Aliases: ['web'] } } });
+  const a = await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 7);
+  assert.equal(a.networks.app.IPAddress, '172.18.0.2');
+  assert.equal(a.networks.app.NetworkID, Id);
+  assert.equal(host.veths[0].bridge, `br-${Id.slice(0, 12)}`);
+  assert.equal(host.veths[0].mtu, 1400);
+  await assert.rejects(service.remove('app'), (e: Error) => e instanceof Forbidden && /active endpoints/.test(e.message));
+  assert.deepEqual(await service.prune(), []);
+  await service.disconnect('a'.repeat(64));
+
+  // Survives a restart: the bridge is brought up again.
+  host.bridges.clear();
+  const again = await setup({}, host, root);
+  assert.equal(again.service.inspect('app').Id, Id);
+  assert.equal(host.bridges.get(`br-${Id.slice(0, 12)}`), '172.18.0.1/16');
+
+  await again.service.remove(Id.slice(0, 10));
+  assert.throws(() => again.service.inspect('app'), NotFound);
+  assert.ok(!host.bridges.has(`br-${Id.slice(0, 12)}`));
+  assert.ok(!host.nat.has(`br-${Id.slice(0, 12)}`));
+  assert.deepEqual(seen.filter((e) => e.Type === 'network' && ['create', 'destroy'].includes(e.Action)).map((e) => e.Action), ['create']);
+  const third = await setup({}, host, root);
+  assert.throws(() => third.service.inspect(Id), NotFound);
+});
+
+test('user-defined networks: pools, IP ranges, auxiliary addresses, internal and prune filters', async () => {
+  const { service, host } = await setup();
+  await service.create({
+    Name: 'ranged',
+    Internal: true,
+    Options: { 'com.docker.network.bridge.name': 'brranged' },
+    IPAM: { Config: [{ Subnet: '10.30.0.0/24', Gateway: '10.30.0.254', IPRange: '10.30.0.128/25', AuxiliaryAddresses: { router: '10.30.0.129' } }] },
+  });
+  assert.equal(host.bridges.get('brranged'), '10.30.0.254/24');
+  const plan = service.plan('ranged', undefined);
+  const first = await service.connect({ id: '1'.repeat(64), name: 'one' }, plan, 1);
+  assert.equal(first.networks.ranged.IPAddress, '10.30.0.128');
+  const second = await service.connect({ id: '2'.repeat(64), name: 'two' }, plan, 2);
+  assert.equal(second.networks.ranged.IPAddress, '10.30.0.130');
+  assert.equal(host.veths[0].gateway, undefined, 'no default route on an internal network');
+  await service.disconnect('1'.repeat(64));
+  await service.disconnect('2'.repeat(64));
+
+  await service.create({ Name: 'keep', Labels: { keep: 'yes' } });
+  await service.create({ Name: 'drop', Labels: { keep: 'no' } });
+  assert.deepEqual(names(await service.prune(new Map([['label!', ['keep=yes']]]))), ['drop', 'ranged']);
+  assert.deepEqual(await service.prune(new Map([['until', ['24h']]])), []);
+  assert.deepEqual(await service.prune(new Map([['label', ['keep']]])), ['keep']);
+  await assert.rejects(service.prune(new Map([['until', ['soon']]])), InvalidParameter);
+  assert.deepEqual(service.list().map((n) => n.Name), ['bridge', 'host', 'none']);
+
+  const bad = async (body: object, pattern: RegExp, cls: Function = InvalidParameter) =>
+    assert.rejects(service.create(body), (e: Error) => e instanceof cls && pattern.test(e.message), JSON.stringify(body));
+  await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.1/24' }] } }, /host bits/);
+  await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/33' }] } }, /IPAM\.Config\[0\]\.Subnet/);
+  await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/24', Gateway: '10.41.0.1' }] } }, /Gateway 10\.41\.0\.1: it is not in the subnet/);
+  await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/24', IPRange: '10.40.1.0/25' }] } }, /IPRange/);
+  await bad({ Name: 'bad name!' }, /invalid network name/);
+  await bad({ Name: 'x', Driver: 'weird' }, /plugin "weird" not found/, NotFound);
+  await bad({ Name: 'x', Driver: 'overlay' }, /overlay/, NotImplemented);
+  await bad({ Name: 'x', Driver: 'host' }, /only one instance/, Forbidden);
+  await bad({ Name: 'x', EnableIPv6: true }, /IPv6/, NotImplemented);
+  await bad({ Name: 'x', Options: { 'com.docker.network.driver.mtu': 'big' } }, /mtu/);
+  await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'a-name-that-is-too-long' } }, /bridge\.name/);
+  await bad({ Name: 'x', Labels: { a: 1 } }, /Labels\.a must be a string/);
+  await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'btest0' } }, /already used/, Conflict);
+});
+
+function names(list: string[]): string[] {
+  return [...list].sort();
+}

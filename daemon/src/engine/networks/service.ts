@@ -5,7 +5,8 @@
 import { InvalidParameter, NotFound, Forbidden, NotImplemented, Conflict, errorMessage } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
-import { nowNano, rfc3339Nano } from '../../util/json.js';
+import { nowNano, parseTimestamp, rfc3339Nano } from '../../util/json.js';
+import { matchLabels, matchNotLabels } from '../filters.js';
 import { log } from '../../util/log.js';
 import {
   contains,
@@ -20,6 +21,7 @@ import {
   subnetSize,
   type Subnet,
 } from './ipv4.js';
+import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import type {
   ContainerNetworkAttachment,
@@ -109,6 +111,39 @@ export class NetworkService implements ContainerNetworking {
       await this.store.save(entry);
     }
     await this.setUpDefaultBridge();
+    for (const entry of this.entries.values()) {
+      if (entry.network.Driver === 'bridge' && !this.isPredefined(entry)) await this.setUpBridge(entry);
+    }
+  }
+
+  private isPredefined(entry: NetworkEntry): boolean {
+    return (PREDEFINED_NETWORKS as readonly string[]).includes(entry.network.Name);
+  }
+
+  /** Brings up the bridge of a user-defined network and installs its rules (idempotent). */
+  private async setUpBridge(entry: NetworkEntry): Promise<void> {
+    const pool = entry.network.IPAM.Config[0];
+    const parsed = parseCIDR(pool.Subnet)!;
+    await this.host.ensureBridge({
+      name: entry.bridge!,
+      gateway: pool.Gateway!,
+      prefixLen: parsed.subnet.prefix,
+      subnet: pool.Subnet,
+      mtu: this.mtuOf(entry),
+    });
+    if (this.opts.iptables) {
+      await this.host.ensureNat({
+        bridge: entry.bridge!,
+        subnet: pool.Subnet,
+        masquerade: entry.network.Options['com.docker.network.bridge.enable_ip_masquerade'] !== 'false',
+        internal: entry.network.Internal,
+      });
+    }
+  }
+
+  private mtuOf(entry: NetworkEntry): number {
+    const mtu = Number(entry.network.Options['com.docker.network.driver.mtu']);
+    return Number.isInteger(mtu) && mtu > 0 ? mtu : this.mtu;
   }
 
   private newPredefined(name: PredefinedName): NetworkRecord {
@@ -158,6 +193,7 @@ export class NetworkService implements ContainerNetworking {
     if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet) });
 
     entry.network.IPAM.Config = [{ Subnet: formatSubnet(subnet), Gateway: formatIPv4(gateway) }];
+    entry.bridge = name;
     entry.network.Options = {
       'com.docker.network.bridge.default_bridge': 'true',
       'com.docker.network.bridge.enable_icc': 'true',
@@ -297,26 +333,111 @@ export class NetworkService implements ContainerNetworking {
   }
 
   async remove(ref: string): Promise<void> {
-    const entry = this.find(ref);
-    if ((PREDEFINED_NETWORKS as readonly string[]).includes(entry.network.Name)) {
-      throw new Forbidden(`${entry.network.Name} is a pre-defined network and cannot be removed`);
-    }
-    throw new NotImplemented('removing user-defined networks is not supported yet');
+    return this.lock.run(async () => {
+      const entry = this.find(ref);
+      if (this.isPredefined(entry)) throw new Forbidden(`${entry.network.Name} is a pre-defined network and cannot be removed`);
+      if (entry.endpoints.size > 0) {
+        throw new Forbidden(`error while removing network: network ${entry.network.Name} id ${entry.network.Id} has active endpoints`);
+      }
+      await this.destroy(entry);
+    });
   }
 
-  async create(body: unknown): Promise<never> {
-    const name = body && typeof body === 'object' ? (body as { Name?: unknown }).Name : undefined;
-    if (typeof name !== 'string' || name === '') throw new InvalidParameter('Name is required to create a network');
-    if ((PREDEFINED_NETWORKS as readonly string[]).includes(name)) {
-      throw new Forbidden(`${name} is a pre-defined network and cannot be created`);
+  private async destroy(entry: NetworkEntry): Promise<void> {
+    if (entry.bridge) {
+      await this.host.removeNat(entry.bridge);
+      await this.host.removeBridge(entry.bridge);
     }
-    if (this.byName(name)) throw new Conflict(`network with name ${name} already exists`);
-    throw new NotImplemented('user-defined networks are not supported yet: containers can use the predefined networks bridge, host and none');
+    await this.store.remove(entry.network.Id);
+    this.entries.delete(entry.network.Id);
+    this.events.publish('network', 'destroy', entry.network.Id, { name: entry.network.Name, type: entry.network.Driver });
   }
 
-  /** Removes unused user-defined networks; only the predefined networks exist, and they are never pruned. */
-  async prune(): Promise<string[]> {
-    return [];
+  /** Creates a user-defined bridge network: its record, its Linux bridge and its firewall rules. */
+  async create(body: unknown): Promise<{ Id: string; Warning: string }> {
+    const spec = parseCreateRequest(body);
+    return this.lock.run(async () => {
+      if (this.byName(spec.name)) throw new Conflict(`network with name ${spec.name} already exists`);
+      const id = newId();
+      const bridge = spec.bridgeName ?? `br-${id.slice(0, 12)}`;
+      for (const other of this.entries.values()) {
+        if (other.bridge === bridge) throw new Conflict(`the bridge ${bridge} is already used by network ${other.network.Name}`);
+      }
+      const pool = await this.choosePool(spec);
+      const network: NetworkRecord = {
+        Name: spec.name,
+        Id: id,
+        Created: rfc3339Nano(nowNano()),
+        Scope: 'local',
+        Driver: 'bridge',
+        EnableIPv4: true,
+        EnableIPv6: false,
+        IPAM: { Driver: 'default', Options: spec.ipamOptions, Config: [pool] },
+        Internal: spec.internal,
+        Attachable: spec.attachable,
+        Ingress: false,
+        ConfigFrom: { Network: '' },
+        ConfigOnly: false,
+        Options: spec.options,
+        Labels: spec.labels,
+      };
+      const entry: NetworkEntry = { network, endpoints: new Map(), bridge };
+      try {
+        await this.setUpBridge(entry);
+        await this.store.save(entry);
+      } catch (err) {
+        await this.host.removeNat(bridge).catch(() => undefined);
+        await this.host.removeBridge(bridge).catch(() => undefined);
+        throw err;
+      }
+      this.entries.set(id, entry);
+      this.events.publish('network', 'create', id, { name: spec.name, type: 'bridge' });
+      return { Id: id, Warning: '' };
+    });
+  }
+
+  /** The pool a new network gets: the client's (if it overlaps no other network), or a free range. */
+  private async choosePool(spec: NetworkCreateSpec): Promise<NetworkRecord['IPAM']['Config'][number]> {
+    const ours = [...this.entries.values()]
+      .flatMap((e) => e.network.IPAM.Config.map((p) => ({ name: e.network.Name, subnet: parseCIDR(p.Subnet)?.subnet })))
+      .filter((o): o is { name: string; subnet: Subnet } => o.subnet !== undefined);
+    if (spec.pool) {
+      const clash = ours.find((o) => overlaps(o.subnet, spec.pool!.subnet));
+      if (clash) throw new Forbidden(`invalid pool request: Pool overlaps with other one on this address space (network ${clash.name} has ${formatSubnet(clash.subnet)})`);
+      const pool: NetworkRecord['IPAM']['Config'][number] = { Subnet: formatSubnet(spec.pool.subnet), Gateway: formatIPv4(spec.pool.gateway) };
+      if (spec.pool.ipRange) pool.IPRange = formatSubnet(spec.pool.ipRange);
+      if (Object.keys(spec.pool.auxiliary).length > 0) pool.AuxiliaryAddresses = spec.pool.auxiliary;
+      return pool;
+    }
+    const used = [
+      ...(await this.host.usedSubnets()).map((s) => parseCIDR(s)?.subnet).filter((s): s is Subnet => s !== undefined),
+      ...ours.map((o) => o.subnet),
+    ];
+    const subnet = defaultBridgeCandidates().find((c) => !used.some((u) => overlaps(u, c)));
+    if (!subnet) throw new Forbidden('all predefined address pools have been fully subnetted: give the network a subnet (IPAM.Config)');
+    return { Subnet: formatSubnet(subnet), Gateway: formatIPv4(subnet.base + 1) };
+  }
+
+  /** Removes the user-defined networks no container uses (filters: until, label, label!). */
+  async prune(filters: ReadonlyMap<string, string[]> = new Map()): Promise<string[]> {
+    let untilNano: bigint | undefined;
+    for (const u of filters.get('until') ?? []) {
+      const t = parseTimestamp(u) ?? parseDuration(u);
+      if (t === undefined) throw new InvalidParameter(`invalid filter 'until=${u}': expected a timestamp or a duration such as 24h`);
+      untilNano = t;
+    }
+    return this.lock.run(async () => {
+      const removed: string[] = [];
+      for (const entry of [...this.entries.values()]) {
+        const n = entry.network;
+        if (this.isPredefined(entry) || entry.endpoints.size > 0) continue;
+        if (untilNano !== undefined && BigInt(Date.parse(n.Created)) * 1_000_000n >= untilNano) continue;
+        if (!matchLabels(filters.get('label'), n.Labels) || !matchNotLabels(filters.get('label!'), n.Labels)) continue;
+        await this.destroy(entry);
+        removed.push(n.Name);
+      }
+      return removed;
+    });
   }
 
   // ---------------------------------------------------------------- containers
@@ -343,7 +464,7 @@ export class NetworkService implements ContainerNetworking {
       throw err;
     }
     const name = entry.network.Name;
-    const kind: 'bridge' | 'host' | 'none' = name === 'host' ? 'host' : name === 'none' ? 'none' : 'bridge';
+    const kind: 'bridge' | 'host' | 'none' = entry.network.Driver === 'host' ? 'host' : entry.network.Driver === 'null' ? 'none' : 'bridge';
     const endpoint: EndpointRequest = {};
     if (opts.macAddress) endpoint.macAddress = parseMac(opts.macAddress, 'Config.MacAddress');
 
@@ -381,7 +502,7 @@ export class NetworkService implements ContainerNetworking {
         }
       }
       const aliases = settings.Aliases;
-      if (Array.isArray(aliases) && aliases.length > 0) {
+      if (Array.isArray(aliases) && aliases.length > 0 && this.isPredefined(entry)) {
         throw new InvalidParameter(`${field}.Aliases: network-scoped aliases are supported only for containers in user-defined networks`);
       }
       const mac = settings.MacAddress;
@@ -410,7 +531,7 @@ export class NetworkService implements ContainerNetworking {
     if (typeof value !== 'string') throw new InvalidParameter(`${field} must be a string`);
     const address = parseIPv4(value);
     if (address === undefined) throw new InvalidParameter(`${field}: invalid IPv4 address ${JSON.stringify(value)}`);
-    if (name === 'host' || name === 'none') throw new InvalidParameter(`${field}: a static address cannot be given on network ${name}`);
+    if (entry.network.Driver !== 'bridge') throw new InvalidParameter(`${field}: a static address cannot be given on network ${name}`);
     const pool = entry.network.IPAM.Config[0];
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
     if (!subnet || !contains(subnet, address)) {
@@ -466,19 +587,26 @@ export class NetworkService implements ContainerNetworking {
     if (!subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
     const inUse = new Set<number>();
     for (const ep of entry.endpoints.values()) if (ep.ipv4 && ep.containerId !== containerId) inUse.add(parseIPv4(ep.ipv4)!);
+    // Auxiliary addresses are reserved for devices outside the engine.
+    for (const aux of Object.values(pool.AuxiliaryAddresses ?? {})) {
+      const a = parseIPv4(aux);
+      if (a !== undefined) inUse.add(a);
+    }
     if (requested) {
       const address = parseIPv4(requested)!;
       if (!contains(subnet, address)) throw new InvalidParameter(`${requested} is not in the subnet ${pool.Subnet} of network ${entry.network.Name}`);
       if (inUse.has(address)) throw new Conflict(`address ${requested} is already in use on network ${entry.network.Name}`);
       return { address, subnet, gateway };
     }
-    const size = subnetSize(subnet);
-    const broadcast = subnet.base + size - 1;
+    const broadcast = subnet.base + subnetSize(subnet) - 1;
+    // Dynamic addresses come from IPRange when the pool has one, else from the whole subnet.
+    const range = (pool.IPRange ? parseCIDR(pool.IPRange)?.subnet : undefined) ?? subnet;
+    const size = subnetSize(range);
     const last = entry.lastAllocated ? parseIPv4(entry.lastAllocated) : undefined;
-    let offset = last !== undefined && contains(subnet, last) ? last - subnet.base : 0;
+    let offset = last !== undefined && contains(range, last) ? last - range.base : size - 1;
     for (let i = 0; i < size; i++) {
       offset = (offset + 1) % size;
-      const candidate = (subnet.base + offset) >>> 0;
+      const candidate = (range.base + offset) >>> 0;
       if (candidate === subnet.base || candidate === broadcast || candidate === gateway || inUse.has(candidate)) continue;
       return { address: candidate, subnet, gateway };
     }
@@ -514,7 +642,7 @@ export class NetworkService implements ContainerNetworking {
         endpoint.hostInterface = randomInterfaceName();
         if (plan.endpoint.ipv4Address) endpoint.staticIPv4 = true;
         else entry.lastAllocated = endpoint.ipv4;
-        bridge = entry.network.Options['com.docker.network.bridge.name'] ?? this.opts.bridgeName;
+        bridge = entry.bridge ?? this.opts.bridgeName;
         // The allocation is on disk before the interface exists, so a crash in between leaves a record
         // that recovery can see and undo.
         entry.endpoints.set(container.id, endpoint);
@@ -527,9 +655,9 @@ export class NetworkService implements ContainerNetworking {
             containerInterface: CONTAINER_INTERFACE,
             address: endpoint.ipv4,
             prefixLen: subnet.prefix,
-            gateway: formatIPv4(gateway),
+            gateway: entry.network.Internal ? undefined : formatIPv4(gateway),
             macAddress: endpoint.macAddress,
-            mtu: this.mtu,
+            mtu: this.mtuOf(entry),
           });
         } catch (err) {
           entry.endpoints.delete(container.id);
@@ -581,7 +709,7 @@ export class NetworkService implements ContainerNetworking {
         for (const ep of gone) {
           this.events.publish('network', 'disconnect', entry.network.Id, { container: ep.containerId, name: entry.network.Name, type: entry.network.Driver });
         }
-        const bridge = entry.network.Driver === 'bridge' ? entry.network.Options['com.docker.network.bridge.name'] : undefined;
+        const bridge = entry.network.Driver === 'bridge' ? entry.bridge : undefined;
         if (!bridge) continue;
         const owned = new Set([...entry.endpoints.values()].map((ep) => ep.hostInterface).filter(Boolean));
         for (const port of await this.host.bridgePorts(bridge)) {
@@ -604,6 +732,15 @@ export class NetworkService implements ContainerNetworking {
     await this.host.removeNat(this.opts.bridgeName);
     await this.host.removeBridge(this.opts.bridgeName);
   }
+}
+
+/** A Go duration such as 24h, 90m or 1h30m, taken back from now; undefined when malformed. */
+function parseDuration(text: string): bigint | undefined {
+  if (!/^(\d+(\.\d+)?(h|m|s|ms))+$/.test(text)) return undefined;
+  const unit: Record<string, number> = { h: 3600e3, m: 60e3, s: 1e3, ms: 1 };
+  let ms = 0;
+  for (const [, n, , u] of text.matchAll(/(\d+(\.\d+)?)(ms|h|m|s)/g)) ms += Number(n) * unit[u];
+  return nowNano() - BigInt(Math.round(ms)) * 1_000_000n;
 }
 
 function isEmptyObject(value: unknown): boolean {

@@ -5,7 +5,8 @@
  *   { "version": 1,
  *     "network": NetworkRecord (the API shape, without Containers),
  *     "endpoints": { "<container id>": EndpointRecord },   // who holds which address
- *     "lastAllocated": "172.17.0.5" }                        // where the next dynamic allocation starts
+ *     "lastAllocated": "172.17.0.5",                         // where the next dynamic allocation starts
+ *     "bridge": "br-0123456789ab" }                          // the Linux bridge of a bridge network
  * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
  * address a live container holds.
  */
@@ -21,6 +22,8 @@ export interface NetworkEntry {
   network: NetworkRecord;
   endpoints: Map<string, EndpointRecord>;
   lastAllocated?: string;
+  /** Name of the Linux bridge (bridge driver). */
+  bridge?: string;
 }
 
 interface NetworkFile {
@@ -28,6 +31,7 @@ interface NetworkFile {
   network: NetworkRecord;
   endpoints: Record<string, EndpointRecord>;
   lastAllocated?: string;
+  bridge?: string;
 }
 
 const ID = /^[0-9a-f]{64}$/;
@@ -51,7 +55,12 @@ export class NetworkStore {
         log.warn('skipping a network file of an unknown format', { file: name, version: file.version });
         continue;
       }
-      out.push({ network: file.network, endpoints: new Map(Object.entries(file.endpoints ?? {})), lastAllocated: file.lastAllocated });
+      out.push({
+        network: file.network,
+        endpoints: new Map(Object.entries(file.endpoints ?? {})),
+        lastAllocated: file.lastAllocated,
+        bridge: file.bridge,
+      });
     }
     return out;
   }
@@ -63,6 +72,7 @@ export class NetworkStore {
       network: entry.network,
       endpoints: Object.fromEntries(entry.endpoints),
       lastAllocated: entry.lastAllocated,
+      bridge: entry.bridge,
     };
     await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file);
   }

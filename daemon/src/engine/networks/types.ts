@@ -145,9 +145,20 @@ export interface VethSpec {
   containerInterface: string;
   address: string;
   prefixLen: number;
-  gateway: string;
+  /** The default route's next hop; undefined on an internal network (no way out). */
+  gateway?: string;
   macAddress: string;
   mtu: number;
+}
+
+/** The firewall rules of one bridge. */
+export interface BridgeRules {
+  bridge: string;
+  subnet: string;
+  /** Masquerade traffic leaving the host from the subnet (default true). */
+  masquerade?: boolean;
+  /** Internal network: no traffic in or out of the bridge, only between its containers. */
+  internal?: boolean;
 }
 
 /** The Host methods networking needs (host/linux/network implements them). */
@@ -166,7 +177,7 @@ export interface NetworkHost {
   /** Turns on IPv4 forwarding. */
   enableForwarding(): Promise<void>;
   /** Installs the bridge's NAT and forward rules, replacing earlier ones of the same bridge. */
-  ensureNat(spec: { bridge: string; subnet: string }): Promise<void>;
+  ensureNat(spec: BridgeRules): Promise<void>;
   /** Removes every firewall rule tagged with the bridge's name. Idempotent. */
   removeNat(bridge: string): Promise<void>;
   /** Creates the veth pair, moves the container end into the namespace and configures both ends. */

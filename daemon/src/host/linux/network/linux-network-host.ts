@@ -7,7 +7,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { Conflict } from '../../../engine/errors.js';
-import type { BridgeSpec, NetworkHost, VethSpec } from '../../../engine/networks/types.js';
+import type { BridgeRules, BridgeSpec, NetworkHost, VethSpec } from '../../../engine/networks/types.js';
 import { CommandError, run } from './run.js';
 
 interface IpLink {
@@ -109,25 +109,27 @@ export class LinuxNetworkHost implements NetworkHost {
     if ((await fs.readFile(file, 'utf8')).trim() !== '1') await fs.writeFile(file, '1\n');
   }
 
-  async ensureNat(spec: { bridge: string; subnet: string }): Promise<void> {
+  async ensureNat(spec: BridgeRules): Promise<void> {
     checkInterfaceName(spec.bridge);
-    const comment = `-m comment --comment ${ruleComment(spec.bridge)}`;
-    const old = rulesTaggedFor(await run('iptables-save', []), spec.bridge);
+    const br = spec.bridge;
+    const comment = `-m comment --comment ${ruleComment(br)}`;
+    const old = rulesTaggedFor(await run('iptables-save', []), br);
     const del = (table: string) => (old.get(table) ?? []).map((line) => line.replace(/^-A /, '-D '));
-    const input = [
-      '*nat',
-      ...del('nat'),
-      `-I POSTROUTING -s ${spec.subnet} ! -o ${spec.bridge} ${comment} -j MASQUERADE`,
-      'COMMIT',
-      '*filter',
-      ...del('filter'),
-      // Replies to connections the containers opened, then anything leaving the bridge (outbound and
-      // container to container when bridged traffic passes the firewall).
-      `-I FORWARD -o ${spec.bridge} -m conntrack --ctstate RELATED,ESTABLISHED ${comment} -j ACCEPT`,
-      `-I FORWARD -i ${spec.bridge} ${comment} -j ACCEPT`,
-      'COMMIT',
-      '',
-    ].join('\n');
+    // -I puts each rule first, so the last inserted rule is the first to match.
+    const forward = spec.internal
+      ? [
+          `-I FORWARD -o ${br} ! -i ${br} ${comment} -j DROP`,
+          `-I FORWARD -i ${br} ! -o ${br} ${comment} -j DROP`,
+          `-I FORWARD -i ${br} -o ${br} ${comment} -j ACCEPT`,
+        ]
+      : [
+          // Replies to connections the containers opened, then anything leaving the bridge (outbound and
+          // container to container when bridged traffic passes the firewall).
+          `-I FORWARD -o ${br} -m conntrack --ctstate RELATED,ESTABLISHED ${comment} -j ACCEPT`,
+          `-I FORWARD -i ${br} ${comment} -j ACCEPT`,
+        ];
+    const nat = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet} ! -o ${br} ${comment} -j MASQUERADE`];
+    const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
     await run('iptables-restore', ['--noflush', '--wait'], input);
   }
 
@@ -159,7 +161,7 @@ export class LinuxNetworkHost implements NetworkHost {
           'link set lo up',
           `addr add ${spec.address}/${spec.prefixLen} dev ${spec.containerInterface}`,
           `link set ${spec.containerInterface} up`,
-          `route add default via ${spec.gateway} dev ${spec.containerInterface}`,
+          ...(spec.gateway ? [`route add default via ${spec.gateway} dev ${spec.containerInterface}`] : []),
           '',
         ].join('\n'),
       );
