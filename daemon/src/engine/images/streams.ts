@@ -19,8 +19,8 @@ export function detectCompression(head: Buffer): Compression {
 }
 
 /**
- * Reads the first bytes of `input`, then returns a stream of its uncompressed content (the same bytes
- * when it is not compressed) and what it found.
+ * Reads at least `want` bytes of `input` (fewer when it is shorter) and returns them with a stream that
+ * gives all of `input` again from its first byte.
  */
 export async function peekStream(input: NodeJS.ReadableStream | Readable, want: number): Promise<{ head: Buffer; stream: Readable }> {
   const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]();
@@ -47,6 +47,10 @@ export async function peekStream(input: NodeJS.ReadableStream | Readable, want: 
   return { head: first, stream: Readable.from(rest(), { objectMode: false }) };
 }
 
+/**
+ * Returns a stream of the uncompressed content of `input` (the same bytes when it is not compressed) and
+ * what compression it found.
+ */
 export async function decompressed(input: NodeJS.ReadableStream | Readable): Promise<{ stream: Readable; compression: Compression }> {
   const { head, stream: raw } = await peekStream(input, 6);
   const compression = detectCompression(head);

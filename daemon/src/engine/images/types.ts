@@ -78,7 +78,7 @@ export interface LayerInfo {
 
 /**
  * The layer store as the image service needs it (host/linux/layers implements it). Layers are unpacked
- * once into folders by chain id; the uncompressed tar is kept so that save gives back the same diff ids.
+ * once into folders by chain id, and save gives back byte-identical layer tars (the same diff ids).
  */
 export interface LayerStore extends LayerFolders {
   /**
@@ -94,7 +94,7 @@ export interface LayerStore extends LayerFolders {
   /** Every committed layer. */
   chainIds(): string[];
   info(chainId: string): LayerInfo | undefined;
-  /** The uncompressed layer tar, as written when the layer was loaded. */
+  /** The uncompressed layer tar, byte for byte as it was loaded (checked against the diff id). */
   openTar(chainId: string): NodeJS.ReadableStream;
   /** Removes a layer (the caller knows that no image uses it any more). */
   remove(chainId: string): Promise<void>;
