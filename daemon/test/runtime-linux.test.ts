@@ -255,6 +255,41 @@ describe('linux container runtime (conmon + OCI runtime)', { skip: !canRun && 'n
     await remove(id);
   });
 
+  test('exec runs a process in the container: output, stdin, exit code, tty resize, missing command', async () => {
+    const { id } = await run(['sleep', '1000']);
+    const proc = (args: string[]) => ({ args, env: ['PATH=/bin'], cwd: '/', user: { uid: 0, gid: 0 } });
+    const session = await rt.exec(id, `e1${id.slice(0, 20)}`, proc(['sh', '-c', 'echo out; echo err >&2; read x; echo got $x; exit 6']), { tty: false, openStdin: true });
+    assert.ok(session.pid > 0);
+    const seen: string[] = [];
+    session.streams.output.on('data', (r: { stream: string; data: Buffer }) => seen.push(`${r.stream}:${r.data.toString()}`));
+    session.streams.input.write('hello\n');
+    assert.equal(await session.exit, 6);
+    assert.deepEqual(seen.filter((x) => x.startsWith('stderr')), ['stderr:err\n']);
+    assert.equal(seen.filter((x) => x.startsWith('stdout')).map((x) => x.slice(7)).join(''), 'out\ngot hello\n');
+    session.streams.close();
+    await rt.releaseExec(`e1${id.slice(0, 20)}`);
+
+    const tty = await rt.exec(id, `e2${id.slice(0, 20)}`, proc(['sh']), { tty: true, openStdin: true });
+    await tty.resize(25, 77);
+    tty.streams.input.write('stty size; exit 2\n');
+    await readUntil(tty.streams.output, (t) => t.includes('25 77'));
+    assert.equal(await tty.exit, 2);
+    tty.streams.close();
+    await rt.releaseExec(`e2${id.slice(0, 20)}`);
+
+    await assert.rejects(rt.exec(id, `e3${id.slice(0, 20)}`, proc(['no-such-tool']), { tty: false, openStdin: false }), (err: unknown) => {
+      assert.ok(err instanceof ContainerCommandError);
+      assert.equal(err.exitCode, 127);
+      return true;
+    });
+    assert.equal((await rt.isRunning(id)).running, true, 'the container keeps running');
+    await rt.signal(id, 9);
+    await rt.waitExit(id);
+    await assert.rejects(rt.exec(id, `e4${id.slice(0, 20)}`, proc(['true']), { tty: false, openStdin: false }), /not running/);
+    await remove(id);
+    assert.deepEqual(await fs.readdir(path.join(box.execRoot, 'execs')), []);
+  });
+
   test('cleanup and removal leave no mount, runtime state or files', async () => {
     const { id } = await run(['true']);
     assert.equal((await rt.waitExit(id)).exitCode, 0);

@@ -13,12 +13,19 @@ const STDERR = 3;
 /** conmon reads stdin packets into a buffer of this size: larger packets would be cut. */
 const MAX_INPUT_PACKET = 8192;
 
-export function connectAttach(socketPath: string): Promise<AttachStreams> {
-  return new Promise<AttachStreams>((resolve, reject) => {
+export interface ConmonAttachStreams extends AttachStreams {
+  /** Resolves once conmon closed the socket: every packet it sent has been pushed to `output`. */
+  remoteEnded: Promise<void>;
+}
+
+export function connectAttach(socketPath: string): Promise<ConmonAttachStreams> {
+  return new Promise<ConmonAttachStreams>((resolve, reject) => {
     const socket = new SeqpacketSocket();
     let connected = false;
     let closed = false;
     let outputEnded = false;
+    let remoteEnd!: () => void;
+    const remoteEnded = new Promise<void>((r) => (remoteEnd = r));
     const endOutput = () => {
       if (outputEnded) return;
       outputEnded = true;
@@ -36,6 +43,7 @@ export function connectAttach(socketPath: string): Promise<AttachStreams> {
       closed = true;
       socket.destroy();
       endOutput();
+      remoteEnd();
     };
 
     const input = new Writable({
@@ -77,6 +85,7 @@ export function connectAttach(socketPath: string): Promise<AttachStreams> {
     socket.on('end', () => {
       // conmon closed its side: the container's output is over.
       endOutput();
+      remoteEnd();
     });
     socket.on('error', (err: Error) => {
       if (!connected) {
@@ -86,11 +95,12 @@ export function connectAttach(socketPath: string): Promise<AttachStreams> {
       closed = true;
       outputEnded = true;
       output.destroy(err);
+      remoteEnd();
     });
     try {
       socket.connect(socketPath, () => {
         connected = true;
-        resolve({ output, input, close });
+        resolve({ output, input, close, remoteEnded });
       });
     } catch (err) {
       reject(err);

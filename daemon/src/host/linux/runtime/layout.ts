@@ -12,6 +12,7 @@
  *   its mtime is the time of the exit.
  * - exec root `conmon/<id>/`: `conmon.pid` (conmon's pid), `pid` (the container's init pid), `conmon.err`
  *   (conmon's own stderr until it detaches).
+ * - exec root `execs/<key>/`: one exec session (see exec.ts); `<key>` is the first 16 characters of its id.
  * - exec root `sock/<key>`: conmon's symlink to the bundle, so the attach socket's path `sock/<key>/attach`
  *   fits the 108 bytes of a unix socket address; `<key>` is the first 16 hex digits of the id.
  */
@@ -26,6 +27,7 @@ export class RuntimeLayout {
   readonly socketDir: string;
   readonly conmonDir: string;
   readonly containersDir: string;
+  readonly execDir: string;
 
   constructor(
     readonly dataRoot: string,
@@ -36,6 +38,7 @@ export class RuntimeLayout {
     this.exitDir = path.join(execRoot, 'exits');
     this.socketDir = path.join(execRoot, 'sock');
     this.conmonDir = path.join(execRoot, 'conmon');
+    this.execDir = path.join(execRoot, 'execs');
   }
 
   /** The container's own folder in the data root: overlay dirs, bundle and conmon's persist folder. */

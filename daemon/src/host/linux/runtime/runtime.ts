@@ -12,6 +12,7 @@ import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRec
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
 import { launchConmon } from './conmon.js';
+import { releaseExec, startExec, type ExecEnvironment, type ExecSession } from './exec.js';
 import { runtimeStartError } from './errors.js';
 import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
@@ -93,7 +94,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     this.dirsReady ??= (async () => {
       const l = this.layout;
       await fs.mkdir(l.containersDir, { recursive: true, mode: 0o710 });
-      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir, l.execDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     })().catch((err) => {
       this.dirsReady = undefined;
       throw err;
@@ -300,6 +301,34 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     } finally {
       await handle.close();
     }
+  }
+
+  // -- exec sessions --
+
+  /**
+   * Runs a process in the running container under its own conmon (`docker exec`), attached from the start.
+   * `process` is an OCI runtime-spec process object. Call releaseExec once the session is over.
+   */
+  async exec(id: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean }): Promise<ExecSession> {
+    checkId(id);
+    await this.ensureDirs();
+    if (!(await this.isRunning(id)).running) throw new Conflict(`container ${id} is not running`);
+    return startExec(this.execEnvironment(), { containerId: id, execId, process, tty: io.tty, openStdin: io.openStdin });
+  }
+
+  /** Removes the files of an exec session. */
+  releaseExec(execId: string): Promise<void> {
+    return releaseExec(this.execEnvironment(), execId);
+  }
+
+  private execEnvironment(): ExecEnvironment {
+    return {
+      conmonPath: this.conmonPath,
+      runtimePath: this.oci.path,
+      runtimeState: this.layout.runtimeState,
+      execDir: this.layout.execDir,
+      socketDir: this.layout.socketDir,
+    };
   }
 
   readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord> {
