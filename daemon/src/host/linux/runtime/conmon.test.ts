@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { conmonArgs, parseSyncMessage, type ConmonOptions } from './conmon.js';
+import { execConmonArgs } from './exec.js';
 import { runtimeStartError, ContainerCommandError } from './errors.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
 
@@ -77,4 +78,17 @@ test('layout keeps the attach socket short and refuses ids that could climb out 
   assert.ok(layout.attachSocket(id).length < UNIX_PATH_MAX);
   assert.equal(layout.exitFile(id), `/run/berth/exits/${id}`);
   for (const bad of ['', '..', '../x', 'a/b', '.hidden', 'a b']) assert.throws(() => checkId(bad), /invalid container id/);
+});
+
+test('exec sessions run conmon in exec mode, attached, without a log, with their own exit dir', () => {
+  const env = { conmonPath: '/usr/bin/conmon', runtimePath: '/usr/bin/crun', runtimeState: '/run/berth/runtime', execDir: '/run/berth/execs', socketDir: '/run/berth/sock' };
+  const args = conmonArgs({ ...base });
+  assert.ok(!args.includes('-e'));
+  const exec = execConmonArgs(env, { containerId: base.id, execId: 'e'.repeat(64), process: {}, tty: true, openStdin: true }, '/run/berth/execs/eeee', 'eeee');
+  assert.equal(flagValue(exec, '-c'), base.id);
+  assert.equal(flagValue(exec, '-u'), 'eeee');
+  assert.equal(flagValue(exec, '--exec-process-spec'), '/run/berth/execs/eeee/process.json');
+  assert.equal(flagValue(exec, '--exit-dir'), '/run/berth/execs/eeee/exits');
+  assert.equal(flagValue(exec, '-l'), 'none:');
+  for (const flag of ['-e', '--exec-attach', '-t', '-i']) assert.ok(exec.includes(flag), flag);
 });

@@ -150,3 +150,18 @@ test('breaking out of the loop closes the reader', async () => {
     assert.deepEqual(seen, ['a']);
   });
 });
+
+test('tail with follow: the last records, then what is written next', async () => {
+  await withFile(`${T1} stdout F a\n${T1} stdout F b\n${T1} stdout F c\n`, async (file) => {
+    let stopped = false;
+    const seen: string[] = [];
+    const reading = (async () => {
+      for await (const r of readConmonLog(file, { follow: true, signal: never(), tail: 1, until: () => stopped })) seen.push(r.data.toString());
+    })();
+    await new Promise((r) => setTimeout(r, 50));
+    appendFileSync(file, `${T2} stdout F d\n`);
+    stopped = true;
+    await reading;
+    assert.deepEqual(seen, ['c', 'd']);
+  });
+});
