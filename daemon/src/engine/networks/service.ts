@@ -112,7 +112,11 @@ export class NetworkService implements ContainerNetworking {
     }
     await this.setUpDefaultBridge();
     for (const entry of this.entries.values()) {
-      if (entry.network.Driver === 'bridge' && !this.isPredefined(entry)) await this.setUpBridge(entry);
+      if (entry.network.Driver !== 'bridge' || this.isPredefined(entry)) continue;
+      // One network that cannot come up (its range now taken by the host, say) does not stop the engine.
+      await this.setUpBridge(entry).catch((err) => {
+        log.error('cannot bring up the bridge of a network', { network: entry.network.Name, bridge: entry.bridge, error: errorMessage(err) });
+      });
     }
   }
 
