@@ -19,6 +19,9 @@ import { log, type LogLevel } from './util/log.js';
 import path from 'node:path';
 import { registerImageRoutes } from './api/images.js';
 import { ImageService } from './engine/images/service.js';
+import { registerContainerRoutes } from './api/containers.js';
+import { ContainerService } from './engine/containers/service.js';
+import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 
 export interface DaemonOptions {
@@ -117,10 +120,32 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   await images.init();
   registerImageRoutes(router, images);
 
-  // System and events. The container and image counts come from their services once those are wired;
-  // until then this daemon holds neither containers nor images.
+  // Containers: conmon and the OCI runtime on this machine; records under <data-root>/containers. Loading
+  // reconciles them with what runs (reattach, exit codes of those that ended, crash leftovers, restarts).
+  const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
+  for (const warning of host.warnings) log.warn(warning);
+  closers.push(() => host.close());
+  const containers = new ContainerService({
+    dataRoot: opts.dataRoot,
+    host: host.containers,
+    images,
+    networking: networks,
+    events,
+    defaultRuntime: host.containers.runtimeName,
+  });
+  images.setUsers(containers);
+  await containers.load();
+  closers.push(() => containers.close());
+  registerContainerRoutes(router, {
+    containers,
+    imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
+    readLog: (record, o) =>
+      host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+  });
+
+  // System and events.
   const systemBackend: SystemBackend = {
-    containerCounts: () => ({ running: 0, paused: 0, stopped: 0 }),
+    containerCounts: () => containers.counts(),
     imageCount: () => images.store.all().length,
   };
   const eventsApi = registerEventsRoutes(router, events);

@@ -63,6 +63,12 @@ export function resolvConf(record: ContainerRecord, hostResolv?: string): string
   return lines.join('\n') + '\n';
 }
 
+/** Rewrites /etc/hosts in place (same inode, so that the container's bind mount sees the new content). */
+export async function writeHostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string): Promise<void> {
+  if (record.HostConfig.NetworkMode === 'host') return;
+  await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway));
+}
+
 export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string): Promise<void> {
   const hostname = record.Config.Hostname || 'localhost';
   if (record.HostConfig.NetworkMode === 'host') {

@@ -13,7 +13,7 @@ import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
 import type { ContainerNetworking, NetworkPlan } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
-import { writeContainerFiles } from './files.js';
+import { writeContainerFiles, writeHostsFile } from './files.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec, resolveUser } from './ocispec.js';
 import { ContainerStore } from './store.js';
@@ -207,6 +207,8 @@ export class ContainerService implements ImageUsers {
       const user = resolveUser(record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
       await this.host.mountRootfs(record.Id, lowerDirs);
       mounted = true;
+      // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.
+      await writeContainerFiles(record, undefined);
       const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth' });
       const pending = this.pendingAttach.get(record.Id);
       const { pid } = await this.host.start(
@@ -225,7 +227,7 @@ export class ContainerService implements ImageUsers {
             connected = true;
             record.Networks = attachment.networks;
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
-            await writeContainerFiles(record, attachment.hostsAddress);
+            if (attachment.hostsAddress) await writeHostsFile(record, attachment.hostsAddress);
             // Clients that attached before start get the stream from the first byte on.
             if (pending) {
               this.pendingAttach.delete(record.Id);
@@ -252,13 +254,20 @@ export class ContainerService implements ImageUsers {
       if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
       const message = errorMessage(err);
       record.State.Error = message;
-      record.State.ExitCode = /not found|no such file/i.test(message) ? 127 : /permission denied/i.test(message) ? 126 : 128;
+      // The runtime's error says which exit code a command that could not start gets (127 not found, 126 not
+      // executable); any other start failure is recorded as 128.
+      const code = (err as { exitCode?: unknown }).exitCode;
+      record.State.ExitCode = typeof code === 'number' ? code : 128;
       if (record.State.Status !== 'created') record.State.Status = 'exited';
       await this.store.save(record).catch(() => undefined);
       const pending = this.pendingAttach.get(record.Id);
       if (pending) {
         this.pendingAttach.delete(record.Id);
         for (const p of pending) p.reject(err);
+      }
+      // As Docker: a container that removes itself on exit is removed when it cannot start either.
+      if (record.HostConfig.AutoRemove) {
+        await this.removeLocked(record, { force: true }).catch((e) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(e) }));
       }
       throw err;
     }
