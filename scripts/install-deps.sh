@@ -114,3 +114,17 @@ if [ "${CI:-}" = true ] || [ ! -f node_modules/.package-lock.json ] || [ package
 else
   log "npm packages: up to date with package-lock.json"
 fi
+
+# crun (the default runtime) refuses a hybrid cgroup layout whose cgroup2 mount still holds controllers; on
+# these machines hugetlb is one that no v1 hierarchy took. Give each such controller a v1 hierarchy of its own,
+# as systemd does for the others, so that crun runs here (runc would work either way, about twice as slowly).
+UNIFIED=/sys/fs/cgroup/unified
+if [ -r "$UNIFIED/cgroup.controllers" ] && [ -n "$(cat "$UNIFIED/cgroup.controllers")" ] && [ -z "$(cat "$UNIFIED/cgroup.subtree_control" 2>/dev/null)" ]; then
+  for controller in $(cat "$UNIFIED/cgroup.controllers"); do
+    if mkdir -p "/sys/fs/cgroup/$controller" && mount -t cgroup -o "$controller" cgroup "/sys/fs/cgroup/$controller"; then
+      log "cgroup: mounted a v1 hierarchy for $controller (crun needs cgroup2 without controllers in hybrid mode)"
+    else
+      log "warning: could not mount a v1 hierarchy for the $controller cgroup controller: the engine will use runc"
+    fi
+  done
+fi
