@@ -241,6 +241,24 @@ describe('containers on the predefined networks', () => {
     assert.ok(!links().includes(bridge));
   });
 
+  it('networks are isolated from each other and from the default bridge', async () => {
+    const sub = `10.${octet}.${(third + 3) % 250}`;
+    await engine.dockerOk(['network', 'create', '--subnet', `${sub}.0/24`, 'isolated']);
+    let target = '';
+    try {
+      target = (await engine.dockerOk(['run', '-d', '--network', 'isolated', 'busybox', 'sleep', '300'])).trim();
+      const ip = (await engine.dockerOk(['inspect', '-f', '{{.NetworkSettings.Networks.isolated.IPAddress}}', target])).trim();
+      assert.ok(ip.startsWith(`${sub}.`), ip);
+      const same = await engine.dockerOk(['run', '--rm', '--network', 'isolated', 'busybox', 'sh', '-c', `ping -c 1 -W 2 ${ip} >/dev/null && echo REACHED || echo BLOCKED`]);
+      assert.match(same, /REACHED/);
+      const fromDefault = await engine.dockerOk(['run', '--rm', 'busybox', 'sh', '-c', `ping -c 1 -W 2 ${ip} >/dev/null && echo REACHED || echo BLOCKED`]);
+      assert.match(fromDefault, /BLOCKED/);
+    } finally {
+      if (target) await engine.dockerOk(['rm', '-f', target]);
+      await engine.dockerOk(['network', 'rm', 'isolated']);
+    }
+  });
+
   it('cost of the bridge: docker run with bridge, none and host side by side', async (t) => {
     const runs = 8;
     const avg: Record<string, number> = {};

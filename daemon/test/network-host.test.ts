@@ -156,6 +156,38 @@ describe('LinuxNetworkHost', () => {
     }
   });
 
+  test('isolated bridges: containers on two networks do not reach each other, each reaches its own neighbours', async () => {
+    const a = `bta${suffix}`;
+    const b = `br-${suffix}ab`;
+    const netA = `10.${octet}.${(third + 3) % 250}`;
+    const netB = `10.${octet}.${(third + 4) % 250}`;
+    const [a1, a2, b1] = await Promise.all([sleeper(), sleeper(), sleeper()]);
+    try {
+      await host.ensureBridge({ name: a, gateway: `${netA}.1`, prefixLen: 24, subnet: `${netA}.0/24`, mtu: 1500 });
+      await host.ensureBridge({ name: b, gateway: `${netB}.1`, prefixLen: 24, subnet: `${netB}.0/24`, mtu: 1500 });
+      await host.ensureNat({ bridge: a, subnet: `${netA}.0/24`, isolateFrom: ['br-+'] });
+      await host.ensureNat({ bridge: b, subnet: `${netB}.0/24`, isolateFrom: ['br-+', a] });
+      const veth = (pid: number, bridgeName: string, net: string, n: number, name: string) =>
+        host.attachVeth({ pid, bridge: bridgeName, hostInterface: name, containerInterface: 'eth0', address: `${net}.${n}`, prefixLen: 24, gateway: `${net}.1`, macAddress: macFromIPv4(parseIPv4(`${net}.${n}`)!), mtu: 1500 });
+      await veth(a1, a, netA, 2, `via1${suffix}`);
+      await veth(a2, a, netA, 3, `via2${suffix}`);
+      await veth(b1, b, netB, 2, `vib1${suffix}`);
+      assert.ok(ping(a1, `${netA}.3`), 'neighbours on one network');
+      assert.ok(ping(b1, `${netB}.1`), 'own gateway');
+      assert.ok(!ping(a1, `${netB}.2`), 'a to b is dropped');
+      assert.ok(!ping(b1, `${netA}.2`), 'b to a is dropped');
+      // Without isolation the same packets pass: the rules are what stopped them.
+      await host.ensureNat({ bridge: a, subnet: `${netA}.0/24` });
+      await host.ensureNat({ bridge: b, subnet: `${netB}.0/24` });
+      assert.ok(ping(a1, `${netB}.2`), 'routed between bridges without isolation');
+    } finally {
+      for (const br of [a, b]) {
+        await host.removeNat(br);
+        await host.removeBridge(br);
+      }
+    }
+  });
+
   test('none: loopback only', async () => {
     const pid = await sleeper();
     assert.doesNotMatch(inNs(pid, ['ip', '-o', 'link', 'show', 'dev', 'lo']).stdout, /[<,]UP[,>]/);

@@ -141,8 +141,20 @@ export class NetworkService implements ContainerNetworking {
         subnet: pool.Subnet,
         masquerade: entry.network.Options['com.docker.network.bridge.enable_ip_masquerade'] !== 'false',
         internal: entry.network.Internal,
+        isolateFrom: this.isolationOf(entry),
       });
     }
+  }
+
+  /**
+   * The bridges a network's containers must not reach, as Docker isolates networks from each other:
+   * every `br-` bridge (user-defined networks of any engine) and this engine's other bridges.
+   */
+  private isolationOf(entry: NetworkEntry): string[] {
+    const others = [...this.entries.values()]
+      .filter((e) => e !== entry && e.bridge && !e.bridge.startsWith('br-'))
+      .map((e) => e.bridge!);
+    return ['br-+', ...others];
   }
 
   private mtuOf(entry: NetworkEntry): number {
@@ -194,7 +206,8 @@ export class NetworkService implements ContainerNetworking {
       await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 200));
     }
     await this.host.enableForwarding();
-    if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet) });
+    entry.bridge = name;
+    if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet), isolateFrom: this.isolationOf(entry) });
 
     entry.network.IPAM.Config = [{ Subnet: formatSubnet(subnet), Gateway: formatIPv4(gateway) }];
     entry.bridge = name;

@@ -159,6 +159,11 @@ export interface BridgeRules {
   masquerade?: boolean;
   /** Internal network: no traffic in or out of the bridge, only between its containers. */
   internal?: boolean;
+  /**
+   * Bridges whose containers this bridge's containers must not reach (iptables interface names;
+   * `br-+` stands for every bridge named br-...).
+   */
+  isolateFrom?: string[];
 }
 
 /** The Host methods networking needs (host/linux/network implements them). */

@@ -123,11 +123,16 @@ export class LinuxNetworkHost implements NetworkHost {
           `-I FORWARD -i ${br} -o ${br} ${comment} -j ACCEPT`,
         ]
       : [
-          // Replies to connections the containers opened, then anything leaving the bridge (outbound and
-          // container to container when bridged traffic passes the firewall).
+          // Final order (each -I goes first): traffic within the bridge; nothing toward the bridges it is
+          // isolated from; anything else leaving the bridge (outbound); replies coming back.
           `-I FORWARD -o ${br} -m conntrack --ctstate RELATED,ESTABLISHED ${comment} -j ACCEPT`,
           `-I FORWARD -i ${br} ${comment} -j ACCEPT`,
+          ...(spec.isolateFrom ?? []).filter((other) => other !== br).map((other) => `-I FORWARD -i ${br} -o ${other} ${comment} -j DROP`),
+          ...((spec.isolateFrom ?? []).length > 0 ? [`-I FORWARD -i ${br} -o ${br} ${comment} -j ACCEPT`] : []),
         ];
+    for (const other of spec.isolateFrom ?? []) {
+      if (!/^[A-Za-z0-9_.-]{1,15}\+?$/.test(other)) throw new Error(`invalid interface name ${JSON.stringify(other)}`);
+    }
     const nat = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet} ! -o ${br} ${comment} -j MASQUERADE`];
     const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
     await run('iptables-restore', ['--noflush', '--wait'], input);
