@@ -141,6 +141,16 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
     readLog: (record, o) =>
       host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+    sizes: async (record) => {
+      const rw = await host.containers.writableLayerSize(record.Id);
+      let imageSize = 0;
+      try {
+        imageSize = Number(images.inspect(record.Image).Size) || 0;
+      } catch {
+        // The image was removed by force: only the container's own files count.
+      }
+      return { rw, rootFs: rw + imageSize };
+    },
   });
 
   // System and events.

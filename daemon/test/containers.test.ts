@@ -177,6 +177,22 @@ describe('detached containers', () => {
   });
 });
 
+describe('sizes', () => {
+  test('size=1 gives the writable layer and the whole root filesystem', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'sized', 'busybox', 'sh', '-c', 'head -c 300000 /dev/zero > /tmp/blob; sleep 60']);
+    await eventually(async () => (await engine.request('GET', '/containers/sized/json?size=1')).json().SizeRw >= 300000);
+    const sized = (await engine.request('GET', '/containers/sized/json?size=1')).json();
+    const listed = (await engine.request('GET', '/containers/json?size=1&filters=' + encodeURIComponent('{"name":["sized"]}'))).json();
+    assert.ok(sized.SizeRw < 400000, `SizeRw ${sized.SizeRw} counts only the container's own files`);
+    assert.ok(sized.SizeRootFs > sized.SizeRw + 1_000_000, 'the image (busybox) counts in SizeRootFs');
+    assert.equal(listed[0].SizeRootFs, sized.SizeRootFs);
+    assert.equal((await engine.request('GET', '/containers/sized/json')).json().SizeRw, undefined);
+    const ps = await engine.dockerOk(['ps', '-s', '--filter', 'name=sized', '--format', '{{.Size}}']);
+    assert.match(ps, /^\d+(\.\d+)?kB \(virtual \d+(\.\d+)?MB\)/);
+    await engine.dockerOk(['rm', '-f', 'sized']);
+  });
+});
+
 describe('recovery', () => {
   test('a container keeps running through a daemon restart and is attached to afterwards', async () => {
     await engine.dockerOk(['run', '-d', '--name', 'survivor', 'busybox', 'sh', '-c', 'trap "exit 0" TERM; while true; do echo tick; sleep 0.2; done']);

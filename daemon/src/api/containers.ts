@@ -23,6 +23,8 @@ export interface ContainersBackend {
   /** Resolves an image reference to its id, or undefined when there is no such image. */
   imageId(ref: string): Promise<string | undefined>;
   readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord>;
+  /** SizeRw (the container's own files) and SizeRootFs (those and its image's), in bytes. */
+  sizes(record: ContainerRecord): Promise<{ rw: number; rootFs: number }>;
 }
 
 function logTimestamp(req: ApiRequest, name: string): bigint | undefined {
@@ -75,12 +77,15 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
       lookup: (ref) => containers.get(ref),
       matchesAncestor: (c, a) => c.Config.Image === a || c.Image === ancestors.get(a),
     });
-    res.json(200, shape('container.summary', req.version, records.map((c) => containerSummary(c, c.Config.Image))));
+    const withSize = boolParam(req, 'size');
+    const summaries = await Promise.all(records.map(async (c) => containerSummary(c, c.Config.Image, withSize ? await backend.sizes(c) : undefined)));
+    res.json(200, shape('container.summary', req.version, summaries));
   });
 
-  router.get('/containers/:id/json', (req, res) => {
+  router.get('/containers/:id/json', async (req, res) => {
     const record = containers.get(req.params.id);
-    res.json(200, shape('container.inspect', req.version, containerInspect(record)));
+    const sizes = boolParam(req, 'size') ? await backend.sizes(record) : undefined;
+    res.json(200, shape('container.inspect', req.version, containerInspect(record, sizes)));
   });
 
   router.post('/containers/:id/start', async (req, res) => {

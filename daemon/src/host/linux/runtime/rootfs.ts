@@ -154,3 +154,24 @@ export async function readFileFromLayers(lowerDirs: string[], file: string, maxB
   }
   return undefined;
 }
+
+/** Bytes of the regular files below `dir` (not following symlinks); 0 when it does not exist. */
+export async function diskUsage(dir: string): Promise<number> {
+  let total = 0;
+  const pending = [dir];
+  while (pending.length > 0) {
+    const current = pending.pop()!;
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = await fs.readdir(current, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      const full = path.join(current, entry.name);
+      if (entry.isDirectory()) pending.push(full);
+      else if (entry.isFile()) total += (await fs.lstat(full).catch(() => undefined))?.size ?? 0;
+    }
+  }
+  return total;
+}

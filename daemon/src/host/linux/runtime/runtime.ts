@@ -11,6 +11,7 @@ import { constants, existsSync, mkdirSync, promises as fs, rmSync, writeFileSync
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, StartHooks } from '../../host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
+import { RuntimeControl } from './control.js';
 import { launchConmon } from './conmon.js';
 import { releaseExec, startExec, type ExecEnvironment, type ExecSession } from './exec.js';
 import { runtimeStartError } from './errors.js';
@@ -18,7 +19,7 @@ import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
 import { readConmonLog, readConmonLogBatches } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
-import { isMountPoint, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
+import { diskUsage, isMountPoint, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import path from 'node:path';
 
 export interface LinuxRuntimeOptions {
@@ -64,6 +65,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly exitSource: ExitSource;
   private readonly pids = new Map<string, number>();
   private dirsReady: Promise<void> | undefined;
+  private readonly control: RuntimeControl;
 
   constructor(opts: LinuxRuntimeOptions) {
     this.layout = new RuntimeLayout(path.resolve(opts.dataRoot), path.resolve(opts.execRoot));
@@ -79,6 +81,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       monitorAlive: (id) => this.monitorAlive(id),
     });
     this.exits = new ExitWatcher(this.layout.exitDir, source);
+    this.control = new RuntimeControl(this.oci, this.layout.execDir);
   }
 
   get runtimeName(): RuntimeName {
@@ -107,6 +110,10 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   async mountRootfs(id: string, lowerDirs: string[]): Promise<string> {
     await this.ensureDirs();
     return mountOverlay(this.layout.containerDir(id), lowerDirs);
+  }
+
+  async writableLayerSize(id: string): Promise<number> {
+    return diskUsage(path.join(this.layout.containerDir(checkId(id)), 'upper'));
   }
 
   async unmountRootfs(id: string): Promise<void> {
@@ -301,6 +308,33 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     } finally {
       await handle.close();
     }
+  }
+
+  // -- pause, update, processes (control.ts) --
+
+  /** Freezes every process of the container (cgroup freezer). */
+  pause(id: string): Promise<void> {
+    checkId(id);
+    return this.control.pause(id);
+  }
+
+  /** Thaws a frozen container. */
+  resume(id: string): Promise<void> {
+    checkId(id);
+    return this.control.resume(id);
+  }
+
+  /** Applies OCI `linux.resources` to the running container's cgroup. */
+  updateResources(id: string, resources: object): Promise<void> {
+    checkId(id);
+    return this.control.update(id, resources);
+  }
+
+  /** The host's `ps` table (with `psArgs`) and the pids of the container's processes. */
+  async listProcesses(id: string, psArgs: string[]): Promise<{ table: string; pids: number[] }> {
+    checkId(id);
+    const pids = await this.control.pids(id);
+    return { table: await this.control.processTable(psArgs), pids };
   }
 
   // -- exec sessions --
