@@ -3,7 +3,9 @@
  * rmi / image prune, dockerode, and the events they publish.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createReadStream, existsSync, readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildBusyboxArchive, buildBusyboxRootfs } from './fixtures/busybox.js';
@@ -144,8 +146,30 @@ describe('images', () => {
     const bad = await engine.docker(['import', '--change', 'RUN rm -rf /', rootfs, 'imported:bad']);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /RUN is not a valid change command/);
-    const url = await engine.request('POST', '/v1.45/images/create?fromSrc=http://127.0.0.1:1/x.tar&repo=x');
-    assert.equal(url.status, 501);
+    // From a URL: served here on loopback.
+    const server = http.createServer((req, res) => {
+      if (req.url !== '/rootfs.tar') {
+        res.writeHead(404).end();
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/x-tar' });
+      createReadStream(rootfs).pipe(res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const fromUrl = await engine.dockerOk(['import', `http://127.0.0.1:${port}/rootfs.tar`, 'from-url:1']);
+      assert.match(fromUrl.trim(), /^sha256:[0-9a-f]{64}$/);
+      assert.equal((await engine.dockerOk(['image', 'inspect', '-f', '{{.Id}}', 'from-url:1'])).trim(), fromUrl.trim());
+      const missing = await engine.request('POST', `/v1.45/images/create?fromSrc=${encodeURIComponent(`http://127.0.0.1:${port}/nope.tar`)}&repo=x`);
+      assert.equal(missing.status, 400);
+      assert.match(missing.json().message, /answered 404/);
+    } finally {
+      server.close();
+    }
+    await engine.dockerOk(['rmi', 'from-url:1']);
+    const ftp = await engine.request('POST', '/v1.45/images/create?fromSrc=ftp://127.0.0.1/x.tar&repo=x');
+    assert.equal(ftp.status, 501);
   });
 
   it('docker images filters: dangling, reference, label, before, since', async () => {

@@ -2,7 +2,7 @@
  * The /images routes: list, inspect, history, tag, remove, prune, load, save and import. Pulling
  * (`fromImage`) needs the registry client, which this engine does not have yet: it answers a clear 404.
  */
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { errorMessage, InvalidParameter, NotFound, NotImplemented } from '../engine/errors.js';
 import { familiarString, parseNormalizedNamed } from '../engine/reference.js';
 import type { DeleteRecord, Filters, ProgressMessage } from '../engine/images/service.js';
@@ -76,6 +76,29 @@ function listFilters(req: ApiRequest): Filters {
   return filters;
 }
 
+/** Opens a root filesystem tar to import from an http(s) URL (`docker import https://...`). */
+async function download(source: string, signal: AbortSignal): Promise<Readable> {
+  let url: URL;
+  try {
+    url = new URL(source);
+  } catch {
+    throw new InvalidParameter(`fromSrc must be - or an http(s) URL, got ${JSON.stringify(source)}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new NotImplemented(`importing from ${url.protocol} URLs is not supported: use http(s) or send the tar in the request body with fromSrc=-`);
+  }
+  let response: Response;
+  try {
+    response = await fetch(url, { signal, redirect: 'follow' });
+  } catch (err) {
+    throw new InvalidParameter(`cannot download ${source}: ${errorMessage((err as Error).cause ?? err)}`, { cause: err });
+  }
+  if (!response.ok || !response.body) {
+    throw new InvalidParameter(`cannot download ${source}: the server answered ${response.status} ${response.statusText}`);
+  }
+  return Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>);
+}
+
 export function registerImageRoutes(router: Router, images: ImagesBackend): void {
   router.get('/images/json', (req, res) => {
     const list = images.list({ all: boolParam(req, 'all'), filters: listFilters(req), sharedSize: boolParam(req, 'shared-size') });
@@ -125,12 +148,17 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
       throw new NotFound(`pull access denied for ${name}: this engine cannot pull images from a registry yet; load the image from an archive instead (docker load -i image.tar)`);
     }
     if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
-    if (fromSrc !== '-') throw new NotImplemented(`importing from a URL (${fromSrc}) is not supported: send the tar in the request body with fromSrc=-`);
+    let input: Readable;
+    if (fromSrc === '-') {
+      input = req.body();
+    } else {
+      input = await download(fromSrc, req.signal);
+    }
     const progress = new ProgressStream(res);
     let id: string;
     try {
       id = await images.importRootfs(
-        req.body(),
+        input,
         {
           repo: stringParam(req, 'repo') || undefined,
           tag: stringParam(req, 'tag') || undefined,
