@@ -241,6 +241,22 @@ describe('containers on the predefined networks', () => {
     assert.ok(!links().includes(bridge));
   });
 
+  it('a container joins several networks at create: eth0 with the default route, eth1 on the second', async () => {
+    const n1 = `10.${octet}.${(third + 5) % 250}`;
+    const n2 = `10.${octet}.${(third + 6) % 250}`;
+    await engine.dockerOk(['network', 'create', '--subnet', `${n1}.0/24`, 'front']);
+    await engine.dockerOk(['network', 'create', '--subnet', `${n2}.0/24`, 'back']);
+    try {
+      const out = await engine.dockerOk(['run', '--rm', '--network', 'front', '--network', 'back', 'busybox', 'sh', '-c', 'ip -o -4 addr; ip route']);
+      assert.match(out, new RegExp(`eth0\\s+inet ${n1.replace(/\./g, '\\.')}\\.\\d+/24`), out);
+      assert.match(out, new RegExp(`eth1\\s+inet ${n2.replace(/\./g, '\\.')}\\.\\d+/24`), out);
+      assert.match(out, new RegExp(`default via ${n1.replace(/\./g, '\\.')}\\.1 dev eth0`));
+      assert.equal((out.match(/default via/g) ?? []).length, 1);
+    } finally {
+      await engine.dockerOk(['network', 'rm', 'front', 'back']);
+    }
+  });
+
   it('networks are isolated from each other and from the default bridge', async () => {
     const sub = `10.${octet}.${(third + 3) % 250}`;
     await engine.dockerOk(['network', 'create', '--subnet', `${sub}.0/24`, 'isolated']);

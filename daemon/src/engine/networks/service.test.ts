@@ -146,7 +146,8 @@ test('plan validates NetworkMode and EndpointsConfig with clear messages', async
   assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { Aliases: ['web'] } } }), /user-defined networks/);
   assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { MacAddress: 'zz' } } }), /EndpointsConfig\.bridge\.MacAddress/);
   assert.throws(() => service.plan('bridge', { EndpointsConfig: { other: {} } }), /network other not found/);
-  assert.throws(() => service.plan('bridge', { EndpointsConfig: { host: { IPAMConfig: { IPv4Address: '1.2.3.4' } } } }), /one network at create/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { host: { IPAMConfig: { IPv4Address: '1.2.3.4' } } } }), /a container on network bridge cannot also be connected to network host/);
+  assert.throws(() => service.plan('none', { EndpointsConfig: { bridge: { Links: ['x'] } } }), /cannot also be connected/);
   assert.throws(() => service.plan('bridge', { EndpointsConfig: [] }), /EndpointsConfig must be an object/);
   assert.throws(() => service.plan('none', undefined, { macAddress: '02:42:ac:11:00:09' }), /MAC address cannot be set/);
   const ok = service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.3.4' }, MacAddress: '02:42:AA:BB:CC:DD' } } });
@@ -350,6 +351,34 @@ test('user-defined networks: pools, IP ranges, auxiliary addresses, internal and
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'a-name-that-is-too-long' } }, /bridge\.name/);
   await bad({ Name: 'x', Labels: { a: 1 } }, /Labels\.a must be a string/);
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'btest0' } }, /already used/, Conflict);
+});
+
+test('several networks at create: eth0 with the default route, then eth1; a failure undoes them all', async () => {
+  const { service, host, seen } = await setup();
+  await service.create({ Name: 'front', IPAM: { Config: [{ Subnet: '10.50.0.0/24' }] } });
+  await service.create({ Name: 'back', IPAM: { Config: [{ Subnet: '10.51.0.0/24' }] } });
+  const plan = service.plan('front', { EndpointsConfig: { front: { Aliases: ['web'] }, back: { IPAMConfig: { IPv4Address: '10.51.0.9' } } } });
+  assert.equal(plan.mode === 'bridge' && plan.extra?.[0].networkName, 'back');
+  assert.deepEqual(Object.keys(service.plannedNetworks(plan)).sort(), ['back', 'front']);
+  const att = await service.connect({ id: 'm'.repeat(64), name: 'multi' }, plan, 42);
+  assert.equal(att.networks.front.IPAddress, '10.50.0.2');
+  assert.equal(att.networks.back.IPAddress, '10.51.0.9');
+  assert.equal(att.hostsAddress, '10.50.0.2');
+  assert.deepEqual(host.veths.map((v) => [v.containerInterface, v.gateway]), [['eth0', '10.50.0.1'], ['eth1', undefined]]);
+  assert.equal(seen.filter((e) => e.Action === 'connect').length, 2);
+  await service.disconnect('m'.repeat(64));
+  assert.equal(seen.filter((e) => e.Action === 'disconnect').length, 2);
+
+  // The second join fails: the first is undone too.
+  const attach = host.attachVeth.bind(host);
+  host.attachVeth = async (spec) => {
+    if (spec.containerInterface === 'eth1') throw new Error('boom');
+    return attach(spec);
+  };
+  await assert.rejects(service.connect({ id: 'f'.repeat(64), name: 'fails' }, plan, 43), /cannot connect container fails to network back: boom/);
+  assert.deepEqual(service.inspect('front').Containers, {});
+  assert.deepEqual(service.inspect('back').Containers, {});
+  assert.ok(host.removed.includes(host.veths.at(-1)!.hostInterface));
 });
 
 function names(list: string[]): string[] {

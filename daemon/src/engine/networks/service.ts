@@ -39,8 +39,6 @@ type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];
 const DRIVER_OF: Record<PredefinedName, string> = { bridge: 'bridge', host: 'host', none: 'null' };
 
 export const DEFAULT_MTU = 1500;
-/** The name of the container's side of its veth pair. */
-const CONTAINER_INTERFACE = 'eth0';
 
 export interface NetworkServiceOptions {
   dataRoot: string;
@@ -484,10 +482,11 @@ export class NetworkService implements ContainerNetworking {
     const kind: 'bridge' | 'host' | 'none' = entry.network.Driver === 'host' ? 'host' : entry.network.Driver === 'null' ? 'none' : 'bridge';
     const endpoint: EndpointRequest = {};
     if (opts.macAddress) endpoint.macAddress = parseMac(opts.macAddress, 'Config.MacAddress');
+    const extra: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }> = [];
 
     for (const [key, raw] of Object.entries(this.endpointsConfig(networkingConfig))) {
       const field = `NetworkingConfig.EndpointsConfig.${key}`;
-      let target: NetworkEntry | undefined;
+      let target: NetworkEntry;
       if (key === mode || (key === 'default' && entry.network.Name === 'bridge')) target = entry;
       else {
         try {
@@ -497,41 +496,57 @@ export class NetworkService implements ContainerNetworking {
           throw err;
         }
       }
-      if (target !== entry) {
+      if (target === entry) {
+        Object.assign(endpoint, this.parseEndpoint(entry, raw, field));
+        continue;
+      }
+      // A second network: only bridge networks combine, and each is joined once.
+      if (kind !== 'bridge' || target.network.Driver !== 'bridge') {
         if (isEmptyObject(raw)) continue;
-        throw new InvalidParameter(`${field}: a container can be connected to one network at create (HostConfig.NetworkMode is ${mode})`);
+        throw new InvalidParameter(`${field}: a container on network ${name} cannot also be connected to network ${target.network.Name}`);
       }
-      if (raw === null || raw === undefined) continue;
-      if (typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter(`${field} must be an object`);
-      const settings = raw as Record<string, unknown>;
-      const ipam = settings.IPAMConfig;
-      if (ipam !== null && ipam !== undefined) {
-        if (typeof ipam !== 'object' || Array.isArray(ipam)) throw new InvalidParameter(`${field}.IPAMConfig must be an object`);
-        const { IPv4Address, IPv6Address, LinkLocalIPs } = ipam as Record<string, unknown>;
-        if (IPv4Address !== undefined && IPv4Address !== '') {
-          endpoint.ipv4Address = this.validateStaticIPv4(entry, IPv4Address, `${field}.IPAMConfig.IPv4Address`);
-        }
-        if (IPv6Address !== undefined && IPv6Address !== '') {
-          throw new InvalidParameter(`${field}.IPAMConfig.IPv6Address: IPv6 is not enabled on network ${name}`);
-        }
-        if (Array.isArray(LinkLocalIPs) && LinkLocalIPs.length > 0) {
-          throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: link-local addresses are not supported`);
-        }
-      }
-      const aliases = settings.Aliases;
-      if (Array.isArray(aliases) && aliases.length > 0 && this.isPredefined(entry)) {
-        throw new InvalidParameter(`${field}.Aliases: network-scoped aliases are supported only for containers in user-defined networks`);
-      }
-      const mac = settings.MacAddress;
-      if (mac !== undefined && mac !== '') {
-        if (typeof mac !== 'string') throw new InvalidParameter(`${field}.MacAddress must be a string`);
-        endpoint.macAddress = parseMac(mac, `${field}.MacAddress`);
-      }
+      if (extra.some((e) => e.networkId === target.network.Id)) continue;
+      extra.push({ networkId: target.network.Id, networkName: target.network.Name, endpoint: this.parseEndpoint(target, raw, field) });
     }
     if (kind !== 'bridge' && endpoint.macAddress) {
       throw new InvalidParameter(`conflicting options: a MAC address cannot be set with network mode ${name}`);
     }
-    return { mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
+    const plan: NetworkPlan = { mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
+    if (extra.length > 0) plan.extra = extra;
+    return plan;
+  }
+
+  /** Validates one EndpointsConfig entry for the network it names. */
+  private parseEndpoint(entry: NetworkEntry, raw: unknown, field: string): EndpointRequest {
+    const endpoint: EndpointRequest = {};
+    if (raw === null || raw === undefined) return endpoint;
+    if (typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter(`${field} must be an object`);
+    const name = entry.network.Name;
+    const settings = raw as Record<string, unknown>;
+    const ipam = settings.IPAMConfig;
+    if (ipam !== null && ipam !== undefined) {
+      if (typeof ipam !== 'object' || Array.isArray(ipam)) throw new InvalidParameter(`${field}.IPAMConfig must be an object`);
+      const { IPv4Address, IPv6Address, LinkLocalIPs } = ipam as Record<string, unknown>;
+      if (IPv4Address !== undefined && IPv4Address !== '') {
+        endpoint.ipv4Address = this.validateStaticIPv4(entry, IPv4Address, `${field}.IPAMConfig.IPv4Address`);
+      }
+      if (IPv6Address !== undefined && IPv6Address !== '') {
+        throw new InvalidParameter(`${field}.IPAMConfig.IPv6Address: IPv6 is not enabled on network ${name}`);
+      }
+      if (Array.isArray(LinkLocalIPs) && LinkLocalIPs.length > 0) {
+        throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: link-local addresses are not supported`);
+      }
+    }
+    const aliases = settings.Aliases;
+    if (Array.isArray(aliases) && aliases.length > 0 && this.isPredefined(entry)) {
+      throw new InvalidParameter(`${field}.Aliases: network-scoped aliases are supported only for containers in user-defined networks`);
+    }
+    const mac = settings.MacAddress;
+    if (mac !== undefined && mac !== '') {
+      if (typeof mac !== 'string') throw new InvalidParameter(`${field}.MacAddress must be a string`);
+      endpoint.macAddress = parseMac(mac, `${field}.MacAddress`);
+    }
+    return endpoint;
   }
 
   private endpointsConfig(networkingConfig: unknown): Record<string, unknown> {
@@ -562,7 +577,9 @@ export class NetworkService implements ContainerNetworking {
 
   plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings> {
     if (plan.mode === 'container') return {};
-    return { [plan.networkName]: this.endpointSettings(plan.networkId, undefined, plan.endpoint) };
+    const out: Record<string, EndpointSettings> = { [plan.networkName]: this.endpointSettings(plan.networkId, undefined, plan.endpoint) };
+    for (const e of plan.extra ?? []) out[e.networkName] = this.endpointSettings(e.networkId, undefined, e.endpoint);
+    return out;
   }
 
   private endpointSettings(networkId: string, ep: EndpointRecord | undefined, request?: EndpointRequest): EndpointSettings {
@@ -633,67 +650,91 @@ export class NetworkService implements ContainerNetworking {
   connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
     if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '' });
     return this.lock.run(async () => {
-      const entry = this.entries.get(plan.networkId);
-      if (!entry) throw new NotFound(`network ${plan.networkName} not found`);
-      const containerName = container.name.replace(/^\//, '');
-      // A record left by an earlier run of this container (never disconnected) is replaced.
-      const stale = entry.endpoints.get(container.id);
-      if (stale?.hostInterface) await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
-
-      const endpoint: EndpointRecord = {
-        containerId: container.id,
-        containerName,
-        endpointId: newId(),
-        ipv4: '',
-        prefixLen: 0,
-        macAddress: '',
-        pid,
-      };
-      let bridge = '';
-      if (plan.mode === 'bridge') {
-        if (pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
-        const { address, subnet, gateway } = this.allocate(entry, container.id, plan.endpoint.ipv4Address);
-        endpoint.ipv4 = formatIPv4(address);
-        endpoint.prefixLen = subnet.prefix;
-        endpoint.macAddress = plan.endpoint.macAddress ?? macFromIPv4(address);
-        endpoint.hostInterface = randomInterfaceName();
-        if (plan.endpoint.ipv4Address) endpoint.staticIPv4 = true;
-        else entry.lastAllocated = endpoint.ipv4;
-        bridge = entry.bridge ?? this.opts.bridgeName;
-        // The allocation is on disk before the interface exists, so a crash in between leaves a record
-        // that recovery can see and undo.
-        entry.endpoints.set(container.id, endpoint);
-        await this.store.save(entry);
-        try {
-          await this.host.attachVeth({
-            pid,
-            bridge,
-            hostInterface: endpoint.hostInterface,
-            containerInterface: CONTAINER_INTERFACE,
-            address: endpoint.ipv4,
-            prefixLen: subnet.prefix,
-            gateway: entry.network.Internal ? undefined : formatIPv4(gateway),
-            macAddress: endpoint.macAddress,
-            mtu: this.mtuOf(entry),
-          });
-        } catch (err) {
+      const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
+      const entries = joins.map((j) => {
+        const entry = this.entries.get(j.networkId);
+        if (!entry) throw new NotFound(`network ${j.networkName} not found`);
+        return entry;
+      });
+      if (plan.mode === 'bridge' && pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
+      if (plan.mode === 'none' && pid !== undefined) await this.host.setupLoopback(pid);
+      const joined: Array<{ entry: NetworkEntry; endpoint: EndpointRecord }> = [];
+      try {
+        for (const [i, entry] of entries.entries()) {
+          // The first network is the container's eth0 and holds its default route; the others come as eth1...
+          const endpoint = await this.join(entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i);
+          joined.push({ entry, endpoint });
+        }
+      } catch (err) {
+        for (const { entry, endpoint } of joined.reverse()) {
           entry.endpoints.delete(container.id);
           await this.store.save(entry).catch(() => undefined);
-          throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
+          if (endpoint.hostInterface) await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
         }
-      } else {
-        if (plan.mode === 'none' && pid !== undefined) await this.host.setupLoopback(pid);
-        entry.endpoints.set(container.id, endpoint);
-        await this.store.save(entry);
+        throw err;
       }
-      this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+      const networks: Record<string, EndpointSettings> = {};
+      for (const { entry, endpoint } of joined) {
+        networks[entry.network.Name] = this.endpointSettings(entry.network.Id, endpoint);
+        this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+      }
+      const primary = joined[0];
       return {
-        networks: { [entry.network.Name]: this.endpointSettings(entry.network.Id, endpoint) },
-        hostsAddress: endpoint.ipv4 || undefined,
+        networks,
+        hostsAddress: primary.endpoint.ipv4 || undefined,
         sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
-        bridge,
+        bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
       };
     });
+  }
+
+  /** Records the container's endpoint in one network and, for a bridge network, plugs it in. */
+  private async join(
+    entry: NetworkEntry,
+    container: { id: string; name: string },
+    request: EndpointRequest,
+    pid: number | undefined,
+    index: number,
+  ): Promise<EndpointRecord> {
+    const containerName = container.name.replace(/^\//, '');
+    // A record left by an earlier run of this container (never disconnected) is replaced.
+    const stale = entry.endpoints.get(container.id);
+    if (stale?.hostInterface) await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
+    const endpoint: EndpointRecord = { containerId: container.id, containerName, endpointId: newId(), ipv4: '', prefixLen: 0, macAddress: '', pid };
+    if (entry.network.Driver !== 'bridge' || pid === undefined) {
+      entry.endpoints.set(container.id, endpoint);
+      await this.store.save(entry);
+      return endpoint;
+    }
+    const { address, subnet, gateway } = this.allocate(entry, container.id, request.ipv4Address);
+    endpoint.ipv4 = formatIPv4(address);
+    endpoint.prefixLen = subnet.prefix;
+    endpoint.macAddress = request.macAddress ?? macFromIPv4(address);
+    endpoint.hostInterface = randomInterfaceName();
+    if (request.ipv4Address) endpoint.staticIPv4 = true;
+    else entry.lastAllocated = endpoint.ipv4;
+    // The allocation is on disk before the interface exists, so a crash in between leaves a record
+    // that recovery can see and undo.
+    entry.endpoints.set(container.id, endpoint);
+    await this.store.save(entry);
+    try {
+      await this.host.attachVeth({
+        pid,
+        bridge: entry.bridge ?? this.opts.bridgeName,
+        hostInterface: endpoint.hostInterface,
+        containerInterface: `eth${index}`,
+        address: endpoint.ipv4,
+        prefixLen: subnet.prefix,
+        gateway: index > 0 || entry.network.Internal ? undefined : formatIPv4(gateway),
+        macAddress: endpoint.macAddress,
+        mtu: this.mtuOf(entry),
+      });
+    } catch (err) {
+      entry.endpoints.delete(container.id);
+      await this.store.save(entry).catch(() => undefined);
+      throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
+    }
+    return endpoint;
   }
 
   disconnect(containerId: string): Promise<void> {

@@ -72,7 +72,14 @@ export interface EndpointSettings {
  * Plain data: the engine may keep it, but should plan again at start (the network may be gone).
  */
 export type NetworkPlan =
-  | { mode: 'bridge' | 'host' | 'none'; networkId: string; networkName: string; endpoint: EndpointRequest }
+  | {
+      mode: 'bridge' | 'host' | 'none';
+      networkId: string;
+      networkName: string;
+      endpoint: EndpointRequest;
+      /** Further bridge networks joined at create (EndpointsConfig naming several networks), as eth1... */
+      extra?: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }>;
+    }
   /** Shares the network namespace of another container (`container:<id|name>`); the engine resolves the reference. */
   | { mode: 'container'; container: string };
 
