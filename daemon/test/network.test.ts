@@ -203,6 +203,24 @@ describe('user-defined bridge networks', () => {
     assert.equal((await engine.request('GET', '/v1.53/networks/appnet')).status, 404);
   });
 
+  test('dockerode: list, create, inspect and remove', async () => {
+    const docker = engine.dockerode();
+    const before = await docker.listNetworks();
+    assert.deepEqual(before.map((n) => n.Name).sort(), ['bridge', 'host', 'none']);
+    const created = await docker.createNetwork({ Name: 'odenet', Labels: { by: 'dockerode' }, IPAM: { Driver: 'default', Config: [{ Subnet: '10.197.3.0/24', Gateway: '10.197.3.254' }] } });
+    try {
+      const info = await created.inspect();
+      assert.equal(info.Name, 'odenet');
+      assert.deepEqual(info.IPAM?.Config, [{ Subnet: '10.197.3.0/24', Gateway: '10.197.3.254' }]);
+      const filtered = await docker.listNetworks({ filters: { label: ['by=dockerode'] } });
+      assert.deepEqual(filtered.map((n) => n.Name), ['odenet']);
+      await assert.rejects(docker.getNetwork('bridge').remove(), (e: { statusCode?: number }) => e.statusCode === 403);
+    } finally {
+      await created.remove();
+    }
+    await assert.rejects(docker.getNetwork('odenet').inspect(), (e: { statusCode?: number }) => e.statusCode === 404);
+  });
+
   test('docker network create without a subnet picks a free range; prune removes unused networks', async () => {
     const since = Math.floor(Date.now() / 1000) - 1;
     const id = (await engine.dockerOk(['network', 'create', 'auto1'])).trim();
