@@ -220,6 +220,26 @@ describe('images', () => {
     assert.equal(layerDirs().length, 1);
   });
 
+  it('docker rmi answers 409 while a container uses the image, and force only untags it', async () => {
+    await engine.dockerOk(['tag', 'busybox', 'inuse:1']);
+    const container = (await engine.dockerOk(['create', 'inuse:1', 'true'])).trim();
+    const refused = await engine.docker(['rmi', busyboxId]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /must be forced\) - image is being used by container/);
+    const untag = await engine.dockerOk(['rmi', 'inuse:1']);
+    assert.equal(untag.trim(), 'Untagged: inuse:1');
+    await engine.dockerOk(['tag', 'busybox', 'inuse:1']);
+    await engine.dockerOk(['rmi', 'busybox']);
+    const last = await engine.docker(['rmi', 'inuse:1']);
+    assert.notEqual(last.code, 0);
+    assert.match(last.stderr, new RegExp(`unable to remove repository reference "inuse:1" \\(must force\\) - container ${container.slice(0, 12)} is using`));
+    const forced = await engine.dockerOk(['rmi', '-f', 'inuse:1']);
+    assert.equal(forced.trim(), 'Untagged: inuse:1');
+    assert.equal((await engine.dockerOk(['image', 'inspect', '-f', '{{.Id}}', busyboxId])).trim(), busyboxId);
+    await engine.dockerOk(['rm', container]);
+    await engine.dockerOk(['tag', busyboxId, 'busybox:latest']);
+  });
+
   it('pulling answers a clear error, and docker run shows it', async () => {
     const pull = await engine.docker(['pull', 'alpine']);
     assert.notEqual(pull.code, 0);
