@@ -82,6 +82,15 @@ describe('image archives', () => {
     await removeAll();
   });
 
+  it('parallel loads of the same archive end with one image and its layers once', async () => {
+    const archive = await dockerArchive([base, upper], { tags: ['same:1'] });
+    const results = await Promise.all([load(archive), load(archive), load(archive)]);
+    for (const res of results) assert.equal(res.status, 200, res.text);
+    assert.deepEqual(stored(), { images: 1, layers: 2, staging: 0, blobs: 1 });
+    await removeAll();
+    assert.deepEqual(stored(), { images: 0, layers: 0, staging: 0, blobs: 0 });
+  });
+
   it('loads the legacy layout (repositories and per-layer folders)', async () => {
     const res = await load(await legacyArchive([base, upper], 'legacy/app', 'old'));
     assert.equal(res.status, 200, res.text);
