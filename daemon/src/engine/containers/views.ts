@@ -79,6 +79,38 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
   return out;
 }
 
+/**
+ * Endpoint settings as the published schemas type them: lists and maps are empty rather than null (clients
+ * generated from the schemas reject null where no x-nullable allows it).
+ */
+function endpointsView(networks: ContainerRecord['Networks']): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, ep] of Object.entries(networks)) {
+    out[name] = { ...ep, IPAMConfig: ep.IPAMConfig ?? {}, Links: ep.Links ?? [], Aliases: ep.Aliases ?? [], DriverOpts: ep.DriverOpts ?? {}, DNSNames: ep.DNSNames ?? [] };
+  }
+  return out;
+}
+
+const HOST_CONFIG_LISTS = ['Binds', 'VolumesFrom', 'CapAdd', 'CapDrop', 'ExtraHosts', 'GroupAdd', 'Links', 'SecurityOpt', 'DeviceCgroupRules', 'DeviceRequests', 'Dns', 'DnsOptions', 'DnsSearch', 'Ulimits', 'Devices'];
+
+/** HostConfig with unset lists as [] and unset tunables at their neutral value, as the schemas type them. */
+function hostConfigView(record: ContainerRecord): Record<string, unknown> {
+  const hc = structuredClone(record.HostConfig) as Record<string, unknown>;
+  for (const key of HOST_CONFIG_LISTS) if (hc[key] === null || hc[key] === undefined) hc[key] = [];
+  // Unset swappiness has no value in the schema's 0-100 range: it is left out.
+  if (hc.MemorySwappiness === null || hc.MemorySwappiness === undefined || hc.MemorySwappiness === -1) delete hc.MemorySwappiness;
+  if (hc.OomKillDisable === null || hc.OomKillDisable === undefined) hc.OomKillDisable = false;
+  if (hc.PidsLimit === null || hc.PidsLimit === undefined) hc.PidsLimit = 0;
+  return hc;
+}
+
+/** Config with null lists and maps left out (the schemas allow absence, not null). */
+function configView(record: ContainerRecord): Record<string, unknown> {
+  const config = structuredClone(record.Config) as unknown as Record<string, unknown>;
+  for (const key of ['Entrypoint', 'Cmd', 'Volumes', 'OnBuild', 'Labels']) if (config[key] === null) delete config[key];
+  return config;
+}
+
 function commandLine(record: ContainerRecord): string {
   const quote = (a: string) => (/[\s"'\\]/.test(a) ? JSON.stringify(a) : a);
   return [record.Path, ...record.Args].map(quote).join(' ');
@@ -109,7 +141,7 @@ export function containerSummary(record: ContainerRecord, imageName: string, siz
     State: record.State.Status,
     Status: humanStatus(record.State),
     HostConfig: { NetworkMode: record.HostConfig.NetworkMode },
-    NetworkSettings: { Networks: structuredClone(record.Networks) },
+    NetworkSettings: { Networks: endpointsView(record.Networks) },
     Mounts: record.Mounts.map((m) => ({ ...m })),
   };
   if (record.HostConfig.Annotations) (summary.HostConfig as Record<string, unknown>).Annotations = record.HostConfig.Annotations;
@@ -122,7 +154,7 @@ export function containerSummary(record: ContainerRecord, imageName: string, siz
 
 export function containerInspect(record: ContainerRecord, sizes?: { rw: number; rootFs: number }): Record<string, unknown> {
   const primary = Object.values(record.Networks)[0];
-  const hc = structuredClone(record.HostConfig) as Record<string, unknown>;
+  const hc = hostConfigView(record);
   const ports: Record<string, unknown> = {};
   for (const key of Object.keys(record.Config.ExposedPorts ?? {})) ports[key] = null;
   if (record.State.Running) Object.assign(ports, record.Ports);
@@ -146,9 +178,9 @@ export function containerInspect(record: ContainerRecord, sizes?: { rw: number; 
     AppArmorProfile: '',
     ExecIDs: record.ExecIDs,
     HostConfig: hc,
-    GraphDriver: { Name: 'overlay2', Data: null },
+    GraphDriver: { Name: 'overlay2', Data: {} },
     Mounts: record.Mounts.map((m) => ({ ...m })),
-    Config: structuredClone(record.Config),
+    Config: configView(record),
     NetworkSettings: {
       Bridge: '',
       SandboxID: record.State.Running ? record.Id : '',
@@ -167,7 +199,7 @@ export function containerInspect(record: ContainerRecord, sizes?: { rw: number; 
       IPPrefixLen: primary?.IPPrefixLen ?? 0,
       IPv6Gateway: primary?.IPv6Gateway ?? '',
       MacAddress: primary?.MacAddress ?? '',
-      Networks: structuredClone(record.Networks),
+      Networks: endpointsView(record.Networks),
     },
   };
   if (!(inspect.State as Record<string, unknown>).Health) delete (inspect.State as Record<string, unknown>).Health;
