@@ -94,7 +94,15 @@ describe('image service: images made from a parent and a diff', () => {
     assert.equal(images.find(empty).image.chainIds.length, 2);
 
     await assert.rejects(images.remove(images.find('derived:1').image.id, { force: true }), /image has dependent child images/);
-    await images.remove(empty);
+    // An untagged parent goes with its last child, unless noprune.
+    const child = await images.createImage({ parent: empty, config: { Cmd: ['y'] }, tags: ['child:1'] });
+    assert.deepEqual((await images.remove('child:1', { noprune: true })).map((r) => Object.keys(r)[0]), ['Untagged', 'Deleted']);
+    assert.ok(images.store.has(empty));
+    const child2 = await images.createImage({ parent: empty, config: { Cmd: ['y'] }, tags: ['child:2'] });
+    const records2 = await images.remove('child:2');
+    assert.deepEqual(records2.filter((r) => r.Deleted).map((r) => r.Deleted), [child2, empty]);
+    assert.notEqual(child, child2);
+    assert.ok(images.store.has(images.find('derived:1').image.id), 'the tagged grandparent stays');
     const records = await images.remove('derived:1');
     // Its own layer goes; the busybox layer stays for busybox.
     assert.deepEqual(records.map((r) => Object.keys(r)[0]), ['Untagged', 'Deleted', 'Deleted']);

@@ -388,6 +388,21 @@ export class ImageService implements ImageLookup {
     return bytes;
   }
 
+  /**
+   * Deletes an image and then, unless `prune` is false (noprune), its parents that nothing else holds:
+   * untagged, without other children, unused by containers (the intermediate images of a build).
+   */
+  private async deleteWithParents(image: ImageRecord, records: DeleteRecord[], prune: boolean): Promise<void> {
+    await this.deleteImage(image, records);
+    let parentId = image.meta.parent;
+    while (prune && parentId) {
+      const parent = this.store.get(parentId);
+      if (!parent || this.store.refsOf(parent.id).length > 0 || this.hasChildren(parent.id) || this.containersUsing(parent.id).length > 0) return;
+      await this.deleteImage(parent, records);
+      parentId = parent.meta.parent;
+    }
+  }
+
   private async untag(image: ImageRecord, ref: Reference, records: DeleteRecord[]): Promise<void> {
     if (await this.store.deleteRef(ref)) {
       records.push({ Untagged: familiarString(ref) });
@@ -416,7 +431,7 @@ export class ImageService implements ImageLookup {
         }
         await this.untag(image, ref, records);
         if (users.length > 0 || children) return records;
-        await this.deleteImage(image, records);
+        await this.deleteWithParents(image, records, !opts.noprune);
         return records;
       }
       if (children) throw new Conflict(`conflict: unable to delete ${shortId(image.id)} (cannot be forced) - image has dependent child images`);
@@ -431,7 +446,7 @@ export class ImageService implements ImageLookup {
         if (repos.size > 1) throw new Conflict(`conflict: unable to delete ${shortId(image.id)} (must be forced) - image is referenced in multiple repositories`);
       }
       for (const r of refs) await this.untag(image, r, records);
-      await this.deleteImage(image, records);
+      await this.deleteWithParents(image, records, !opts.noprune);
       return records;
     });
   }
