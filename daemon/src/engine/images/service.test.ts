@@ -92,6 +92,13 @@ describe('image service: images made from a parent and a diff', () => {
 
     const empty = await images.createImage({ parent: 'derived:1', config: { Cmd: ['x'] }, createdBy: 'metadata only' });
     assert.equal(images.find(empty).image.chainIds.length, 2);
+    const grandchild = await images.createImage({ parent: empty, config: { Cmd: ['z'] }, tags: ['grandchild:1'] });
+    // The untagged middle image is an intermediate: listed with all only, and not dangling.
+    const ids = (opts: { all?: boolean; filters?: Map<string, string[]> }) => images.list({ all: opts.all, filters: opts.filters ?? new Map() }).map((i) => i.Id);
+    assert.ok(!ids({}).includes(empty));
+    assert.ok(ids({ all: true }).includes(empty));
+    assert.ok(!ids({ all: true, filters: new Map([['dangling', ['true']]]) }).includes(empty));
+    await images.remove(grandchild, { noprune: true });
 
     await assert.rejects(images.remove(images.find('derived:1').image.id, { force: true }), /image has dependent child images/);
     // An untagged parent goes with its last child, unless noprune.

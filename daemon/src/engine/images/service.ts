@@ -236,6 +236,9 @@ export class ImageService implements ImageLookup {
     const out: Array<{ created: bigint; summary: Record<string, unknown> }> = [];
     for (const image of this.store.all()) {
       const refs = this.store.refsOf(image.id);
+      // Intermediate images (untagged parents of others) show only with all=1, and are never dangling.
+      const intermediate = refs.length === 0 && this.hasChildren(image.id);
+      if (intermediate && (!opts.all || danglingOnly === true)) continue;
       if (danglingOnly === true && refs.length > 0) continue;
       if (danglingOnly === false && refs.length === 0) continue;
       const created = createdNano(image);
