@@ -162,6 +162,8 @@ export interface Report {
   host: { cpus: number; kernel: string; node: string; runtime: Runtime };
   iterations: number;
   rounds: number;
+  /** The temporary root the daemon ran in (removed at the end). */
+  engineRoot: string;
   api?: Summary;
   apiConnections?: number;
   cli?: Summary;
@@ -284,15 +286,16 @@ class Part {
 }
 
 export async function runBenchmark(opts: Options, progress: (line: string) => void): Promise<Report> {
+  const work = await fs.mkdtemp('/tmp/bb-');
+  const engine = new Engine({ runtime: opts.runtime, verbose: opts.verbose });
   const report: Report = {
     host: { cpus: os.cpus().length, kernel: os.release(), node: process.version, runtime: opts.runtime },
     iterations: opts.iterations,
     rounds: opts.rounds,
+    engineRoot: engine.root,
     ratios: {},
     errors: {},
   };
-  const work = await fs.mkdtemp('/tmp/bb-');
-  const engine = new Engine({ runtime: opts.runtime, verbose: opts.verbose });
   const api = new Api(engine.socket);
   let cleaned: Promise<void> | undefined;
   const cleanup = () =>
