@@ -134,6 +134,13 @@ describe('networks API', () => {
     assert.match(badSubnet.json().message, /IPAM\.Config\[0\]\.Subnet/);
     const noName = await engine.request('POST', '/v1.53/networks/create', { body: {} });
     assert.equal(noName.status, 400);
+    const connectMissing = await engine.request('POST', '/v1.53/networks/nosuchnet/connect', { body: { Container: 'x' } });
+    assert.equal(connectMissing.status, 404);
+    const connectNoBody = await engine.request('POST', '/v1.53/networks/bridge/connect', { body: { EndpointConfig: {} } });
+    assert.equal(connectNoBody.status, 400);
+    assert.match(connectNoBody.json().message, /Container is required/);
+    const disconnectBad = await engine.request('POST', '/v1.53/networks/bridge/disconnect', { body: { Container: 'x', Force: 'yes' } });
+    assert.equal(disconnectBad.status, 400);
     const prune = await engine.request('POST', '/v1.53/networks/prune');
     assert.equal(prune.status, 200);
     assert.deepEqual(prune.json(), { NetworksDeleted: [] });

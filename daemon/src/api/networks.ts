@@ -18,11 +18,17 @@ export interface NetworkBackend {
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
 }
 
+/** What connect and disconnect need (the container engine resolves the container). */
+export interface NetworkContainerBackend {
+  connectContainer(networkRef: string, containerRef: string, endpointConfig: unknown): Promise<void>;
+  disconnectContainer(networkRef: string, containerRef: string, force: boolean): Promise<void>;
+}
+
 const LIST_FILTERS = ['dangling', 'driver', 'id', 'label', 'name', 'scope', 'type'] as const;
 const PRUNE_FILTERS = ['until', 'label', 'label!'] as const;
 const SCOPES = ['local', 'swarm', 'global'];
 
-export function registerNetworkRoutes(router: Router, backend: NetworkBackend): void {
+export function registerNetworkRoutes(router: Router, backend: NetworkBackend, containers?: NetworkContainerBackend): void {
   const list = (req: ApiRequest, res: ApiResponse) => {
     const filters = filterParam(req, LIST_FILTERS);
     res.json(200, shape('network', req.version, backend.list(filters)));
@@ -61,13 +67,33 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend): 
     res.noContent();
   });
 
-  router.post('/networks/:id/connect', async (req) => {
+  const containerBody = async (req: ApiRequest): Promise<Record<string, unknown>> => {
+    const body = await req.json();
+    if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new InvalidParameter('request body must be a JSON object with a Container');
+    }
+    const b = body as Record<string, unknown>;
+    if (typeof b.Container !== 'string' || b.Container === '') throw new InvalidParameter('Container is required: the id or name of a container');
+    return b;
+  };
+
+  router.post('/networks/:id/connect', async (req, res) => {
     backend.inspect(req.params.id, {});
-    throw new NotImplemented('connecting a running container to another network is not supported yet');
+    const body = await containerBody(req);
+    if (body.EndpointConfig !== undefined && body.EndpointConfig !== null && (typeof body.EndpointConfig !== 'object' || Array.isArray(body.EndpointConfig))) {
+      throw new InvalidParameter('EndpointConfig must be an object');
+    }
+    if (!containers) throw new NotImplemented('connecting a container to a network after create is not supported yet');
+    await containers.connectContainer(req.params.id, body.Container as string, body.EndpointConfig);
+    res.status(200);
   });
 
-  router.post('/networks/:id/disconnect', async (req) => {
+  router.post('/networks/:id/disconnect', async (req, res) => {
     backend.inspect(req.params.id, {});
-    throw new NotImplemented('disconnecting a container from a network is not supported yet');
+    const body = await containerBody(req);
+    if (body.Force !== undefined && typeof body.Force !== 'boolean') throw new InvalidParameter('Force must be a boolean');
+    if (!containers) throw new NotImplemented('disconnecting a container from a network is not supported yet');
+    await containers.disconnectContainer(req.params.id, body.Container as string, body.Force === true);
+    res.status(200);
   });
 }

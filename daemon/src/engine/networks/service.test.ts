@@ -6,6 +6,7 @@ import { after, test } from 'node:test';
 import { EventBus, type EngineEvent } from '../events.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import { NetworkService, type NetworkServiceOptions } from './service.js';
+import { containerConnector } from './connect.js';
 import type { BridgeSpec, NetworkHost, VethSpec } from './types.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
@@ -379,6 +380,46 @@ test('several networks at create: eth0 with the default route, then eth1; a fail
   assert.deepEqual(service.inspect('front').Containers, {});
   assert.deepEqual(service.inspect('back').Containers, {});
   assert.ok(host.removed.includes(host.veths.at(-1)!.hostInterface));
+});
+
+test('connect and disconnect a running container: eth1 without default route, events, errors', async () => {
+  const { service, host, seen } = await setup();
+  await service.create({ Name: 'extra', IPAM: { Config: [{ Subnet: '10.60.0.0/24' }] } });
+  const id = 'r'.repeat(64);
+  const recorded: Array<Record<string, unknown>> = [];
+  const lookup = {
+    get(ref: string) {
+      if (ref !== 'runner' && ref !== id) throw new NotFound(`No such container: ${ref}`);
+      return { Id: id, Name: '/runner', State: { Running: true, Pid: 77 } };
+    },
+    async setNetworks(_id: string, networks: Record<string, unknown>) {
+      recorded.push(networks);
+    },
+  };
+  const connector = containerConnector(service, lookup);
+  await service.connect({ id, name: '/runner' }, service.plan('bridge', undefined), 77);
+  await connector.connectContainer('extra', 'runner', { IPAMConfig: { IPv4Address: '10.60.0.7' } });
+  assert.deepEqual(Object.keys(recorded.at(-1)!).sort(), ['bridge', 'extra']);
+  const veth = host.veths.at(-1)!;
+  assert.deepEqual([veth.containerInterface, veth.gateway, veth.address, veth.pid], ['eth1', undefined, '10.60.0.7', 77]);
+  await assert.rejects(connector.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof Forbidden && /already exists/.test(e.message));
+  await assert.rejects(connector.connectContainer('host', 'runner', {}), Forbidden);
+  await assert.rejects(connector.connectContainer('nonet', 'runner', {}), NotFound);
+  await assert.rejects(connector.connectContainer('extra', 'ghost', {}), NotFound);
+  await assert.rejects(connector.connectContainer('extra', 'runner', { IPAMConfig: { IPv4Address: '10.61.0.7' } }), /not in the subnet/);
+
+  await connector.disconnectContainer('extra', 'runner', false);
+  assert.deepEqual(Object.keys(recorded.at(-1)!), ['bridge']);
+  assert.ok(host.removed.includes(veth.hostInterface));
+  await assert.rejects(connector.disconnectContainer('extra', 'runner', false), NotFound);
+  // Reconnecting takes the free name again.
+  await connector.connectContainer('extra', 'runner', {});
+  assert.equal(host.veths.at(-1)!.containerInterface, 'eth1');
+  const actions = seen.filter((e) => e.Type === 'network' && e.Actor.Attributes.container === id).map((e) => `${e.Action}:${e.Actor.Attributes.name}`);
+  assert.deepEqual(actions, ['connect:bridge', 'connect:extra', 'disconnect:extra', 'connect:extra']);
+
+  const stopped = containerConnector(service, { ...lookup, get: () => ({ Id: id, Name: '/runner', State: { Running: false, Pid: 0 } }) });
+  await assert.rejects(stopped.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof Conflict && /not running/.test(e.message));
 });
 
 function names(list: string[]): string[] {

@@ -695,6 +695,7 @@ export class NetworkService implements ContainerNetworking {
     request: EndpointRequest,
     pid: number | undefined,
     index: number,
+    defaultRoute = index === 0,
   ): Promise<EndpointRecord> {
     const containerName = container.name.replace(/^\//, '');
     // A record left by an earlier run of this container (never disconnected) is replaced.
@@ -711,6 +712,7 @@ export class NetworkService implements ContainerNetworking {
     endpoint.prefixLen = subnet.prefix;
     endpoint.macAddress = request.macAddress ?? macFromIPv4(address);
     endpoint.hostInterface = randomInterfaceName();
+    endpoint.containerInterface = `eth${index}`;
     if (request.ipv4Address) endpoint.staticIPv4 = true;
     else entry.lastAllocated = endpoint.ipv4;
     // The allocation is on disk before the interface exists, so a crash in between leaves a record
@@ -725,7 +727,7 @@ export class NetworkService implements ContainerNetworking {
         containerInterface: `eth${index}`,
         address: endpoint.ipv4,
         prefixLen: subnet.prefix,
-        gateway: index > 0 || entry.network.Internal ? undefined : formatIPv4(gateway),
+        gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv4(gateway),
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
       });
@@ -735,6 +737,43 @@ export class NetworkService implements ContainerNetworking {
       throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
     }
     return endpoint;
+  }
+
+  connectRunning(container: { id: string; name: string }, networkRef: string, endpointConfig: unknown, pid: number): Promise<Record<string, EndpointSettings>> {
+    const entry = this.find(networkRef);
+    const current = [...this.entries.values()].filter((e) => e.endpoints.has(container.id));
+    if (entry.network.Driver !== 'bridge' || current.some((e) => e.network.Driver !== 'bridge')) {
+      throw new Forbidden('container cannot be disconnected from host network or connected to host network');
+    }
+    if (current.length === 0) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);
+    const request = this.parseEndpoint(entry, endpointConfig, 'EndpointConfig');
+    return this.lock.run(async () => {
+      if (entry.endpoints.has(container.id)) {
+        throw new Forbidden(`endpoint with name ${container.name.replace(/^\//, '')} already exists in network ${entry.network.Name}`);
+      }
+      const used = new Set(current.map((e) => e.endpoints.get(container.id)?.containerInterface ?? 'eth0'));
+      let index = 0;
+      while (used.has(`eth${index}`)) index++;
+      // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
+      await this.join(entry, container, request, pid, index, index === 0 && current.length === 0);
+      this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+      return this.containerNetworks(container.id);
+    });
+  }
+
+  disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>> {
+    const entry = this.find(networkRef);
+    return this.lock.run(async () => {
+      const ep = entry.endpoints.get(containerId);
+      if (!ep) throw new NotFound(`container ${containerId} is not connected to network ${entry.network.Name}`);
+      if (entry.network.Driver !== 'bridge') throw new Forbidden('container cannot be disconnected from host network or connected to host network');
+      entry.endpoints.delete(containerId);
+      await this.store.save(entry);
+      // Deleting the host end takes the container's end with it.
+      if (ep.hostInterface) await this.host.removeInterface(ep.hostInterface);
+      this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+      return this.containerNetworks(containerId);
+    });
   }
 
   disconnect(containerId: string): Promise<void> {

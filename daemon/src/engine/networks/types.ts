@@ -42,6 +42,8 @@ export interface EndpointRecord {
   macAddress: string;
   /** Name of the host side of the veth pair (bridge networks). */
   hostInterface?: string;
+  /** Name of the interface inside the container (eth0, eth1...). */
+  containerInterface?: string;
   /** The address was asked for by the client (IPAMConfig.IPv4Address). */
   staticIPv4?: boolean;
   /** The container's init pid when it joined (for SandboxKey). */
@@ -125,6 +127,14 @@ export interface ContainerNetworking {
   disconnect(containerId: string): Promise<void>;
   /** The container's current endpoints (empty when it is not connected). */
   containerNetworks(containerId: string): Record<string, EndpointSettings>;
+  /**
+   * Connects a running container (init pid `pid`) to one more bridge network (POST /networks/{id}/connect):
+   * a new interface eth<N> without default route. `endpointConfig` is the request's EndpointConfig.
+   * Resolves with the container's endpoints after the change.
+   */
+  connectRunning(container: { id: string; name: string }, networkRef: string, endpointConfig: unknown, pid: number): Promise<Record<string, EndpointSettings>>;
+  /** Disconnects a running container from one network (POST /networks/{id}/disconnect); NotFound when not connected. */
+  disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>>;
   /**
    * At daemon start: releases the allocations and removes the interfaces of every container not in
    * `liveContainerIds` (what a crash left behind).
