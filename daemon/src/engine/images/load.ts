@@ -22,6 +22,8 @@ import type { LayerStore, StagedLayer } from './types.js';
 
 /** JSON files larger than this are not metadata (a configuration or manifest is a few KB). */
 const MAX_METADATA_SIZE = 16 * 1024 * 1024;
+/** All JSON files of one archive together (they are held in memory until the archive has been read). */
+const MAX_METADATA_TOTAL = 64 * 1024 * 1024;
 const MAX_LINK_HOPS = 16;
 
 /** An image found in an archive, checked and ready to commit. */
@@ -35,6 +37,7 @@ export interface ArchiveImage {
 
 export class ArchiveContents {
   readonly metadata = new Map<string, Buffer>();
+  metadataBytes = 0;
   readonly layers = new Map<string, StagedLayer>();
   /** Files that were neither JSON nor a readable layer tar, with the reason: an error only if an image names one. */
   readonly unreadable = new Map<string, Error>();
@@ -130,6 +133,12 @@ export async function readArchive(
   const extract = tar.extract();
   let failure: unknown;
 
+  const keep = (name: string, bytes: Buffer): void => {
+    contents.metadataBytes += bytes.length;
+    if (contents.metadataBytes > MAX_METADATA_TOTAL) throw new InvalidParameter(`invalid archive: its JSON files exceed ${MAX_METADATA_TOTAL} bytes in all`);
+    contents.metadata.set(name, bytes);
+  };
+
   const handle = async (header: tar.Header, entry: Readable): Promise<void> => {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
     const name = cleanArchiveName(header.name);
@@ -152,7 +161,7 @@ export async function readArchive(
         return;
     }
     if (looksLikeMetadataName(name) && (header.size ?? 0) <= MAX_METADATA_SIZE) {
-      contents.metadata.set(name, await readSmall(entry, name));
+      keep(name, await readSmall(entry, name));
       return;
     }
     // A tar header carries "ustar" at offset 257; anything else starting with { or [ is a JSON blob.
@@ -160,7 +169,7 @@ export async function readArchive(
     const isTar = head.length >= 262 && head.subarray(257, 262).toString('latin1') === 'ustar';
     const first = firstNonSpace(head);
     if (!isTar && (first === 0x7b || first === 0x5b) && (header.size ?? 0) <= MAX_METADATA_SIZE) {
-      contents.metadata.set(name, await readSmall(whole, name));
+      keep(name, await readSmall(whole, name));
       return;
     }
     try {
