@@ -22,6 +22,7 @@ Options:
       --tlscacert string       CA the clients' certificates must be signed by
       --tlscert string         Server certificate
       --tlskey string          Server key
+      --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
   -v, --version                Print the version and exit
@@ -32,6 +33,8 @@ export const DEFAULT_SOCKET = 'unix:///var/run/engine.sock';
 
 export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
   // `--iptables=false` is the dockerd spelling of a false boolean; parseArgs knows only `--no-x`.
+  // `--ui` takes an optional address: given alone (last, or before another flag) it means the default one.
+  argv = argv.map((arg, i) => (arg === '--ui' && (i === argv.length - 1 || argv[i + 1]!.startsWith('-')) ? '--ui=' : arg));
   const normalised = argv.flatMap((arg) => {
     const m = /^--(iptables|tls|tlsverify|debug)=(true|false|1|0)$/.exec(arg);
     if (!m) return [arg];
@@ -56,6 +59,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       tlscacert: { type: 'string' },
       tlscert: { type: 'string' },
       tlskey: { type: 'string' },
+      ui: { type: 'string' },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
       version: { type: 'boolean', short: 'v' },
@@ -85,6 +89,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     tlsCert: v.tlscert as string | undefined,
     tlsKey: v.tlskey as string | undefined,
     logLevel: level,
+    ui: v.ui as string | undefined,
   };
 }
 

@@ -20,9 +20,20 @@ import path from 'node:path';
 import { registerImageRoutes } from './api/images.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
+import { registerArchiveRoutes } from './api/archive.js';
+import { ContainerFiles } from './engine/containers/archive.js';
+import { LinuxContainerFiles } from './host/linux/archive/index.js';
+import { registerContainerControlRoutes } from './api/control.js';
+import { registerExecRoutes } from './api/exec.js';
+import { registerAttachWsRoutes } from './api/attachws.js';
+import { ExecService } from './engine/containers/exec.js';
+import { PauseService } from './engine/containers/pause.js';
+import { topProcesses } from './engine/containers/top.js';
+import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
+import { parseUiAddress, startUiServer, type EngineEndpoint } from './ui/server.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -40,6 +51,8 @@ export interface DaemonOptions {
   tlsCert?: string;
   tlsKey?: string;
   logLevel: LogLevel;
+  /** `--ui [ADDRESS]`: serve the renderer to a browser on a loopback address ('' = the default one). */
+  ui?: string;
 }
 
 export interface Daemon {
@@ -153,6 +166,49 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     },
   });
 
+  // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
+  const pauses = new PauseService(containers, host.containers);
+  containers.afterSignal = (record, signal) => pauses.afterSignal(record, signal);
+  const execs = new ExecService({
+    containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
+    host: host.containers,
+    lowerDirs: (chainIds) => images.lowerDirs(chainIds),
+    events,
+  });
+  registerExecRoutes(router, {
+    create: (ref, body) => execs.create(ref, body),
+    start: (id, o) => execs.start(id, o),
+    checkStart: (id) => execs.checkStart(id),
+    inspect: (id) => execs.inspect(id),
+    resize: (id, h, w) => execs.resize(id, h, w),
+    get: (id) => execs.get(id),
+    detached: (id) => {
+      const exec = execs.get(id);
+      const record = containers.store.find(exec.config.ContainerID);
+      if (record) containers.containerEvent(record, 'exec_detach', { execID: id });
+    },
+  });
+  registerContainerControlRoutes(router, {
+    pause: (ref) => pauses.pause(ref),
+    unpause: (ref) => pauses.unpause(ref),
+    update: (ref, body) => updateContainer(containers, host.containers, ref, body),
+    top: (ref, psArgs) => topProcesses(containers, host.containers, ref, psArgs),
+  });
+  registerAttachWsRoutes(router, {
+    containers,
+    readLog: (record, o) =>
+      host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+  });
+
+  // Container files: docker cp (archive), export and changes.
+  const containerFiles = new ContainerFiles({
+    containers: { get: (ref) => containers.get(ref), serialised: (id, fn) => containers.serialised(id, fn) },
+    host: new LinuxContainerFiles(host.containers),
+    images,
+    events,
+  });
+  registerArchiveRoutes(router, containerFiles);
+
   // System and events.
   const systemBackend: SystemBackend = {
     containerCounts: () => containers.counts(),
@@ -191,6 +247,16 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     await listenOn(server, address);
     servers.push(server);
     log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
+  }
+  if (opts.ui !== undefined) {
+    const uiAddress = parseUiAddress(opts.ui);
+    const engineAddress = addresses.find((a) => a.kind === 'unix') ?? addresses.find((a) => a.kind === 'tcp' && !opts.tls);
+    if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
+    const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
+    const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
+    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
+    closers.push(() => ui.close());
+    log.info('UI listening: open this address in a browser', { url: ui.loginUrl });
   }
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
