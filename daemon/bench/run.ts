@@ -93,6 +93,14 @@ export function chunks(total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
 }
 
+/** Times of the steps of (a), to show where the time goes. */
+export interface StepTimes {
+  create: number[];
+  start: number[];
+  wait: number[];
+  delete: number[];
+}
+
 /** An agent that keeps one connection alive and counts the connections it opened. */
 class OneConnectionAgent extends http.Agent {
   opened = 0;
@@ -135,13 +143,22 @@ class Api {
     this.live.delete(id);
   }
 
-  /** (a): create, start, wait, delete; checks the exit code. */
-  async runTrue(): Promise<void> {
+  /** (a): create, start, wait, delete; checks the exit code. Adds each step's time (ms) to `steps`. */
+  async runTrue(steps?: StepTimes): Promise<void> {
+    let t = process.hrtime.bigint();
+    const lap = (step: keyof StepTimes) => {
+      steps?.[step].push(msSince(t));
+      t = process.hrtime.bigint();
+    };
     const id = await this.create(['true']);
+    lap('create');
     await this.start(id);
+    lap('start');
     const status = (await this.call('POST', `/containers/${id}/wait`, 200)).json<{ StatusCode: number }>().StatusCode;
     if (status !== 0) throw new Error(`container ${id} exited ${status}`);
+    lap('wait');
     await this.remove(id);
+    lap('delete');
   }
 
   close(): void {
@@ -166,6 +183,8 @@ export interface Report {
   engineRoot: string;
   api?: Summary;
   apiConnections?: number;
+  /** p50 and p90 of each step of (a). */
+  apiSteps?: Record<keyof StepTimes, Summary>;
   cli?: Summary;
   crun?: Summary;
   crunNote?: string;
@@ -195,10 +214,10 @@ function rssSum(pids: number[]): number {
   return pids.reduce((sum, pid) => sum + (rssBytes(pid) ?? 0), 0);
 }
 
-async function timeApi(api: Api, count: number, into: number[]): Promise<void> {
+async function timeApi(api: Api, count: number, into: number[], steps?: StepTimes): Promise<void> {
   for (let i = 0; i < count; i++) {
     const start = process.hrtime.bigint();
-    await api.runTrue();
+    await api.runTrue(steps);
     into.push(msSince(start));
   }
 }
@@ -318,6 +337,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   const cliPart = new Part('cli');
   const crunPart = new Part('crun');
   const runcPart = new Part('runc');
+  const steps: StepTimes = { create: [], start: [], wait: [], delete: [] };
   try {
     progress('building the busybox OCI bundle');
     const bundle: Bundle = await prepareBundle(path.join(work, 'bundle'));
@@ -348,7 +368,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     const sizes = chunks(opts.iterations, opts.rounds);
     for (const [round, size] of sizes.entries()) {
       progress(`round ${round + 1}/${sizes.length}: ${size} start-ups of each kind`);
-      await apiPart.attempt((into) => timeApi(api, size, into));
+      await apiPart.attempt((into) => timeApi(api, size, into, steps));
       await cliPart.attempt((into) => timeCli(engine, size, into));
       await crunPart.attempt(async (into) => {
         const ref = await measureReference('crun', bundle, size, round === 0 ? opts.warmup : 1);
@@ -381,7 +401,15 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   }
 
   for (const part of [apiPart, cliPart, crunPart, runcPart]) if (part.error) report.errors[part.name] = part.error;
-  if (apiPart.ok && apiPart.samples.length) report.api = summarize(apiPart.samples);
+  if (apiPart.ok && apiPart.samples.length) {
+    report.api = summarize(apiPart.samples);
+    report.apiSteps = {
+      create: summarize(steps.create),
+      start: summarize(steps.start),
+      wait: summarize(steps.wait),
+      delete: summarize(steps.delete),
+    };
+  }
   if (cliPart.ok && cliPart.samples.length) report.cli = summarize(cliPart.samples);
   if (crunPart.ok && crunPart.samples.length) report.crun = summarize(crunPart.samples);
   if (runcPart.ok && runcPart.samples.length) report.runc = summarize(runcPart.samples);
@@ -433,6 +461,10 @@ export function formatReport(r: Report): string {
   lines.push(row('(b) docker run --rm --network none', r.cli, r.ratios.cliToCrunP50, r.ratios.cliToCrunP90));
   lines.push(row('(c) crun run (reference)', r.crun, r.crun ? 1 : undefined, r.crun ? 1 : undefined));
   lines.push(row('    runc run (for comparison)', r.runc, r.ratios.runcToCrunP50, r.ratios.runcToCrunP90));
+  if (r.apiSteps) {
+    const parts = Object.entries(r.apiSteps).map(([step, s]) => `${step} ${fmt(s.p50)}/${fmt(s.p90)}`);
+    lines.push(`    (a) by step, p50/p90: ${parts.join(', ')}`);
+  }
   if (r.apiConnections !== undefined) lines.push(`    (a) used ${r.apiConnections} HTTP connection(s)`);
   if (r.crunNote) lines.push(`    (c) ${r.crunNote}`);
   lines.push('');
@@ -443,7 +475,8 @@ export function formatReport(r: Report): string {
   const perOk = m === undefined ? undefined : m.perContainerMB <= TARGETS.perContainerMB;
   lines.push(`${`per running container (${m?.containers ?? '-'} containers)`.padEnd(44)}${fmt(m?.perContainerMB ?? NaN, 2).padStart(8)}  <= ${TARGETS.perContainerMB} ${verdict(perOk)}`);
   if (m) {
-    lines.push(`    daemon RSS ${fmt(m.daemonBeforeMB)} -> ${fmt(m.daemonAfterMB)} (+${fmt(m.daemonAfterMB - m.daemonBeforeMB)})`);
+    const growth = m.daemonAfterMB - m.daemonBeforeMB;
+    lines.push(`    daemon RSS ${fmt(m.daemonBeforeMB)} -> ${fmt(m.daemonAfterMB)} (${growth >= 0 ? '+' : ''}${fmt(growth)})`);
     lines.push(`    ${m.helpers} helper processes (conmon) added ${fmt(m.helpersRssMB)} RSS, ${fmt(m.helpers ? m.helpersRssMB / m.helpers : NaN, 2)} each`);
   }
   const errors = Object.entries(r.errors);
