@@ -352,6 +352,8 @@ test('user-defined networks: pools, IP ranges, auxiliary addresses, internal and
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'a-name-that-is-too-long' } }, /bridge\.name/);
   await bad({ Name: 'x', Labels: { a: 1 } }, /Labels\.a must be a string/);
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'btest0' } }, /already used/, Conflict);
+  host.bridges.set('brforeign', '10.99.0.1/24');
+  await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'brforeign' } }, /already exists on the host/, Conflict);
 });
 
 test('several networks at create: eth0 with the default route, then eth1; a failure undoes them all', async () => {

@@ -1,8 +1,9 @@
 /**
- * The network service: the predefined networks (bridge, host, none), their store and address allocation,
- * the default bridge on the host, and the per-container connect/disconnect the container engine calls.
+ * The network service: the predefined networks (bridge, host, none) and user-defined bridge networks,
+ * their store and address allocation, their Linux bridges and firewall rules, and the per-container
+ * connect/disconnect the container engine calls.
  */
-import { InvalidParameter, NotFound, Forbidden, NotImplemented, Conflict, errorMessage } from '../errors.js';
+import { Conflict, errorMessage, Forbidden, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
 import { nowNano, parseTimestamp, rfc3339Nano } from '../../util/json.js';
@@ -208,7 +209,6 @@ export class NetworkService implements ContainerNetworking {
     if (this.opts.iptables) await this.host.ensureNat({ bridge: name, subnet: formatSubnet(subnet), isolateFrom: this.isolationOf(entry) });
 
     entry.network.IPAM.Config = [{ Subnet: formatSubnet(subnet), Gateway: formatIPv4(gateway) }];
-    entry.bridge = name;
     entry.network.Options = {
       'com.docker.network.bridge.default_bridge': 'true',
       'com.docker.network.bridge.enable_icc': 'true',
@@ -378,6 +378,8 @@ export class NetworkService implements ContainerNetworking {
       for (const other of this.entries.values()) {
         if (other.bridge === bridge) throw new Conflict(`the bridge ${bridge} is already used by network ${other.network.Name}`);
       }
+      // A new network never takes over an interface that is already there (another engine's bridge).
+      if ((await this.host.bridgeAddress(bridge)) !== undefined) throw new Conflict(`the bridge ${bridge} already exists on the host`);
       const pool = await this.choosePool(spec);
       const network: NetworkRecord = {
         Name: spec.name,
