@@ -135,6 +135,12 @@ test('plan validates NetworkMode and EndpointsConfig with clear messages', async
 
   assert.throws(() => service.plan('nosuchnet', undefined), (e: Error) => e instanceof NotFound && e.message === 'network nosuchnet not found');
   assert.throws(() => service.plan('container:', undefined), InvalidParameter);
+  const deferred = service.plan('latenet', undefined, { deferUnknownNetwork: true });
+  await assert.rejects(service.connect({ id: 'd'.repeat(64), name: 'd' }, deferred, 5), (e: Error) => e instanceof NotFound && e.message === 'network latenet not found');
+  await service.create({ Name: 'latenet' });
+  const late = await service.connect({ id: 'd'.repeat(64), name: 'd' }, deferred, 5);
+  assert.equal(late.networks.latenet.NetworkID, service.inspect('latenet').Id);
+  await service.disconnect('d'.repeat(64));
   assert.throws(
     () => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv4Address: '172.17.0.300' } } } }),
     (e: Error) => e instanceof InvalidParameter && /EndpointsConfig\.bridge\.IPAMConfig\.IPv4Address/.test(e.message) && /172\.17\.0\.300/.test(e.message),

@@ -459,7 +459,7 @@ export class NetworkService implements ContainerNetworking {
 
   // ---------------------------------------------------------------- containers
 
-  plan(networkMode: string | undefined, networkingConfig: unknown, opts: { macAddress?: string } = {}): NetworkPlan {
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts: { macAddress?: string; deferUnknownNetwork?: boolean } = {}): NetworkPlan {
     const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
     if (mode.startsWith('container:')) {
       const ref = mode.slice('container:'.length);
@@ -477,7 +477,12 @@ export class NetworkService implements ContainerNetworking {
     try {
       entry = this.find(mode);
     } catch (err) {
-      if (err instanceof NotFound) throw new NotFound(`network ${mode} not found`, { cause: err });
+      if (err instanceof NotFound) {
+        // Docker creates the container and fails its start instead: a 404 from create makes the docker
+        // CLI try to pull the image, hiding the real error. The engine chooses with deferUnknownNetwork.
+        if (opts.deferUnknownNetwork) return { mode: 'bridge', networkId: '', networkName: mode, endpoint: {} };
+        throw new NotFound(`network ${mode} not found`, { cause: err });
+      }
       throw err;
     }
     const name = entry.network.Name;
@@ -654,7 +659,8 @@ export class NetworkService implements ContainerNetworking {
     return this.lock.run(async () => {
       const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
       const entries = joins.map((j) => {
-        const entry = this.entries.get(j.networkId);
+        // By id, or by name when the plan predates the network (deferred) or the network was re-created.
+        const entry = this.entries.get(j.networkId) ?? this.byName(j.networkName);
         if (!entry) throw new NotFound(`network ${j.networkName} not found`);
         return entry;
       });

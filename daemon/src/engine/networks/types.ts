@@ -109,9 +109,11 @@ export interface ContainerNetworkAttachment {
 export interface ContainerNetworking {
   /**
    * Validates HostConfig.NetworkMode and NetworkingConfig (the create body's fields, as sent) and
-   * resolves them. Throws NotFound for an unknown network, InvalidParameter naming the bad field.
+   * resolves them. Throws NotFound for an unknown network, InvalidParameter naming the bad field. With
+   * `deferUnknownNetwork`, an unknown NetworkMode name gives a plan whose `connect` fails with NotFound
+   * instead (Docker's behaviour: create succeeds, start answers 404).
    */
-  plan(networkMode: string | undefined, networkingConfig: unknown, opts?: { macAddress?: string }): NetworkPlan;
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts?: { macAddress?: string; deferUnknownNetwork?: boolean }): NetworkPlan;
   /** The endpoints a created but not running container shows (no addresses yet). */
   plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings>;
   /**
