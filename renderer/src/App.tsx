@@ -1,0 +1,178 @@
+import { useCallback, useEffect, useState, type ReactNode } from 'react';
+import { ErrorContext, useEventSubscription } from './engine';
+import { ContainerPage, ContainersView, RunView } from './views/containers';
+import { ImagesView } from './views/images';
+import { EventsView, NetworksView, SwarmView, SystemView, VolumesView } from './views/resources';
+
+/** Hash routes (`#/containers/<id>/logs`): they work from file:// in Electron and behind `berthd --ui`. */
+export function useRoute(): string[] {
+  const read = () => (location.hash.replace(/^#\/?/, '') || 'containers').split('/').map(decodeURIComponent);
+  const [route, setRoute] = useState(read);
+  useEffect(() => {
+    const on = () => setRoute(read());
+    window.addEventListener('hashchange', on);
+    return () => window.removeEventListener('hashchange', on);
+  }, []);
+  return route;
+}
+
+export function navigate(...parts: string[]): void {
+  location.hash = '#/' + parts.map(encodeURIComponent).join('/');
+}
+
+const SECTIONS: Array<[string, string]> = [
+  ['containers', 'Containers'],
+  ['run', 'Run'],
+  ['images', 'Images'],
+  ['volumes', 'Volumes'],
+  ['networks', 'Networks'],
+  ['swarm', 'Swarm'],
+  ['events', 'Events'],
+  ['system', 'System'],
+];
+
+type Theme = 'light' | 'dark';
+function initialTheme(): Theme {
+  const saved = localStorage.getItem('berth.theme');
+  if (saved === 'light' || saved === 'dark') return saved;
+  return matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+}
+
+export function App() {
+  const route = useRoute();
+  const live = useEventSubscription();
+  const [theme, setTheme] = useState<Theme>(initialTheme);
+  const [errors, setErrors] = useState<Array<{ id: number; message: string }>>([]);
+  const report = useCallback((message: string) => setErrors((e) => [...e.slice(-2), { id: Date.now() + Math.random(), message }]), []);
+
+  useEffect(() => {
+    document.documentElement.dataset.theme = theme;
+    localStorage.setItem('berth.theme', theme);
+  }, [theme]);
+
+  // Keyboard: g then a section's first letter... kept simple: Alt+1..8 switch sections, "/" focuses search.
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      const target = e.target as HTMLElement;
+      const typing = target.closest('input, textarea, select, .xterm');
+      if (e.altKey && /^[1-8]$/.test(e.key)) {
+        e.preventDefault();
+        navigate(SECTIONS[Number(e.key) - 1]![0]);
+      } else if (e.key === '/' && !typing) {
+        const search = document.querySelector<HTMLInputElement>('input[type=search]');
+        if (search) {
+          e.preventDefault();
+          search.focus();
+        }
+      } else if (e.key === 'Escape' && errors.length) {
+        setErrors([]);
+      }
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [errors.length]);
+
+  const [section, ...rest] = route;
+  let view: ReactNode;
+  switch (section) {
+    case 'containers':
+      view = rest[0] ? <ContainerPage id={rest[0]} tab={rest[1] ?? 'overview'} /> : <ContainersView />;
+      break;
+    case 'run':
+      view = <RunView image={rest[0]} />;
+      break;
+    case 'images':
+      view = <ImagesView />;
+      break;
+    case 'volumes':
+      view = <VolumesView />;
+      break;
+    case 'networks':
+      view = <NetworksView selected={rest[0]} />;
+      break;
+    case 'swarm':
+      view = <SwarmView />;
+      break;
+    case 'events':
+      view = <EventsView />;
+      break;
+    case 'system':
+      view = <SystemView />;
+      break;
+    default:
+      view = <p className="empty">Nothing here.</p>;
+  }
+
+  return (
+    <ErrorContext.Provider value={report}>
+      <div className="app">
+        <nav className="sidebar" aria-label="Sections">
+          <div className="brand">Berth</div>
+          <ul>
+            {SECTIONS.map(([key, label], i) => (
+              <li key={key}>
+                <a href={`#/${key}`} className={section === key ? 'active' : ''} aria-current={section === key ? 'page' : undefined} title={`Alt+${i + 1}`}>
+                  {label}
+                </a>
+              </li>
+            ))}
+          </ul>
+          <div className="sidebar-foot">
+            <span className={`dot ${live}`} aria-label={`events ${live}`} /> {live === 'live' ? 'Live' : live === 'lost' ? 'Reconnecting…' : 'Connecting…'}
+            <button type="button" className="theme" onClick={() => setTheme(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
+              {theme === 'dark' ? 'Light theme' : 'Dark theme'}
+            </button>
+          </div>
+        </nav>
+        <main className="content">
+          {errors.length > 0 && (
+            <div className="errors" role="alert">
+              {errors.map((e) => (
+                <div key={e.id} className="error">
+                  <span>{e.message}</span>
+                  <button type="button" aria-label="Dismiss" onClick={() => setErrors((all) => all.filter((x) => x.id !== e.id))}>
+                    ×
+                  </button>
+                </div>
+              ))}
+            </div>
+          )}
+          {view}
+        </main>
+      </div>
+    </ErrorContext.Provider>
+  );
+}
+
+/** A modal confirmation: focus lands on Cancel; Enter on the danger button confirms; Escape cancels. */
+export function Confirm(props: { title: string; children?: ReactNode; confirmLabel: string; onConfirm: () => void; onCancel: () => void }) {
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape') props.onCancel();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [props]);
+  return (
+    <div className="modal-backdrop">
+      <div className="modal" role="dialog" aria-modal="true" aria-label={props.title}>
+        <h2>{props.title}</h2>
+        {props.children}
+        <div className="actions">
+          <button type="button" autoFocus onClick={props.onCancel}>
+            Cancel
+          </button>
+          <button type="button" className="danger" onClick={props.onConfirm}>
+            {props.confirmLabel}
+          </button>
+        </div>
+      </div>
+    </div>
+  );
+}
+
+export function QueryState(props: { error: unknown; loading: boolean; children: ReactNode }) {
+  if (props.error) return <div className="error inline" role="alert">{(props.error as Error).message}</div>;
+  if (props.loading) return <p className="muted">Loading…</p>;
+  return <>{props.children}</>;
+}

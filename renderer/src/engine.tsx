@@ -1,0 +1,155 @@
+/**
+ * The engine as React sees it: the transport in a context, query keys, and the single event subscription
+ * that keeps every query fresh. Nothing here polls: queries have no refetch interval and no stale timer;
+ * they are invalidated when `/events` says that something of their kind changed.
+ */
+import { QueryClient, useMutation, useQueryClient } from '@tanstack/react-query';
+import { createContext, useContext, useEffect, useRef, useState } from 'react';
+import { ApiError, lineSplitter, type Transport } from './transport';
+
+export const TransportContext = createContext<Transport | null>(null);
+
+export function useTransport(): Transport {
+  const t = useContext(TransportContext);
+  if (!t) throw new Error('no transport');
+  return t;
+}
+
+export function createQueryClient(): QueryClient {
+  return new QueryClient({
+    defaultOptions: {
+      queries: {
+        staleTime: Infinity,
+        refetchOnWindowFocus: false,
+        refetchOnReconnect: false,
+        retry: (count, err) => !(err instanceof ApiError && err.status < 500) && count < 1,
+      },
+    },
+  });
+}
+
+export interface EngineEvent {
+  Type: string;
+  Action: string;
+  Actor: { ID: string; Attributes?: Record<string, string> };
+  time: number;
+  timeNano?: number;
+  scope?: string;
+}
+
+/** Which queries an event makes stale. */
+export function keysFor(ev: EngineEvent): string[][] {
+  switch (ev.Type) {
+    case 'container':
+      // exec_* and top events do not change the list.
+      if (ev.Action.startsWith('exec_') || ev.Action === 'top' || ev.Action === 'resize' || ev.Action === 'attach') return [];
+      return [['containers'], ['container', ev.Actor.ID], ['volumes'], ['networks'], ['images'], ['df']];
+    case 'image':
+      return [['images'], ['image'], ['df']];
+    case 'volume':
+      return [['volumes'], ['df']];
+    case 'network':
+      return [['networks'], ['network', ev.Actor.ID], ['containers']];
+    case 'service':
+    case 'node':
+    case 'task':
+      return [['swarm']];
+    default:
+      return [];
+  }
+}
+
+type Listener = (ev: EngineEvent) => void;
+const listeners = new Set<Listener>();
+export function onEngineEvent(cb: Listener): () => void {
+  listeners.add(cb);
+  return () => void listeners.delete(cb);
+}
+
+/** Subscribes once to /events; invalidations are batched per animation frame. Reconnects after a failure. */
+export function useEventSubscription(): 'connecting' | 'live' | 'lost' {
+  const transport = useTransport();
+  const qc = useQueryClient();
+  const [state, setState] = useState<'connecting' | 'live' | 'lost'>('connecting');
+  useEffect(() => {
+    const abort = new AbortController();
+    let pending = new Map<string, string[]>();
+    let scheduled = false;
+    const flush = () => {
+      scheduled = false;
+      const keys = [...pending.values()];
+      pending = new Map();
+      for (const queryKey of keys) void qc.invalidateQueries({ queryKey });
+    };
+    const run = async () => {
+      for (let attempt = 0; !abort.signal.aborted; attempt++) {
+        try {
+          const onLine = lineSplitter((line) => {
+            const ev = JSON.parse(line) as EngineEvent;
+            for (const cb of listeners) cb(ev);
+            for (const key of keysFor(ev)) pending.set(key.join('\0'), key);
+            if (!scheduled) {
+              scheduled = true;
+              requestAnimationFrame(flush);
+            }
+          });
+          // The stream is open once headers arrived: everything that happened before may be missed, so refresh.
+          setState('live');
+          if (attempt > 0) void qc.invalidateQueries();
+          await transport.stream('GET', '/events', onLine, { signal: abort.signal });
+        } catch {
+          /* shown as lost below */
+        }
+        if (abort.signal.aborted) return;
+        setState('lost');
+        // A back-off, not a poll: the stream ended (engine restart); try to open it again.
+        await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 10_000)));
+      }
+    };
+    void run();
+    return () => abort.abort();
+  }, [transport, qc]);
+  return state;
+}
+
+/** A mutation whose errors are shown with the engine's message in the page's error banner. */
+export function useAction<V>(fn: (vars: V) => Promise<unknown>, opts: { onSuccess?: () => void } = {}) {
+  const report = useContext(ErrorContext);
+  return useMutation({
+    mutationFn: fn,
+    onError: (err) => report(err instanceof Error ? err.message : String(err)),
+    onSuccess: opts.onSuccess,
+  });
+}
+
+export const ErrorContext = createContext<(message: string) => void>(() => undefined);
+
+export function useLatest<T>(value: T) {
+  const ref = useRef(value);
+  ref.current = value;
+  return ref;
+}
+
+export function shortId(id: string): string {
+  return id.replace(/^sha256:/, '').slice(0, 12);
+}
+
+export function formatBytes(n: number | undefined): string {
+  if (n === undefined || n < 0 || Number.isNaN(n)) return '—';
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${n < 10 && i > 0 ? n.toFixed(1) : Math.round(n)} ${units[i]}`;
+}
+
+export function ago(seconds: number | undefined): string {
+  if (!seconds) return '—';
+  const d = Date.now() / 1000 - seconds;
+  if (d < 60) return `${Math.max(0, Math.floor(d))} s ago`;
+  if (d < 3600) return `${Math.floor(d / 60)} min ago`;
+  if (d < 86400) return `${Math.floor(d / 3600)} h ago`;
+  return `${Math.floor(d / 86400)} days ago`;
+}

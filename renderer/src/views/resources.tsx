@@ -1,0 +1,494 @@
+import { useQuery } from '@tanstack/react-query';
+import { useEffect, useState, type FormEvent } from 'react';
+import { Confirm, navigate, QueryState } from '../App';
+import { ago, formatBytes, onEngineEvent, shortId, useAction, useTransport, type EngineEvent } from '../engine';
+import { ApiError } from '../transport';
+import type { ContainerSummary } from './containers';
+
+interface Volume {
+  Name: string;
+  Driver: string;
+  Mountpoint: string;
+  CreatedAt?: string;
+  Labels: Record<string, string> | null;
+}
+
+function useContainers() {
+  const t = useTransport();
+  return useQuery({ queryKey: ['containers'], queryFn: () => t.request<ContainerSummary[]>('GET', '/containers/json?all=1') });
+}
+
+export function VolumesView() {
+  const t = useTransport();
+  const list = useQuery({ queryKey: ['volumes'], queryFn: () => t.request<{ Volumes: Volume[] | null }>('GET', '/volumes') });
+  // Which containers use each volume: one list call with the mounts, not one call per volume.
+  const users = useContainers();
+  const [name, setName] = useState('');
+  const [inspect, setInspect] = useState<unknown>(null);
+  const [confirm, setConfirm] = useState<string | 'prune' | null>(null);
+  const create = useAction(async () => {
+    await t.request('POST', '/volumes/create', { body: { Name: name.trim() || undefined } });
+    setName('');
+  });
+  const remove = useAction((n: string) => t.request('DELETE', `/volumes/${encodeURIComponent(n)}`));
+  const prune = useAction(() => t.request('POST', '/volumes/prune'));
+  const show = useAction(async (n: string) => setInspect(await t.request('GET', `/volumes/${encodeURIComponent(n)}`)));
+  const usedBy = (v: string) =>
+    (users.data ?? []).filter((c) => ((c as unknown as { Mounts?: Array<{ Name?: string }> }).Mounts ?? []).some((m) => m.Name === v)).map((c) => c.Names[0]?.replace(/^\//, ''));
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    create.mutate(undefined);
+  };
+  return (
+    <section>
+      <header className="page-head">
+        <h1>Volumes</h1>
+        <form onSubmit={submit} className="inline-form">
+          <input value={name} onChange={(e) => setName(e.target.value)} placeholder="volume name (optional)" aria-label="Volume name" />
+          <button type="submit" className="primary">
+            Create volume
+          </button>
+        </form>
+        <button type="button" onClick={() => setConfirm('prune')}>
+          Prune
+        </button>
+      </header>
+      <QueryState error={list.error} loading={list.isLoading}>
+        {(list.data?.Volumes ?? []).length === 0 ? (
+          <p className="empty">No volumes.</p>
+        ) : (
+          <table className="list" data-testid="volumes">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Driver</th>
+                <th>Used by</th>
+                <th>Created</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {(list.data?.Volumes ?? []).map((v) => (
+                <tr key={v.Name} tabIndex={0}>
+                  <td className="mono">{v.Name}</td>
+                  <td>{v.Driver}</td>
+                  <td>{usedBy(v.Name).join(', ')}</td>
+                  <td>{v.CreatedAt ?? ''}</td>
+                  <td className="row-actions">
+                    <button type="button" onClick={() => show.mutate(v.Name)}>
+                      Inspect
+                    </button>
+                    <button type="button" className="danger" onClick={() => setConfirm(v.Name)}>
+                      Remove
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </QueryState>
+      {inspect !== null && (
+        <div className="panel">
+          <button type="button" onClick={() => setInspect(null)}>
+            Close
+          </button>
+          <pre className="json">{JSON.stringify(inspect, null, 2)}</pre>
+        </div>
+      )}
+      {confirm && (
+        <Confirm
+          title={confirm === 'prune' ? 'Remove all unused volumes?' : `Remove volume ${confirm}?`}
+          confirmLabel={confirm === 'prune' ? 'Prune' : 'Remove'}
+          onCancel={() => setConfirm(null)}
+          onConfirm={() => {
+            if (confirm === 'prune') prune.mutate(undefined);
+            else remove.mutate(confirm);
+            setConfirm(null);
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+interface Network {
+  Id: string;
+  Name: string;
+  Driver: string;
+  Scope: string;
+  Internal: boolean;
+  IPAM: { Config: Array<{ Subnet?: string; Gateway?: string }> | null };
+  Containers?: Record<string, { Name: string; IPv4Address: string }>;
+}
+
+const BUILTIN = new Set(['bridge', 'host', 'none']);
+
+export function NetworksView(props: { selected?: string }) {
+  const t = useTransport();
+  const list = useQuery({ queryKey: ['networks'], queryFn: () => t.request<Network[]>('GET', '/networks') });
+  const detail = useQuery({
+    queryKey: ['network', props.selected],
+    enabled: !!props.selected,
+    queryFn: () => t.request<Network>('GET', `/networks/${props.selected}`),
+  });
+  const containers = useContainers();
+  const [form, setForm] = useState({ name: '', subnet: '', gateway: '', internal: false });
+  const [confirm, setConfirm] = useState<Network | null>(null);
+  const [connectTo, setConnectTo] = useState('');
+  const create = useAction(async () => {
+    await t.request('POST', '/networks/create', {
+      body: {
+        Name: form.name.trim(),
+        Driver: 'bridge',
+        Internal: form.internal,
+        IPAM: form.subnet.trim() ? { Config: [{ Subnet: form.subnet.trim(), Gateway: form.gateway.trim() || undefined }] } : undefined,
+      },
+    });
+    setForm({ name: '', subnet: '', gateway: '', internal: false });
+  });
+  const remove = useAction((id: string) => t.request('DELETE', `/networks/${id}`));
+  const connect = useAction(({ net, container }: { net: string; container: string }) => t.request('POST', `/networks/${net}/connect`, { body: { Container: container } }));
+  const disconnect = useAction(({ net, container }: { net: string; container: string }) => t.request('POST', `/networks/${net}/disconnect`, { body: { Container: container } }));
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    create.mutate(undefined);
+  };
+  return (
+    <section>
+      <header className="page-head">
+        <h1>Networks</h1>
+      </header>
+      <form onSubmit={submit} className="inline-form wide" aria-label="Create network">
+        <input required value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} placeholder="name" aria-label="Network name" />
+        <input value={form.subnet} onChange={(e) => setForm({ ...form, subnet: e.target.value })} placeholder="subnet, e.g. 10.10.0.0/24" aria-label="Subnet" />
+        <input value={form.gateway} onChange={(e) => setForm({ ...form, gateway: e.target.value })} placeholder="gateway" aria-label="Gateway" />
+        <label>
+          <input type="checkbox" checked={form.internal} onChange={(e) => setForm({ ...form, internal: e.target.checked })} /> Internal
+        </label>
+        <button type="submit" className="primary">
+          Create network
+        </button>
+      </form>
+      <QueryState error={list.error} loading={list.isLoading}>
+        <table className="list" data-testid="networks">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th>ID</th>
+              <th>Driver</th>
+              <th>Subnet</th>
+              <th>Internal</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {(list.data ?? []).map((n) => (
+              <tr key={n.Id} tabIndex={0} className={props.selected === n.Id ? 'selected' : ''} onKeyDown={(e) => e.key === 'Enter' && navigate('networks', n.Id)}>
+                <td>
+                  <a href={`#/networks/${n.Id}`}>{n.Name}</a>
+                </td>
+                <td className="mono">{shortId(n.Id)}</td>
+                <td>{n.Driver}</td>
+                <td className="mono">{(n.IPAM?.Config ?? []).map((c) => c.Subnet).join(', ')}</td>
+                <td>{n.Internal ? 'yes' : ''}</td>
+                <td className="row-actions">
+                  {!BUILTIN.has(n.Name) && (
+                    <button type="button" className="danger" onClick={() => setConfirm(n)}>
+                      Remove
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </QueryState>
+      {props.selected && detail.data && (
+        <div className="panel">
+          <h2>
+            {detail.data.Name} <span className="muted small">{detail.data.Driver}</span>
+          </h2>
+          <table className="list">
+            <thead>
+              <tr>
+                <th>Attached container</th>
+                <th>Address</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {Object.entries(detail.data.Containers ?? {}).map(([id, c]) => (
+                <tr key={id}>
+                  <td>{c.Name}</td>
+                  <td className="mono">{c.IPv4Address}</td>
+                  <td>
+                    <button type="button" onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })}>
+                      Disconnect
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <div className="inline-form">
+            <select value={connectTo} onChange={(e) => setConnectTo(e.target.value)} aria-label="Container to connect">
+              <option value="">container…</option>
+              {(containers.data ?? []).map((c) => (
+                <option key={c.Id} value={c.Id}>
+                  {c.Names[0]?.replace(/^\//, '')}
+                </option>
+              ))}
+            </select>
+            <button type="button" disabled={!connectTo} onClick={() => connect.mutate({ net: detail.data!.Id, container: connectTo })}>
+              Connect
+            </button>
+          </div>
+          <pre className="json">{JSON.stringify(detail.data, null, 2)}</pre>
+        </div>
+      )}
+      {confirm && (
+        <Confirm
+          title={`Remove network ${confirm.Name}?`}
+          confirmLabel="Remove"
+          onCancel={() => setConfirm(null)}
+          onConfirm={() => {
+            remove.mutate(confirm.Id);
+            setConfirm(null);
+          }}
+        />
+      )}
+    </section>
+  );
+}
+
+export function SwarmView() {
+  const t = useTransport();
+  const info = useQuery({ queryKey: ['swarm', 'info'], queryFn: () => t.request<{ Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } }>('GET', '/info') });
+  const active = info.data?.Swarm?.LocalNodeState === 'active' && info.data.Swarm.ControlAvailable;
+  const nodes = useQuery({ queryKey: ['swarm', 'nodes'], enabled: !!active, queryFn: () => t.request<Array<Record<string, any>>>('GET', '/nodes') });
+  const services = useQuery({ queryKey: ['swarm', 'services'], enabled: !!active, queryFn: () => t.request<Array<Record<string, any>>>('GET', '/services') });
+  const tasks = useQuery({ queryKey: ['swarm', 'tasks'], enabled: !!active, queryFn: () => t.request<Array<Record<string, any>>>('GET', '/tasks') });
+  return (
+    <section>
+      <header className="page-head">
+        <h1>Swarm</h1>
+      </header>
+      <QueryState error={info.error} loading={info.isLoading}>
+        {!active ? (
+          <div className="empty" data-testid="swarm-empty">
+            <p>This engine is not a swarm manager{info.data?.Swarm?.LocalNodeState ? ` (state: ${info.data.Swarm.LocalNodeState})` : ''}.</p>
+            <p className="muted">
+              Start one with <code>docker swarm init</code>, or join an existing swarm with <code>docker swarm join</code>; nodes, services and tasks appear here.
+            </p>
+          </div>
+        ) : (
+          <>
+            <h2>Nodes</h2>
+            <QueryState error={nodes.error} loading={nodes.isLoading}>
+              <table className="list">
+                <tbody>
+                  {(nodes.data ?? []).map((n) => (
+                    <tr key={n.ID}>
+                      <td>{n.Description?.Hostname}</td>
+                      <td>{n.Spec?.Role}</td>
+                      <td>{n.Status?.State}</td>
+                      <td>{n.Spec?.Availability}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </QueryState>
+            <h2>Services</h2>
+            <QueryState error={services.error} loading={services.isLoading}>
+              <table className="list">
+                <thead>
+                  <tr>
+                    <th>Name</th>
+                    <th>Image</th>
+                    <th>Replicas</th>
+                    <th>Ports</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {(services.data ?? []).map((s) => (
+                    <tr key={s.ID}>
+                      <td>{s.Spec?.Name}</td>
+                      <td className="mono">{String(s.Spec?.TaskTemplate?.ContainerSpec?.Image ?? '').split('@')[0]}</td>
+                      <td>
+                        {(tasks.data ?? []).filter((k) => k.ServiceID === s.ID && k.Status?.State === 'running').length} / {s.Spec?.Mode?.Replicated?.Replicas ?? 'global'}
+                      </td>
+                      <td className="mono">{(s.Endpoint?.Ports ?? []).map((p: any) => `${p.PublishedPort}→${p.TargetPort}/${p.Protocol}`).join(', ')}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </QueryState>
+            <h2>Tasks</h2>
+            <table className="list">
+              <tbody>
+                {(tasks.data ?? []).map((k) => (
+                  <tr key={k.ID}>
+                    <td className="mono">{shortId(k.ID)}</td>
+                    <td>{(services.data ?? []).find((s) => s.ID === k.ServiceID)?.Spec?.Name}.{k.Slot}</td>
+                    <td>{k.Status?.State}</td>
+                    <td>{k.DesiredState}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </>
+        )}
+      </QueryState>
+    </section>
+  );
+}
+
+/** Events: the shared /events subscription feeds this list; kept while the view is open. */
+export function EventsView() {
+  const [events, setEvents] = useState<EngineEvent[]>([]);
+  const [type, setType] = useState('all');
+  const [search, setSearch] = useState('');
+  useEffect(() => onEngineEvent((ev) => setEvents((old) => [ev, ...old].slice(0, 1000))), []);
+  const q = search.toLowerCase();
+  const shown = events.filter(
+    (e) => (type === 'all' || e.Type === type) && (!q || e.Action.includes(q) || e.Actor.ID.includes(q) || Object.values(e.Actor.Attributes ?? {}).some((v) => v.toLowerCase().includes(q))),
+  );
+  return (
+    <section>
+      <header className="page-head">
+        <h1>Events</h1>
+        <select value={type} onChange={(e) => setType(e.target.value)} aria-label="Event type">
+          {['all', 'container', 'image', 'volume', 'network', 'daemon', 'service', 'node'].map((x) => (
+            <option key={x}>{x}</option>
+          ))}
+        </select>
+        <input type="search" value={search} onChange={(e) => setSearch(e.target.value)} placeholder="Filter ( / )" aria-label="Filter events" />
+      </header>
+      {shown.length === 0 ? (
+        <p className="empty">Waiting for events… (they appear live as the engine reports them)</p>
+      ) : (
+        <table className="list" data-testid="events">
+          <tbody>
+            {shown.map((e, i) => (
+              <tr key={`${e.timeNano ?? e.time}-${i}`}>
+                <td>{new Date(e.time * 1000).toLocaleTimeString()}</td>
+                <td>{e.Type}</td>
+                <td>{e.Action}</td>
+                <td>{e.Actor.Attributes?.name ?? shortId(e.Actor.ID)}</td>
+                <td className="mono small">{e.Actor.Attributes?.image ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+export function SystemView() {
+  const t = useTransport();
+  const version = useQuery({ queryKey: ['version'], queryFn: () => t.request<Record<string, any>>('GET', '/version') });
+  const info = useQuery({ queryKey: ['info'], queryFn: () => t.request<Record<string, any>>('GET', '/info') });
+  const df = useQuery({ queryKey: ['df'], queryFn: () => t.request<Record<string, any>>('GET', '/system/df') });
+  const [confirm, setConfirm] = useState(false);
+  const [pruned, setPruned] = useState<string | null>(null);
+  const prune = useAction(async () => {
+    let reclaimed = 0;
+    const notes: string[] = [];
+    for (const path of ['/containers/prune', '/images/prune', '/networks/prune', '/volumes/prune']) {
+      try {
+        const r = await t.request<{ SpaceReclaimed?: number }>('POST', path);
+        reclaimed += r?.SpaceReclaimed ?? 0;
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        notes.push(`${path}: not available`);
+      }
+    }
+    setPruned(`Reclaimed ${formatBytes(reclaimed)}${notes.length ? ` (${notes.join(', ')})` : ''}`);
+  });
+  const v = version.data;
+  const i = info.data;
+  return (
+    <section>
+      <header className="page-head">
+        <h1>System</h1>
+        <button type="button" className="danger" onClick={() => setConfirm(true)}>
+          Prune…
+        </button>
+      </header>
+      {pruned && <p className="note">{pruned}</p>}
+      <div className="cards">
+        <QueryState error={version.error} loading={version.isLoading}>
+          <dl className="fields card">
+            <h2>Version</h2>
+            {[
+              ['Engine', v?.Version],
+              ['API', `${v?.ApiVersion} (min ${v?.MinAPIVersion})`],
+              ['OS/Arch', `${v?.Os}/${v?.Arch}`],
+              ['Kernel', v?.KernelVersion],
+              ...((v?.Components ?? []) as Array<{ Name: string; Version: string }>).map((c) => [c.Name, c.Version]),
+            ].map(([k, val]) => (
+              <div key={k}>
+                <dt>{k}</dt>
+                <dd>{val}</dd>
+              </div>
+            ))}
+          </dl>
+        </QueryState>
+        <QueryState error={info.error} loading={info.isLoading}>
+          <dl className="fields card">
+            <h2>Info</h2>
+            {[
+              ['Name', i?.Name],
+              ['Containers', `${i?.Containers} (${i?.ContainersRunning} running, ${i?.ContainersPaused} paused, ${i?.ContainersStopped} stopped)`],
+              ['Images', i?.Images],
+              ['Storage driver', i?.Driver],
+              ['Runtime', i?.DefaultRuntime],
+              ['CPUs / memory', `${i?.NCPU} / ${formatBytes(i?.MemTotal)}`],
+              ['Data root', i?.DockerRootDir],
+              ['OS', i?.OperatingSystem],
+            ].map(([k, val]) => (
+              <div key={k}>
+                <dt>{k}</dt>
+                <dd>{val}</dd>
+              </div>
+            ))}
+          </dl>
+        </QueryState>
+        <QueryState error={df.error} loading={df.isLoading}>
+          <dl className="fields card" data-testid="disk-usage">
+            <h2>Disk usage</h2>
+            <div>
+              <dt>Images</dt>
+              <dd>
+                {(df.data?.Images ?? []).length} ({formatBytes(df.data?.LayersSize)})
+              </dd>
+            </div>
+            <div>
+              <dt>Containers</dt>
+              <dd>
+                {(df.data?.Containers ?? []).length} ({formatBytes(((df.data?.Containers ?? []) as Array<{ SizeRw?: number }>).reduce((a, c) => a + (c.SizeRw ?? 0), 0))})
+              </dd>
+            </div>
+            <div>
+              <dt>Volumes</dt>
+              <dd>{(df.data?.Volumes ?? []).length}</dd>
+            </div>
+            <div>
+              <dt>Build cache</dt>
+              <dd>{(df.data?.BuildCache ?? []).length}</dd>
+            </div>
+          </dl>
+        </QueryState>
+      </div>
+      {confirm && (
+        <Confirm title="Prune the engine?" confirmLabel="Prune" onCancel={() => setConfirm(false)} onConfirm={() => (setConfirm(false), prune.mutate(undefined))}>
+          <p>Removes stopped containers, dangling images, unused networks and unused anonymous volumes.</p>
+        </Confirm>
+      )}
+    </section>
+  );
+}
+
+export { ago };
