@@ -53,6 +53,11 @@ export class ContainerService implements ImageUsers {
   private readonly restartTimers = new Map<string, { timer: NodeJS.Timeout; delay: number }>();
   private readonly restartDelays = new Map<string, number>();
   private readonly plans = new Map<string, NetworkPlan>();
+  /**
+   * Called after every signal sent to a container's process (pause.ts thaws a frozen container there, so
+   * that a stop or kill reaches it, as Docker does).
+   */
+  afterSignal: ((record: ContainerRecord, signal: number) => Promise<void>) | undefined;
 
   constructor(private readonly deps: ContainerServiceDeps) {
     this.store = new ContainerStore(path.join(deps.dataRoot, 'containers'));
@@ -81,6 +86,20 @@ export class ContainerService implements ImageUsers {
 
   private publish(record: ContainerRecord, action: string, extra: Record<string, string> = {}): void {
     this.events.publish('container', action, record.Id, this.attributes(record, extra));
+  }
+
+  /** For the verbs kept in their own files (exec, pause, update, top): a container event with the usual attributes. */
+  containerEvent(record: ContainerRecord, action: string, extra: Record<string, string> = {}): void {
+    this.publish(record, action, extra);
+  }
+
+  /** For the verbs kept in their own files: runs `fn` serialised with the container's other state changes. */
+  serialised<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    return this.withLock(id, fn);
+  }
+
+  private async signalled(record: ContainerRecord, signal: number): Promise<void> {
+    await this.afterSignal?.(record, signal).catch((err) => log.warn('after-signal hook failed', { id: record.Id, error: errorMessage(err) }));
   }
 
   // ---- queries ----
@@ -142,7 +161,7 @@ export class ContainerService implements ImageUsers {
     this.store.add(record);
     try {
       await fs.mkdir(this.store.dir(record.Id), { recursive: true, mode: 0o710 });
-      await this.store.save(record);
+      await this.store.save(record, { durable: true });
     } catch (err) {
       await this.store.remove(record);
       throw err;
@@ -380,6 +399,7 @@ export class ContainerService implements ImageUsers {
     if (signal !== 9) {
       this.publish(record, 'kill', { signal: String(signal) });
       await this.host.signal(record.Id, signal).catch(() => undefined);
+      await this.signalled(record, signal);
       if (timeoutSeconds < 0) {
         await exited;
         return;
@@ -393,6 +413,7 @@ export class ContainerService implements ImageUsers {
     if (!record.State.Running) return;
     this.publish(record, 'kill', { signal: '9' });
     await this.host.signal(record.Id, 9).catch(() => undefined);
+    await this.signalled(record, 9);
     await exited;
   }
 
@@ -403,6 +424,7 @@ export class ContainerService implements ImageUsers {
     if (signal === 9 || signal === 15 || signal === 2) record.ManuallyStopped = true;
     this.publish(record, 'kill', { signal: String(signal) });
     await this.host.signal(record.Id, signal);
+    await this.signalled(record, signal);
     if (signal === 9) await (this.exited.get(record.Id) ?? Promise.resolve());
   }
 
@@ -450,6 +472,7 @@ export class ContainerService implements ImageUsers {
       record.ManuallyStopped = true;
       this.publish(record, 'kill', { signal: '9' });
       await this.host.signal(record.Id, 9).catch(() => undefined);
+      await this.signalled(record, 9);
       await (this.exited.get(record.Id) ?? Promise.resolve());
     }
     await this.withLock(record.Id, () => this.removeLocked(record, opts));

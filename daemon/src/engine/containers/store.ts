@@ -98,9 +98,13 @@ export class ContainerStore {
     this.byName.set(newName, record.Id);
   }
 
-  async save(record: ContainerRecord): Promise<void> {
+  /**
+   * Writes the record. Creation is durable; later changes of state are atomic but not fsynced: after a power
+   * loss, load() reconciles a stale state with the runtime and conmon's exit files.
+   */
+  async save(record: ContainerRecord, opts: { durable?: boolean } = {}): Promise<void> {
     if (!this.byId.has(record.Id)) return; // removed meanwhile: never resurrect it on disk
-    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record);
+    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: opts.durable ?? false });
   }
 
   async remove(record: ContainerRecord): Promise<void> {
