@@ -24,20 +24,6 @@ export function cmdline(pid: number): string[] | undefined {
   }
 }
 
-/** PIDs of processes whose executable name is `name` and whose arguments mention `needle`. */
-export function findProcesses(name: string, needle: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    const argv = cmdline(pid);
-    if (!argv || argv.length === 0) continue;
-    const exe = argv[0]!.split('/').pop();
-    if (exe === name && argv.some((a) => a.includes(needle))) pids.push(pid);
-  }
-  return pids.sort((a, b) => a - b);
-}
-
 /** Waits until the process has been quiet for a while, then reads its RSS (the median of a few readings). */
 export async function settledRss(pid: number, quietMs = 1000, readings = 5): Promise<number> {
   await new Promise((r) => setTimeout(r, quietMs));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -32,6 +32,14 @@ test('crun runs the bundle: one timed sample per iteration, and no container sta
   assert.equal(result.samples.length, 3);
   for (const ms of result.samples) assert.ok(ms > 0 && ms < 10_000, `sample ${ms} ms`);
   assert.deepEqual(await fs.readdir(bundle.stateRoot), []);
+});
+
+test('on hybrid cgroup hosts the reference runs where /sys/fs/cgroup/unified is hidden, and still cleans up', { skip: (!root && 'needs root') || (!existsSync('/sys/fs/cgroup/unified/cgroup.controllers') && 'no hybrid cgroup layout here') }, async () => {
+  const result = await measureReference('crun', bundle, 2, 0, { hideUnifiedCgroup: true });
+  assert.equal(result.samples.length, 2);
+  assert.match(result.note ?? '', /private mount namespace/);
+  assert.deepEqual(await fs.readdir(bundle.stateRoot), []);
+  assert.ok(existsSync('/sys/fs/cgroup/unified/cgroup.controllers'), 'the host keeps its cgroup2 mount');
 });
 
 test('runc runs the same bundle', { skip: !root && 'needs root' }, async () => {

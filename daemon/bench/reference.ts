@@ -8,9 +8,10 @@
  * namespace changes, and the loop itself is timed the same way.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { promises as fs, readFileSync } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runtimeUnusableReason } from '../src/host/linux/runtime/ociruntime.js';
 import { buildBusyboxRootfs } from '../test/fixtures/busybox.js';
 import { msSince } from './stats.js';
 
@@ -76,15 +77,6 @@ export async function timeRuns(runtime: Runtime, bundle: Bundle, iterations: num
   return samples;
 }
 
-/** True when this host's cgroup layout makes crun refuse to run (see the module comment). */
-export function crunNeedsLegacyCgroupView(): boolean {
-  try {
-    return readFileSync('/sys/fs/cgroup/unified/cgroup.controllers', 'utf8').trim() !== '';
-  } catch {
-    return false;
-  }
-}
-
 export interface ReferenceResult {
   samples: number[];
   /** How the runs were made, for the report. */
@@ -95,8 +87,14 @@ export interface ReferenceResult {
  * Times the runtime alone in a child process (the worker), inside a private mount namespace with the hybrid
  * cgroup v2 hierarchy hidden when crun needs it.
  */
-export async function measureReference(runtime: Runtime, bundle: Bundle, iterations: number, warmup: number): Promise<ReferenceResult> {
-  const hide = runtime === 'crun' && crunNeedsLegacyCgroupView();
+export async function measureReference(
+  runtime: Runtime,
+  bundle: Bundle,
+  iterations: number,
+  warmup: number,
+  opts: { hideUnifiedCgroup?: boolean } = {},
+): Promise<ReferenceResult> {
+  const hide = opts.hideUnifiedCgroup ?? runtimeUnusableReason(runtime) !== undefined;
   const worker = [process.execPath, WORKER, runtime, bundle.dir, bundle.stateRoot, String(iterations), String(warmup)];
   const argv = hide
     ? ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', 'umount /sys/fs/cgroup/unified && exec "$@"', 'sh', ...worker]
@@ -114,5 +112,5 @@ export async function measureReference(runtime: Runtime, bundle: Bundle, iterati
     });
   });
   const samples = JSON.parse(out) as number[];
-  return { samples, note: hide ? 'run in a private mount namespace without /sys/fs/cgroup/unified (crun 1.8 rejects this host\'s hybrid cgroup layout)' : undefined };
+  return { samples, note: hide ? `run in a private mount namespace without /sys/fs/cgroup/unified (${runtime} cannot use this host's hybrid cgroup layout)` : undefined };
 }
