@@ -86,7 +86,11 @@ export class ApiResponse {
   constructor(
     readonly raw: ServerResponse,
     private readonly request: IncomingMessage,
-    private readonly upgradeHead: Buffer | undefined,
+    /**
+     * Bytes the client sent after the headers of its upgrade request: the start of the stream, or a request
+     * body (exec start) that the handler consumes before the hijack.
+     */
+    public upgradeHead: Buffer | undefined,
     private readonly extraHeaders: Record<string, string>,
   ) {}
 
