@@ -12,7 +12,9 @@ import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
-import { registerSystemRoutes, type ComponentVersion, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ComponentVersion, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { containerSummary } from './engine/containers/views.js';
+import type { ContainerRecord } from './engine/containers/model.js';
 import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
@@ -149,21 +151,22 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   images.setUsers(containers);
   await containers.load();
   closers.push(() => containers.close());
+  const containerSizes = async (record: ContainerRecord) => {
+    const rw = await host.containers.writableLayerSize(record.Id);
+    let imageSize = 0;
+    try {
+      imageSize = Number(images.inspect(record.Image).Size) || 0;
+    } catch {
+      // The image was removed by force: only the container's own files count.
+    }
+    return { rw, rootFs: rw + imageSize };
+  };
   registerContainerRoutes(router, {
     containers,
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
     readLog: (record, o) =>
       host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
-    sizes: async (record) => {
-      const rw = await host.containers.writableLayerSize(record.Id);
-      let imageSize = 0;
-      try {
-        imageSize = Number(images.inspect(record.Image).Size) || 0;
-      } catch {
-        // The image was removed by force: only the container's own files count.
-      }
-      return { rw, rootFs: rw + imageSize };
-    },
+    sizes: containerSizes,
   });
 
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
@@ -229,7 +232,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     openFds: () => countOpenFds(),
     driverStatus: () => readDriverStatus(opts.dataRoot),
     firewallBackend: opts.iptables ? 'iptables' : undefined,
-    diskUsage: { images: async () => imageDiskUsage(images, layerStore) },
+    diskUsage: {
+      images: async () => imageDiskUsage(images, layerStore),
+      containers: async () => ({
+        items: await Promise.all(
+          containers.all().map(async (c) => containerSummary(c, c.Config.Image, await containerSizes(c)) as ContainerDiskUsage['items'][number]),
+        ),
+      }),
+    },
   });
 
   const servers: http.Server[] = [];

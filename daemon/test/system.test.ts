@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { startEngine, type Engine } from './harness.js';
+import { eventually, startEngine, type Engine } from './harness.js';
 
 describe('system endpoints', () => {
   let engine: Engine;
@@ -186,6 +186,32 @@ describe('system endpoints', () => {
     await expectConforms('1.53', 'GET', '/system/df', 200, v153);
     assert.deepEqual(Object.keys(v153).sort(), ['BuildCacheUsage', 'ContainerUsage', 'ImageUsage', 'VolumeUsage']);
     assert.ok(v153.ImageUsage.Reclaimable <= v153.ImageUsage.TotalSize);
+  });
+
+  test('GET /system/df lists containers with their sizes', async (t) => {
+    if ((await engine.request('GET', '/containers/json')).status === 404) return t.skip('containers are not served by this build');
+    const images = (await engine.request('GET', '/images/json')).json() as Array<{ RepoTags: string[] }>;
+    if (!images.some((i) => i.RepoTags.includes('busybox:latest'))) await engine.loadBusybox();
+    const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'head -c 300000 /dev/zero > /big; sleep 60'])).trim();
+    try {
+      const df = await eventually(async () => {
+        const body = (await engine.request('GET', '/v1.44/system/df')).json();
+        const mine = body.Containers.find((c: { Id: string }) => c.Id === id);
+        return mine && mine.SizeRw >= 300000 ? body : undefined;
+      });
+      await expectConforms('1.44', 'GET', '/system/df', 200, df);
+      const mine = df.Containers.find((c: { Id: string }) => c.Id === id);
+      assert.equal(mine.State, 'running');
+      assert.ok(mine.SizeRootFs >= mine.SizeRw);
+      const v153 = (await engine.request('GET', '/v1.53/system/df?type=container')).json();
+      assert.deepEqual(Object.keys(v153), ['ContainerUsage']);
+      assert.ok(v153.ContainerUsage.ActiveCount >= 1);
+      assert.ok(v153.ContainerUsage.TotalSize >= mine.SizeRw);
+      const out = await engine.dockerOk(['system', 'df', '--format', '{{.Type}} {{.Active}}']);
+      assert.match(out, /^Containers [1-9]/m);
+    } finally {
+      await engine.docker(['rm', '-f', id]);
+    }
   });
 
   test('docker system df prints the image totals', async (t) => {
