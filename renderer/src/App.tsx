@@ -72,6 +72,10 @@ export function App() {
     return () => window.removeEventListener('keydown', onKey);
   }, [errors.length]);
 
+  // Errors belong to the page they happened on.
+  const routeKey = route.join('/');
+  useEffect(() => setErrors([]), [routeKey]);
+
   const [section, ...rest] = route;
   let view: ReactNode;
   switch (section) {
@@ -118,7 +122,9 @@ export function App() {
             ))}
           </ul>
           <div className="sidebar-foot">
-            <span className={`dot ${live}`} aria-label={`events ${live}`} /> {live === 'live' ? 'Live' : live === 'lost' ? 'Reconnecting…' : 'Connecting…'}
+            <span>
+              <span className={`dot ${live}`} aria-label={`events ${live}`} /> {live === 'live' ? 'Live' : live === 'lost' ? 'Reconnecting…' : 'Connecting…'}
+            </span>
             <button type="button" className="theme" onClick={() => setTheme(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
               {theme === 'dark' ? 'Light theme' : 'Dark theme'}
             </button>

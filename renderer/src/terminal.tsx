@@ -43,7 +43,9 @@ export function TerminalView(props: {
           const size = `${term.rows}x${term.cols}`;
           if (size === lastSize) return;
           lastSize = size;
-          resize(term.rows, term.cols).catch(() => undefined);
+          const { rows, cols } = term;
+          // data-size: the size the process was told (once the engine took it), for tests and tooltips.
+          resize(rows, cols).then(() => host.current?.setAttribute('data-size', `${rows} ${cols}`), () => undefined);
         };
         const onResize = term.onResize(sendSize);
         // The first resize once the process runs on the other side.

@@ -136,10 +136,10 @@ export function ContainersView() {
             </thead>
             {groups.map(([project, rows]) => (
               <tbody key={project || '-'}>
-                {project && (
+                {(project || groups.length > 1) && (
                   <tr className="group">
                     <td colSpan={7}>
-                      {project} <span className="muted">({rows.length})</span>
+                      {project || 'Other containers'} <span className="muted">({rows.length})</span>
                     </td>
                   </tr>
                 )}

@@ -459,26 +459,19 @@ export function SystemView() {
         <QueryState error={df.error} loading={df.isLoading}>
           <dl className="fields card" data-testid="disk-usage">
             <h2>Disk usage</h2>
-            <div>
-              <dt>Images</dt>
-              <dd>
-                {(df.data?.Images ?? []).length} ({formatBytes(df.data?.LayersSize)})
-              </dd>
-            </div>
-            <div>
-              <dt>Containers</dt>
-              <dd>
-                {(df.data?.Containers ?? []).length} ({formatBytes(((df.data?.Containers ?? []) as Array<{ SizeRw?: number }>).reduce((a, c) => a + (c.SizeRw ?? 0), 0))})
-              </dd>
-            </div>
-            <div>
-              <dt>Volumes</dt>
-              <dd>{(df.data?.Volumes ?? []).length}</dd>
-            </div>
-            <div>
-              <dt>Build cache</dt>
-              <dd>{(df.data?.BuildCache ?? []).length}</dd>
-            </div>
+            {(
+              [
+                ['Images', df.data?.ImageUsage],
+                ['Containers', df.data?.ContainerUsage],
+                ['Volumes', df.data?.VolumeUsage],
+                ['Build cache', df.data?.BuildCacheUsage],
+              ] as Array<[string, { ActiveCount: number; TotalCount: number; TotalSize: number; Reclaimable: number } | undefined]>
+            ).map(([k, u]) => (
+              <div key={k}>
+                <dt>{k}</dt>
+                <dd>{u ? `${u.TotalCount} (${u.ActiveCount} in use) · ${formatBytes(u.TotalSize)}, ${formatBytes(u.Reclaimable)} reclaimable` : '—'}</dd>
+              </div>
+            ))}
           </dl>
         </QueryState>
       </div>

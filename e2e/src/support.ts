@@ -1,0 +1,61 @@
+/**
+ * What the end-to-end tests share: a real berthd (through the daemon's test harness, compiled in
+ * daemon/dist) serving the built renderer with `--ui`, and Debian's Chromium driven by playwright-core.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** The repository root (this file runs from e2e/dist/src). */
+export const ROOT = path.resolve(here, '..', '..', '..');
+export const ARTIFACTS = path.join(ROOT, 'artifacts');
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/** The parts of daemon/test/harness.ts these tests use. */
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+export interface Engine {
+  readonly socket: string;
+  readonly root: string;
+  readonly daemonLog: string;
+  docker(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<RunResult>;
+  dockerOk(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<string>;
+  loadBusybox(tag?: string): Promise<void>;
+  request(method: string, urlPath: string, opts?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; text: string; json<T = any>(): T }>;
+  cleanup(): Promise<void>;
+}
+interface Harness {
+  startEngine(opts?: { args?: string[]; verbose?: boolean }): Promise<Engine>;
+  eventually<T>(check: () => Promise<T> | T, timeoutMs?: number, intervalMs?: number): Promise<NonNullable<T>>;
+}
+
+export async function loadHarness(): Promise<Harness> {
+  const file = path.join(ROOT, 'daemon', 'dist', 'test', 'harness.js');
+  if (!existsSync(file)) throw new Error(`${file} is missing: build the daemon first (npm run build -w daemon)`);
+  return (await import(pathToFileURL(file).href)) as Harness;
+}
+
+/** Starts berthd with the UI on a free loopback port; returns the engine and the login URL it printed. */
+export async function startEngineWithUi(harness: Harness): Promise<{ engine: Engine; loginUrl: string; baseUrl: string }> {
+  if (!existsSync(path.join(ROOT, 'renderer', 'dist', 'index.html'))) throw new Error('the renderer is not built: npm run build -w renderer');
+  const engine = await harness.startEngine({ args: ['--ui', '127.0.0.1:0'], verbose: !!process.env.E2E_VERBOSE });
+  const loginUrl = await harness.eventually(() => /url="(http:\/\/127\.0\.0\.1:\d+\/\?token=[^"]+)"/.exec(engine.daemonLog)?.[1], 5000);
+  return { engine, loginUrl, baseUrl: loginUrl.replace(/\?token=.*$/, '') };
+}
+
+export async function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: false });
+}

@@ -1,0 +1,266 @@
+/**
+ * The renderer in Chromium against a real berthd (`--ui`), with real containers started by the docker CLI.
+ * Each view is captured under artifacts/.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium, loadHarness, ROOT, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { pushArchive, startRegistry } from './registry.js';
+
+const harness = await loadHarness();
+
+function rawGet(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers }, (res) => {
+      res.resume();
+      resolve(res.statusCode!);
+    }).on('error', reject);
+  });
+}
+
+/** The text of the xterm rows, one string per line. */
+async function terminalLines(page: Page): Promise<string[]> {
+  return page.$$eval('[data-testid=terminal] .xterm-rows > div', (rows) => rows.map((r) => (r.textContent ?? '').replace(/\u00a0/g, ' ').trimEnd()));
+}
+
+async function waitForTerminalLine(page: Page, match: (line: string) => boolean, timeoutMs = 5000): Promise<string> {
+  return harness.eventually(async () => (await terminalLines(page)).find(match), timeoutMs, 50);
+}
+
+async function engineHas(engine: Engine, method: string, urlPath: string): Promise<boolean> {
+  const res = await engine.request(method, urlPath, { body: {} });
+  return !(res.status === 404 && /page not found/.test(res.text));
+}
+
+describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }, () => {
+  let engine: Engine;
+  let baseUrl: string;
+  let loginUrl: string;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+
+  before(async () => {
+    ({ engine, loginUrl, baseUrl } = await startEngineWithUi(harness));
+    await engine.loadBusybox();
+    browser = await launchChromium();
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    page = await context.newPage();
+    await page.goto(loginUrl);
+    await page.getByRole('heading', { name: 'Containers' }).waitFor();
+    await page.getByLabel('events live').waitFor({ timeout: 5000 });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await engine?.cleanup();
+  });
+
+  it('refuses a browser without the token, and requests from another origin', async () => {
+    const other = await browser.newContext();
+    const p = await other.newPage();
+    const res = await p.goto(baseUrl);
+    assert.equal(res?.status(), 401);
+    assert.match(await p.content(), /printed at start/);
+    await other.close();
+    const cookies = await context.cookies();
+    const token = cookies.find((c) => c.name === 'berth_ui_token');
+    assert.ok(token, 'the first visit left the token cookie');
+    assert.equal(token.httpOnly, true);
+    assert.equal(token.sameSite, 'Strict');
+    const cookie = `berth_ui_token=${token.value}`;
+    assert.equal(await rawGet(`${baseUrl}api/_ping`, { Cookie: cookie }), 200);
+    assert.equal(await rawGet(`${baseUrl}api/_ping`, { Cookie: cookie, Origin: 'http://evil.example' }), 403);
+    assert.equal(await rawGet(`${baseUrl}api/_ping`, {}), 401);
+  });
+
+  it('shows a container started with the docker CLI within a second, driven by events', async () => {
+    await page.goto(`${baseUrl}#/containers`);
+    await page.getByTestId('containers').or(page.getByText('No containers yet')).waitFor();
+    const started = Date.now();
+    await engine.dockerOk(['run', '-d', '--name', 'e2e-sleep', '--label', 'com.docker.compose.project=shop', 'busybox', 'sleep', '600']);
+    const cliDone = Date.now();
+    await page.locator('tr[data-name="e2e-sleep"]').waitFor({ timeout: 1000 });
+    const shown = Date.now();
+    assert.ok(shown - cliDone < 1000, `row shown ${shown - cliDone} ms after docker run returned (${shown - started} ms after it started)`);
+    await page.locator('tr[data-name="e2e-sleep"] .badge.running').waitFor({ timeout: 2000 });
+    assert.equal(await page.locator('tr.group td').first().innerText().then((t) => t.startsWith('shop')), true, 'grouped by compose project');
+    await engine.dockerOk(['run', '-d', '--name', 'e2e-web', 'busybox', 'sleep', '600']);
+    await page.locator('tr[data-name="e2e-web"]').waitFor({ timeout: 1000 });
+    await screenshot(page, 'containers');
+    // Search filters the list.
+    await page.getByLabel('Search containers').fill('web');
+    await page.locator('tr[data-name="e2e-sleep"]').waitFor({ state: 'detached' });
+    await page.getByLabel('Search containers').fill('');
+  });
+
+  it('runs `echo hi` in an exec terminal, and a resize reaches the process (stty size)', async (t) => {
+    if (!(await engineHas(engine, 'POST', '/containers/x/exec'))) return t.skip('the engine serves no exec endpoints yet');
+    const id = (await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'e2e-sleep'])).trim();
+    await page.goto(`${baseUrl}#/containers/${id}/terminal`);
+    await page.getByTestId('terminal-status').filter({ hasText: 'connected' }).waitFor({ timeout: 5000 });
+    const term = page.getByTestId('terminal');
+    await term.locator('[data-size]').or(page.locator('[data-testid=terminal][data-size]')).first().waitFor({ timeout: 5000 });
+    await page.locator('.xterm-helper-textarea').focus();
+    await page.keyboard.type('echo hi\n');
+    await waitForTerminalLine(page, (l) => l.trim() === 'hi');
+    const size1 = await term.getAttribute('data-size');
+    await page.keyboard.type('stty size\n');
+    await waitForTerminalLine(page, (l) => l.trim() === size1);
+    await screenshot(page, 'container-terminal');
+    // A smaller window: the terminal refits, the engine is told, the process sees it.
+    await page.setViewportSize({ width: 900, height: 600 });
+    await harness.eventually(async () => (await term.getAttribute('data-size')) !== size1, 5000);
+    const size2 = (await term.getAttribute('data-size'))!;
+    await page.keyboard.type('clear; stty size\n');
+    await waitForTerminalLine(page, (l) => l.trim() === size2);
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it('attaches a terminal to a container started with -it', async () => {
+    await engine.dockerOk(['run', '-dit', '--name', 'e2e-shell', 'busybox', 'sh']);
+    const id = (await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'e2e-shell'])).trim();
+    await page.goto(`${baseUrl}#/containers/${id}/attach`);
+    await page.getByTestId('terminal-status').filter({ hasText: 'connected' }).waitFor({ timeout: 5000 });
+    await page.locator('.xterm-helper-textarea').focus();
+    await page.keyboard.type('echo attached-$((40+2))\n');
+    await waitForTerminalLine(page, (l) => l.trim() === 'attached-42');
+    await screenshot(page, 'container-attach');
+  });
+
+  it('follows new log lines, and tells stdout and stderr apart', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'e2e-logs', 'busybox', 'sh', '-c', 'echo first; sleep 2; echo later; echo oops >&2; sleep 600']);
+    const id = (await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'e2e-logs'])).trim();
+    await page.goto(`${baseUrl}#/containers/${id}/logs`);
+    const logs = page.getByTestId('logs');
+    await logs.getByText('first').waitFor({ timeout: 3000 });
+    assert.equal(await logs.getByText('later').count(), 0, 'the later line is not there yet');
+    await logs.getByText('later').waitFor({ timeout: 6000 });
+    await logs.locator('.log-line.stderr', { hasText: 'oops' }).waitFor({ timeout: 2000 });
+    assert.equal(await logs.locator('.log-line.stdout', { hasText: 'later' }).count(), 1);
+    await page.getByLabel('Timestamps').check();
+    await screenshot(page, 'container-logs');
+    await page.goto(`${baseUrl}#/containers/${id}/overview`);
+    await page.getByText('Show raw JSON').click();
+    await page.locator('pre.json').waitFor();
+    await screenshot(page, 'container-overview');
+    await page.goto(`${baseUrl}#/containers/${id}/stats`);
+    await page.waitForTimeout(2500);
+    await screenshot(page, 'container-stats');
+  });
+
+  it('stops and removes a container through their confirmations', async () => {
+    await page.goto(`${baseUrl}#/containers`);
+    const row = page.locator('tr[data-name="e2e-web"]');
+    await row.getByRole('button', { name: 'Stop e2e-web' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.waitFor();
+    await screenshot(page, 'containers-confirm-stop');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    assert.equal((await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', 'e2e-web'])).trim(), 'running', 'cancel leaves it running');
+    await row.getByRole('button', { name: 'Stop e2e-web' }).click();
+    await dialog.getByRole('button', { name: 'Stop' }).click();
+    await row.locator('.badge.exited').waitFor({ timeout: 15_000 });
+    assert.equal((await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', 'e2e-web'])).trim(), 'exited');
+    await row.getByRole('button', { name: 'Remove e2e-web' }).click();
+    await dialog.getByRole('button', { name: 'Remove' }).click();
+    await row.waitFor({ state: 'detached', timeout: 5000 });
+    const ps = await engine.dockerOk(['ps', '-a', '--format', '{{.Names}}']);
+    assert.doesNotMatch(ps, /e2e-web/);
+  });
+
+  it('creates a network and a volume that the docker CLI sees', async (t) => {
+    await page.goto(`${baseUrl}#/networks`);
+    await page.getByLabel('Network name').fill('e2e-net');
+    await page.getByLabel('Subnet').fill('10.123.0.0/24');
+    await page.getByLabel('Gateway').fill('10.123.0.1');
+    await page.getByRole('button', { name: 'Create network' }).click();
+    await page.getByTestId('networks').getByText('e2e-net').waitFor({ timeout: 5000 });
+    const inspect = JSON.parse(await engine.dockerOk(['network', 'inspect', 'e2e-net']))[0];
+    assert.equal(inspect.IPAM.Config[0].Subnet, '10.123.0.0/24');
+    await page.getByTestId('networks').getByText('e2e-net').click();
+    await page.locator('.panel pre.json').waitFor();
+    await screenshot(page, 'networks');
+
+    if (!(await engineHas(engine, 'GET', '/volumes'))) return t.skip('the engine serves no volume endpoints yet');
+    await page.goto(`${baseUrl}#/volumes`);
+    await page.getByLabel('Volume name').fill('e2e-vol');
+    await page.getByRole('button', { name: 'Create volume' }).click();
+    await page.getByTestId('volumes').getByText('e2e-vol').waitFor({ timeout: 5000 });
+    assert.match(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-vol$/m);
+    await screenshot(page, 'volumes');
+  });
+
+  it("shows the engine's message when a call fails", async () => {
+    const expected = (await engine.request('POST', '/containers/create', { body: { Image: 'no-such-image:never' } })).json().message as string;
+    assert.ok(expected);
+    await page.goto(`${baseUrl}#/run`);
+    await page.getByLabel('Image').fill('no-such-image:never');
+    await page.getByRole('button', { name: 'Run' }).click();
+    const alert = page.locator('.errors .error');
+    await alert.waitFor({ timeout: 5000 });
+    assert.equal((await alert.locator('span').innerText()).trim(), expected);
+    await screenshot(page, 'run-error');
+  });
+
+  it('pulls from a local registry with per-layer progress', async (t) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-e2e-registry-'));
+    const registry = await startRegistry(dir);
+    try {
+      const fixtures = (await import(pathToFileURL(path.join(ROOT, 'daemon', 'dist', 'test', 'fixtures', 'busybox.js')).href)) as {
+        buildBusyboxArchive(file: string, opts?: { tag?: string }): Promise<void>;
+      };
+      const archive = path.join(dir, 'busybox.tar');
+      await fixtures.buildBusyboxArchive(archive, { tag: 'busybox:latest' });
+      await pushArchive(registry.address, archive, 'e2e/tools', '1.0');
+      const probe = await engine.request('POST', `/images/create?fromImage=${registry.address}/e2e/probe&tag=none`);
+      if (probe.status === 501 || /not implemented|cannot pull images from a registry yet/i.test(probe.text)) return t.skip(`the engine cannot pull yet: ${probe.text.trim()}`);
+      await page.goto(`${baseUrl}#/images`);
+      await page.getByLabel('Image to pull').fill(`${registry.address}/e2e/tools:1.0`);
+      await page.getByRole('button', { name: 'Pull' }).click();
+      const progress = page.getByTestId('progress');
+      await progress.locator('.layer').first().waitFor({ timeout: 20_000 });
+      await page.getByTestId('images').getByText(`${registry.address}/e2e/tools:1.0`).waitFor({ timeout: 20_000 });
+      assert.match(await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']), new RegExp(`${registry.address}/e2e/tools:1.0`));
+      await screenshot(page, 'images-pull');
+    } finally {
+      await registry.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('captures the other views, in both themes', async () => {
+    for (const view of ['images', 'swarm', 'events', 'system', 'run']) {
+      await page.goto(`${baseUrl}#/${view}`);
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      if (view === 'events') {
+        await engine.dockerOk(['run', '--rm', 'busybox', 'true']);
+        await page.getByTestId('events').waitFor({ timeout: 3000 });
+      }
+      if (view === 'system') await page.getByTestId('disk-usage').waitFor({ timeout: 5000 });
+      if (view === 'swarm') await page.getByTestId('swarm-empty').waitFor({ timeout: 5000 });
+      await screenshot(page, view);
+    }
+    await page.goto(`${baseUrl}#/containers`);
+    await page.getByRole('button', { name: 'Toggle theme' }).click();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await page.locator('tr[data-name="e2e-sleep"]').waitFor();
+    await screenshot(page, 'containers-dark');
+    // Keyboard: Alt+3 goes to images, arrows move between rows, Enter opens one.
+    await page.keyboard.press('Alt+3');
+    await page.getByRole('heading', { name: 'Images' }).waitFor();
+    await page.keyboard.press('Alt+1');
+    await page.locator('tr[data-name]').first().focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('tab', { name: 'Overview' }).waitFor();
+    await screenshot(page, 'container-dark');
+    await page.getByRole('button', { name: 'Toggle theme' }).click();
+  });
+});
