@@ -165,7 +165,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     containers,
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
     readLog: (record, o) =>
-      host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+      host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
     sizes: containerSizes,
   });
 
@@ -200,7 +200,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   registerAttachWsRoutes(router, {
     containers,
     readLog: (record, o) =>
-      host.containers.readLog(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+      host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
   });
 
   // Container files: docker cp (archive), export and changes.

@@ -25,7 +25,7 @@ const HIGH_WATER = 1 << 20;
 
 export interface AttachWsBackend {
   containers: Pick<ContainerService, 'get' | 'attach' | 'attached'>;
-  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord>;
+  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord[]>;
 }
 
 /** The handshake checks of the ws package, made before the upgrade so that a refusal is a JSON 400. */

@@ -22,7 +22,7 @@ export interface ContainersBackend {
   containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize'>;
   /** Resolves an image reference to its id, or undefined when there is no such image. */
   imageId(ref: string): Promise<string | undefined>;
-  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord>;
+  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord[]>;
   /** SizeRw (the container's own files) and SizeRootFs (those and its image's), in bytes. */
   sizes(record: ContainerRecord): Promise<{ rw: number; rootFs: number }>;
 }
@@ -43,13 +43,65 @@ function tailParam(req: ApiRequest): number | undefined {
   return n < 0 ? undefined : n;
 }
 
-/** Copies container output to the client: raw with a TTY, multiplexed frames without. */
+const FLUSH_BYTES = 256 * 1024;
+const FLUSH_DELAY_MS = 5;
+
+/**
+ * Copies container output to the client: raw with a TTY, multiplexed frames without. Consecutive chunks of
+ * one stream share a frame and writes go out in blocks (up to 256 KiB, or after 5 ms when output slows
+ * down), so that a large log is not sent one line per write while a followed stream stays live.
+ */
 async function pumpOutput(chunks: AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>, out: Duplex | NodeJS.WritableStream, tty: boolean): Promise<boolean> {
-  for await (const chunk of chunks) {
-    const bytes = tty ? chunk.data : frame(chunk.stream, chunk.data);
-    if (!(await writeWithBackpressure(out as Duplex, bytes))) return false;
+  const sink = out as Duplex;
+  let blocks: Buffer[] = [];
+  let blockBytes = 0;
+  let run: Buffer[] = [];
+  let runBytes = 0;
+  let runStream: 'stdout' | 'stderr' = 'stdout';
+  let timer: NodeJS.Timeout | undefined;
+  const closeRun = () => {
+    if (runBytes === 0) return;
+    const data = run.length === 1 ? run[0] : Buffer.concat(run, runBytes);
+    const bytes = tty ? data : frame(runStream, data);
+    blocks.push(bytes);
+    blockBytes += bytes.length;
+    run = [];
+    runBytes = 0;
+  };
+  const take = (): Buffer | undefined => {
+    closeRun();
+    if (blockBytes === 0) return undefined;
+    const data = blocks.length === 1 ? blocks[0] : Buffer.concat(blocks, blockBytes);
+    blocks = [];
+    blockBytes = 0;
+    return data;
+  };
+  const flushSoon = () => {
+    timer ??= setTimeout(() => {
+      timer = undefined;
+      const data = take();
+      if (data && !sink.destroyed) sink.write(data);
+    }, FLUSH_DELAY_MS);
+  };
+  try {
+    for await (const chunk of chunks) {
+      if (runBytes > 0 && chunk.stream !== runStream) closeRun();
+      runStream = chunk.stream;
+      run.push(chunk.data);
+      runBytes += chunk.data.length;
+      if (runBytes + blockBytes >= FLUSH_BYTES) {
+        clearTimeout(timer);
+        timer = undefined;
+        if (!(await writeWithBackpressure(sink, take()!))) return false;
+      } else {
+        flushSoon();
+      }
+    }
+  } finally {
+    clearTimeout(timer);
   }
-  return true;
+  const rest = take();
+  return rest ? writeWithBackpressure(sink, rest) : !sink.destroyed;
 }
 
 export function registerContainerRoutes(router: Router, backend: ContainersBackend): void {

@@ -107,6 +107,8 @@ export interface ContainerRuntimeHost {
   resize(id: string, height: number, width: number): Promise<void>;
   /** Reads the container's log from the start (or the `tail` last records); with follow, keeps reading. */
   readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord>;
+  /** readLog in batches of records (one per chunk read): what big logs are served from. */
+  readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]>;
   /** Bytes of the container's own files (its writable layer): SizeRw. */
   writableLayerSize(id: string): Promise<number>;
   /** Ids of containers the runtime holds (for recovery). */

@@ -22,19 +22,46 @@ export interface LogChunk {
   data: Buffer;
 }
 
-/** Turns log records into output chunks: a newline after complete records, a timestamp before each line. */
-export async function* logChunks(records: AsyncIterable<LogRecord>, opts: LogOptions): AsyncGenerator<LogChunk> {
+/**
+ * Turns batches of log records into output chunks: a newline after complete records, a timestamp before
+ * each line. Consecutive records of one stream within a batch become one chunk (one allocation per run
+ * rather than one per line: this is what keeps a large log fast).
+ */
+export async function* logChunks(batches: AsyncIterable<LogRecord[]>, opts: LogOptions): AsyncGenerator<LogChunk> {
   const atLineStart = { stdout: true, stderr: true };
-  for await (const record of records) {
-    if (opts.untilNano !== undefined && record.timeNano > opts.untilNano) return;
-    if (opts.sinceNano !== undefined && record.timeNano < opts.sinceNano) continue;
-    if (record.stream === 'stdout' ? !opts.stdout : !opts.stderr) continue;
-    const parts: Buffer[] = [];
-    if (opts.timestamps && atLineStart[record.stream]) parts.push(Buffer.from(`${rfc3339Nano(record.timeNano)} `));
-    parts.push(record.data);
-    if (record.complete) parts.push(NEWLINE);
-    atLineStart[record.stream] = record.complete;
-    yield { stream: record.stream, data: parts.length === 1 ? parts[0] : Buffer.concat(parts) };
+  let parts: Buffer[] = [];
+  let bytes = 0;
+  let stream: 'stdout' | 'stderr' = 'stdout';
+  const take = (): LogChunk => {
+    const chunk = { stream, data: parts.length === 1 ? parts[0] : Buffer.concat(parts, bytes) };
+    parts = [];
+    bytes = 0;
+    return chunk;
+  };
+  for await (const batch of batches) {
+    for (const record of batch) {
+      if (opts.untilNano !== undefined && record.timeNano > opts.untilNano) {
+        if (bytes > 0) yield take();
+        return;
+      }
+      if (opts.sinceNano !== undefined && record.timeNano < opts.sinceNano) continue;
+      if (record.stream === 'stdout' ? !opts.stdout : !opts.stderr) continue;
+      if (bytes > 0 && record.stream !== stream) yield take();
+      stream = record.stream;
+      if (opts.timestamps && atLineStart[stream]) {
+        const stamp = Buffer.from(`${rfc3339Nano(record.timeNano)} `);
+        parts.push(stamp);
+        bytes += stamp.length;
+      }
+      parts.push(record.data);
+      bytes += record.data.length;
+      if (record.complete) {
+        parts.push(NEWLINE);
+        bytes += 1;
+      }
+      atLineStart[stream] = record.complete;
+    }
+    if (bytes > 0) yield take();
   }
 }
 
