@@ -119,7 +119,7 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
       if (nl >= 0) done(text.slice(0, nl));
     });
     sync.once('end', () => done(text || undefined));
-    sync.once('error', () => done(text || undefined));
+    sync.on('error', () => done(text || undefined));
     // A launcher that fails never hands the pipe to a detached child: its exit ends the wait too.
     void launcherExit.then((code) => {
       if (code !== 0) setImmediate(() => done(text || undefined));

@@ -165,6 +165,8 @@ export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<E
   child.on('error', () => undefined);
   child.unref();
   const pipes = child.stdio as unknown as Array<Readable & Writable>;
+  // conmon may exit with our start message unread, which resets the socket pair (ECONNRESET): expected.
+  for (const fd of [3, 4, 5]) pipes[fd].on('error', () => undefined);
   const sync = new MessageReader(pipes[3]);
   const startPipe = pipes[4];
   const attachPipe = new MessageReader(pipes[5]);
@@ -214,7 +216,12 @@ export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<E
       },
     };
   } catch (err) {
-    streams?.close();
+    if (streams) {
+      // conmon exits on a failed exec: let it close the socket first (the fallback socket binding does not
+      // like being closed under a live peer).
+      await Promise.race([streams.remoteEnded, new Promise((r) => setTimeout(r, 1000))]);
+      streams.close();
+    }
     closePipes();
     release();
     throw err;

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "seqpacket",
+      "sources": ["seqpacket.c"],
+      "cflags": ["-O2", "-Wall"]
+    }
+  ]
+}
