@@ -15,8 +15,9 @@ NODE_MAJOR_MIN=20
 #   openssl ca-certificates     TLS certificates for the TCP listener tests
 #   curl procps psmisc          probing the socket, reading processes in tests and scripts
 #   tar xz-utils zstd           image layer formats
-#   build-essential python3     node-gyp, for native addons among the npm packages
+#   build-essential python3     node-gyp, for the native addons (daemon/native)
 #   git                         the repository itself
+#   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
 APT_PACKAGES=(
   crun runc conmon busybox-static
   iptables nftables iproute2 util-linux
@@ -24,6 +25,7 @@ APT_PACKAGES=(
   openssl ca-certificates curl procps psmisc
   tar xz-utils zstd
   build-essential python3 git
+  chromium
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }
@@ -110,7 +112,8 @@ if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_api.h ]; then
 cd "$ROOT"
 if [ "${CI:-}" = true ] || [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "npm ci"
-  npm ci --no-audit --no-fund
+  # Electron's own binary download cannot work offline; its types and builder come from npm all the same.
+  ELECTRON_SKIP_BINARY_DOWNLOAD=1 npm ci --no-audit --no-fund
 else
   log "npm packages: up to date with package-lock.json"
 fi
