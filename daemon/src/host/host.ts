@@ -83,12 +83,15 @@ export interface ExitInfo {
 
 /** What the container engine asks of the Host to run containers. */
 export interface ContainerRuntimeHost {
-  /** Mounts the container's root filesystem (overlay of the given lower folders with the container's own upper). */
+  /**
+   * Mounts the container's root filesystem (overlay of the given lower folders with the container's own upper).
+   * `lowerDirs` are bottom-first, in the order the image lists its layers.
+   */
   mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
   unmountRootfs(id: string): Promise<void>;
   /** Removes the container's writable layer and bundle. */
   removeContainerFiles(id: string): Promise<void>;
-  /** Reads a file from an image's layers (for /etc/passwd lookups before the container exists). */
+  /** Reads a file from an image's layers, bottom-first (for /etc/passwd lookups before the container exists). */
   readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
   /**
    * Creates and starts the container under conmon with the given OCI runtime spec (root.path is filled in
