@@ -97,3 +97,11 @@ test('schema errata: old versions take the port map and the "no" restart policy'
   const badPolicy = { Id: id, HostConfig: { RestartPolicy: { Name: 'sometimes' } } };
   assert.ok(conformanceErrors('1.25', 'GET', '/containers/{id}/json', 200, badPolicy));
 });
+
+test('schema errata: /system/df lists container summaries, not lists of them', () => {
+  const container = { Id: 'c'.repeat(64), Names: ['/x'], Image: 'busybox', State: 'running', SizeRw: 1 };
+  for (const v of ['1.25', '1.39', '1.40', '1.44']) {
+    assert.equal(conformanceErrors(v, 'GET', '/system/df', 200, { Containers: [container] }), undefined, v);
+    assert.ok(conformanceErrors(v, 'GET', '/system/df', 200, { Containers: [[container]] }), v);
+  }
+});

@@ -100,6 +100,14 @@ function applyErrata(doc: { definitions: Record<string, Json>; paths: Record<str
   if (Array.isArray(restartName?.enum)) {
     for (const value of ['', 'no']) if (!restartName.enum.includes(value)) restartName.enum.push(value);
   }
+  // Up to 1.39 ContainerSummary names the whole list of /containers/json, yet /system/df uses it for
+  // each of its Containers, which would make those a list of lists; they have always been summaries.
+  const summary = doc.definitions.ContainerSummary as Schema | undefined;
+  const df = (doc.paths['/system/df']?.get as { responses?: Record<string, { schema?: Schema }> } | undefined)?.responses?.['200']?.schema;
+  const dfContainers = (df?.properties as Schema | undefined)?.Containers as Schema | undefined;
+  if (summary?.type === 'array' && summary.items && dfContainers && (dfContainers.items as Schema | undefined)?.$ref === '#/definitions/ContainerSummary') {
+    dfContainers.items = summary.items;
+  }
   // 1.25 to 1.40 type the container's ExecIDs as a string; it has always been a list of exec ids, or null
   // when there are none ([]string in the engine and the Go client); 1.41 corrected the schema.
   const inspect = (doc.paths['/containers/{id}/json']?.get as { responses?: Record<string, { schema?: Schema }> } | undefined)?.responses?.['200']?.schema;
