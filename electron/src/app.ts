@@ -1,0 +1,184 @@
+/**
+ * The main process, composed from the Electron objects it is given (so that tests pass fakes): the
+ * single-instance lock, settings, the engine (embedded or connected), the window, the tray, and the IPC
+ * endpoints of the preload's bridge.
+ */
+import path from 'node:path';
+import { BridgeError, forwardRequest, openStream, openTerminal, type BridgeRequest, type PortLike } from './bridge.js';
+import { EngineHost, pingSocket, type DaemonStarter } from './engine-host.js';
+import { defaultSettings, SettingsStore, type Settings } from './settings.js';
+import { trayTemplate, trayTooltip } from './tray.js';
+import { guardNavigation, windowOptions } from './window.js';
+
+export interface WindowLike {
+  webContents: { id: number; on(event: string, listener: (...args: any[]) => void): unknown; setWindowOpenHandler(h: () => { action: 'deny' }): void };
+  loadFile(file: string): Promise<void>;
+  once(event: 'ready-to-show', listener: () => void): unknown;
+  on(event: 'closed', listener: () => void): unknown;
+  show(): void;
+  focus(): void;
+  restore(): void;
+  isMinimized(): boolean;
+  isDestroyed(): boolean;
+}
+export interface TrayLike {
+  setContextMenu(menu: unknown): void;
+  setToolTip(text: string): void;
+  on(event: 'click', listener: () => void): unknown;
+}
+export interface IpcEvent {
+  sender: { id: number };
+  ports?: PortLike[];
+}
+export interface ElectronModules {
+  app: {
+    requestSingleInstanceLock(): boolean;
+    quit(): void;
+    on(event: string, listener: (...args: any[]) => void): unknown;
+    whenReady(): Promise<void>;
+    getPath(name: 'userData'): string;
+  };
+  BrowserWindow: new (options: ReturnType<typeof windowOptions>) => WindowLike;
+  Tray: new (icon: string) => TrayLike;
+  Menu: { buildFromTemplate(template: ReturnType<typeof trayTemplate>): unknown };
+  ipcMain: {
+    handle(channel: string, listener: (event: IpcEvent, ...args: any[]) => unknown): void;
+    on(channel: string, listener: (event: IpcEvent, ...args: any[]) => void): void;
+  };
+  nativeTheme: { themeSource: 'system' | 'light' | 'dark'; shouldUseDarkColors: boolean };
+}
+
+export interface AppOptions {
+  rendererIndex: string;
+  preload: string;
+  trayIcon: string;
+  startDaemon: DaemonStarter;
+  ping?: (socketPath: string) => Promise<boolean>;
+}
+
+export interface RunningApp {
+  engine: EngineHost;
+  settings: SettingsStore;
+  window(): WindowLike | undefined;
+  quit(): Promise<void>;
+}
+
+/** Starts the app; undefined when another instance already runs (this one quits, the other comes forward). */
+export async function startApp(e: ElectronModules, opts: AppOptions): Promise<RunningApp | undefined> {
+  if (!e.app.requestSingleInstanceLock()) {
+    e.app.quit();
+    return undefined;
+  }
+  let win: WindowLike | undefined;
+  let quitting = false;
+
+  const showWindow = () => {
+    if (!win || win.isDestroyed()) {
+      win = createWindow();
+      return;
+    }
+    if (win.isMinimized()) win.restore();
+    win.show();
+    win.focus();
+  };
+  e.app.on('second-instance', showWindow);
+
+  await e.app.whenReady();
+  const userData = e.app.getPath('userData');
+  const settings = new SettingsStore(path.join(userData, 'settings.json'), defaultSettings(userData));
+  await settings.load();
+  e.nativeTheme.themeSource = settings.value.theme;
+
+  const engine = new EngineHost(() => settings.value, opts.startDaemon, opts.ping ?? pingSocket);
+
+  // Only the app's own window may use the bridge.
+  const fromWindow = (event: IpcEvent) => {
+    if (!win || win.isDestroyed() || event.sender.id !== win.webContents.id) throw new BridgeError(403, 'not the app window');
+  };
+  const endpoint = () => {
+    if (engine.state !== 'running') throw new BridgeError(503, `the engine is ${engine.state}${engine.error ? `: ${engine.error}` : ''}`);
+    return { socketPath: engine.socketPath };
+  };
+  e.ipcMain.handle('berth:request', async (event, req: BridgeRequest) => {
+    fromWindow(event);
+    try {
+      return await forwardRequest(endpoint(), req);
+    } catch (err) {
+      if (err instanceof BridgeError) return { status: err.status, body: JSON.stringify({ message: err.message }) };
+      throw err;
+    }
+  });
+  e.ipcMain.on('berth:open', (event, open: { type?: string; method?: string; path?: string; body?: string; target?: any; version?: string }) => {
+    const port = event.ports?.[0];
+    if (!port) return;
+    try {
+      fromWindow(event);
+      if (open?.type === 'stream') openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body }, port);
+      else if (open?.type === 'terminal') openTerminal(endpoint(), open.target, String(open.version ?? '1.53'), port);
+      else throw new BridgeError(400, 'unknown stream kind');
+    } catch (err) {
+      port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 500, message: (err as Error).message });
+      port.close();
+    }
+  });
+  e.ipcMain.handle('berth:settings:get', (event) => {
+    fromWindow(event);
+    return settings.value;
+  });
+  e.ipcMain.handle('berth:settings:update', async (event, patch: Partial<Settings>) => {
+    fromWindow(event);
+    const before = settings.value.engine;
+    const next = await settings.update({ engine: patch?.engine, theme: patch?.theme });
+    e.nativeTheme.themeSource = next.theme;
+    if (next.engine.mode !== before.mode || next.engine.socketPath !== before.socketPath) {
+      await engine.stop();
+      await engine.start();
+    }
+    return next;
+  });
+
+  function createWindow(): WindowLike {
+    const w = new e.BrowserWindow(windowOptions(opts.preload, e.nativeTheme.shouldUseDarkColors));
+    guardNavigation(w.webContents as never, `file://${opts.rendererIndex}`);
+    w.once('ready-to-show', () => w.show());
+    w.on('closed', () => {
+      if (win === w) win = undefined;
+    });
+    void w.loadFile(opts.rendererIndex);
+    return w;
+  }
+
+  const tray = new e.Tray(opts.trayIcon);
+  const actions = {
+    show: showWindow,
+    start: () => void engine.start(),
+    stop: () => void engine.stop(),
+    quit: () => void quit(),
+  };
+  const refreshTray = () => {
+    tray.setToolTip(trayTooltip(engine.state));
+    tray.setContextMenu(e.Menu.buildFromTemplate(trayTemplate(engine.state, { mode: engine.mode, socketPath: engine.socketPath, error: engine.error }, actions)));
+  };
+  engine.onChange(refreshTray);
+  refreshTray();
+  tray.on('click', showWindow);
+
+  // Closing the window leaves the app in the tray; quitting stops the embedded engine first.
+  e.app.on('window-all-closed', () => undefined);
+  async function quit(): Promise<void> {
+    if (quitting) return;
+    quitting = true;
+    await engine.stop();
+    e.app.quit();
+  }
+  e.app.on('before-quit', (event: { preventDefault(): void }) => {
+    if (!quitting && engine.state === 'running') {
+      event.preventDefault();
+      void quit();
+    }
+  });
+
+  win = createWindow();
+  await engine.start();
+  return { engine, settings, window: () => win, quit };
+}

@@ -1,0 +1,86 @@
+/** Fakes of the Electron objects and of an engine socket, for the main-process tests. */
+import http from 'node:http';
+import type { PortLike } from '../src/bridge.js';
+
+export class FakePort implements PortLike {
+  sent: any[] = [];
+  closed = false;
+  private handlers: Record<string, Array<(ev?: any) => void>> = { message: [], close: [] };
+  private waiters: Array<() => void> = [];
+  postMessage(message: unknown): void {
+    this.sent.push(message);
+    for (const w of this.waiters.splice(0)) w();
+  }
+  on(event: 'message' | 'close', listener: (ev: any) => void): this {
+    this.handlers[event]!.push(listener);
+    return this;
+  }
+  start(): void {}
+  close(): void {
+    this.closed = true;
+    for (const w of this.waiters.splice(0)) w();
+  }
+  /** The renderer side sends a message. */
+  send(data: unknown): void {
+    for (const h of this.handlers.message!) h({ data });
+  }
+  /** Resolves once `check` holds over what was sent. */
+  async until(check: (sent: any[]) => boolean, timeoutMs = 3000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!check(this.sent)) {
+      if (Date.now() > deadline) throw new Error(`port condition not met; sent: ${JSON.stringify(this.sent).slice(0, 500)}`);
+      await new Promise<void>((r) => {
+        this.waiters.push(r);
+        setTimeout(r, 50);
+      });
+    }
+  }
+  text(): string {
+    return Buffer.concat(this.sent.filter((m) => m.type === 'data').map((m) => Buffer.from(m.data))).toString();
+  }
+}
+
+/** A stand-in engine: JSON routes, a chunked stream, and hijacked exec/attach that echo upper-cased. */
+export async function fakeEngine(socketPath: string): Promise<{ server: http.Server; seen: string[]; close(): Promise<void> }> {
+  const seen: string[] = [];
+  const server = http.createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    if (req.url === '/_ping') return void res.end('OK');
+    if (req.url === '/v1.53/containers/json?all=1') {
+      res.setHeader('Content-Type', 'application/json');
+      return void res.end(JSON.stringify([{ Id: 'c1', Names: ['/web'] }]));
+    }
+    if (req.url === '/v1.53/events') {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write('{"Type":"container","Action":"start"}\n');
+      setTimeout(() => res.end('{"Type":"container","Action":"die"}\n'), 20);
+      return;
+    }
+    res.writeHead(404, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ message: `No such thing: ${req.url}` }));
+  });
+  server.on('upgrade', (req, socket, head: Buffer) => {
+    seen.push(`${req.method} ${req.url} upgrade=${req.headers.upgrade} body=${head.toString()}`);
+    if (/^\/v1\.53\/(exec\/e1\/start|containers\/c1\/attach)/.test(req.url!)) {
+      socket.write('HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n');
+      socket.on('data', (d: Buffer) => (d.toString() === 'exit\n' ? socket.end() : socket.write(d.toString().toUpperCase())));
+      return;
+    }
+    const body = JSON.stringify({ message: 'No such exec: nope' });
+    socket.end(`HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  });
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((r) => server.listen(socketPath, r));
+  return {
+    server,
+    seen,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
