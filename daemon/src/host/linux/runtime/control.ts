@@ -57,6 +57,25 @@ export class RuntimeControl {
 
   /** Applies OCI `linux.resources` to the live cgroup. A value the kernel refuses is an InvalidParameter. */
   async update(id: string, resources: object): Promise<void> {
+    const { pids, ...rest } = resources as { pids?: { limit?: number } };
+    // crun writes a lifted pids limit as "-1", which the kernel refuses: "max" is written here instead.
+    const liftPids = pids !== undefined && (pids.limit ?? 0) <= 0;
+    await this.runUpdate(id, liftPids ? rest : resources);
+    if (liftPids) await this.liftPidsLimit(id);
+  }
+
+  private async liftPidsLimit(id: string): Promise<void> {
+    const [pid] = await this.pids(id);
+    if (!pid) throw new Conflict(`container ${id} has no processes`);
+    const lines = (await fs.readFile(`/proc/${pid}/cgroup`, 'utf8')).split('\n');
+    const v1 = lines.map((l) => l.split(':')).find((f) => f.length >= 3 && f[1].split(',').includes('pids'));
+    const v2 = lines.map((l) => l.split(':')).find((f) => f.length >= 3 && f[0] === '0' && f[1] === '');
+    const file = v1 ? path.join('/sys/fs/cgroup/pids', v1[2], 'pids.max') : v2 ? path.join('/sys/fs/cgroup', v2[2], 'pids.max') : undefined;
+    if (!file) throw new Error(`cannot find the pids cgroup of container ${id}`);
+    await fs.writeFile(file, 'max');
+  }
+
+  private async runUpdate(id: string, resources: object): Promise<void> {
     await fs.mkdir(this.scratchDir, { recursive: true, mode: 0o700 });
     const file = path.join(this.scratchDir, `update-${id.slice(0, 12)}-${process.pid}-${++updateCounter}.json`);
     await fs.writeFile(file, JSON.stringify(resources), { mode: 0o600 });
