@@ -1,0 +1,144 @@
+/**
+ * Path resolution inside a container's root filesystem, as the container's processes see it, done from the
+ * host: every component is looked up with lstat, symlinks are resolved against the container root (an
+ * absolute link starts again at the container root, `..` never climbs above it), and a path at or below a
+ * mount's destination continues in the mount's source folder. The kernel never follows a link on our
+ * behalf, so no link in the container can lead to a host path outside the container root and its mounts.
+ *
+ * Opened files are checked once more through /proc/self/fd (see `checkOpened`): a container process that
+ * swaps a folder for a link between our lookup and the open is caught there.
+ */
+import { promises as fs, type Stats } from 'node:fs';
+import path from 'node:path';
+import type { FilesystemMount, FilesystemView } from '../../../engine/containers/archive.js';
+import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+
+export type { FilesystemMount, FilesystemView };
+
+/** Where one resolved container path lives on the host. */
+export interface Location {
+  /** The container path with every symlink resolved (absolute, clean). */
+  containerPath: string;
+  /** The host path of the same file. */
+  hostPath: string;
+  /** The folder that bounds `hostPath` (the container root or the mount's source). */
+  boundary: string;
+  /** The mount the path lies in, if any. */
+  mount?: FilesystemMount;
+  readOnly: boolean;
+}
+
+const MAX_SYMLINKS = 255;
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** Splits a container path into components, dropping empty ones and `.`. */
+export function components(p: string): string[] {
+  return p.split('/').filter((c) => c !== '' && c !== '.');
+}
+
+export class ContainerFilesystem {
+  /** Mounts with destinations resolved inside the root, longest destination first. */
+  private constructor(
+    readonly view: FilesystemView,
+    private readonly mounts: FilesystemMount[],
+  ) {}
+
+  /**
+   * Resolves each mount's destination inside the root (a destination may pass through a symlink of the
+   * image, as the runtime resolves it at mount time) and orders them so that the deepest mount wins.
+   */
+  static async open(view: FilesystemView): Promise<ContainerFilesystem> {
+    const plain = new ContainerFilesystem(view, []);
+    const resolved: FilesystemMount[] = [];
+    for (const m of view.mounts) {
+      const destination = await plain.resolveContainerPath(m.destination, true).catch(() => path.posix.resolve('/', m.destination));
+      resolved.push({ ...m, destination, source: path.resolve(m.source) });
+    }
+    resolved.sort((a, b) => b.destination.length - a.destination.length);
+    return new ContainerFilesystem(view, resolved);
+  }
+
+  /** The mount a clean container path lies in, if any. */
+  mountOf(containerPath: string): FilesystemMount | undefined {
+    return this.mounts.find((m) => containerPath === m.destination || containerPath.startsWith(m.destination === '/' ? '/' : m.destination + '/'));
+  }
+
+  /** Host location of a clean container path whose components are all resolved already. */
+  locate(containerPath: string): Location {
+    const mount = this.mountOf(containerPath);
+    if (mount) {
+      const rest = containerPath.slice(mount.destination.length).replace(/^\/+/, '');
+      return { containerPath, hostPath: rest ? path.join(mount.source, rest) : mount.source, boundary: mount.source, mount, readOnly: mount.readOnly };
+    }
+    const root = path.resolve(this.view.root);
+    return { containerPath, hostPath: containerPath === '/' ? root : path.join(root, containerPath), boundary: root, readOnly: this.view.readonlyRootfs };
+  }
+
+  /** The container paths of the mounts directly at `containerPath`'s children or below (for tree walks). */
+  mountAt(containerPath: string): FilesystemMount | undefined {
+    return this.mounts.find((m) => m.destination === containerPath);
+  }
+
+  /**
+   * Resolves `p` (a container path, relative ones taken from the root) to a clean container path with no
+   * symlink in it, except the last component when `followLast` is false. Missing components are NotFound
+   * (a missing last component too, unless `allowMissingLast`).
+   */
+  async resolveContainerPath(p: string, followLast: boolean, allowMissingLast = false): Promise<string> {
+    let pending = components(p);
+    const resolved: string[] = [];
+    let links = 0;
+    while (pending.length > 0) {
+      const component = pending.shift()!;
+      if (component === '..') {
+        resolved.pop();
+        continue;
+      }
+      const candidate = '/' + [...resolved, component].join('/');
+      const last = pending.length === 0;
+      let st: Stats;
+      try {
+        st = await fs.lstat(this.locate(candidate).hostPath);
+      } catch (err) {
+        if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') {
+          if (last && allowMissingLast) {
+            resolved.push(component);
+            break;
+          }
+          throw new NotFound(`Could not find the file ${p} in container: no such file or directory`);
+        }
+        throw err;
+      }
+      if (st.isSymbolicLink() && (!last || followLast)) {
+        if (++links > MAX_SYMLINKS) throw new InvalidParameter(`too many levels of symbolic links in ${p}`);
+        const target = await fs.readlink(this.locate(candidate).hostPath);
+        if (target.startsWith('/')) resolved.length = 0;
+        pending = [...components(target), ...pending];
+        continue;
+      }
+      if (!last && !st.isDirectory()) throw new NotFound(`Could not find the file ${p} in container: ${candidate} is not a directory`);
+      resolved.push(component);
+    }
+    return '/' + resolved.join('/');
+  }
+
+  /** Resolves and locates `p`; see resolveContainerPath. */
+  async resolve(p: string, followLast: boolean, allowMissingLast = false): Promise<Location> {
+    return this.locate(await this.resolveContainerPath(p, followLast, allowMissingLast));
+  }
+
+  /**
+   * Checks that an open file descriptor names a file inside `boundary` (the real path the kernel opened,
+   * read from /proc/self/fd). Throws when a folder on the way was swapped for a link since it was resolved.
+   */
+  static async checkOpened(fd: number, boundary: string, what: string): Promise<void> {
+    const real = await fs.readlink(`/proc/self/fd/${fd}`);
+    const bound = path.resolve(boundary);
+    if (real !== bound && !real.startsWith(bound === '/' ? '/' : bound + '/')) {
+      throw new InvalidParameter(`${what} changed while it was being copied and now leads outside the container`);
+    }
+  }
+}
