@@ -25,6 +25,9 @@ import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
 import { ContainerFiles } from './engine/containers/archive.js';
 import { LinuxContainerFiles } from './host/linux/archive/index.js';
+import { registerStatsRoutes } from './api/stats.js';
+import { ContainerStats } from './engine/containers/stats.js';
+import { CgroupStats } from './host/linux/cgroups/stats.js';
 import { registerContainerControlRoutes } from './api/control.js';
 import { registerExecRoutes } from './api/exec.js';
 import { registerAttachWsRoutes } from './api/attachws.js';
@@ -211,6 +214,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     events,
   });
   registerArchiveRoutes(router, containerFiles);
+  // Container statistics from the cgroups.
+  registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 
   // System and events.
   const systemBackend: SystemBackend = {
