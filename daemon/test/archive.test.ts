@@ -9,6 +9,7 @@ import { existsSync, promises as fs, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import tar from 'tar-stream';
+import { expectConforms } from './contract/openapi.js';
 import { runCommand, startEngine, type Engine, type HttpResult } from './harness.js';
 
 let engine: Engine;
@@ -419,5 +420,8 @@ describe('export and diff', () => {
     assert.deepEqual(json[0], { Path: '/etc', Kind: 0 });
     assert.deepEqual(json[2], { Path: '/etc/passwd', Kind: 2 });
     assert.deepEqual(json[3], { Path: '/newdir', Kind: 1 });
+    for (const v of ['1.25', '1.41', '1.53']) {
+      await expectConforms(v, 'get', '/containers/{id}/changes', 200, (await engine.request('GET', `/v${v}/containers/${id}/changes`)).json());
+    }
   });
 });

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { startEngine, type Engine } from './harness.js';
 
 let engine: Engine;
@@ -170,5 +171,17 @@ describe('container stats', () => {
     const container = engine.dockerode().getContainer('stats-one');
     const frame = (await container.stats({ stream: false })) as unknown as Frame;
     assert.equal(frame.name, '/stats-one');
+  });
+
+  test('frames conform to the published schema of each version, running and stopped', async () => {
+    const running = (await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '600'])).trim();
+    const created = (await engine.dockerOk(['create', 'busybox', 'true'])).trim();
+    for (const v of ['1.25', '1.30', '1.41', '1.44', '1.52', '1.53']) {
+      for (const id of [running, created]) {
+        const res = await engine.request('GET', `/v${v}/containers/${id}/stats?stream=false&one-shot=true`);
+        assert.equal(res.status, 200);
+        await expectConforms(v, 'get', '/containers/{id}/stats', 200, res.json());
+      }
+    }
   });
 });

@@ -64,7 +64,8 @@ export function buildFrame(
     preread: previous?.read ?? ZERO_TIME,
     pids_stats: {},
     blkio_stats: {
-      io_service_bytes_recursive: null, io_serviced_recursive: null, io_queue_recursive: null, io_service_time_recursive: null,
+      // io_service_bytes_recursive is the one list the schema does not let be null.
+      io_service_bytes_recursive: [], io_serviced_recursive: null, io_queue_recursive: null, io_service_time_recursive: null,
       io_wait_time_recursive: null, io_merged_recursive: null, io_time_recursive: null, sectors_recursive: null,
     },
     num_procs: 0,
@@ -82,7 +83,8 @@ export function buildFrame(
   if (s.pids.limit !== undefined) pids.limit = s.pids.limit;
   frame.pids_stats = pids;
   (frame.blkio_stats as Frame).io_service_bytes_recursive = s.blkio.serviceBytes;
-  (frame.blkio_stats as Frame).io_serviced_recursive = s.blkio.serviced;
+  // On cgroup v2 only the bytes are kept, as Docker does.
+  if (s.cgroupVersion === 1) (frame.blkio_stats as Frame).io_serviced_recursive = s.blkio.serviced;
   const memory: Frame = { usage: s.memory.usage ?? 0, stats: s.memory.stats };
   if (s.cgroupVersion === 1) {
     memory.max_usage = s.memory.maxUsage ?? 0;
