@@ -1,9 +1,11 @@
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
+import { lazy, Suspense, useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { ago, formatBytes, onEngineEvent, shortId, useAction, useTransport } from '../engine';
-import { TerminalView } from '../terminal';
 import { frameDemuxer, lineSplitter } from '../transport';
+
+// xterm.js is loaded with the first terminal, not with the app: the list paints sooner.
+const TerminalView = lazy(() => import('../terminal').then((m) => ({ default: m.TerminalView })));
 
 export interface ContainerSummary {
   Id: string;
@@ -19,6 +21,8 @@ export interface ContainerSummary {
 const nameOf = (c: ContainerSummary) => (c.Names?.[0] ?? '').replace(/^\//, '') || shortId(c.Id);
 const portsOf = (c: ContainerSummary) =>
   [...new Set((c.Ports ?? []).map((p) => (p.PublicPort ? `${p.IP && p.IP !== '0.0.0.0' ? p.IP + ':' : ''}${p.PublicPort}→${p.PrivatePort}/${p.Type}` : `${p.PrivatePort}/${p.Type}`)))].join(', ');
+
+const ROW_HEIGHT = 38;
 
 type Verb = 'start' | 'stop' | 'restart' | 'pause' | 'unpause' | 'kill' | 'remove';
 
@@ -65,7 +69,26 @@ export function ContainersView() {
     return [...byProject.entries()].sort(([a], [b]) => (a === '' ? 1 : b === '' ? -1 : a.localeCompare(b)));
   }, [list.data, search, stateFilter]);
 
-  const ids = [...selected].filter((id) => list.data?.some((c) => c.Id === id));
+  // Windowed rows: only what the scroller shows (plus a margin) is in the DOM, so 500 containers paint fast.
+  const items = useMemo(() => {
+    const out: Array<{ kind: 'group'; project: string; count: number } | { kind: 'row'; c: ContainerSummary }> = [];
+    for (const [project, rows] of groups) {
+      if (project || groups.length > 1) out.push({ kind: 'group', project, count: rows.length });
+      for (const c of rows) out.push({ kind: 'row', c });
+    }
+    return out;
+  }, [groups]);
+  const scroller = useRef<HTMLDivElement>(null);
+  const [view, setView] = useState({ top: 0, height: 900 });
+  useEffect(() => {
+    if (scroller.current) setView({ top: scroller.current.scrollTop, height: scroller.current.clientHeight || 900 });
+  }, [list.data === undefined]);
+  const visible = {
+    start: Math.max(0, Math.floor(view.top / ROW_HEIGHT) - 15),
+    end: Math.min(items.length, Math.floor(view.top / ROW_HEIGHT) + Math.ceil(view.height / ROW_HEIGHT) + 15),
+  };
+  const dataIds = useMemo(() => new Set(list.data?.map((c) => c.Id)), [list.data]);
+  const ids = [...selected].filter((id) => dataIds.has(id));
   const act = (v: Verb, targets: string[]) => {
     if (v === 'stop' || v === 'remove' || v === 'kill') setConfirm({ verb: v, ids: targets });
     else verb.mutate({ verb: v, ids: targets });
@@ -115,7 +138,8 @@ export function ContainersView() {
         {list.data && list.data.length === 0 ? (
           <p className="empty">No containers yet. Run one from an image, or with <code>docker run</code>: it appears here at once.</p>
         ) : (
-          <table className="list" data-testid="containers">
+          <div className="table-scroll" ref={scroller} onScroll={(e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight })}>
+          <table className="list fixed-rows" data-testid="containers" data-total={list.data?.length ?? 0}>
             <thead>
               <tr>
                 <th>
@@ -134,50 +158,52 @@ export function ContainersView() {
                 <th />
               </tr>
             </thead>
-            {groups.map(([project, rows]) => (
-              <tbody key={project || '-'}>
-                {(project || groups.length > 1) && (
-                  <tr className="group">
+            <tbody>
+              {visible.start > 0 && <tr aria-hidden="true" className="spacer" style={{ height: visible.start * ROW_HEIGHT }} />}
+              {items.slice(visible.start, visible.end).map((item) =>
+                item.kind === 'group' ? (
+                  <tr key={`g-${item.project}`} className="group">
                     <td colSpan={7}>
-                      {project || 'Other containers'} <span className="muted">({rows.length})</span>
+                      {item.project || 'Other containers'} <span className="muted">({item.count})</span>
                     </td>
                   </tr>
-                )}
-                {rows.map((c) => (
-                  <tr key={c.Id} tabIndex={0} data-name={nameOf(c)} onKeyDown={(e) => onRowKey(e, c)} className={selected.has(c.Id) ? 'selected' : ''}>
+                ) : (
+                  <tr key={item.c.Id} tabIndex={0} data-name={nameOf(item.c)} onKeyDown={(e) => onRowKey(e, item.c)} className={selected.has(item.c.Id) ? 'selected' : ''}>
                     <td>
-                      <input type="checkbox" aria-label={`Select ${nameOf(c)}`} checked={selected.has(c.Id)} onChange={() => toggle(c.Id)} />
+                      <input type="checkbox" aria-label={`Select ${nameOf(item.c)}`} checked={selected.has(item.c.Id)} onChange={() => toggle(item.c.Id)} />
                     </td>
                     <td>
-                      <a href={`#/containers/${c.Id}`}>{nameOf(c)}</a>
+                      <a href={`#/containers/${item.c.Id}`}>{nameOf(item.c)}</a>
                     </td>
-                    <td className="mono">{c.Image.replace(/^sha256:/, '').slice(0, 40)}</td>
+                    <td className="mono">{item.c.Image.replace(/^sha256:/, '').slice(0, 40)}</td>
                     <td>
-                      <span className={`badge ${c.State}`} title={c.Status}>
-                        {c.State}
+                      <span className={`badge ${item.c.State}`} title={item.c.Status}>
+                        {item.c.State}
                       </span>
                     </td>
-                    <td className="mono">{portsOf(c)}</td>
-                    <td>{ago(c.Created)}</td>
+                    <td className="mono">{portsOf(item.c)}</td>
+                    <td>{ago(item.c.Created)}</td>
                     <td className="row-actions">
-                      {c.State === 'running' ? (
-                        <button type="button" onClick={() => act('stop', [c.Id])} aria-label={`Stop ${nameOf(c)}`}>
+                      {item.c.State === 'running' ? (
+                        <button type="button" onClick={() => act('stop', [item.c.Id])} aria-label={`Stop ${nameOf(item.c)}`}>
                           Stop
                         </button>
                       ) : (
-                        <button type="button" onClick={() => act('start', [c.Id])} aria-label={`Start ${nameOf(c)}`}>
+                        <button type="button" onClick={() => act('start', [item.c.Id])} aria-label={`Start ${nameOf(item.c)}`}>
                           Start
                         </button>
                       )}
-                      <button type="button" className="danger" onClick={() => act('remove', [c.Id])} aria-label={`Remove ${nameOf(c)}`}>
+                      <button type="button" className="danger" onClick={() => act('remove', [item.c.Id])} aria-label={`Remove ${nameOf(item.c)}`}>
                         Remove
                       </button>
                     </td>
                   </tr>
-                ))}
-              </tbody>
-            ))}
+                ),
+              )}
+              {visible.end < items.length && <tr aria-hidden="true" className="spacer" style={{ height: (items.length - visible.end) * ROW_HEIGHT }} />}
+            </tbody>
           </table>
+          </div>
         )}
       </QueryState>
       {confirm && (
@@ -267,6 +293,7 @@ export function ContainerPage(props: { id: string; tab: string }) {
         ))}
       </div>
       <QueryState error={info.error} loading={info.isLoading}>
+        <Suspense fallback={<p className="muted">Loading the terminal…</p>}>
         {c && props.tab === 'overview' && <Overview c={c} />}
         {c && props.tab === 'logs' && <LogsView id={c.Id} tty={c.Config.Tty} running={c.State.Running} />}
         {c && props.tab === 'stats' && <StatsView id={c.Id} running={c.State.Running} />}
@@ -297,6 +324,7 @@ export function ContainerPage(props: { id: string; tab: string }) {
           ) : (
             <p className="empty">The container is not running.</p>
           ))}
+        </Suspense>
       </QueryState>
       {confirm && c && (
         <Confirm

@@ -189,7 +189,7 @@ export function NetworksView(props: { selected?: string }) {
                   <a href={`#/networks/${n.Id}`}>{n.Name}</a>
                 </td>
                 <td className="mono">{shortId(n.Id)}</td>
-                <td>{n.Driver}</td>
+                <td>{n.Driver ?? '—'}</td>
                 <td className="mono">{(n.IPAM?.Config ?? []).map((c) => c.Subnet).join(', ')}</td>
                 <td>{n.Internal ? 'yes' : ''}</td>
                 <td className="row-actions">
@@ -218,12 +218,19 @@ export function NetworksView(props: { selected?: string }) {
               </tr>
             </thead>
             <tbody>
+              {Object.keys(detail.data.Containers ?? {}).length === 0 && (
+                <tr>
+                  <td colSpan={3} className="muted">
+                    No containers attached.
+                  </td>
+                </tr>
+              )}
               {Object.entries(detail.data.Containers ?? {}).map(([id, c]) => (
                 <tr key={id}>
                   <td>{c.Name}</td>
                   <td className="mono">{c.IPv4Address}</td>
-                  <td>
-                    <button type="button" onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })}>
+                  <td className="row-actions">
+                    <button type="button" aria-label={`Disconnect ${c.Name}`} onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })}>
                       Disconnect
                     </button>
                   </td>
