@@ -11,6 +11,7 @@ import { EventBus } from './engine/events.js';
 import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
+import { containerConnector } from './engine/networks/connect.js';
 import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
 import { registerSystemRoutes, type ComponentVersion, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
@@ -128,7 +129,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     iptables: opts.iptables,
   });
   await networks.init();
-  registerNetworkRoutes(router, networks);
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
@@ -153,6 +153,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   });
   images.setUsers(containers);
   await containers.load();
+  registerNetworkRoutes(router, networks, containerConnector(networks, {
+    get: (ref) => containers.get(ref),
+    setNetworks: (id, endpoints) => containers.setNetworks(id, endpoints),
+  }));
   closers.push(() => containers.close());
   const containerSizes = async (record: ContainerRecord) => {
     const rw = await host.containers.writableLayerSize(record.Id);
@@ -223,12 +227,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     imageCount: () => images.store.all().length,
   };
   const eventsApi = registerEventsRoutes(router, events);
-  const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: opts.runtime };
+  // The runtime in use: the one asked for, unless it cannot work on this host (the host falls back and warns).
+  const runtimeInUse = host.containers.runtimeName;
+  const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: runtimeInUse };
   let componentVersions: Promise<ComponentVersion[]> | undefined;
   registerSystemRoutes(router, {
     backend: systemBackend,
     hostInfo: () => readHostInfo(hostInfoOptions),
-    components: () => (componentVersions ??= readComponentVersions([opts.runtime, opts.runtime === 'crun' ? 'runc' : 'crun', 'conmon'])),
+    components: () => (componentVersions ??= readComponentVersions([runtimeInUse, runtimeInUse === 'crun' ? 'runc' : 'crun', 'conmon'])),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',

@@ -256,7 +256,6 @@ describe('bad input to create', () => {
       [{ Image: 'busybox', WorkingDir: 'relative' }, /needs to be an absolute path/],
       [{ Image: 'busybox' }, /Invalid container name/, '?name=bad/name'],
       [[1, 2], /expected a JSON object/],
-      [{ Image: 'busybox', HostConfig: { NetworkMode: 'no-such-net' } }, /network no-such-net not found/i],
     ];
     for (const [body, message, query] of cases) {
       const r = await create(body, query);
@@ -264,6 +263,20 @@ describe('bad input to create', () => {
       assert.match(r.json().message, message, `${JSON.stringify(body)}: ${r.text}`);
     }
     assert.equal((await engine.request('GET', '/_ping')).text, 'OK');
+  });
+
+  test('an unknown network is reported at start, as Docker does', async () => {
+    const created = await create({ Image: 'busybox', Cmd: ['true'], HostConfig: { NetworkMode: 'no-such-net' } });
+    assert.equal(created.status, 201);
+    const { Id } = created.json();
+    const started = await engine.request('POST', `/containers/${Id}/start`);
+    assert.equal(started.status, 404);
+    assert.match(started.json().message, /network no-such-net not found/);
+    assert.equal((await engine.request('DELETE', `/containers/${Id}`)).status, 204);
+    // The docker CLI shows the error and exits instead of waiting on the attach it made before start.
+    const run = await engine.docker(['run', '--rm', '--network', 'no-such-net', 'busybox', 'true'], { timeoutMs: 20_000 });
+    assert.equal(run.code, 125);
+    assert.match(run.stderr, /network no-such-net not found/);
   });
 
   test('a missing image answers 404, a body over the limit 413, a truncated body 400', async () => {

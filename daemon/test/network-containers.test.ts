@@ -185,9 +185,13 @@ describe('containers on the predefined networks', () => {
     const outside = await create('10.1.2.3');
     assert.equal(outside.status, 400);
     assert.match(outside.json().message, new RegExp(`not in the subnet ${SUBNET.replace(/\./g, '\\.')}`));
+    // As Docker: create accepts an unknown network, start answers 404.
     const unknown = await engine.request('POST', '/v1.53/containers/create', { body: { Image: 'busybox', Cmd: ['true'], HostConfig: { NetworkMode: 'nosuchnet' } } });
-    assert.equal(unknown.status, 404);
-    assert.equal(unknown.json().message, 'network nosuchnet not found');
+    assert.equal(unknown.status, 201);
+    const start = await engine.request('POST', `/v1.53/containers/${unknown.json().Id}/start`);
+    assert.equal(start.status, 404);
+    assert.equal(start.json().message, 'network nosuchnet not found');
+    await engine.request('DELETE', `/v1.53/containers/${unknown.json().Id}`);
   });
 
   it('a container that died while the daemon was down has its address and veth released at start', async () => {

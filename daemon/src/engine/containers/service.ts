@@ -11,7 +11,7 @@ import { log } from '../../util/log.js';
 import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
-import type { ContainerNetworking, NetworkPlan } from '../networks/types.js';
+import type { ContainerNetworking } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
 import { writeContainerFiles, writeHostsFile } from './files.js';
 import type { ContainerRecord } from './model.js';
@@ -52,7 +52,6 @@ export class ContainerService implements ImageUsers {
   private readonly pendingAttach = new Map<string, Set<PendingAttach>>();
   private readonly restartTimers = new Map<string, { timer: NodeJS.Timeout; delay: number }>();
   private readonly restartDelays = new Map<string, number>();
-  private readonly plans = new Map<string, NetworkPlan>();
   /**
    * Called after every signal sent to a container's process (pause.ts thaws a frozen container there, so
    * that a stop or kill reaches it, as Docker does).
@@ -140,7 +139,9 @@ export class ContainerService implements ImageUsers {
     const hc = (request.HostConfig ?? {}) as Record<string, any>;
     const warnings: string[] = [];
     this.checkUnsupported(request, hc);
-    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { macAddress: request.MacAddress });
+    // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
+    // try to pull the image and hide the real error.
+    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { macAddress: request.MacAddress, deferUnknownNetwork: true });
     if (plan.mode === 'container') this.store.get(plan.container);
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       const b = parseBind(bind);
@@ -166,7 +167,6 @@ export class ContainerService implements ImageUsers {
       await this.store.remove(record);
       throw err;
     }
-    this.plans.set(record.Id, plan);
     this.publish(record, 'create');
     return { Id: record.Id, Warnings: warnings };
   }
@@ -203,21 +203,18 @@ export class ContainerService implements ImageUsers {
     if (state.Status === 'removing') throw new Conflict(`container ${record.Id} is marked for removal and cannot be started`);
     this.cancelRestart(record.Id);
     const hc = record.HostConfig as Record<string, any>;
-    let plan = this.plans.get(record.Id);
-    if (!plan) {
-      plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig });
-      this.plans.set(record.Id, plan);
-    }
-    let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
-    if (plan.mode === 'container') {
-      const other = this.store.get(plan.container);
-      if (!other.State.Running) throw new Conflict(`cannot join network of a non running container: ${other.Id}`);
-      network = { path: `/proc/${other.State.Pid}/ns/net` };
-    }
-    const lowerDirs = this.images.lowerDirs(record.ImageChainIds);
     let mounted = false;
     let connected = false;
     try {
+      // Planned again at every start: the network may have gone or changed since create.
+      const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, { macAddress: record.Config.MacAddress });
+      let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
+      if (plan.mode === 'container') {
+        const other = this.store.get(plan.container);
+        if (!other.State.Running) throw new Conflict(`cannot join network of a non running container: ${other.Id}`);
+        network = { path: `/proc/${other.State.Pid}/ns/net` };
+      }
+      const lowerDirs = this.images.lowerDirs(record.ImageChainIds);
       await fs.mkdir(this.store.dir(record.Id), { recursive: true });
       const [passwd, group] = await Promise.all([
         this.host.readFileFromLayers(lowerDirs, '/etc/passwd'),
@@ -242,7 +239,7 @@ export class ContainerService implements ImageUsers {
         },
         {
           afterCreate: async (pid: number) => {
-            const attachment = await this.networking.connect({ id: record.Id, name: record.Name.slice(1) }, plan!, network === 'host' ? undefined : pid);
+            const attachment = await this.networking.connect({ id: record.Id, name: record.Name.slice(1) }, plan, network === 'host' ? undefined : pid);
             connected = true;
             record.Networks = attachment.networks;
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
@@ -487,7 +484,6 @@ export class ContainerService implements ImageUsers {
     await this.host.unmountRootfs(record.Id).catch(() => undefined);
     await this.host.removeContainerFiles(record.Id);
     await this.store.remove(record);
-    this.plans.delete(record.Id);
     this.restartDelays.delete(record.Id);
     this.publish(record, 'destroy');
     this.signals.emit(`removed:${record.Id}`);
@@ -509,6 +505,15 @@ export class ContainerService implements ImageUsers {
       }
     });
     this.publish(record, 'rename', { oldName });
+  }
+
+  /** Records a running container's endpoints after a network connect or disconnect. */
+  async setNetworks(id: string, networks: ContainerRecord['Networks']): Promise<void> {
+    const record = this.store.get(id);
+    await this.withLock(record.Id, async () => {
+      record.Networks = networks;
+      await this.store.save(record);
+    });
   }
 
   // ---- attach, resize ----
