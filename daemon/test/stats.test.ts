@@ -184,4 +184,13 @@ describe('container stats', () => {
       }
     }
   });
+
+  test('the streaming view of docker stats keeps refreshing the row', async () => {
+    const id = (await engine.dockerOk(['run', '-d', '--name', 'stats-live', 'busybox', 'sh', '-c', 'while :; do :; done'])).trim();
+    const r = await engine.docker(['stats', '--format', '{{.Name}} {{.CPUPerc}}', id], { timeoutMs: 4500 });
+    const rows = r.stdout.split(/\r?\n|\x1b\[[0-9;]*[A-Za-z]/).filter((l) => l.startsWith('stats-live '));
+    assert.ok(rows.length >= 2, `rows: ${JSON.stringify(r.stdout.slice(0, 500))}`);
+    assert.ok(rows.some((l) => Number(/ ([\d.]+)%/.exec(l)?.[1]) > 20), rows.join(' | '));
+    await engine.dockerOk(['rm', '-f', id]);
+  });
 });
