@@ -37,8 +37,6 @@ function isEmptyList(v: unknown): boolean {
  * InvalidParameter on bad values and conflicting settings.
  */
 export function mergeUpdate(current: Record<string, any>, body: Record<string, any>, autoRemove: boolean): Record<string, any> {
-  // Types and ranges of the values as given (the create-time checks of the same fields).
-  validateCreateBody({ Image: 'update', HostConfig: body });
   for (const key of UNSUPPORTED_LIST_FIELDS) {
     if (!isEmptyList(body[key])) throw new InvalidParameter(`updating ${key} is not supported`);
   }
@@ -46,7 +44,7 @@ export function mergeUpdate(current: Record<string, any>, body: Record<string, a
   const next: Record<string, any> = { ...current };
   const value = (k: string) => (typeof body[k] === 'number' ? (body[k] as number) : 0);
 
-  if (value('NanoCpus') > 0 && ((current.CpuPeriod ?? 0) > 0 || (current.CpuQuota ?? 0) > 0) && !(body.CpuPeriod === 0 && body.CpuQuota === 0)) {
+  if (value('NanoCpus') > 0 && ((current.CpuPeriod ?? 0) > 0 || (current.CpuQuota ?? 0) > 0)) {
     if ((current.CpuPeriod ?? 0) > 0) throw new InvalidParameter('Conflicting options: Nano CPUs cannot be updated as CPU Period has already been set');
     throw new InvalidParameter('Conflicting options: Nano CPUs cannot be updated as CPU Quota has already been set');
   }
@@ -57,6 +55,10 @@ export function mergeUpdate(current: Record<string, any>, body: Record<string, a
     throw new InvalidParameter('Memory limit should be smaller than already set memoryswap limit, update the memoryswap at the same time');
   }
 
+  // Types and ranges of the values as given, over the current ones (zero, null and '' keep a setting, so
+  // they are not laid over it): the create-time checks of the same fields.
+  const given = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== 0 && v !== null && v !== ''));
+  validateCreateBody({ Image: 'update', HostConfig: { ...current, ...given, AutoRemove: false } });
   for (const k of INT_FIELDS) {
     if (IGNORED_FIELDS.has(k)) continue;
     if (value(k) !== 0) next[k] = value(k);
