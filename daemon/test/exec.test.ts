@@ -4,6 +4,7 @@
  * events, and the refusals (unknown container or exec, stopped or paused container, second start).
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { eventually, runCommand, startEngine, type Engine } from './harness.js';
 
@@ -169,6 +170,27 @@ describe('exec API', () => {
     assert.equal(demux(Buffer.concat(chunks)).stdout, 'through dockerode\n');
     const info = await exec.inspect();
     assert.equal(info.ExitCode, 0);
+  });
+
+  test('the detach keys end the session and leave the process running, with exec_detach', async () => {
+    const id = (await engine.request('POST', `/containers/${box}/exec`, { body: { AttachStdin: true, AttachStdout: true, DetachKeys: 'ctrl-x', Cmd: ['sh', '-c', 'cat; sleep 600'] } })).json().Id;
+    const body = JSON.stringify({ Detach: false, Tty: false });
+    const socket = net.connect(engine.socket);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    const closed = new Promise((r) => socket.on('close', r));
+    socket.write(`POST /exec/${id}/start HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'));
+    socket.write('echoed\n');
+    await eventually(() => Buffer.concat(chunks).includes('echoed\n'));
+    socket.write(Buffer.from([0x18]));
+    await closed;
+    assert.match(Buffer.concat(chunks).toString('latin1'), /^HTTP\/1\.1 101 UPGRADED\r\n/);
+    const inspect = (await engine.request('GET', `/exec/${id}/json`)).json();
+    assert.equal(inspect.Running, true);
+    assert.equal(inspect.ExitCode, null);
+    const events = await engine.request('GET', `/events?since=${Math.floor(Date.now() / 1000) - 5}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ event: ['exec_detach'] }))}`);
+    assert.ok(events.text.split('\n').filter(Boolean).some((l) => JSON.parse(l).Actor.Attributes.execID === id), events.text);
   });
 
   test('resize answers 201, and a resized TTY exec sees the new size', async () => {
