@@ -187,7 +187,16 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     assert.equal(inspect.IPAM.Config[0].Subnet, '10.123.0.0/24');
     await page.getByTestId('networks').getByText('e2e-net').click();
     await page.locator('.panel pre.json').waitFor();
+    // Connect a running container from the network's page; the CLI sees it, then disconnect it again.
+    await page.getByLabel('Container to connect').selectOption({ label: 'e2e-sleep' });
+    await page.getByRole('button', { name: 'Connect', exact: true }).click();
+    await page.getByRole('button', { name: 'Disconnect e2e-sleep' }).waitFor({ timeout: 5000 });
+    const networksOf = async () => Object.keys(JSON.parse(await engine.dockerOk(['inspect', '-f', '{{json .NetworkSettings.Networks}}', 'e2e-sleep'])));
+    assert.ok((await networksOf()).includes('e2e-net'));
     await screenshot(page, 'networks');
+    await page.getByRole('button', { name: 'Disconnect e2e-sleep' }).click();
+    await page.getByText('No containers attached.').waitFor({ timeout: 5000 });
+    assert.ok(!(await networksOf()).includes('e2e-net'));
 
     if (!(await engineHas(engine, 'GET', '/volumes'))) return t.skip('the engine serves no volume endpoints yet');
     await page.goto(`${baseUrl}#/volumes`);

@@ -59,6 +59,39 @@ export function keysFor(ev: EngineEvent): string[][] {
   }
 }
 
+interface ListedContainer {
+  Id: string;
+  Names: string[];
+  Image: string;
+  State: string;
+  Status: string;
+  Created: number;
+  Ports: unknown[];
+  Labels: Record<string, string> | null;
+}
+
+const STATE_AFTER: Record<string, string> = { start: 'running', restart: 'running', unpause: 'running', pause: 'paused', die: 'exited', stop: 'exited', kill: 'running' };
+
+/**
+ * The container list as the event says it now is, until the refetch that follows brings the engine's own
+ * answer: a new row at `create`, a state at `start`/`die`/`pause`..., no row after `destroy`.
+ */
+export function applyContainerEvent<T extends ListedContainer>(list: T[] | undefined, ev: EngineEvent): T[] | undefined {
+  if (!list || ev.Type !== 'container') return list;
+  const id = ev.Actor.ID;
+  const attrs = ev.Actor.Attributes ?? {};
+  if (ev.Action === 'create') {
+    if (list.some((c) => c.Id === id)) return list;
+    const { name, image, ...labels } = attrs;
+    const row: ListedContainer = { Id: id, Names: [`/${name ?? id.slice(0, 12)}`], Image: image ?? '', State: 'created', Status: 'Created', Created: ev.time, Ports: [], Labels: labels };
+    return [row as T, ...list];
+  }
+  if (ev.Action === 'destroy') return list.filter((c) => c.Id !== id);
+  const state = STATE_AFTER[ev.Action];
+  if (!state || ev.Action === 'kill') return list;
+  return list.map((c) => (c.Id === id ? { ...c, State: state } : c));
+}
+
 type Listener = (ev: EngineEvent) => void;
 const listeners = new Set<Listener>();
 export function onEngineEvent(cb: Listener): () => void {
@@ -87,6 +120,7 @@ export function useEventSubscription(): 'connecting' | 'live' | 'lost' {
           const onLine = lineSplitter((line) => {
             const ev = JSON.parse(line) as EngineEvent;
             for (const cb of listeners) cb(ev);
+            if (ev.Type === 'container') qc.setQueryData<ListedContainer[]>(['containers'], (old) => applyContainerEvent(old, ev));
             for (const key of keysFor(ev)) pending.set(key.join('\0'), key);
             if (!scheduled) {
               scheduled = true;
