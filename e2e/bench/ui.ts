@@ -138,7 +138,8 @@ async function main(): Promise<void> {
     const cdp = await context.newCDPSession(page);
     await cdp.send('Performance.enable');
     const taskSeconds = async () => ((await cdp.send('Performance.getMetrics')).metrics.find((m) => m.name === 'TaskDuration')?.value ?? NaN);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Let the refetches that followed the last run settle first.
+    await new Promise((r) => setTimeout(r, 3000));
     const before = await taskSeconds();
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
     const idleCpuMs = ((await taskSeconds()) - before) * 1000;

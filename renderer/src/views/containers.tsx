@@ -501,8 +501,8 @@ function Chart(props: { label: string; values: number[]; format: (n: number) => 
       <figcaption>
         {props.label} <strong>{props.values.length ? props.format(props.values.at(-1)!) : '—'}</strong>
       </figcaption>
-      <svg width={w} height={h} role="img" aria-label={props.label}>
-        <polyline points={pts} fill="none" stroke="currentColor" strokeWidth="1.5" />
+      <svg viewBox={`0 0 ${w} ${h}`} width="100%" height={h} preserveAspectRatio="none" role="img" aria-label={props.label}>
+        <polyline points={pts} fill="none" stroke="currentColor" strokeWidth="1.5" vectorEffect="non-scaling-stroke" />
       </svg>
     </figure>
   );
