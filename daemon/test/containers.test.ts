@@ -70,6 +70,48 @@ describe('docker run', () => {
   });
 });
 
+/** Attaches before start (as `docker run` does), starts, and returns the raw stream after the headers. */
+async function attachAndRun(body: Record<string, unknown>): Promise<string> {
+  const { default: net } = await import('node:net');
+  const { Id } = (await engine.request('POST', '/containers/create', { body })).json();
+  const out = await new Promise<string>((resolve, reject) => {
+    const sock = net.connect(engine.socket, () =>
+      sock.write(`POST /containers/${Id}/attach?stream=1&stdout=1&stderr=1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n`),
+    );
+    let data = '';
+    let started = false;
+    sock.on('data', (d) => {
+      data += d.toString('latin1');
+      if (!started && data.includes('\r\n\r\n')) {
+        started = true;
+        engine.request('POST', `/containers/${Id}/start`).catch(reject);
+      }
+    });
+    sock.on('close', () => resolve(data.slice(data.indexOf('\r\n\r\n') + 4)));
+    sock.on('error', reject);
+  });
+  await engine.request('DELETE', `/containers/${Id}?force=1`);
+  return out;
+}
+
+describe('attach from before the start', () => {
+  test('delivers every byte of a short-lived container, exactly once, with and without a TTY', async () => {
+    for (let i = 0; i < 20; i++) {
+      const tty = await attachAndRun({ Image: 'busybox', Tty: true, Cmd: ['sh', '-c', 'echo one; echo two; echo end'] });
+      assert.equal(tty, 'one\r\ntwo\r\nend\r\n', `run ${i} with a TTY`);
+      // Without a TTY: multiplexed frames; stdout and stderr are separate pipes, so only each one's own order holds.
+      const plain = Buffer.from(await attachAndRun({ Image: 'busybox', Cmd: ['sh', '-c', 'echo one; echo err >&2; echo end'] }), 'latin1');
+      const streams: Record<number, string> = { 1: '', 2: '' };
+      for (let at = 0; at < plain.length; ) {
+        const size = plain.readUInt32BE(at + 4);
+        streams[plain[at]] += plain.subarray(at + 8, at + 8 + size).toString();
+        at += 8 + size;
+      }
+      assert.deepEqual(streams, { 1: 'one\nend\n', 2: 'err\n' }, `run ${i} without a TTY`);
+    }
+  });
+});
+
 describe('detached containers', () => {
   test('run -d, logs, logs -f, stop and rm', async () => {
     const id = (await engine.dockerOk(['run', '-d', '--name', 'ticker', 'busybox', 'sh', '-c', 'trap "exit 0" TERM; i=0; while true; do echo line $i; i=$((i+1)); sleep 0.1; done'])).trim();
