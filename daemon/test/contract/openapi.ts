@@ -15,11 +15,16 @@ import { Ajv, type ValidateFunction } from 'ajv';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-/** Where the schemas live: $BERTH_OPENAPI_DIR, the repository's spec/openapi, or the shared spec folder. */
+/**
+ * Where the schemas live: $BERTH_OPENAPI_DIR, the repository's spec/openapi, the shared folder beside the
+ * repository, or the shared spec folder of these machines.
+ */
 export function openapiDir(): string {
+  const repo = path.resolve(here, '..', '..', '..', '..');
   const candidates = [
     process.env.BERTH_OPENAPI_DIR,
-    path.resolve(here, '..', '..', '..', '..', 'spec', 'openapi'),
+    path.join(repo, 'spec', 'openapi'),
+    path.join(repo, '..', 'shared', 'spec', 'openapi'),
     '/work/shared/spec/openapi',
   ].filter((p): p is string => !!p);
   for (const dir of candidates) if (existsSync(path.join(dir, 'v1.53.json'))) return dir;
