@@ -88,23 +88,32 @@ class Packer {
     const contentsOnly = source.name === '' || source.name === '.';
     if (st.isDirectory()) {
       if (!contentsOnly) await this.entry({ ...this.header(source.name + '/', st), type: 'directory' });
-      const children = (await fs.readdir(source.hostPath)).sort();
-      for (const child of children) {
-        const containerPath = path.posix.join(source.containerPath, child);
-        const mount: FilesystemMount | undefined = this.opts.fs?.mountAt(containerPath);
-        await this.add({
-          containerPath,
-          hostPath: mount ? mount.source : path.join(source.hostPath, child),
-          boundary: mount ? mount.source : source.boundary,
-          name: contentsOnly ? child : `${source.name}/${child}`,
-        }).catch((err) => {
-          // A file removed while the tree is walked is skipped, as tar does.
-          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        });
+      // The folder is held open and checked to lie inside; its entries are named through that descriptor,
+      // so a folder swapped for a link while the tree is walked cannot lead the walk outside.
+      const dir = await fs.open(source.hostPath, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        await ContainerFilesystem.checkOpened(dir.fd, source.boundary, source.containerPath);
+        const pinned = `/proc/${process.pid}/fd/${dir.fd}`;
+        const children = (await fs.readdir(pinned)).sort();
+        for (const child of children) {
+          const containerPath = path.posix.join(source.containerPath, child);
+          const mount: FilesystemMount | undefined = this.opts.fs?.mountAt(containerPath);
+          await this.add({
+            containerPath,
+            hostPath: mount ? mount.source : `${pinned}/${child}`,
+            boundary: mount ? mount.source : source.boundary,
+            name: contentsOnly ? child : `${source.name}/${child}`,
+          }).catch((err) => {
+            // A file removed while the tree is walked is skipped, as tar does.
+            if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          });
+        }
+      } finally {
+        await dir.close();
       }
       return;
     }
-    const name = contentsOnly ? path.basename(source.hostPath) : source.name;
+    const name = contentsOnly ? path.posix.basename(source.containerPath) : source.name;
     const header = this.header(name, st);
     if (st.isSymbolicLink()) {
       await this.entry({ ...header, type: 'symlink', linkname: await fs.readlink(source.hostPath) });

@@ -51,14 +51,17 @@ export class ContainerFilesystem {
    * image, as the runtime resolves it at mount time) and orders them so that the deepest mount wins.
    */
   static async open(view: FilesystemView): Promise<ContainerFilesystem> {
-    const plain = new ContainerFilesystem(view, []);
+    // Host paths in their real form (no host symlinks): opened files are compared with them.
+    const real = (p: string) => fs.realpath(p).catch(() => path.resolve(p));
+    const rootView = { ...view, root: await real(view.root) };
+    const plain = new ContainerFilesystem(rootView, []);
     const resolved: FilesystemMount[] = [];
     for (const m of view.mounts) {
       const destination = await plain.resolveContainerPath(m.destination, true).catch(() => path.posix.resolve('/', m.destination));
-      resolved.push({ ...m, destination, source: path.resolve(m.source) });
+      resolved.push({ ...m, destination, source: await real(m.source) });
     }
     resolved.sort((a, b) => b.destination.length - a.destination.length);
-    return new ContainerFilesystem(view, resolved);
+    return new ContainerFilesystem(rootView, resolved);
   }
 
   /** The mount a clean container path lies in, if any. */

@@ -53,8 +53,23 @@ async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
   }
 }
 
+/**
+ * Runs `fn` with the folder `loc` held open (checked to lie inside its boundary); `at(name)` names an entry
+ * of that very folder through /proc/self/fd, whatever happens to the path meanwhile.
+ */
+async function withPinned<T>(loc: Location, fn: (at: (name: string) => string) => Promise<T>): Promise<T> {
+  const dir = await fs.open(loc.hostPath, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await ContainerFilesystem.checkOpened(dir.fd, loc.boundary, loc.containerPath);
+    // By the daemon's pid rather than /proc/self, so that a helper command (mknod) reaches the same folder.
+    return await fn((name) => `/proc/${process.pid}/fd/${dir.fd}/${name}`);
+  } finally {
+    await dir.close();
+  }
+}
+
 export class Extractor {
-  private readonly dirTimes: Array<{ hostPath: string; mtime: Date; mode: number }> = [];
+  private readonly dirTimes: Array<{ containerPath: string; mtime: Date; mode: number }> = [];
 
   constructor(
     private readonly fsys: ContainerFilesystem,
@@ -81,7 +96,8 @@ export class Extractor {
       const st = await lstatOrUndefined(next.hostPath);
       if (!st) {
         this.writable(next);
-        await fs.mkdir(next.hostPath, { mode: 0o755 });
+        const parent = await this.fsys.resolve(path.posix.dirname(next.containerPath), true);
+        await withPinned(parent, (at) => fs.mkdir(at(path.posix.basename(next.containerPath)), { mode: 0o755 }));
       } else if (!st.isDirectory()) {
         throw new InvalidParameter(`cannot extract into ${next.containerPath}: not a directory`);
       }
@@ -96,18 +112,24 @@ export class Extractor {
 
   async entry(header: tar.Header, body: Readable): Promise<void> {
     const parts = entryComponents(header.name);
-    const type = header.type ?? 'file';
     if (parts.length === 0) {
       // The archive's own root (`./`): nothing to create.
       body.resume();
       return;
     }
     const parent = await this.folder(parts.slice(0, -1));
+    // Every change below goes through the parent folder opened once and checked to lie inside: a folder
+    // swapped for a link meanwhile cannot redirect it.
+    await withPinned(parent, (at) => this.create(header, body, parts, parent, at));
+  }
+
+  private async create(header: tar.Header, body: Readable, parts: string[], parent: Location, at: (name: string) => string): Promise<void> {
+    const type = header.type ?? 'file';
     const name = parts[parts.length - 1];
     const containerPath = path.posix.join(parent.containerPath, name);
     const loc = this.fsys.locate(containerPath);
     this.writable(loc);
-    const hostPath = path.join(parent.hostPath, name);
+    const hostPath = at(name);
     const existing = await lstatOrUndefined(hostPath);
     if (existing) {
       const keep = existing.isDirectory() && type === 'directory';
@@ -126,7 +148,7 @@ export class Extractor {
       case 'directory': {
         if (!existing?.isDirectory()) await fs.mkdir(hostPath, { mode: 0o700 });
         await fs.lchown(hostPath, uid, gid);
-        this.dirTimes.push({ hostPath, mtime, mode });
+        this.dirTimes.push({ containerPath, mtime, mode });
         body.resume();
         return;
       }
@@ -163,17 +185,19 @@ export class Extractor {
           if (err instanceof NotFound) throw new InvalidParameter(`invalid hard link ${JSON.stringify(header.name)}: target ${JSON.stringify(header.linkname)} does not exist`);
           throw err;
         });
-        const targetHost = path.join(targetParent.hostPath, targetParts[targetParts.length - 1]);
-        const targetStat = await lstatOrUndefined(targetHost);
-        if (!targetStat || targetStat.isDirectory()) {
-          throw new InvalidParameter(`invalid hard link ${JSON.stringify(header.name)}: target ${JSON.stringify(header.linkname)} is not a file of the archive's target`);
-        }
-        try {
-          await fs.link(targetHost, hostPath);
-        } catch (err) {
-          if (errno(err) === 'EXDEV') throw new InvalidParameter(`invalid hard link ${JSON.stringify(header.name)}: target is on another mount`);
-          throw err;
-        }
+        await withPinned(targetParent, async (targetAt) => {
+          const targetHost = targetAt(targetParts[targetParts.length - 1]);
+          const targetStat = await lstatOrUndefined(targetHost);
+          if (!targetStat || targetStat.isDirectory()) {
+            throw new InvalidParameter(`invalid hard link ${JSON.stringify(header.name)}: target ${JSON.stringify(header.linkname)} is not a file of the archive's target`);
+          }
+          try {
+            await fs.link(targetHost, hostPath);
+          } catch (err) {
+            if (errno(err) === 'EXDEV') throw new InvalidParameter(`invalid hard link ${JSON.stringify(header.name)}: target is on another mount`);
+            throw err;
+          }
+        });
         return;
       }
       case 'character-device':
@@ -194,8 +218,16 @@ export class Extractor {
   /** Folder modes and times are set last: creating their contents would change the times again. */
   async finish(): Promise<void> {
     for (const d of this.dirTimes.reverse()) {
-      await fs.chmod(d.hostPath, d.mode);
-      await fs.utimes(d.hostPath, d.mtime, d.mtime);
+      // Opened without following a link and checked, so that a folder swapped for a link is not chmodded.
+      const loc = await this.fsys.resolve(d.containerPath, false);
+      const dir = await fs.open(loc.hostPath, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        await ContainerFilesystem.checkOpened(dir.fd, loc.boundary, loc.containerPath);
+        await dir.chmod(d.mode);
+        await dir.utimes(d.mtime, d.mtime);
+      } finally {
+        await dir.close();
+      }
     }
   }
 }
