@@ -341,6 +341,9 @@ export function ContainerPage(props: { id: string; tab: string }) {
   );
 }
 
+/** Docker's zero time (0001-01-01...) means "never". */
+const when = (t: string | undefined) => (!t || t.startsWith('0001-') ? '—' : t);
+
 function Overview({ c }: { c: ContainerInspect }) {
   const [raw, setRaw] = useState(false);
   const ports = Object.entries(c.NetworkSettings.Ports ?? {}).map(([p, b]) => (b?.length ? `${b.map((x) => `${x.HostIp || '0.0.0.0'}:${x.HostPort}`).join(', ')} → ${p}` : p));
@@ -349,9 +352,9 @@ function Overview({ c }: { c: ContainerInspect }) {
     ['Image', <code>{c.Config.Image}</code>],
     ['Command', <code>{[c.Path, ...c.Args].join(' ')}</code>],
     ['State', `${c.State.Status}${c.State.Running ? ` (pid ${c.State.Pid})` : ` (exit ${c.State.ExitCode})`}${c.State.Error ? ` — ${c.State.Error}` : ''}`],
-    ['Created', c.Created],
-    ['Started', c.State.StartedAt],
-    ['Finished', c.State.FinishedAt],
+    ['Created', when(c.Created)],
+    ['Started', when(c.State.StartedAt)],
+    ['Finished', when(c.State.FinishedAt)],
     ['Restart policy', `${c.HostConfig.RestartPolicy?.Name || 'no'} (restarted ${c.RestartCount}×)`],
     ['Ports', ports.join('; ') || '—'],
     ['Networks', Object.entries(c.NetworkSettings.Networks ?? {}).map(([n, v]) => `${n} ${v.IPAddress || ''}`).join('; ') || '—'],
