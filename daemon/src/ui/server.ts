@@ -143,7 +143,9 @@ function engineRequestOptions(engine: EngineEndpoint): http.RequestOptions {
 export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
   const token = opts.token ?? randomBytes(24).toString('base64url');
   const staticRoot = path.resolve(opts.staticDir);
-  const agent = new http.Agent({ keepAlive: true });
+  // One engine connection per request: over a unix socket it costs next to nothing, and a long-lived UI
+  // session does not pile per-request listeners onto one kept-alive engine socket.
+  const agent = new http.Agent({ keepAlive: false });
   let port = 0;
 
   /** Decides whether a request may go on; answers it (or the upgrade socket) when it may not. */
