@@ -209,6 +209,20 @@ describe('docker cp', () => {
     assert.equal(readFileSync(path.join(bind, 'again.txt'), 'utf8'), 'to the bind\n');
   });
 
+  test('a bind whose host path passes through a host symlink is read and written', async () => {
+    const real = path.join(engine.root, 'bind-real');
+    await fs.mkdir(real);
+    await fs.writeFile(path.join(real, 'r.txt'), 'real\n');
+    await fs.symlink(real, path.join(engine.root, 'bind-alias'));
+    const id = await running(['-v', `${path.join(engine.root, 'bind-alias')}:/alias`]);
+    assert.equal(await execOut(id, '/alias/r.txt'), 'real\n');
+    const put = await engine.request('PUT', archiveUrl(id, '/alias'), { body: await makeTar([{ name: 'w.txt', content: 'written' }]) });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(readFileSync(path.join(real, 'w.txt'), 'utf8'), 'written');
+    const dir = await readTar((await engine.request('GET', archiveUrl(id, '/alias'))).body);
+    assert.ok(dir.has('alias/r.txt') && dir.has('alias/w.txt'), [...dir.keys()].join(','));
+  });
+
   test('dockerode getArchive and putArchive', async () => {
     const id = await running();
     const docker = engine.dockerode();
@@ -377,6 +391,28 @@ describe('archive: nothing outside the container is read or written', () => {
     const ok = await engine.request('PUT', archiveUrl(id, '/tmp'), { body: await makeTar([{ name: 'orig.txt', content: 'o' }, { name: 'hl.txt', type: 'link', linkname: 'orig.txt' }]) });
     assert.equal(ok.status, 200, ok.text);
     assert.equal(statSync(path.join(merged, 'tmp', 'hl.txt')).nlink, 2);
+  });
+
+  test('a container swapping a folder for a link to the host during copies gets nothing outside', async () => {
+    const outsideDir = path.dirname(secret);
+    const racer = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c',
+      `mkdir -p /race; while :; do rm -rf /race/d; mkdir /race/d; echo decoy > /race/d/secret.txt; rm -rf /race/d; ln -s ${outsideDir} /race/d; done`])).trim();
+    const before = new Set(await fs.readdir(outsideDir));
+    let ok = 0;
+    // A copy caught by the check ends early (an error answer, or a truncated stream): never with host bytes.
+    const attempt = (method: string, url: string, body?: Buffer) => engine.request(method, url, { body }).catch(() => undefined);
+    for (let i = 0; i < 150; i++) {
+      const get = await attempt('GET', archiveUrl(racer, '/race/d/secret.txt'));
+      assert.ok(!get?.body.includes(Buffer.from(SECRET_TEXT)), `round ${i}: the host file was read`);
+      const dirGet = await attempt('GET', archiveUrl(racer, '/race/d/'));
+      assert.ok(!dirGet?.body.includes(Buffer.from(SECRET_TEXT)), `round ${i}: the host folder was archived`);
+      const put = await attempt('PUT', archiveUrl(racer, '/race/d'), await makeTar([{ name: `raced-${i}.txt`, content: 'raced' }]));
+      if (put?.status === 200) ok++;
+    }
+    assert.ok(ok > 0, 'some copies went through between swaps');
+    assert.deepEqual(new Set(await fs.readdir(outsideDir)), before, 'nothing was created in the host folder');
+    assert.equal(readFileSync(secret, 'utf8'), SECRET_TEXT);
+    await engine.dockerOk(['rm', '-f', racer]);
   });
 
   test('a malformed tar is a 400', async () => {
