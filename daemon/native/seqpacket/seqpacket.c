@@ -52,10 +52,42 @@ static napi_value Connect(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * drain(fd) -> [Buffer]: the packets still queued on the socket, read without blocking until the queue is
+ * empty or the peer's end. libuv takes a short read followed by a hang-up for the end of a byte stream;
+ * on a packet socket every read is "short", so packets queued when conmon hangs up would be dropped.
+ */
+static napi_value Drain(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, NULL, "drain(fd) needs a file descriptor");
+    return NULL;
+  }
+  napi_value list;
+  napi_create_array(env, &list);
+  uint32_t count = 0;
+  static char packet[65536];
+  for (;;) {
+    ssize_t n = recv(fd, packet, sizeof packet, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    napi_value buffer;
+    void *data;
+    if (napi_create_buffer_copy(env, (size_t)n, packet, &data, &buffer) != napi_ok) break;
+    napi_set_element(env, list, count++, buffer);
+  }
+  return list;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "connect", NAPI_AUTO_LENGTH, Connect, NULL, &fn);
   napi_set_named_property(env, exports, "connect", fn);
+  napi_create_function(env, "drain", NAPI_AUTO_LENGTH, Drain, NULL, &fn);
+  napi_set_named_property(env, exports, "drain", fn);
   return exports;
 }
 

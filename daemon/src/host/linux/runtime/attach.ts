@@ -152,6 +152,8 @@ function connectWithBinding(socketPath: string): Promise<ConmonAttachStreams> {
 
 interface SeqpacketAddon {
   connect(path: string): number;
+  /** The packets still queued on the socket (read without blocking). */
+  drain?(fd: number): Buffer[];
 }
 
 let addon: SeqpacketAddon | null | undefined;
@@ -232,6 +234,12 @@ function connectWithAddon(native: SeqpacketAddon, socketPath: string): Promise<C
     if (!output.push({ stream: kind === STDOUT ? 'stdout' : 'stderr', data: packet.subarray(1) })) socket.pause();
   });
   socket.on('end', () => {
+    // libuv reports the end after a short read and a hang-up, though packets may still be queued: read them.
+    for (const packet of native.drain?.(fd) ?? []) {
+      const kind = packet[0];
+      if (outputEnded || (kind !== STDOUT && kind !== STDERR)) continue;
+      output.push({ stream: kind === STDOUT ? 'stdout' : 'stderr', data: packet.subarray(1) });
+    }
     endOutput();
     remoteEnd();
   });
