@@ -232,6 +232,9 @@ describe('docker cp', () => {
     const chunks: Buffer[] = [];
     for await (const chunk of stream) chunks.push(chunk as Buffer);
     assert.equal((await readTar(Buffer.concat(chunks))).get('dode.txt')?.content, 'dockerode\n');
+    const until = String(Math.ceil(Date.now() / 1000) + 1);
+    const actions = await engine.dockerOk(['events', '--since', '0', '--until', until, '--filter', `container=${id}`, '--format', '{{.Action}}']);
+    assert.ok(actions.includes('extract-to-dir') && actions.includes('archive-path'), actions);
   });
 });
 

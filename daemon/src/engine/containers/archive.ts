@@ -116,6 +116,11 @@ export class ContainerFiles {
     },
   ) {}
 
+  /** Docker's events of the file verbs: archive-path (GET), extract-to-dir (PUT), export. */
+  private publish(record: ContainerRecord, action: string): void {
+    this.deps.events.publish('container', action, record.Id, { ...record.Config.Labels, image: record.Config.Image, name: record.Name.slice(1) });
+  }
+
   /** The bind mounts of a container, as the runtime mounts them (engine files included). */
   mounts(record: ContainerRecord): FilesystemMount[] {
     const hc = record.HostConfig as Record<string, any>;
@@ -196,6 +201,7 @@ export class ContainerFiles {
     const { view, release } = await this.acquire(record);
     try {
       const out = await this.deps.host.archivePath(view, p, signal);
+      this.publish(record, 'archive-path');
       return { stat: out.stat, tar: releasedAtEnd(out.tar, release) };
     } catch (err) {
       await release();
@@ -221,6 +227,7 @@ export class ContainerFiles {
     await this.withView(record, (view) =>
       this.deps.host.extractArchive(view, p, tar, { noOverwriteDirNonDir: opts.noOverwriteDirNonDir, chown, signal: opts.signal }),
     );
+    this.publish(record, 'extract-to-dir');
   }
 
   /** GET export: the container's root filesystem as a tar stream. */
@@ -228,7 +235,7 @@ export class ContainerFiles {
     const record = this.deps.containers.get(ref);
     const { view, release } = await this.acquire(record);
     const tar = releasedAtEnd(this.deps.host.exportRootfs(view.root, signal), release);
-    this.deps.events.publish('container', 'export', record.Id, { ...record.Config.Labels, image: record.Config.Image, name: record.Name.slice(1) });
+    this.publish(record, 'export');
     return tar;
   }
 
