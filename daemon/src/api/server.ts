@@ -75,7 +75,11 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       if (!rawRes.writableFinished) controller.abort();
     };
     rawRes.on('close', onGone);
-    rawReq.socket.on('close', onGone);
+    // The socket outlives the request on a kept-alive connection: its listener goes once the response is done
+    // (a hijacked connection keeps it, and is aborted when the socket closes).
+    const socket = rawReq.socket;
+    socket.on('close', onGone);
+    rawRes.once('finish', () => socket.off('close', onGone));
     if (log.enabled('debug')) {
       rawRes.on('finish', () => {
         const ms = Number(process.hrtime.bigint() - started) / 1e6;
