@@ -5,6 +5,7 @@
  * Firewall rules carry the comment `berth:<bridge>`, so that removing a bridge's rules removes exactly
  * ours and nothing another engine (or another daemon with another bridge) installed.
  */
+import { linuxSys } from '../sys.js';
 import { promises as fs } from 'node:fs';
 import { Conflict } from '../../../engine/errors.js';
 import type { BridgeRules, BridgeSpec, NetworkHost, VethSpec } from '../../../engine/networks/types.js';
@@ -178,7 +179,9 @@ export class LinuxNetworkHost implements NetworkHost {
 
   async setupLoopback(pid: number): Promise<void> {
     if (!Number.isInteger(pid) || pid <= 0) throw new Error(`invalid pid ${pid}`);
-    await run('nsenter', ['-t', String(pid), '-n', 'ip', 'link', 'set', 'lo', 'up']);
+    const sys = linuxSys();
+    if (sys) sys.loopbackUp(pid);
+    else await run('nsenter', ['-t', String(pid), '-n', 'ip', 'link', 'set', 'lo', 'up']);
   }
 
   async removeInterface(name: string): Promise<void> {

@@ -10,6 +10,7 @@
 import { execFile } from 'node:child_process';
 import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
+import { linuxSys } from '../sys.js';
 
 function run(cmd: string, args: string[], cwd?: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -64,7 +65,12 @@ export async function mountOverlay(containerDir: string, lowerDirs: string[]): P
     if (!st?.isDirectory()) throw new Error(`layer folder ${lowers[i]} does not exist`);
     await fs.symlink(lowers[i], path.join(lowerLinks, String(i)));
   }
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(lowers.length), 'merged'], containerDir);
+  // The mount system call when the addon is there and absolute paths fit in the page the kernel reads;
+  // else `mount` run in the container folder, with the short relative options.
+  const sys = linuxSys();
+  const absolute = overlayOptions(lowers.length).replace(/(lower\/\d+|upper|work)(?=[:,]|$)/g, (rel) => path.join(containerDir, rel));
+  if (sys && absolute.length < 4000) sys.mountOverlay(merged, absolute);
+  else await run('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(lowers.length), 'merged'], containerDir);
   return merged;
 }
 
@@ -72,6 +78,15 @@ export async function mountOverlay(containerDir: string, lowerDirs: string[]): P
 export async function unmountOverlay(containerDir: string): Promise<void> {
   const merged = path.join(containerDir, 'merged');
   if (!(await isMountPoint(merged))) return;
+  const sys = linuxSys();
+  if (sys) {
+    try {
+      sys.unmount(merged, false);
+    } catch {
+      sys.unmount(merged, true);
+    }
+    return;
+  }
   try {
     await run('umount', [merged]);
   } catch {

@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "linuxsys",
+      "sources": ["linuxsys.c"],
+      "cflags": ["-O2", "-Wall"]
+    }
+  ]
+}

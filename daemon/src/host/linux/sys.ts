@@ -1,0 +1,31 @@
+/**
+ * System calls of the native addon `daemon/native/linuxsys` (mount, umount, loopback up in a container's
+ * network namespace): each spares a process spawn on the path of a container start. Callers fall back to
+ * the command-line tools when the addon is not built.
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface LinuxSys {
+  mountOverlay(target: string, options: string): void;
+  unmount(target: string, lazy: boolean): void;
+  loopbackUp(pid: number): void;
+}
+
+let loaded: LinuxSys | null | undefined;
+
+/** The addon, or null when it is not built (or BERTH_LINUXSYS_ADDON=none). */
+export function linuxSys(): LinuxSys | null {
+  if (loaded !== undefined) return loaded;
+  loaded = null;
+  if (process.env.BERTH_LINUXSYS_ADDON === 'none') return loaded;
+  // daemon/ from dist/src/host/linux (compiled)
+  const daemonDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+  try {
+    loaded = createRequire(import.meta.url)(path.join(daemonDir, 'native', 'linuxsys', 'build', 'Release', 'linuxsys.node')) as LinuxSys;
+  } catch {
+    loaded = null;
+  }
+  return loaded;
+}
