@@ -279,18 +279,6 @@ describe('containers on the predefined networks', () => {
     }
   });
 
-  it('cost of the bridge: docker run with bridge, none and host side by side', async (t) => {
-    const runs = 8;
-    const avg: Record<string, number> = {};
-    for (const mode of ['bridge', 'none', 'host']) {
-      const started = Date.now();
-      for (let i = 0; i < runs; i++) await engine.dockerOk(['run', '--rm', '--network', mode, 'busybox', 'true']);
-      avg[mode] = (Date.now() - started) / runs;
-    }
-    t.diagnostic(`docker run --rm busybox true, mean of ${runs}: bridge ${avg.bridge.toFixed(0)} ms, none ${avg.none.toFixed(0)} ms, host ${avg.host.toFixed(0)} ms`);
-    assert.ok(avg.bridge < avg.none + 150, `the bridge adds ${avg.bridge - avg.none} ms per run`);
-  });
-
   it('20 runs leave no veth, rule or address allocation behind', async () => {
     const linksBefore = links().filter((l) => l.startsWith('veth'));
     const rulesBefore = ourRules(engine.bridge);

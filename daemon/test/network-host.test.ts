@@ -3,6 +3,7 @@
  * sleeping processes the test starts, NAT toward a namespace the test sets up, and cleanup of exactly
  * what it made. Nothing here talks beyond this machine.
  */
+import { readFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
@@ -216,7 +217,7 @@ describe('LinuxNetworkHost', () => {
     }
   });
 
-  test('cost of giving a container its network', async (t) => {
+  test('ten containers in a row get their network (the cost is printed; benchmarks judge it)', async (t) => {
     const pids = await Promise.all(Array.from({ length: 10 }, () => sleeper()));
     const started = process.hrtime.bigint();
     let i = 10;
@@ -226,6 +227,6 @@ describe('LinuxNetworkHost', () => {
     }
     const perContainer = Number(process.hrtime.bigint() - started) / 1e6 / pids.length;
     t.diagnostic(`attachVeth: ${perContainer.toFixed(2)} ms per container (2 process spawns)`);
-    assert.ok(perContainer < 200, `attach took ${perContainer} ms`);
+    for (const pid of pids) assert.match(readFileSync(`/proc/${pid}/net/dev`, 'utf8'), /eth0:/);
   });
 });
