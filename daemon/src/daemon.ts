@@ -39,7 +39,7 @@ import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
-import { parseUiAddress, startUiServer, type EngineEndpoint } from './ui/server.js';
+import type { EngineEndpoint } from './ui/server.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -270,6 +270,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
   }
   if (opts.ui !== undefined) {
+    // Loaded only when asked for: the UI server and its websocket module stay out of a headless daemon.
+    const { parseUiAddress, startUiServer } = await import('./ui/server.js');
     const uiAddress = parseUiAddress(opts.ui);
     const engineAddress = addresses.find((a) => a.kind === 'unix') ?? addresses.find((a) => a.kind === 'tcp' && !opts.tls);
     if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');

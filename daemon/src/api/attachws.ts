@@ -5,7 +5,7 @@
  * frames from 1.28; stdin, stdout and stderr select streams from 1.42 (earlier versions attach all three).
  */
 import type { Duplex } from 'node:stream';
-import { WebSocket, WebSocketServer } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import type { ContainerRecord } from '../engine/containers/model.js';
 import { logChunks } from '../engine/containers/logs.js';
 import type { ContainerService } from '../engine/containers/service.js';
@@ -40,7 +40,7 @@ function checkHandshake(req: ApiRequest): void {
 }
 
 function sendAndWait(ws: WebSocket, data: Buffer, binary: boolean): Promise<boolean> {
-  if (ws.readyState !== WebSocket.OPEN) return Promise.resolve(false);
+  if (ws.readyState !== ws.OPEN) return Promise.resolve(false);
   return new Promise((resolve) => {
     ws.send(data, { binary }, (err) => resolve(!err));
     // Keep reading while little is queued; wait for the socket when a slow client lets output pile up.
@@ -49,7 +49,9 @@ function sendAndWait(ws: WebSocket, data: Buffer, binary: boolean): Promise<bool
 }
 
 export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend): void {
-  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
+  // The websocket module is loaded on the first websocket attach: an idle daemon does not carry it.
+  let server: Promise<WebSocketServer> | undefined;
+  const websockets = () => (server ??= import('ws').then(({ WebSocketServer }) => new WebSocketServer({ noServer: true, perMessageDeflate: false })));
 
   router.get('/containers/:id/attach/ws', async (req, res) => {
     const record = backend.containers.get(req.params.id);
@@ -65,6 +67,7 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
     const binary = req.version >= WS_BINARY_FRAMES_FROM;
 
     const socket = req.raw.socket as Duplex;
+    const wss = await websockets();
     const ws = await new Promise<WebSocket>((resolve) => wss.handleUpgrade(req.raw, socket, res.upgradeHead ?? Buffer.alloc(0), resolve));
     // From here on the connection is the websocket's: nothing may be written as HTTP (no throwing either).
     res.raw.detachSocket(socket as import('node:net').Socket);

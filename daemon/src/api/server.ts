@@ -1,5 +1,5 @@
 import http from 'node:http';
-import https from 'node:https';
+import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
 import { errorMessage } from '../engine/errors.js';
 import { log } from '../util/log.js';
@@ -116,8 +116,9 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
 /** An http.Server (or https.Server) serving the API, hijacks included. */
 export function createApiServer(router: Router, opts: ServerOptions): http.Server {
   const dispatch = createDispatcher(router, opts);
+  // TLS is loaded only when a listener uses it: a daemon on its unix socket does not carry it.
   const server = opts.tls
-    ? https.createServer({
+    ? (createRequire(import.meta.url)('node:https') as typeof import('node:https')).createServer({
         key: opts.tls.key,
         cert: opts.tls.cert,
         ca: opts.tls.ca,

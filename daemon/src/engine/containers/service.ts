@@ -57,6 +57,8 @@ export class ContainerService implements ImageUsers {
   private readonly pendingAttach = new Map<string, Set<PendingAttach>>();
   private readonly restartTimers = new Map<string, { timer: NodeJS.Timeout; delay: number }>();
   private readonly restartDelays = new Map<string, number>();
+  /** Containers whose runtime state and network the exit already released (only until they start again). */
+  private readonly released = new Set<string>();
   /**
    * Called after every signal sent to a container's process (pause.ts thaws a frozen container there, so
    * that a stop or kill reaches it, as Docker does).
@@ -265,6 +267,7 @@ export class ContainerService implements ImageUsers {
         Pid: pid, ExitCode: 0, Error: '', StartedAt: rfc3339Nano(startedAt),
       });
       record.ManuallyStopped = false;
+      this.released.delete(record.Id);
       this.monitor(record);
       await this.store.save(record);
       this.publish(record, 'start');
@@ -310,8 +313,16 @@ export class ContainerService implements ImageUsers {
   private async handleExit(record: ContainerRecord, exit: ExitInfo): Promise<void> {
     if (!record.State.Running && !record.State.Restarting) return;
     const ranMs = Date.now() - Date.parse(record.State.StartedAt);
-    await this.host.cleanup(record.Id).catch((err) => log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) }));
-    await this.networking.disconnect(record.Id).catch((err) => log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) }));
+    let released = true;
+    await this.host.cleanup(record.Id).catch((err) => {
+      released = false;
+      log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) });
+    });
+    await this.networking.disconnect(record.Id).catch((err) => {
+      released = false;
+      log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
+    });
+    if (released) this.released.add(record.Id);
     await this.host.unmountRootfs(record.Id).catch((err) => log.warn('unmount failed', { id: record.Id, error: errorMessage(err) }));
     Object.assign(record.State, {
       Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
@@ -484,8 +495,13 @@ export class ContainerService implements ImageUsers {
     if (!this.store.find(record.Id)) return;
     this.cancelRestart(record.Id);
     record.State.Status = 'removing';
-    await this.networking.disconnect(record.Id).catch(() => undefined);
-    await this.host.cleanup(record.Id).catch(() => undefined);
+    // What the exit already released is not released again (a second `crun delete` costs a process). The
+    // root filesystem is always unmounted: a copy into a stopped container mounts it again.
+    if (!this.released.has(record.Id)) {
+      await this.networking.disconnect(record.Id).catch(() => undefined);
+      await this.host.cleanup(record.Id).catch(() => undefined);
+    }
+    this.released.delete(record.Id);
     await this.host.unmountRootfs(record.Id).catch(() => undefined);
     await this.host.removeContainerFiles(record.Id);
     await this.store.remove(record);

@@ -16,7 +16,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { SeqpacketSocket } from 'node-unix-socket';
+import type { SeqpacketSocket as SeqpacketSocketType } from 'node-unix-socket';
 import type { AttachStreams } from '../../host.js';
 import { log } from '../../../util/log.js';
 
@@ -36,7 +36,9 @@ export interface ConmonAttachStreams extends AttachStreams {
   remoteEnded: Promise<void>;
 }
 
-function connectWithBinding(socketPath: string): Promise<ConmonAttachStreams> {
+async function connectWithBinding(socketPath: string): Promise<ConmonAttachStreams> {
+  // Loaded only on this fallback path, so that a daemon with the addon does not carry it.
+  const { SeqpacketSocket } = (await import('node-unix-socket')) as { SeqpacketSocket: new () => SeqpacketSocketType };
   return new Promise<ConmonAttachStreams>((resolve, reject) => {
     const socket = new SeqpacketSocket();
     // Once both the peer's end and our shutdown are seen, the binding destroys the socket from inside its own
