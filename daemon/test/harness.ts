@@ -260,6 +260,9 @@ export function httpRequest(
     });
     req.setTimeout(opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`${method} ${urlPath} timed out`)));
     req.on('error', reject);
+    // A server may answer before the body is sent (413 to an oversized body) and close: the rest of the
+    // upload then fails with EPIPE, which is no failure of the request.
+    req.on('socket', (socket) => socket.on('error', () => undefined));
     req.end(payload);
   });
 }
