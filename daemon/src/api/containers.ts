@@ -13,7 +13,7 @@ import type { LogRecord } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
-import { boolParam, filterParam, intParam, stringParam } from './params.js';
+import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, writeWithBackpressure } from './streams.js';
 
@@ -197,9 +197,8 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
   });
 
   router.post('/containers/:id/resize', async (req, res) => {
-    const h = intParam(req, 'h', 0, { min: 0, max: 65535 });
-    const w = intParam(req, 'w', 0, { min: 0, max: 65535 });
-    await containers.resize(req.params.id, h, w);
+    const { height, width } = terminalSize(req);
+    await containers.resize(req.params.id, height, width);
     res.text(200, '');
   });
 

@@ -8,7 +8,7 @@ import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
 import { errorMessage, InvalidParameter, TooLarge } from '../engine/errors.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
-import { intParam } from './params.js';
+import { intParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, writeWithBackpressure } from './streams.js';
 
@@ -108,9 +108,8 @@ export function registerExecRoutes(router: Router, execs: ExecBackend): void {
   });
 
   router.post('/exec/:id/resize', async (req, res) => {
-    const h = intParam(req, 'h', 0, { min: 0, max: 65535 });
-    const w = intParam(req, 'w', 0, { min: 0, max: 65535 });
-    await execs.resize(req.params.id, h, w);
+    const { height, width } = terminalSize(req);
+    await execs.resize(req.params.id, height, width);
     res.text(201, '');
   });
 

@@ -84,3 +84,8 @@ export function boolFilter(filters: Filters, key: string): boolean | undefined {
   if (v === 'false' || v === '0') return false;
   throw new InvalidParameter(`invalid filter '${key}=${v}': expected true, false, 1 or 0`);
 }
+
+/** The `h` and `w` of a terminal resize, each 0 to 65535. */
+export function terminalSize(req: ApiRequest): { height: number; width: number } {
+  return { height: intParam(req, 'h', 0, { min: 0, max: 65535 }), width: intParam(req, 'w', 0, { min: 0, max: 65535 }) };
+}

@@ -7,6 +7,7 @@
  * container), and what the host keeps for the container (bundle, rootfs upper layer).
  */
 import type { ImageRunConfig } from '../images/types.js';
+import type { EndpointSettings } from '../networks/types.js';
 
 export const CONTAINER_FORMAT_VERSION = 1;
 
@@ -78,23 +79,8 @@ export interface MountPoint {
   Propagation: string;
 }
 
-export interface EndpointSettings {
-  IPAMConfig: Record<string, unknown> | null;
-  Links: string[] | null;
-  Aliases: string[] | null;
-  MacAddress: string;
-  DriverOpts: Record<string, string> | null;
-  GwPriority?: number;
-  NetworkID: string;
-  EndpointID: string;
-  Gateway: string;
-  IPAddress: string;
-  IPPrefixLen: number;
-  IPv6Gateway: string;
-  GlobalIPv6Address: string;
-  GlobalIPv6PrefixLen: number;
-  DNSNames: string[] | null;
-}
+/** A container's endpoint in a network, as the network service gives it. */
+export type { EndpointSettings };
 
 export interface ContainerRecord {
   FormatVersion: number;
