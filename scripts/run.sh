@@ -49,6 +49,9 @@ if ping; then
 else
   # The flags the user gave come last, so that they win over the default socket.
   [ "${#args[@]}" -gt 0 ] && printf '%s\n' "${args[@]}" | grep -qE '^(-H|--host)' || args=(-H "$host" "${args[@]}")
+  # Where a display exists, the UI comes too: berthd serves it on 127.0.0.1 and prints its address with
+  # the access token ("UI listening ... url=...").
+  if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && ! printf '%s\n' "${args[@]}" | grep -qE '^--ui'; then args+=(--ui); fi
   if [ "$detach" = 1 ]; then
     setsid "$ROOT/daemon/bin/berthd" "${args[@]}" </dev/null >>/var/log/berthd.log 2>&1 &
     pid=$!
