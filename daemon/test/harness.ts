@@ -6,7 +6,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, promises as fs, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, promises as fs, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -191,7 +191,7 @@ export class Engine {
     await this.stop().catch(() => undefined);
     killContainersUnder(this.execRoot);
     unmountUnder(this.root);
-    removeBridge(this.bridge);
+    for (const bridge of new Set([this.bridge, ...networkBridgesOf(this.dataRoot)])) removeBridge(bridge);
     rmSync(this.root, { recursive: true, force: true });
   }
 }
@@ -288,6 +288,23 @@ export function unmountUnder(root: string): void {
     .map((p) => p.replace(/\\040/g, ' '))
     .sort((a, b) => b.length - a.length);
   for (const mount of mounts) spawnSync('umount', ['-l', mount]);
+}
+
+/** The Linux bridges of the engine's networks (user-defined ones included), from its network store. */
+function networkBridgesOf(dataRoot: string): string[] {
+  const dir = path.join(dataRoot, 'network');
+  if (!existsSync(dir)) return [];
+  const bridges: string[] = [];
+  for (const file of readdirSync(dir)) {
+    if (!file.endsWith('.json')) continue;
+    try {
+      const bridge = (JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as { bridge?: unknown }).bridge;
+      if (typeof bridge === 'string' && /^[\w.-]{1,15}$/.test(bridge)) bridges.push(bridge);
+    } catch {
+      // a file the engine was writing when it stopped: nothing to learn from it
+    }
+  }
+  return bridges;
 }
 
 /** Removes a test bridge and every iptables rule whose text names it. */
