@@ -15,7 +15,7 @@ import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
-import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, writeWithBackpressure } from './streams.js';
+import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
@@ -260,7 +260,18 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
         return;
       }
       closed.signal.addEventListener('abort', () => streams.close(), { once: true });
-      if (wantStdin) pumpInput(conn, streams, record, detachKeys);
+      if (wantStdin) {
+        pumpStdin(conn, streams.input, detachKeys, {
+          detach: () => {
+            streams.close();
+            conn.end();
+          },
+          // The client closed its stdin: the container's stdin closes too when it was opened for one attach.
+          clientEnded: () => {
+            if (record.Config.StdinOnce) streams.input.end();
+          },
+        });
+      }
       const output = (async function* () {
         for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
           if (chunk.stream === 'stdout' ? wantStdout : wantStderr) yield chunk;
@@ -271,25 +282,5 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     } catch {
       conn.destroy();
     }
-  });
-}
-
-/** Copies the client's stdin to the container until the client detaches or closes its side. */
-function pumpInput(conn: Duplex, streams: AttachStreams, record: ContainerRecord, detachKeys: Buffer): void {
-  const matcher = new DetachKeyMatcher(detachKeys);
-  conn.on('data', (chunk: Buffer) => {
-    const { data, detached } = matcher.push(chunk);
-    if (data.length > 0 && !streams.input.write(data)) {
-      conn.pause();
-      streams.input.once('drain', () => conn.resume());
-    }
-    if (detached) {
-      streams.close();
-      conn.end();
-    }
-  });
-  conn.on('end', () => {
-    // The client closed its stdin: the container's stdin closes too when it was opened for one attach.
-    if (record.Config.StdinOnce) streams.input.end();
   });
 }

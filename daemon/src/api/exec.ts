@@ -5,12 +5,13 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
+import { parseConsoleSize } from '../engine/containers/validate.js';
 import { errorMessage, InvalidParameter, TooLarge } from '../engine/errors.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { intParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
-import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, writeWithBackpressure } from './streams.js';
+import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
 
 /** What the exec endpoints need of the engine. */
 export type ExecBackend = Pick<ExecService, 'create' | 'start' | 'checkStart' | 'inspect' | 'resize' | 'get'> & {
@@ -84,14 +85,7 @@ async function startBody(req: ApiRequest, res: ApiResponse): Promise<StartBody> 
   for (const key of ['Detach', 'Tty']) {
     if (b[key] !== undefined && b[key] !== null && typeof b[key] !== 'boolean') throw new InvalidParameter(`invalid value for ${key}: expected a boolean, got ${JSON.stringify(b[key])}`);
   }
-  let consoleSize: [number, number] | null = null;
-  if (b.ConsoleSize !== undefined && b.ConsoleSize !== null) {
-    const cs = b.ConsoleSize;
-    if (!Array.isArray(cs) || cs.length !== 2 || !cs.every((n) => Number.isInteger(n) && n >= 0 && n <= 65535)) {
-      throw new InvalidParameter('invalid value for ConsoleSize: expected [height, width] with whole numbers from 0 to 65535');
-    }
-    consoleSize = [cs[0] as number, cs[1] as number];
-  }
+  const consoleSize = parseConsoleSize(b.ConsoleSize);
   return { Detach: b.Detach === true, Tty: typeof b.Tty === 'boolean' ? b.Tty : undefined, ConsoleSize: consoleSize };
 }
 
@@ -149,7 +143,17 @@ export function registerExecRoutes(router: Router, execs: ExecBackend): void {
       clientGone = true;
       streams.close();
     });
-    if (config.OpenStdin) pumpInput(conn, streams, detachKeys, () => execs.detached(req.params.id));
+    if (config.OpenStdin) {
+      pumpStdin(conn, streams.input, detachKeys, {
+        detach: () => {
+          execs.detached(req.params.id);
+          streams.close();
+          conn.end();
+        },
+        // The client closed its side: so does the exec's stdin.
+        clientEnded: () => streams.input.end(),
+      });
+    }
     // Without stdin the monitor's socket stays open both ways: shutting its write side would end the session.
     else conn.resume();
     try {
@@ -166,20 +170,3 @@ export function registerExecRoutes(router: Router, execs: ExecBackend): void {
   });
 }
 
-/** Copies the client's stdin to the exec until the client detaches or closes its side (closing the exec's stdin). */
-function pumpInput(conn: Duplex, streams: { input: NodeJS.WritableStream; close(): void }, detachKeys: Buffer, onDetach: () => void): void {
-  const matcher = new DetachKeyMatcher(detachKeys);
-  conn.on('data', (chunk: Buffer) => {
-    const { data, detached } = matcher.push(chunk);
-    if (data.length > 0 && !streams.input.write(data)) {
-      conn.pause();
-      streams.input.once('drain', () => conn.resume());
-    }
-    if (detached) {
-      onDetach();
-      streams.close();
-      conn.end();
-    }
-  });
-  conn.on('end', () => streams.input.end());
-}

@@ -2,7 +2,7 @@
  * Stream helpers of the API: the 8-byte multiplexed frames of attach, exec and logs, detach-key
  * recognition on stdin, and writing with backpressure.
  */
-import type { Writable } from 'node:stream';
+import type { Duplex, Writable } from 'node:stream';
 import { InvalidParameter } from '../engine/errors.js';
 
 export const MEDIA_RAW = 'application/vnd.docker.raw-stream';
@@ -87,4 +87,21 @@ export class DetachKeyMatcher {
     }
     return { data: Buffer.from(out), detached: false };
   }
+}
+
+/**
+ * Copies a client's stdin (the hijacked connection) to a process's input with backpressure, watching for the
+ * detach keys. `detach` runs when the client typed them; `clientEnded` when the client closed its side.
+ */
+export function pumpStdin(conn: Duplex, input: NodeJS.WritableStream, detachKeys: Buffer, on: { detach(): void; clientEnded(): void }): void {
+  const matcher = new DetachKeyMatcher(detachKeys);
+  conn.on('data', (chunk: Buffer) => {
+    const { data, detached } = matcher.push(chunk);
+    if (data.length > 0 && !input.write(data)) {
+      conn.pause();
+      input.once('drain', () => conn.resume());
+    }
+    if (detached) on.detach();
+  });
+  conn.on('end', () => on.clientEnded());
 }

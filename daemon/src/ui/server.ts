@@ -120,6 +120,21 @@ function sendError(res: http.ServerResponse, status: number, message: string): v
   res.end(body);
 }
 
+/** Reads an engine response that did not upgrade and gives its message (the JSON `message`, or the text). */
+function engineMessage(res: http.IncomingMessage, done: (message: string) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('end', () => {
+    let message = Buffer.concat(chunks).toString('utf8');
+    try {
+      message = (JSON.parse(message) as { message?: string }).message ?? message;
+    } catch {
+      /* plain text */
+    }
+    done(message);
+  });
+}
+
 function refuseUpgrade(socket: Duplex, status: number, message: string): void {
   const body = JSON.stringify({ message });
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
@@ -269,15 +284,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     });
     upstream.on('response', (res) => {
       // The engine answered without upgrading: an error (unknown exec, already started...).
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        let message = Buffer.concat(chunks).toString('utf8');
-        try {
-          message = (JSON.parse(message) as { message?: string }).message ?? message;
-        } catch {
-          /* plain text */
-        }
+      engineMessage(res, (message) => {
         ws.close(4000 + Math.min(res.statusCode ?? 500, 999) % 1000, message.slice(0, 120));
       });
     });
@@ -314,15 +321,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       socket.on('close', () => engineSocket.destroy());
     });
     upstream.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        let message = Buffer.concat(chunks).toString('utf8');
-        try {
-          message = (JSON.parse(message) as { message?: string }).message ?? message;
-        } catch {
-          /* plain text */
-        }
+      engineMessage(res, (message) => {
         refuseUpgrade(socket, res.statusCode ?? 502, message);
       });
     });

@@ -11,7 +11,7 @@ import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec, DEFAULT_PATH, resolveUser } from './ocispec.js';
-import { CAPABILITIES } from './validate.js';
+import { CAPABILITIES, parseConsoleSize } from './validate.js';
 
 /** A started exec process, as the Host runs it. */
 export interface ExecProcess {
@@ -110,14 +110,7 @@ export function parseExecConfig(body: unknown): Omit<ExecConfig, 'ID' | 'Contain
   if (workingDir !== '' && !workingDir.startsWith('/')) throw new InvalidParameter(`the working directory '${workingDir}' is invalid, it needs to be an absolute path`);
   const user = checkString(b, 'User');
   if (user !== '' && !/^[^:\s]+(:[^:\s]*)?$/.test(user)) throw new InvalidParameter(`invalid User ${JSON.stringify(user)}: expected user, user:group, uid or uid:gid`);
-  let consoleSize: [number, number] | null = null;
-  if (b.ConsoleSize !== undefined && b.ConsoleSize !== null) {
-    const cs = b.ConsoleSize;
-    if (!Array.isArray(cs) || cs.length !== 2 || !cs.every((n) => Number.isInteger(n) && n >= 0 && n <= 65535)) {
-      throw new InvalidParameter('invalid value for ConsoleSize: expected [height, width] with whole numbers from 0 to 65535');
-    }
-    consoleSize = [cs[0] as number, cs[1] as number];
-  }
+  const consoleSize = parseConsoleSize(b.ConsoleSize);
   return {
     OpenStdin: checkBool(b, 'AttachStdin'),
     OpenStdout: checkBool(b, 'AttachStdout'),

@@ -144,8 +144,14 @@ const LIMITS_ROWS: Record<string, string> = {
   RLIMIT_NICE: 'Max nice priority', RLIMIT_RTPRIO: 'Max realtime priority', RLIMIT_RTTIME: 'Max realtime timeout',
 };
 
-/** The daemon's own resource limits (soft, hard) by RLIMIT name, from /proc/self/limits. */
+let ownRlimits: Map<string, { soft: number; hard: number }> | undefined;
+
+/**
+ * The daemon's own resource limits (soft, hard) by RLIMIT name, from /proc/self/limits. Read once: nothing
+ * can raise them while the daemon runs (no CAP_SYS_RESOURCE) and it does not lower them.
+ */
 export function daemonRlimits(): Map<string, { soft: number; hard: number }> {
+  if (ownRlimits) return ownRlimits;
   const limits = new Map<string, { soft: number; hard: number }>();
   const text = readFileSync('/proc/self/limits', 'utf8');
   for (const [rlimit, row] of Object.entries(LIMITS_ROWS)) {
@@ -155,6 +161,7 @@ export function daemonRlimits(): Map<string, { soft: number; hard: number }> {
     const parse = (v: string) => (v === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(v));
     limits.set(rlimit, { soft: parse(soft), hard: parse(hard) });
   }
+  ownRlimits = limits;
   return limits;
 }
 
@@ -388,4 +395,13 @@ export function parseBind(bind: string): BindSpec {
     throw new InvalidParameter(`invalid HostConfig.Binds entry ${JSON.stringify(bind)}: ${JSON.stringify(source)} is neither an absolute path nor a valid volume name`);
   }
   return { source, destination, readOnly, volume, propagation, options };
+}
+
+/** A ConsoleSize value ([height, width], each 0 to 65535); null when absent. */
+export function parseConsoleSize(value: unknown): [number, number] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value) || value.length !== 2 || !value.every((n) => Number.isInteger(n) && n >= 0 && n <= 65535)) {
+    throw new InvalidParameter('invalid value for ConsoleSize: expected [height, width] with whole numbers from 0 to 65535');
+  }
+  return [value[0] as number, value[1] as number];
 }

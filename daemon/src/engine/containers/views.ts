@@ -44,7 +44,8 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
   const since = (f.get('since') ?? []).map((r) => BigInt(opts.lookup(r).CreatedNano));
   // Filters on status or exit code, limit, before and since imply all.
   const all = opts.all || f.has('status') || f.has('exited') || opts.limit > 0 || before.length > 0 || since.length > 0;
-  let out = [...records].sort((a, b) => (BigInt(b.CreatedNano) > BigInt(a.CreatedNano) ? 1 : -1));
+  const createdOf = new Map(records.map((c) => [c, BigInt(c.CreatedNano)]));
+  let out = [...records].sort((a, b) => (createdOf.get(b)! > createdOf.get(a)! ? 1 : -1));
   out = out.filter((c) => {
     if (!all && !c.State.Running && !c.State.Paused && !c.State.Restarting) return false;
     const ids = f.get('id');
@@ -59,7 +60,7 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
     if (exited && (c.State.Status !== 'exited' || !exited.includes(String(c.State.ExitCode)))) return false;
     const ancestors = f.get('ancestor');
     if (ancestors && !ancestors.some((a) => opts.matchesAncestor(c, a))) return false;
-    const created = BigInt(c.CreatedNano);
+    const created = createdOf.get(c)!;
     if (before.some((b) => created >= b)) return false;
     if (since.some((s) => created <= s)) return false;
     const networks = f.get('network');
