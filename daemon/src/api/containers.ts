@@ -12,7 +12,7 @@ import type { ContainerService, WaitCondition } from '../engine/containers/servi
 import type { LogRecord } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { shape } from './compat.js';
-import type { ApiRequest, ApiResponse } from './http.js';
+import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';

@@ -3,13 +3,12 @@
  * resize and inspect.
  */
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
 import { parseConsoleSize } from '../engine/containers/validate.js';
 import { errorMessage, InvalidParameter, TooLarge } from '../engine/errors.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
-import { intParam, terminalSize } from './params.js';
+import { terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
 
