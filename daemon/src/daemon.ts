@@ -33,6 +33,7 @@ import { registerContainerControlRoutes } from './api/control.js';
 import { registerExecRoutes } from './api/exec.js';
 import { registerAttachWsRoutes } from './api/attachws.js';
 import { ExecService } from './engine/containers/exec.js';
+import { HealthMonitor } from './engine/containers/health.js';
 import { PauseService } from './engine/containers/pause.js';
 import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
@@ -152,7 +153,27 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     defaultRuntime: host.containers.runtimeName,
   });
   images.setUsers(containers);
+  // Exec and health checks follow the containers' events from the first one on (load may restart some).
+  const execs = new ExecService({
+    containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
+    host: host.containers,
+    lowerDirs: (chainIds) => images.lowerDirs(chainIds),
+    events,
+  });
+  const health = new HealthMonitor({
+    containers: {
+      find: (id) => containers.store.find(id),
+      all: () => containers.all(),
+      serialised: (id, fn) => containers.serialised(id, fn),
+      save: (record) => containers.store.save(record),
+      containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
+    },
+    execs,
+    events,
+  });
+  closers.push(() => health.close());
   await containers.load();
+  health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {
     get: (ref) => containers.get(ref),
     setNetworks: (id, endpoints) => containers.setNetworks(id, endpoints),
@@ -179,12 +200,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
   const pauses = new PauseService(containers, host.containers);
   containers.afterSignal = (record, signal) => pauses.afterSignal(record, signal);
-  const execs = new ExecService({
-    containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
-    host: host.containers,
-    lowerDirs: (chainIds) => images.lowerDirs(chainIds),
-    events,
-  });
   registerExecRoutes(router, {
     create: (ref, body) => execs.create(ref, body),
     start: (id, o) => execs.start(id, o),

@@ -113,6 +113,9 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
       throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
     }
+    // HealthConfig.StartInterval came with API 1.44: an older client's value is ignored, as Docker does.
+    const healthcheck = (body as { Healthcheck?: { StartInterval?: unknown } } | null)?.Healthcheck;
+    if (req.version < 44 && healthcheck && typeof healthcheck === 'object') delete healthcheck.StartInterval;
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import type { ImageForContainer } from '../images/types.js';
+import { mergeHealthcheck } from './health.js';
 import { CONTAINER_FORMAT_VERSION, initialState, type ContainerConfig, type ContainerRecord, type HostConfig } from './model.js';
 
 const toList = (v: unknown): string[] | null => (v === undefined || v === null ? null : typeof v === 'string' ? [v] : (v as string[]));
@@ -45,7 +46,7 @@ export function buildRecord(body: Record<string, any>, name: string, image: Imag
     StdinOnce: body.StdinOnce ?? false,
     Env: mergeEnv(img.Env, body.Env ?? []),
     Cmd: cmd,
-    Healthcheck: body.Healthcheck ?? img.Healthcheck,
+    Healthcheck: mergeHealthcheck(body.Healthcheck, img.Healthcheck),
     Image: body.Image,
     Volumes: body.Volumes ?? img.Volumes ?? null,
     WorkingDir: body.WorkingDir || img.WorkingDir || '',

@@ -20,6 +20,8 @@ export interface ExecProcess {
   /** Resolves with the exit code once all output is in `streams.output`. */
   exit: Promise<number>;
   resize(height: number, width: number): Promise<void>;
+  /** Sends a signal to the process (health probes that exceed their timeout are killed). */
+  kill?(signal: number): Promise<void>;
 }
 
 /** What exec needs of the Host. */
@@ -58,6 +60,16 @@ export interface ExecConfig {
   /** The command: its first word is the entrypoint of ProcessConfig, the rest its arguments. */
   Cmd: string[];
   ConsoleSize: [number, number] | null;
+}
+
+/** How the engine runs a command of its own in a container (ExecService.runInternal). */
+export interface InternalExecOptions {
+  /** Every chunk of output, stdout and stderr alike, in order. */
+  onOutput(data: Buffer): void;
+  /** Called once the process runs. */
+  onStarted?(): void;
+  /** Aborting it kills the process. */
+  signal?: AbortSignal;
 }
 
 export type ExecState = 'created' | 'starting' | 'running' | 'exited';
@@ -292,6 +304,55 @@ export class ExecService {
       // The process may have ended between the check and the write.
       if (exec.state === 'running') throw err;
     });
+  }
+
+  /**
+   * Runs a command for the engine itself (health probes), as Docker does: announced with the exec events
+   * (exec_create, exec_start, exec_die) but neither listed in the container's ExecIDs nor inspectable. It
+   * runs as the container's user, in its working folder, with its environment. Both output streams go to
+   * `onOutput`; `onStarted` is called once the process runs; aborting `signal` kills the process (SIGKILL).
+   * Resolves with the exit code; rejects when the process cannot be started.
+   */
+  async runInternal(record: ContainerRecord, cmd: string[], opts: InternalExecOptions): Promise<number> {
+    this.checkRunning(record);
+    const config: ExecConfig = {
+      ID: newId(), ContainerID: record.Id, OpenStdin: false, OpenStdout: true, OpenStderr: true, Tty: false,
+      DetachKeys: '', User: '', Privileged: false, Env: [], WorkingDir: '', Cmd: cmd, ConsoleSize: null,
+    };
+    const { containers } = this.deps;
+    containers.containerEvent(record, `exec_create: ${cmd.join(' ')}`, { execID: config.ID });
+    let proc: ExecProcess;
+    try {
+      proc = await this.deps.host.exec(record.Id, config.ID, await this.processSpec(record, config), { tty: false, openStdin: false });
+    } catch (err) {
+      // As for Docker's execs: one that could not start has ended with 126.
+      containers.containerEvent(record, 'exec_die', { execID: config.ID, exitCode: '126' });
+      throw err;
+    }
+    const output = proc.streams.output;
+    output.on('error', () => undefined);
+    const ended = new Promise<void>((resolve) => {
+      output.once('end', resolve);
+      output.once('close', resolve);
+    });
+    output.on('data', (chunk: { data: Buffer }) => opts.onOutput(chunk.data));
+    containers.containerEvent(record, `exec_start: ${cmd.join(' ')}`, { execID: config.ID });
+    const kill = () => void proc.kill?.(9).catch(() => undefined);
+    opts.signal?.addEventListener('abort', kill, { once: true });
+    let code: number;
+    try {
+      if (opts.signal?.aborted) kill();
+      else opts.onStarted?.();
+      code = await proc.exit.catch(() => 126);
+      // The exit is known once the output socket ended; what it still queues arrives at once.
+      await Promise.race([ended, new Promise((r) => setTimeout(r, 1000).unref())]);
+    } finally {
+      opts.signal?.removeEventListener('abort', kill);
+      proc.streams.close();
+      void this.deps.host.releaseExec(config.ID).catch(() => undefined);
+    }
+    containers.containerEvent(record, 'exec_die', { execID: config.ID, exitCode: String(code) });
+    return code;
   }
 
   private async processSpec(record: ContainerRecord, c: ExecConfig): Promise<object> {

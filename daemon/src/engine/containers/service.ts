@@ -191,10 +191,6 @@ export class ContainerService implements ImageUsers {
       throw new InvalidParameter('anonymous volumes (Config.Volumes) are not supported by this engine yet');
     }
     if ((hc.VolumesFrom ?? []).length > 0) throw new InvalidParameter('HostConfig.VolumesFrom is not supported by this engine yet');
-    const test = (request.Healthcheck as { Test?: string[] } | undefined)?.Test;
-    if (test && test.length > 0 && test[0] !== 'NONE') {
-      throw new InvalidParameter('health checks (Config.Healthcheck) are not run by this engine yet: leave Healthcheck out, or set Test to ["NONE"]');
-    }
     for (const m of (hc.Mounts as Array<{ Type?: string }> | null) ?? []) {
       if (m.Type !== 'bind' && m.Type !== 'tmpfs') throw new InvalidParameter(`mounts of type ${JSON.stringify(m.Type)} are not supported by this engine yet`);
     }

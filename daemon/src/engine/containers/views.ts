@@ -38,7 +38,7 @@ function labelMatches(labels: Record<string, string>, filter: string): boolean {
 export function listContainers(records: ContainerRecord[], opts: ListOptions): ContainerRecord[] {
   const f = opts.filters;
   for (const s of f.get('status') ?? []) if (!STATUSES.includes(s)) throw new InvalidParameter(`invalid filter 'status=${s}'`);
-  for (const h of f.get('health') ?? []) if (!HEALTH.includes(h)) throw new InvalidParameter(`invalid filter 'health=${h}'`);
+  for (const h of f.get('health') ?? []) if (!HEALTH.includes(h)) throw new InvalidParameter(`Unrecognised filter value for health: ${h} (expected starting, healthy, unhealthy or none)`);
   for (const e of f.get('exited') ?? []) if (!/^-?\d+$/.test(e)) throw new InvalidParameter(`invalid filter 'exited=${e}'`);
   const before = (f.get('before') ?? []).map((r) => BigInt(opts.lookup(r).CreatedNano));
   const since = (f.get('since') ?? []).map((r) => BigInt(opts.lookup(r).CreatedNano));

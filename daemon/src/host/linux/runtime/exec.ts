@@ -38,6 +38,8 @@ export interface ExecSession {
   /** Resolves with the exit code (128+n for death by signal n). */
   exit: Promise<number>;
   resize(height: number, width: number): Promise<void>;
+  /** Sends a signal to the process (nothing once it ended). */
+  kill(signal: number): Promise<void>;
 }
 
 export interface ExecEnvironment {
@@ -190,7 +192,9 @@ export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<E
     if (!(started.data > 0)) throw runtimeStartError((started.message ?? `exec failed (status ${started.data})`).trim());
     const pid = started.data;
     const attached = streams;
+    let ended = false;
     const exit = sync.next().then(async (msg) => {
+      ended = true;
       closePipes();
       // conmon closes the attach socket before it reports the exit; resolving after the socket ended
       // means all the output is in `streams.output` when the exit is known.
@@ -212,6 +216,15 @@ export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<E
           await handle.write(`1 ${height} ${width}\n`);
         } finally {
           await handle.close();
+        }
+      },
+      async kill(signal: number) {
+        // Once conmon reported the exit the pid may belong to another process.
+        if (ended) return;
+        try {
+          process.kill(pid, signal);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
         }
       },
     };
