@@ -5,7 +5,8 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { WebSocket } from 'ws';
-import { parseUiAddress, startUiServer, UI_COOKIE, type UiServer } from './server.js';
+import { createHash } from 'node:crypto';
+import { pageCsp, parseUiAddress, startUiServer, UI_COOKIE, type UiServer } from './server.js';
 
 /** A stand-in engine on a unix socket: echoes what reached it, and hijacks exec start like the real one. */
 function fakeEngine(socketPath: string): Promise<{ server: http.Server; seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders }> }> {
@@ -54,6 +55,8 @@ function openWs(ui: UiServer, urlPath: string, headers: Record<string, string>):
   });
 }
 
+const BOOT = "window.berthBoot = {};";
+
 describe('berthd --ui server', () => {
   let dir: string;
   let ui: UiServer;
@@ -64,7 +67,7 @@ describe('berthd --ui server', () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'berth-ui-'));
     const staticDir = path.join(dir, 'dist');
     mkdirSync(path.join(staticDir, 'assets'), { recursive: true });
-    writeFileSync(path.join(staticDir, 'index.html'), '<!doctype html><title>Berth</title>');
+    writeFileSync(path.join(staticDir, 'index.html'), `<!doctype html><title>Berth</title><script>${BOOT}</script><script type="module" src="./assets/app.js"></script>`);
     writeFileSync(path.join(staticDir, 'assets', 'app.js'), 'console.log(1)');
     writeFileSync(path.join(dir, 'secret.txt'), 'secret');
     engine = await fakeEngine(path.join(dir, 'engine.sock'));
@@ -134,6 +137,22 @@ describe('berthd --ui server', () => {
     assert.doesNotMatch(escape.text, /secret/);
     const encoded = await get(ui, '/%2e%2e/secret.txt', { Cookie: cookie });
     assert.doesNotMatch(encoded.text, /secret/);
+  });
+
+  it("allows the page's own inline script by its hash and no other, and revalidates the page with its ETag", async () => {
+    const page = await get(ui, '/', { Cookie: cookie });
+    assert.equal(page.status, 200);
+    const csp = String(page.headers['content-security-policy']);
+    const hash = createHash('sha256').update(BOOT).digest('base64');
+    assert.match(csp, new RegExp(`script-src 'self' 'sha256-${hash.replace(/[+/]/g, '\\$&')}'(;|$)`));
+    assert.doesNotMatch(csp, /script-src[^;]*unsafe-inline/);
+    const etag = String(page.headers.etag);
+    assert.ok(etag.length > 2);
+    const again = await get(ui, '/', { Cookie: cookie, 'If-None-Match': etag });
+    assert.equal(again.status, 304);
+    assert.equal(again.text, '');
+    // A page without inline scripts gets no script-src exception.
+    assert.doesNotMatch(pageCsp('<script src="x.js"></script><p>no inline</p>'), /script-src/);
   });
 
   it('bridges an exec websocket to the hijacked exec start, and refuses websockets without token or from another origin', async () => {

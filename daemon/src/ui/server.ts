@@ -16,7 +16,7 @@
  * - anything else: the built renderer (index.html for unknown paths, so client routes reload).
  */
 import { createReadStream, promises as fs } from 'node:fs';
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -114,6 +114,21 @@ function allowedOrigin(origin: string | undefined, hostHeader: string | undefine
   return origin === `http://${hostHeader}`;
 }
 
+const CSP = "default-src 'self'; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'";
+
+/**
+ * The policy for one HTML page: its own inline classic scripts (the renderer's boot script) are allowed by
+ * their sha256, nothing else inline.
+ */
+export function pageCsp(html: string): string {
+  const hashes: string[] = [];
+  for (const m of html.matchAll(/<script(\s[^>]*)?>([\s\S]*?)<\/script>/gi)) {
+    if (/\ssrc\s*=/i.test(m[1] ?? '') || !m[2]!.trim()) continue;
+    hashes.push(`'sha256-${createHash('sha256').update(m[2]!, 'utf8').digest('base64')}'`);
+  }
+  return hashes.length ? `${CSP}; script-src 'self' ${hashes.join(' ')}` : CSP;
+}
+
 function sendError(res: http.ServerResponse, status: number, message: string): void {
   const body = JSON.stringify({ message });
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
@@ -194,17 +209,43 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       if (!stat) return sendError(res, 503, `the UI is not built: ${file} is missing (run npm run build -w renderer)`);
     }
     const ext = path.extname(file);
-    res.writeHead(200, {
+    const headers: http.OutgoingHttpHeaders = {
       'Content-Type': CONTENT_TYPES[ext] ?? 'application/octet-stream',
       'Content-Length': stat.size,
       'Cache-Control': file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache',
       'X-Content-Type-Options': 'nosniff',
       'X-Frame-Options': 'DENY',
-      'Content-Security-Policy': "default-src 'self'; connect-src 'self' ws: wss:; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+      'Content-Security-Policy': CSP,
       'Referrer-Policy': 'no-referrer',
-    });
+    };
+    if (ext === '.html') {
+      // Pages are small: read whole, so that the policy can name their inline script.
+      const page = await htmlPage(file, stat);
+      headers['Content-Security-Policy'] = page.csp;
+      headers['Content-Length'] = page.body.length;
+      headers.ETag = page.etag;
+      if (req.headers['if-none-match'] === page.etag) {
+        delete headers['Content-Length'];
+        res.writeHead(304, headers);
+        return void res.end();
+      }
+      res.writeHead(200, headers);
+      return void res.end(req.method === 'HEAD' ? undefined : page.body);
+    }
+    res.writeHead(200, headers);
     if (req.method === 'HEAD') return void res.end();
     createReadStream(file).pipe(res);
+  }
+
+  /** index.html as last read, kept while its file is unchanged. */
+  const pages = new Map<string, { mtimeMs: number; size: number; body: Buffer; csp: string; etag: string }>();
+  async function htmlPage(file: string, stat: { mtimeMs: number; size: number }) {
+    const known = pages.get(file);
+    if (known && known.mtimeMs === stat.mtimeMs && known.size === stat.size) return known;
+    const body = await fs.readFile(file);
+    const page = { mtimeMs: stat.mtimeMs, size: stat.size, body, csp: pageCsp(body.toString('utf8')), etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` };
+    pages.set(file, page);
+    return page;
   }
 
   function proxy(req: http.IncomingMessage, res: http.ServerResponse, enginePath: string): void {

@@ -23,6 +23,8 @@ const portsOf = (c: ContainerSummary) =>
   [...new Set((c.Ports ?? []).map((p) => (p.PublicPort ? `${p.IP && p.IP !== '0.0.0.0' ? p.IP + ':' : ''}${p.PublicPort}→${p.PrivatePort}/${p.Type}` : `${p.PrivatePort}/${p.Type}`)))].join(', ');
 
 const ROW_HEIGHT = 38;
+/** The list's scroller: `max-height: calc(100vh - 130px)` in styles.css. */
+const scrollerHeight = () => Math.max(ROW_HEIGHT, window.innerHeight - 130);
 
 type Verb = 'start' | 'stop' | 'restart' | 'pause' | 'unpause' | 'kill' | 'remove';
 
@@ -78,11 +80,14 @@ export function ContainersView() {
     }
     return out;
   }, [groups]);
-  const scroller = useRef<HTMLDivElement>(null);
-  const [view, setView] = useState({ top: 0, height: 900 });
+  // The scroller's height is known from the window's (its max-height is the window's less the header): reading
+  // the element's own size after the first render would force a layout and a second render before the paint.
+  const [view, setView] = useState(() => ({ top: 0, height: scrollerHeight() }));
   useEffect(() => {
-    if (scroller.current) setView({ top: scroller.current.scrollTop, height: scroller.current.clientHeight || 900 });
-  }, [list.data === undefined]);
+    const onResize = () => setView((v) => ({ ...v, height: scrollerHeight() }));
+    window.addEventListener('resize', onResize);
+    return () => window.removeEventListener('resize', onResize);
+  }, []);
   const visible = {
     start: Math.max(0, Math.floor(view.top / ROW_HEIGHT) - 15),
     end: Math.min(items.length, Math.floor(view.top / ROW_HEIGHT) + Math.ceil(view.height / ROW_HEIGHT) + 15),
@@ -138,8 +143,18 @@ export function ContainersView() {
         {list.data && list.data.length === 0 ? (
           <p className="empty">No containers yet. Run one from an image, or with <code>docker run</code>: it appears here at once.</p>
         ) : (
-          <div className="table-scroll" ref={scroller} onScroll={(e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight })}>
+          <div className="table-scroll" onScroll={(e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight })}>
           <table className="list fixed-rows" data-testid="containers" data-total={list.data?.length ?? 0}>
+            {/* Fixed column widths: the layout does not depend on the rows, which change as the list scrolls. */}
+            <colgroup>
+              <col style={{ width: 40 }} />
+              <col />
+              <col />
+              <col style={{ width: 160 }} />
+              <col />
+              <col style={{ width: 110 }} />
+              <col style={{ width: 150 }} />
+            </colgroup>
             <thead>
               <tr>
                 <th>
