@@ -1,0 +1,65 @@
+/**
+ * Volumes: list, create, inspect, remove, prune. The handlers parse and validate, call the volume backend,
+ * and shape the answer for the request's version.
+ */
+import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { shape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolFilter, boolParam, filterParam } from './params.js';
+import type { Router } from './router.js';
+
+/** What the volume routes need of the engine. */
+export interface VolumeBackend {
+  list(filters: ReadonlyMap<string, string[]>): object[];
+  inspect(name: string): object;
+  create(body: Record<string, unknown>): Promise<{ volume: object }>;
+  remove(name: string, opts: { force: boolean }): Promise<void>;
+  prune(filters: ReadonlyMap<string, string[]>, opts: { all: boolean }): Promise<{ VolumesDeleted: string[]; SpaceReclaimed: number }>;
+}
+
+const LIST_FILTERS = ['dangling', 'driver', 'label', 'name'] as const;
+const PRUNE_FILTERS = ['label', 'label!', 'all'] as const;
+/** From this version prune removes only anonymous volumes unless the `all` filter says otherwise. */
+const PRUNE_ANONYMOUS_ONLY_FROM = 42;
+
+export function registerVolumeRoutes(router: Router, backend: VolumeBackend): void {
+  const list = (req: ApiRequest, res: ApiResponse) => {
+    const filters = filterParam(req, LIST_FILTERS);
+    res.json(200, { Volumes: shape('volume', req.version, backend.list(filters)), Warnings: [] });
+  };
+  router.get('/volumes', list);
+  router.get('/volumes/', list);
+
+  router.post('/volumes/create', async (req, res) => {
+    const body = await req.json();
+    if (body !== undefined && (body === null || typeof body !== 'object' || Array.isArray(body))) {
+      throw new InvalidParameter('request body must be a JSON object: {Name, Driver, DriverOpts, Labels}');
+    }
+    const request = (body ?? {}) as Record<string, unknown>;
+    if (request.ClusterVolumeSpec !== undefined && request.ClusterVolumeSpec !== null) {
+      throw new NotImplemented('cluster volumes need swarm mode, which this engine does not run');
+    }
+    const { volume } = await backend.create(request);
+    res.json(201, shape('volume', req.version, volume));
+  });
+
+  router.post('/volumes/prune', async (req, res) => {
+    const filters = filterParam(req, PRUNE_FILTERS);
+    const all = req.version < PRUNE_ANONYMOUS_ONLY_FROM || boolFilter(filters, 'all') === true;
+    res.json(200, await backend.prune(filters, { all }));
+  });
+
+  router.get('/volumes/:name', (req, res) => {
+    res.json(200, shape('volume', req.version, backend.inspect(req.params.name)));
+  });
+
+  router.put('/volumes/:name', (req) => {
+    backend.inspect(req.params.name);
+    throw new NotImplemented('only cluster volumes can be updated, and this engine does not run swarm mode');
+  });
+
+  router.delete('/volumes/:name', async (req, res) => {
+    await backend.remove(req.params.name, { force: boolParam(req, 'force') });
+    res.noContent();
+  });
+}

@@ -1,0 +1,370 @@
+/**
+ * The volume service: the local driver's volumes, their users and their mounts.
+ *
+ * Formats: `<data-root>/volumes/<name>/volume.json` holds one VolumeRecord as JSON with `FormatVersion: 1`,
+ * written atomically; `<data-root>/volumes/<name>/_data` is the volume's content (the mount point of a
+ * volume whose DriverOpts name a filesystem to mount). Who uses a volume is never stored here: the
+ * container records say it (VolumeUsers), so a restarted daemon has its reference counts back at once.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { newId } from '../../util/ids.js';
+import { log } from '../../util/log.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import type { EventBus } from '../events.js';
+import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
+import { ANONYMOUS_LABEL, VOLUME_NAME, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+
+export const VOLUME_FORMAT_VERSION = 1;
+
+interface VolumeFile extends VolumeRecord {
+  FormatVersion: number;
+}
+
+export interface CreateVolumeRequest {
+  Name?: unknown;
+  Driver?: unknown;
+  DriverOpts?: unknown;
+  Labels?: unknown;
+}
+
+/** Where a mount of a volume goes, for the mount event. */
+export interface MountUse {
+  container: string;
+  destination: string;
+  readWrite: boolean;
+  propagation: string;
+}
+
+const LOCAL_OPTION_KEYS = ['type', 'device', 'o'];
+
+function isStringMap(value: unknown): value is Record<string, string> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && Object.values(value as object).every((v) => typeof v === 'string');
+}
+
+/** Checks a volume name; the message says what is allowed. */
+export function validateVolumeName(name: string): void {
+  if (!VOLUME_NAME.test(name)) {
+    throw new InvalidParameter(
+      `invalid volume name ${JSON.stringify(name)}: only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed, at least two characters. If you intended to pass a host directory, use an absolute path`,
+    );
+  }
+}
+
+/** Checks a driver name: only the local driver exists here. */
+export function checkDriver(driver: unknown): void {
+  if (driver === undefined || driver === null || driver === '' || driver === 'local') return;
+  if (typeof driver !== 'string') throw new InvalidParameter('Driver must be a string');
+  throw new NotFound(`error looking up volume plugin ${driver}: plugin "${driver}" not found`);
+}
+
+/**
+ * Checks the local driver's DriverOpts: only type, device and o; a type is needed once any is given; type
+ * none is a bind mount of an existing absolute `device`, with o=bind; other types (tmpfs aside) need a device.
+ */
+export async function validateLocalOptions(opts: Record<string, string>, host: Pick<VolumeHost, 'exists'>): Promise<void> {
+  const keys = Object.keys(opts);
+  if (keys.length === 0) return;
+  for (const key of keys) {
+    if (!LOCAL_OPTION_KEYS.includes(key)) throw new InvalidParameter(`invalid option ${JSON.stringify(key)} for the local volume driver: use type, device and o`);
+  }
+  const { type, device, o = '' } = opts as LocalDriverOptions;
+  if (!type) throw new InvalidParameter('missing required option "type" for the local volume driver (for example type=tmpfs, or type=none with o=bind and device=/path)');
+  if (!/^[a-z0-9_.-]+$/i.test(type)) throw new InvalidParameter(`invalid option type=${JSON.stringify(type)}: not a filesystem type`);
+  if (/[\0\n]/.test(o) || /[\0\n]/.test(device ?? '')) throw new InvalidParameter('invalid option: o and device must not hold NUL or newline characters');
+  if (device?.startsWith('-')) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: a device must not start with "-"`);
+  const flags = o.split(',').map((s) => s.trim());
+  if (type === 'none') {
+    if (!device) throw new InvalidParameter('missing required option "device" for a volume of type none: give the host path to bind (device=/path, o=bind)');
+    if (!device.startsWith('/')) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: a bind volume's device must be an absolute host path`);
+    if (!flags.includes('bind') && !flags.includes('rbind')) throw new InvalidParameter('a volume of type none needs o=bind (or rbind): only bind mounts have no filesystem type');
+    if (!(await host.exists(device))) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: no such file or directory on the host`);
+  } else if (type !== 'tmpfs' && !device) {
+    throw new InvalidParameter(`missing required option "device" for a volume of type ${type}`);
+  }
+}
+
+function createdAtNow(): string {
+  return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+}
+
+export class VolumeService {
+  readonly root: string;
+  private readonly volumes = new Map<string, VolumeRecord>();
+  /** Running containers that mounted each volume (the host mount of DriverOpts volumes follows it). */
+  private readonly active = new Map<string, Set<string>>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private users: VolumeUsers = { containersUsingVolume: () => [], runningContainersUsingVolume: () => [] };
+
+  constructor(
+    dataRoot: string,
+    private readonly host: VolumeHost,
+    private readonly events: EventBus,
+  ) {
+    this.root = path.join(dataRoot, 'volumes');
+  }
+
+  setUsers(users: VolumeUsers): void {
+    this.users = users;
+  }
+
+  /** Serialises the changes of one volume (create, mount, unmount, remove). */
+  private withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const settled = next.catch(() => undefined);
+    this.locks.set(name, settled);
+    void settled.then(() => {
+      if (this.locks.get(name) === settled) this.locks.delete(name);
+    });
+    return next;
+  }
+
+  private dir(name: string): string {
+    return path.join(this.root, name);
+  }
+
+  mountpoint(name: string): string {
+    return path.join(this.dir(name), '_data');
+  }
+
+  /** Loads the stored volumes; a folder without a readable record (a create cut short) is removed. */
+  async init(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true, mode: 0o701 });
+    for (const name of await fs.readdir(this.root)) {
+      if (!VOLUME_NAME.test(name)) continue;
+      let record: VolumeFile | undefined;
+      try {
+        record = await readJSONIfExists<VolumeFile>(path.join(this.dir(name), 'volume.json'));
+      } catch (err) {
+        log.warn('unreadable volume record', { name, error: errorMessage(err) });
+        continue;
+      }
+      if (!record) {
+        if (!(await this.host.isMounted(this.mountpoint(name)))) await this.host.removeVolumeDir(this.dir(name)).catch(() => undefined);
+        continue;
+      }
+      const { FormatVersion: _version, ...volume } = record;
+      this.volumes.set(name, volume);
+    }
+  }
+
+  /**
+   * Rebuilds which running containers hold each volume from the container records, and unmounts the
+   * DriverOpts mounts no running container holds any more (their containers ended while the daemon was down).
+   */
+  async recover(): Promise<void> {
+    this.active.clear();
+    for (const volume of this.volumes.values()) {
+      const running = this.users.runningContainersUsingVolume(volume.Name);
+      if (running.length > 0) this.active.set(volume.Name, new Set(running));
+      else if (volume.Options.type && (await this.host.isMounted(this.mountpoint(volume.Name)))) {
+        await this.host.unmount(this.mountpoint(volume.Name)).catch((err) => log.warn('volume unmount failed', { name: volume.Name, error: errorMessage(err) }));
+      }
+    }
+  }
+
+  get(name: string): VolumeRecord {
+    const volume = this.volumes.get(name);
+    if (!volume) throw new NotFound(`get ${name}: no such volume`);
+    return volume;
+  }
+
+  find(name: string): VolumeRecord | undefined {
+    return this.volumes.get(name);
+  }
+
+  isAnonymous(name: string): boolean {
+    return Object.prototype.hasOwnProperty.call(this.volumes.get(name)?.Labels ?? {}, ANONYMOUS_LABEL);
+  }
+
+  view(volume: VolumeRecord, usage: VolumeView['UsageData'] = null): VolumeView {
+    return {
+      CreatedAt: volume.CreatedAt,
+      Driver: volume.Driver,
+      Labels: { ...volume.Labels },
+      Mountpoint: this.mountpoint(volume.Name),
+      Name: volume.Name,
+      Options: { ...volume.Options },
+      Scope: 'local',
+      UsageData: usage,
+    };
+  }
+
+  inspect(name: string): VolumeView {
+    return this.view(this.get(name));
+  }
+
+  /** The list with its filters: name (substring), driver, label, dangling. */
+  list(filters: ReadonlyMap<string, string[]>): VolumeView[] {
+    const names = filters.get('name') ?? [];
+    const drivers = filters.get('driver') ?? [];
+    const danglingValues = filters.get('dangling') ?? [];
+    let dangling: boolean | undefined;
+    for (const v of danglingValues) {
+      if (v === 'true' || v === '1') dangling = true;
+      else if (v === 'false' || v === '0') dangling = false;
+      else throw new InvalidParameter(`invalid filter 'dangling=${v}': expected true, false, 1 or 0`);
+    }
+    const out: VolumeView[] = [];
+    for (const volume of this.volumes.values()) {
+      if (names.length > 0 && !names.some((n) => volume.Name.includes(n))) continue;
+      if (drivers.length > 0 && !drivers.some((d) => volume.Driver.includes(d))) continue;
+      if (!matchLabels(filters.get('label'), volume.Labels)) continue;
+      if (dangling !== undefined && (this.users.containersUsingVolume(volume.Name).length === 0) !== dangling) continue;
+      out.push(this.view(volume));
+    }
+    return out.sort((a, b) => a.Name.localeCompare(b.Name));
+  }
+
+  /**
+   * Creates a volume (a generated name when none is given). A name that exists already answers that volume,
+   * as Docker does. Validates everything before anything is written; a failed write leaves nothing behind.
+   */
+  async create(request: CreateVolumeRequest): Promise<{ volume: VolumeView; created: boolean }> {
+    if (request.Name !== undefined && request.Name !== null && typeof request.Name !== 'string') throw new InvalidParameter('Name must be a string');
+    const name = (request.Name as string | undefined) || newId();
+    validateVolumeName(name);
+    checkDriver(request.Driver);
+    if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
+      throw new InvalidParameter('DriverOpts must be a map of strings');
+    }
+    if (request.Labels !== undefined && request.Labels !== null && !isStringMap(request.Labels)) throw new InvalidParameter('Labels must be a map of strings');
+    const options = { ...((request.DriverOpts as Record<string, string> | null | undefined) ?? {}) };
+    const labels = { ...((request.Labels as Record<string, string> | null | undefined) ?? {}) };
+    return this.withLock(name, async () => {
+      const existing = this.volumes.get(name);
+      if (existing) return { volume: this.view(existing), created: false };
+      await validateLocalOptions(options, this.host);
+      const volume: VolumeRecord = { Name: name, Driver: 'local', CreatedAt: createdAtNow(), Labels: labels, Options: options };
+      const dir = this.dir(name);
+      await this.host.createVolumeDir(dir);
+      try {
+        await writeJSONAtomic(path.join(dir, 'volume.json'), { FormatVersion: VOLUME_FORMAT_VERSION, ...volume } satisfies VolumeFile);
+      } catch (err) {
+        await this.host.removeVolumeDir(dir).catch(() => undefined);
+        throw err;
+      }
+      this.volumes.set(name, volume);
+      this.events.publish('volume', 'create', name, { driver: volume.Driver });
+      return { volume: this.view(volume), created: true };
+    });
+  }
+
+  /** Removes a volume unless a container (in any state) uses it; `force` only makes a missing volume no error. */
+  async remove(name: string, opts: { force?: boolean } = {}): Promise<void> {
+    if (!this.volumes.has(name)) {
+      if (opts.force) return;
+      throw new NotFound(`get ${name}: no such volume`);
+    }
+    await this.withLock(name, async () => {
+      const volume = this.volumes.get(name);
+      if (!volume) {
+        if (opts.force) return;
+        throw new NotFound(`get ${name}: no such volume`);
+      }
+      const users = this.users.containersUsingVolume(name);
+      if (users.length > 0) throw new Conflict(`remove ${name}: volume is in use - [${users.join(', ')}]`);
+      await this.destroy(volume);
+    });
+  }
+
+  private async destroy(volume: VolumeRecord): Promise<void> {
+    const mountpoint = this.mountpoint(volume.Name);
+    if (await this.host.isMounted(mountpoint)) await this.host.unmount(mountpoint);
+    // The record goes first: a crash halfway leaves a folder without a record, which init() removes.
+    await fs.rm(path.join(this.dir(volume.Name), 'volume.json'), { force: true });
+    this.volumes.delete(volume.Name);
+    this.active.delete(volume.Name);
+    await this.host.removeVolumeDir(this.dir(volume.Name)).catch((err) => log.warn('volume folder not removed', { name: volume.Name, error: errorMessage(err) }));
+    this.events.publish('volume', 'destroy', volume.Name, { driver: volume.Driver });
+  }
+
+  /**
+   * Removes the volumes no container uses: from API 1.42 only anonymous ones unless `all`; label and
+   * label! filters narrow it.
+   */
+  async prune(filters: ReadonlyMap<string, string[]>, opts: { all: boolean }): Promise<{ VolumesDeleted: string[]; SpaceReclaimed: number }> {
+    const deleted: string[] = [];
+    let reclaimed = 0;
+    for (const volume of [...this.volumes.values()]) {
+      if (!opts.all && !this.isAnonymous(volume.Name)) continue;
+      if (!matchLabels(filters.get('label'), volume.Labels) || !matchNotLabels(filters.get('label!'), volume.Labels)) continue;
+      if (this.users.containersUsingVolume(volume.Name).length > 0) continue;
+      await this.withLock(volume.Name, async () => {
+        if (!this.volumes.has(volume.Name) || this.users.containersUsingVolume(volume.Name).length > 0) return;
+        const size = volume.Options.type ? 0 : await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => 0);
+        await this.destroy(volume);
+        deleted.push(volume.Name);
+        reclaimed += size;
+      }).catch((err) => log.warn('volume prune skipped a volume', { name: volume.Name, error: errorMessage(err) }));
+    }
+    this.events.publish('volume', 'prune', '', { reclaimed: String(reclaimed) });
+    return { VolumesDeleted: deleted, SpaceReclaimed: reclaimed };
+  }
+
+  /**
+   * A container starts using the volume: the DriverOpts filesystem is mounted for its first running user.
+   * Answers the host path to bind into the container.
+   */
+  async mount(name: string, use: MountUse): Promise<string> {
+    return this.withLock(name, async () => {
+      const volume = this.get(name);
+      const holders = this.active.get(name) ?? new Set<string>();
+      const mountpoint = this.mountpoint(name);
+      if (volume.Options.type && holders.size === 0 && !(await this.host.isMounted(mountpoint))) {
+        await this.host.mount(mountpoint, { type: volume.Options.type, device: volume.Options.device, o: volume.Options.o });
+      }
+      holders.add(use.container);
+      this.active.set(name, holders);
+      this.events.publish('volume', 'mount', name, {
+        container: use.container,
+        destination: use.destination,
+        driver: volume.Driver,
+        propagation: use.propagation,
+        'read/write': String(use.readWrite),
+      });
+      return mountpoint;
+    });
+  }
+
+  /** A container stopped using the volume: the DriverOpts filesystem is unmounted after its last running user. */
+  async unmount(name: string, container: string): Promise<void> {
+    await this.withLock(name, async () => {
+      const volume = this.volumes.get(name);
+      const holders = this.active.get(name);
+      if (!volume || !holders?.has(container)) return;
+      holders.delete(container);
+      if (holders.size === 0) {
+        this.active.delete(name);
+        const mountpoint = this.mountpoint(name);
+        if (volume.Options.type && (await this.host.isMounted(mountpoint))) await this.host.unmount(mountpoint);
+      }
+      this.events.publish('volume', 'unmount', name, { container, driver: volume.Driver });
+    });
+  }
+
+  /** Whether a volume holds no file (before its first use, image content is copied into an empty one). */
+  isEmpty(name: string): Promise<boolean> {
+    return this.host.isEmpty(this.mountpoint(name));
+  }
+
+  copyFromRootfs(name: string, rootfs: string, containerPath: string): Promise<void> {
+    return this.host.copyFromRootfs(rootfs, containerPath, this.mountpoint(name));
+  }
+
+  /** Volumes with their sizes and reference counts, for /system/df. */
+  async usage(): Promise<VolumeView[]> {
+    const out: VolumeView[] = [];
+    for (const volume of this.volumes.values()) {
+      const size = await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => -1);
+      out.push(this.view(volume, { Size: size, RefCount: this.users.containersUsingVolume(volume.Name).length }));
+    }
+    return out;
+  }
+
+  get size(): number {
+    return this.volumes.size;
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Volumes: the stored record, what the API shows, and the narrow Host interface the volume service uses.
+ */
+
+/** The local driver's options (DriverOpts): `type`, `device` and `o`, as mount(8) takes them. */
+export interface LocalDriverOptions {
+  type?: string;
+  device?: string;
+  o?: string;
+}
+
+/** One volume as stored in `<data-root>/volumes/<name>/volume.json` (see store.ts). */
+export interface VolumeRecord {
+  Name: string;
+  Driver: 'local';
+  /** RFC 3339, seconds. */
+  CreatedAt: string;
+  Labels: Record<string, string>;
+  Options: Record<string, string>;
+}
+
+/** The API's Volume object. */
+export interface VolumeView {
+  Name: string;
+  Driver: string;
+  Mountpoint: string;
+  CreatedAt: string;
+  Labels: Record<string, string>;
+  Scope: 'local';
+  Options: Record<string, string>;
+  UsageData: { Size: number; RefCount: number } | null;
+}
+
+/** The label Docker puts on volumes created for a container's anonymous mount points. */
+export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
+
+/** Names of the local driver's volumes, as Docker checks them. */
+export const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
+
+/** Who uses volumes: the container engine answers from its records (so refcounts survive restarts). */
+export interface VolumeUsers {
+  /** Ids of the containers (in any state) whose mounts name the volume. */
+  containersUsingVolume(name: string): string[];
+  /** Ids of the running containers whose mounts name the volume. */
+  runningContainersUsingVolume(name: string): string[];
+}
+
+/** What the volume service asks of the Host. Every path given lies under the volumes folder of the data root. */
+export interface VolumeHost {
+  /** Creates `<dir>` (0700) and `<dir>/_data` (0755); fails if `<dir>` exists. */
+  createVolumeDir(dir: string): Promise<void>;
+  /** Removes the volume's folder and everything under it (nothing mounted may remain below it). */
+  removeVolumeDir(dir: string): Promise<void>;
+  /** Mounts `source` of `fstype` on `target` with the comma-separated options of `o` (type none + bind: a bind mount). */
+  mount(target: string, opts: Required<Pick<LocalDriverOptions, 'type'>> & LocalDriverOptions): Promise<void>;
+  unmount(target: string): Promise<void>;
+  isMounted(target: string): Promise<boolean>;
+  /** Whether `path` exists on the host (a bind volume's device). */
+  exists(path: string): Promise<boolean>;
+  isEmpty(dir: string): Promise<boolean>;
+  /** Bytes of the files under `dir` (apparent sizes, each inode once). */
+  diskUsage(dir: string): Promise<number>;
+  /**
+   * Copies what the folder `containerPath` of the container root `rootfs` holds into `target`, keeping
+   * owners, modes, times and xattrs. The path is resolved inside the root (symlinks never leave it); a
+   * missing path or one that is not a folder copies nothing.
+   */
+  copyFromRootfs(rootfs: string, containerPath: string, target: string): Promise<void>;
+}

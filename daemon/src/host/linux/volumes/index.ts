@@ -1,0 +1,115 @@
+/**
+ * The local volume driver's host side: volume folders under the data root, the mounts of DriverOpts
+ * volumes (tmpfs, bind, a device), and the copy of an image's content into a new volume.
+ */
+import { execFile } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
+import { ContainerFilesystem } from '../archive/resolve.js';
+import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
+import { linuxSys } from '../sys.js';
+
+function run(cmd: string, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { timeout: 120_000, maxBuffer: 1024 * 1024 }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${(stderr || err.message).trim()}`));
+      else resolve();
+    });
+  });
+}
+
+export class LinuxVolumeHost implements VolumeHost {
+  /** Every folder this host creates, removes or mounts on lies below `volumesRoot`. */
+  constructor(private readonly volumesRoot: string) {}
+
+  private inside(p: string): string {
+    const resolved = path.resolve(p);
+    if (!resolved.startsWith(path.resolve(this.volumesRoot) + '/')) throw new Error(`refusing to touch ${p}: not under the volumes folder ${this.volumesRoot}`);
+    return resolved;
+  }
+
+  async createVolumeDir(dir: string): Promise<void> {
+    const target = this.inside(dir);
+    await fs.mkdir(target, { mode: 0o701 });
+    try {
+      await fs.mkdir(path.join(target, '_data'), { mode: 0o755 });
+      // mkdir's mode is masked by the umask; a volume's root is 0755 as Docker makes it.
+      await fs.chmod(path.join(target, '_data'), 0o755);
+    } catch (err) {
+      await fs.rm(target, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  async removeVolumeDir(dir: string): Promise<void> {
+    const target = this.inside(dir);
+    // Never recurse into something still mounted (a bind volume's device is the user's own folder).
+    if (await isMountPoint(path.join(target, '_data'))) throw new Error(`the volume at ${target} is still mounted`);
+    await fs.rm(target, { recursive: true, force: true });
+  }
+
+  async mount(target: string, opts: Required<Pick<LocalDriverOptions, 'type'>> & LocalDriverOptions): Promise<void> {
+    const where = this.inside(target);
+    const args = ['-t', opts.type];
+    if (opts.o) args.push('-o', opts.o);
+    args.push(opts.device || (opts.type === 'tmpfs' ? 'tmpfs' : opts.type), where);
+    await run('mount', args);
+  }
+
+  async unmount(target: string): Promise<void> {
+    const where = this.inside(target);
+    const sys = linuxSys();
+    if (sys) {
+      try {
+        sys.unmount(where, false);
+      } catch {
+        sys.unmount(where, true);
+      }
+      return;
+    }
+    await run('umount', [where]).catch(() => run('umount', ['-l', where]));
+  }
+
+  isMounted(target: string): Promise<boolean> {
+    return isMountPoint(path.resolve(target));
+  }
+
+  async exists(p: string): Promise<boolean> {
+    return fs.stat(p).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  async isEmpty(dir: string): Promise<boolean> {
+    const handle = await fs.opendir(dir);
+    try {
+      return (await handle.read()) === null;
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+
+  diskUsage(dir: string): Promise<number> {
+    return diskUsage(dir);
+  }
+
+  async copyFromRootfs(rootfs: string, containerPath: string, target: string): Promise<void> {
+    const into = this.inside(target);
+    const fsys = await ContainerFilesystem.open({ root: rootfs, mounts: [], readonlyRootfs: false });
+    let source: string;
+    try {
+      source = (await fsys.resolve(containerPath, true)).hostPath;
+    } catch {
+      return; // nothing at that path in the image
+    }
+    const st = await fs.lstat(source).catch(() => undefined);
+    if (!st?.isDirectory()) return;
+    // The volume's root takes the owner and mode of the image's folder, as Docker's copy does.
+    await fs.chown(into, st.uid, st.gid);
+    await fs.chmod(into, st.mode & 0o7777);
+    // -a: no link followed, owners, modes, times, xattrs kept; `/.` copies the folder's content.
+    await run('cp', ['-a', '--', `${source}/.`, `${into}/`]);
+  }
+}
