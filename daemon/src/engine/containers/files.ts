@@ -14,8 +14,18 @@ const HOSTS_HEADER = [
   'ff02::2\tip6-allrouters',
 ];
 
-export function hostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string): string {
+/** An /etc/hosts line of a legacy link (`--link other:alias` on the default bridge). */
+export interface LinkEntry {
+  address: string;
+  names: string[];
+}
+
+/** The address of the embedded DNS server inside a container's namespace. */
+export const EMBEDDED_DNS = '127.0.0.11';
+
+export function hostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): string {
   const lines = [...HOSTS_HEADER];
+  for (const link of links) lines.push(`${link.address}\t${link.names.join(' ')}`);
   for (const entry of (record.HostConfig.ExtraHosts as string[] | null) ?? []) {
     const sep = entry.search(/[:=]/);
     const name = entry.slice(0, sep);
@@ -32,7 +42,7 @@ export function hostsFile(record: ContainerRecord, address: string | undefined, 
  * The container's resolv.conf: the host's, with loopback nameservers left out (they are not reachable from
  * a container's namespace), and Dns, DnsSearch and DnsOptions applied.
  */
-export function resolvConf(record: ContainerRecord, hostResolv?: string): string {
+export function resolvConf(record: ContainerRecord, hostResolv?: string, opts: { embeddedDns?: boolean } = {}): string {
   let text = hostResolv;
   if (text === undefined) {
     try {
@@ -57,6 +67,15 @@ export function resolvConf(record: ContainerRecord, hostResolv?: string): string
   if ((hc.DnsSearch ?? []).length > 0) search = hc.DnsSearch;
   if ((hc.DnsOptions ?? []).length > 0) options = hc.DnsOptions;
   const lines: string[] = [];
+  if (opts.embeddedDns) {
+    // As Docker writes it on user-defined networks: the embedded server, which forwards what it does not
+    // know to the servers named in the comment.
+    lines.push(`nameserver ${EMBEDDED_DNS}`);
+    if (search.length > 0) lines.push(`search ${search.join(' ')}`);
+    lines.push(`options ${(options.some((o) => o.startsWith('ndots:')) ? options : ['ndots:0', ...options]).join(' ')}`);
+    lines.push('', '# Based on host file: \'/etc/resolv.conf\' (internal resolver)', `# ExtServers: [${nameservers.join(' ')}]`);
+    return lines.join('\n') + '\n';
+  }
   for (const ns of nameservers) lines.push(`nameserver ${ns}`);
   if (search.length > 0) lines.push(`search ${search.join(' ')}`);
   if (options.length > 0) lines.push(`options ${options.join(' ')}`);
@@ -64,12 +83,12 @@ export function resolvConf(record: ContainerRecord, hostResolv?: string): string
 }
 
 /** Rewrites /etc/hosts in place (same inode, so that the container's bind mount sees the new content). */
-export async function writeHostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string): Promise<void> {
+export async function writeHostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): Promise<void> {
   if (record.HostConfig.NetworkMode === 'host') return;
-  await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway));
+  await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway, links));
 }
 
-export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string): Promise<void> {
+export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string, opts: { embeddedDns?: boolean } = {}): Promise<void> {
   const hostname = record.Config.Hostname || 'localhost';
   if (record.HostConfig.NetworkMode === 'host') {
     await fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined)));
@@ -77,5 +96,5 @@ export async function writeContainerFiles(record: ContainerRecord, address: stri
     await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway));
   }
   await fs.writeFile(record.HostnamePath, `${hostname}\n`);
-  await fs.writeFile(record.ResolvConfPath, resolvConf(record));
+  await fs.writeFile(record.ResolvConfPath, resolvConf(record, undefined, opts));
 }

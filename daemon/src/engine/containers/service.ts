@@ -15,7 +15,7 @@ import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
 import type { ContainerNetworking } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
 import { logChunks } from './logs.js';
-import { writeContainerFiles, writeHostsFile } from './files.js';
+import { writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec, resolveUser } from './ocispec.js';
 import { ContainerStore } from './store.js';
@@ -148,7 +148,14 @@ export class ContainerService implements ImageUsers {
     this.checkUnsupported(request, hc);
     // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
     // try to pull the image and hide the real error.
-    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { macAddress: request.MacAddress, deferUnknownNetwork: true });
+    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, {
+      macAddress: request.MacAddress,
+      deferUnknownNetwork: true,
+      portBindings: hc.PortBindings,
+      publishAllPorts: hc.PublishAllPorts === true,
+      exposedPorts: Object.keys(request.ExposedPorts ?? {}),
+      dns: hc.Dns ?? undefined,
+    });
     if (plan.mode === 'container') this.store.get(plan.container);
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       const b = parseBind(bind);
@@ -180,10 +187,6 @@ export class ContainerService implements ImageUsers {
 
   /** Features whose engine parts are not built yet answer a clear error instead of being ignored. */
   private checkUnsupported(request: Record<string, any>, hc: Record<string, any>): void {
-    const published = Object.values((hc.PortBindings as Record<string, unknown[] | null> | null) ?? {}).some((b) => (b ?? []).length > 0);
-    if (published || hc.PublishAllPorts === true) {
-      throw new InvalidParameter('publishing ports (PortBindings, PublishAllPorts) is not supported by this engine yet');
-    }
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       if (parseBind(bind).volume) throw new InvalidParameter(`named volumes are not supported by this engine yet (HostConfig.Binds entry ${JSON.stringify(bind)})`);
     }
@@ -214,7 +217,14 @@ export class ContainerService implements ImageUsers {
     let connected = false;
     try {
       // Planned again at every start: the network may have gone or changed since create.
-      const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, { macAddress: record.Config.MacAddress });
+      const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, {
+        macAddress: record.Config.MacAddress,
+        portBindings: hc.PortBindings,
+        publishAllPorts: hc.PublishAllPorts === true,
+        exposedPorts: Object.keys(record.Config.ExposedPorts ?? {}),
+        dns: hc.Dns ?? undefined,
+      });
+      const links = this.legacyLinks(record);
       let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
       if (plan.mode === 'container') {
         const other = this.store.get(plan.container);
@@ -231,7 +241,7 @@ export class ContainerService implements ImageUsers {
       await this.host.mountRootfs(record.Id, lowerDirs);
       mounted = true;
       // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.
-      await writeContainerFiles(record, undefined);
+      await writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns });
       const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth' });
       const pending = this.pendingAttach.get(record.Id);
       const { pid } = await this.host.start(
@@ -250,7 +260,8 @@ export class ContainerService implements ImageUsers {
             connected = true;
             record.Networks = attachment.networks;
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
-            if (attachment.hostsAddress) await writeHostsFile(record, attachment.hostsAddress);
+            record.Ports = attachment.ports;
+            if (attachment.hostsAddress || links.length > 0) await writeHostsFile(record, attachment.hostsAddress, plan.hostGateway, links);
             // Clients that attached before start get the stream from the first byte on.
             if (pending) {
               this.pendingAttach.delete(record.Id);
@@ -295,6 +306,24 @@ export class ContainerService implements ImageUsers {
       }
       throw err;
     }
+  }
+
+  /**
+   * The /etc/hosts lines of HostConfig.Links (`name:alias`, or `/name:/me/alias` as Docker stores them):
+   * the linked container's address on the default bridge, under the alias, its short id and its name.
+   */
+  private legacyLinks(record: ContainerRecord): LinkEntry[] {
+    const out: LinkEntry[] = [];
+    for (const link of (record.HostConfig.Links as string[] | null) ?? []) {
+      const [rawName, rawAlias] = link.split(':');
+      const other = this.store.get(rawName.replace(/^\//, ''));
+      const alias = (rawAlias ?? rawName).split('/').pop() || other.Name.slice(1);
+      if (!other.State.Running) throw new Conflict(`cannot link to a non running container: ${other.Name} AS ${record.Name}/${alias}`);
+      const address = other.Networks.bridge?.IPAddress;
+      if (!address) throw new InvalidParameter(`cannot link to ${other.Name}: links work on the default bridge network only`);
+      out.push({ address, names: [...new Set([alias, other.Id.slice(0, 12), other.Name.slice(1)])] });
+    }
+    return out;
   }
 
   /** Watches a running container's process and handles its exit. */

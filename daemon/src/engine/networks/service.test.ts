@@ -7,7 +7,7 @@ import { EventBus, type EngineEvent } from '../events.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import { NetworkService, type NetworkServiceOptions } from './service.js';
 import { containerConnector } from './connect.js';
-import type { BridgeSpec, NetworkHost, VethSpec } from './types.js';
+import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from './types.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
 class FakeNetworkHost implements NetworkHost {
@@ -56,6 +56,32 @@ class FakeNetworkHost implements NetworkHost {
   }
   async bridgePorts(bridge: string) {
     return [...(this.ports.get(bridge) ?? [])];
+  }
+  /** Published port rules by container id. */
+  published = new Map<string, PublishSpec>();
+  /** Host ports some other program holds. */
+  busyHostPorts = new Set<number>();
+  dnsServed = new Map<string, { pid: number; answers: DnsAnswers }>();
+  async ephemeralPortRange() {
+    return { first: 40000, last: 40009 };
+  }
+  async hostPortFree(_proto: PortProto, _ip: string, port: number) {
+    return !this.busyHostPorts.has(port);
+  }
+  async publishPorts(spec: PublishSpec) {
+    this.published.set(spec.containerId, spec);
+  }
+  async unpublishPorts(spec: PublishSpec) {
+    this.published.delete(spec.containerId);
+  }
+  async removeStalePortRules(_bridge: string, keep: ReadonlySet<string>) {
+    for (const id of this.published.keys()) if (!keep.has(id)) this.published.delete(id);
+  }
+  async startDns(id: string, pid: number, answers: DnsAnswers) {
+    this.dnsServed.set(id, { pid, answers });
+  }
+  stopDns(id: string) {
+    this.dnsServed.delete(id);
   }
 }
 
@@ -131,7 +157,7 @@ test('plan validates NetworkMode and EndpointsConfig with clear messages', async
   const bridgeId = service.inspect('bridge').Id;
   const byId = service.plan(bridgeId.slice(0, 12), undefined);
   assert.equal(byId.mode === 'bridge' && byId.networkName, 'bridge');
-  assert.deepEqual(service.plan('container:web', undefined), { mode: 'container', container: 'web' });
+  assert.deepEqual(service.plan('container:web', undefined), { mode: 'container', container: 'web', hostGateway: '172.17.0.1' });
 
   assert.throws(() => service.plan('nosuchnet', undefined), (e: Error) => e instanceof NotFound && e.message === 'network nosuchnet not found');
   assert.throws(() => service.plan('container:', undefined), InvalidParameter);
@@ -433,3 +459,81 @@ test('connect and disconnect a running container: eth1 without default route, ev
 function names(list: string[]): string[] {
   return [...list].sort();
 }
+
+test('published ports: explicit, ephemeral from the range, ranges, PublishAllPorts; a taken port is a clear conflict; released at disconnect', async () => {
+  const { service, host } = await setup();
+  const a = 'a'.repeat(64);
+  const b = 'b'.repeat(64);
+  const plan = service.plan('bridge', undefined, {
+    portBindings: { '80/tcp': [{ HostIp: '', HostPort: '8080' }], '53/udp': [{ HostPort: '' }], '9000-9001/tcp': [{ HostIp: '127.0.0.1', HostPort: '19000-19001' }] },
+    publishAllPorts: true,
+    exposedPorts: ['80/tcp', '443/tcp'],
+  });
+  const attached = await service.connect({ id: a, name: '/alpha' }, plan, 101);
+  assert.deepEqual(attached.ports['80/tcp'], [{ HostIp: '0.0.0.0', HostPort: '8080' }]);
+  assert.deepEqual(attached.ports['9001/tcp'], [{ HostIp: '127.0.0.1', HostPort: '19001' }]);
+  for (const key of ['53/udp', '443/tcp']) {
+    const port = Number(attached.ports[key]![0].HostPort);
+    assert.ok(port >= 40000 && port <= 40009, `${key} got ${port}`);
+  }
+  const rules = host.published.get(a)!;
+  assert.equal(rules.address, attached.networks.bridge.IPAddress);
+  assert.equal(rules.ports.length, 5);
+  // The same host port for a second container: refused, naming the port, and nothing left behind.
+  const clash = service.plan('bridge', undefined, { portBindings: { '81/tcp': [{ HostPort: '8080' }] } });
+  await assert.rejects(service.connect({ id: b, name: '/beta' }, clash, 102), (e: Error) => e instanceof Conflict && e.message === 'Bind for 0.0.0.0:8080 failed: port is already allocated');
+  assert.equal(service.containerNetworks(b).bridge, undefined);
+  assert.equal(host.published.has(b), false);
+  // A port another program holds is refused too.
+  host.busyHostPorts.add(8181);
+  await assert.rejects(service.connect({ id: b, name: '/beta' }, service.plan('bridge', undefined, { portBindings: { '81/tcp': [{ HostPort: '8181' }] } }), 102), /Bind for 0.0.0.0:8181 failed: port is already allocated/);
+  await service.disconnect(a);
+  assert.equal(host.published.has(a), false);
+  // Released: the port can be taken again.
+  const again = await service.connect({ id: b, name: '/beta' }, service.plan('bridge', undefined, { portBindings: { '81/tcp': [{ HostPort: '8080' }] } }), 102);
+  assert.deepEqual(again.ports['81/tcp'], [{ HostIp: '0.0.0.0', HostPort: '8080' }]);
+});
+
+test('published ports: bad input is refused at plan time', async () => {
+  const { service } = await setup();
+  const bad: Array<[unknown, RegExp]> = [
+    [{ '80/sctpx': [{ HostPort: '80' }] }, /unknown protocol "sctpx"/],
+    [{ '70000/tcp': [{ HostPort: '80' }] }, /not a port number/],
+    [{ '80/tcp': [{ HostPort: '99999' }] }, /not a port number/],
+    [{ '80/tcp': [{ HostIp: 'nope', HostPort: '80' }] }, /HostIp "nope": expected an IPv4 address/],
+    [{ '80-82/tcp': [{ HostPort: '90-91' }] }, /needs a host range of the same size/],
+  ];
+  for (const [portBindings, message] of bad) {
+    assert.throws(() => service.plan('bridge', undefined, { portBindings }), (e: Error) => e instanceof InvalidParameter && message.test(e.message), JSON.stringify(portBindings));
+  }
+  assert.throws(() => service.plan('container:other', undefined, { portBindings: { '80/tcp': [{ HostPort: '80' }] } }), /conflicting options: port publishing and the container type network mode/);
+  // Host networking publishes nothing (the container's sockets are the host's).
+  assert.equal((service.plan('host', undefined, { portBindings: { '80/tcp': [{ HostPort: '80' }] } }) as { ports?: unknown }).ports, undefined);
+});
+
+test('embedded DNS answers: names, aliases and short ids of the networks the asker shares; others go upstream', async () => {
+  const { service, host } = await setup();
+  await service.create({ Name: 'front' });
+  await service.create({ Name: 'back' });
+  const [a, b, c] = ['a', 'b', 'c'].map((x) => x.repeat(64));
+  const viaFront = (aliases?: string[]) => service.plan('front', { EndpointsConfig: { front: { Aliases: aliases } } }, {});
+  await service.connect({ id: a, name: '/alpha' }, viaFront(['web', 'www']), 101);
+  const bAttached = await service.connect({ id: b, name: '/beta' }, viaFront(), 102);
+  await service.connect({ id: c, name: '/gamma' }, service.plan('back', undefined, { dns: ['10.9.9.9'] }), 103);
+  assert.equal(service.plan('bridge', undefined, {}).embeddedDns, undefined);
+  assert.equal(viaFront().embeddedDns, true);
+  const asB = host.dnsServed.get(b)!.answers;
+  assert.equal(host.dnsServed.get(b)!.pid, 102);
+  const alphaAddress = service.containerNetworks(a).front.IPAddress;
+  for (const name of ['alpha', 'ALPHA.', 'web', 'www', 'alpha.front', 'aaaaaaaaaaaa']) assert.deepEqual(asB.lookup(name), [alphaAddress], name);
+  assert.deepEqual(asB.lookup('beta'), [bAttached.networks.front.IPAddress]);
+  assert.equal(asB.lookup('gamma'), undefined, 'gamma is on another network');
+  assert.equal(asB.lookup('example.org'), undefined);
+  assert.deepEqual(host.dnsServed.get(c)!.answers.upstreams(), ['10.9.9.9']);
+  assert.deepEqual(service.containerNetworks(a).front.Aliases, ['web', 'www']);
+  assert.deepEqual(service.containerNetworks(a).front.DNSNames, ['alpha', 'web', 'www', 'aaaaaaaaaaaa']);
+  assert.throws(() => service.plan('front', { EndpointsConfig: { front: { Aliases: ['bad name'] } } }), /invalid alias "bad name"/);
+  await service.disconnect(a);
+  assert.equal(host.dnsServed.has(a), false);
+  assert.equal(asB.lookup('web'), undefined);
+});

@@ -23,10 +23,16 @@ import {
   type Subnet,
 } from './ipv4.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
+import { allocatePorts, parsePortRequests, portMap } from './ports.js';
+import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import type {
   ContainerNetworkAttachment,
   ContainerNetworking,
+  DnsAnswers,
+  PlanExtras,
+  PlanOptions,
+  PortMapping,
   EndpointRecord,
   EndpointRequest,
   EndpointSettings,
@@ -141,6 +147,7 @@ export class NetworkService implements ContainerNetworking {
         masquerade: entry.network.Options['com.docker.network.bridge.enable_ip_masquerade'] !== 'false',
         internal: entry.network.Internal,
         isolateFrom: this.isolationOf(entry),
+        icc: entry.network.Options['com.docker.network.bridge.enable_icc'] !== 'false',
       });
     }
   }
@@ -459,9 +466,13 @@ export class NetworkService implements ContainerNetworking {
 
   // ---------------------------------------------------------------- containers
 
-  plan(networkMode: string | undefined, networkingConfig: unknown, opts: { macAddress?: string; deferUnknownNetwork?: boolean } = {}): NetworkPlan {
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts: PlanOptions = {}): NetworkPlan {
     const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
+    const ports = parsePortRequests(opts.portBindings, opts.publishAllPorts === true, opts.exposedPorts ?? []);
+    const extras: PlanExtras = { hostGateway: this.byName('bridge')?.network.IPAM.Config[0]?.Gateway };
+    if (opts.dns && opts.dns.length > 0) extras.dnsServers = [...opts.dns];
     if (mode.startsWith('container:')) {
+      if (ports.length > 0) throw new InvalidParameter('conflicting options: port publishing and the container type network mode');
       const ref = mode.slice('container:'.length);
       if (ref === '') throw new InvalidParameter('invalid HostConfig.NetworkMode "container:": expected container:<name|id>');
       const endpoints = this.endpointsConfig(networkingConfig);
@@ -471,7 +482,7 @@ export class NetworkService implements ContainerNetworking {
         }
       }
       if (opts.macAddress) throw new InvalidParameter(`conflicting options: MacAddress cannot be set with network mode ${mode}`);
-      return { mode: 'container', container: ref };
+      return { ...extras, mode: 'container', container: ref };
     }
     let entry: NetworkEntry;
     try {
@@ -480,7 +491,7 @@ export class NetworkService implements ContainerNetworking {
       if (err instanceof NotFound) {
         // Docker creates the container and fails its start instead: a 404 from create makes the docker
         // CLI try to pull the image, hiding the real error. The engine chooses with deferUnknownNetwork.
-        if (opts.deferUnknownNetwork) return { mode: 'bridge', networkId: '', networkName: mode, endpoint: {} };
+        if (opts.deferUnknownNetwork) return { ...extras, mode: 'bridge', networkId: '', networkName: mode, endpoint: {} };
         throw new NotFound(`network ${mode} not found`, { cause: err });
       }
       throw err;
@@ -518,8 +529,11 @@ export class NetworkService implements ContainerNetworking {
     if (kind !== 'bridge' && endpoint.macAddress) {
       throw new InvalidParameter(`conflicting options: a MAC address cannot be set with network mode ${name}`);
     }
-    const plan: NetworkPlan = { mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
+    const plan: NetworkPlan = { ...extras, mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
     if (extra.length > 0) plan.extra = extra;
+    // Ports are published on the bridge networks only; with host networking the container's own sockets are the host's.
+    if (kind === 'bridge' && ports.length > 0) plan.ports = ports;
+    if (kind === 'bridge' && [entry, ...extra.map((e) => this.entries.get(e.networkId)!)].some((e) => !this.isPredefined(e))) plan.embeddedDns = true;
     return plan;
   }
 
@@ -547,6 +561,13 @@ export class NetworkService implements ContainerNetworking {
     const aliases = settings.Aliases;
     if (Array.isArray(aliases) && aliases.length > 0 && this.isPredefined(entry)) {
       throw new InvalidParameter(`${field}.Aliases: network-scoped aliases are supported only for containers in user-defined networks`);
+    }
+    if (aliases !== undefined && aliases !== null) {
+      if (!Array.isArray(aliases) || aliases.some((a) => typeof a !== 'string')) throw new InvalidParameter(`${field}.Aliases must be a list of strings`);
+      for (const a of aliases as string[]) {
+        if (!/^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$/.test(a)) throw new InvalidParameter(`${field}.Aliases: invalid alias ${JSON.stringify(a)}: expected a DNS name`);
+      }
+      if (aliases.length > 0) endpoint.aliases = [...new Set(aliases as string[])];
     }
     const mac = settings.MacAddress;
     if (mac !== undefined && mac !== '') {
@@ -593,10 +614,12 @@ export class NetworkService implements ContainerNetworking {
     const entry = this.entries.get(networkId);
     const gateway = ep?.ipv4 ? (entry?.network.IPAM.Config[0]?.Gateway ?? '') : '';
     const staticIPv4 = ep ? (ep.staticIPv4 ? ep.ipv4 : undefined) : request?.ipv4Address;
+    const aliases = ep ? ep.aliases : request?.aliases;
+    const userDefined = entry !== undefined && !this.isPredefined(entry);
     return {
       IPAMConfig: staticIPv4 ? { IPv4Address: staticIPv4 } : null,
       Links: null,
-      Aliases: null,
+      Aliases: aliases && aliases.length > 0 ? [...aliases] : null,
       MacAddress: ep?.macAddress ?? '',
       DriverOpts: null,
       GwPriority: 0,
@@ -608,7 +631,7 @@ export class NetworkService implements ContainerNetworking {
       IPv6Gateway: '',
       GlobalIPv6Address: '',
       GlobalIPv6PrefixLen: 0,
-      DNSNames: null,
+      DNSNames: ep && userDefined ? [ep.containerName, ...(ep.aliases ?? []), ep.containerId.slice(0, 12)] : null,
     };
   }
 
@@ -655,7 +678,7 @@ export class NetworkService implements ContainerNetworking {
   }
 
   connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
-    if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '' });
+    if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '', ports: {} });
     return this.lock.run(async () => {
       const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
       const entries = joins.map((j) => {
@@ -673,10 +696,22 @@ export class NetworkService implements ContainerNetworking {
           const endpoint = await this.join(entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i);
           joined.push({ entry, endpoint });
         }
+        if (plan.mode === 'bridge' && pid !== undefined) {
+          const [primary] = joined;
+          if (plan.ports && plan.ports.length > 0) await this.publish(primary.entry, primary.endpoint, plan.ports);
+          if (plan.embeddedDns) {
+            for (const { entry, endpoint } of joined) if (!this.isPredefined(entry)) endpoint.dns = true;
+            if (plan.dnsServers) primary.endpoint.dnsServers = plan.dnsServers;
+            await this.host.startDns(container.id, pid, this.dnsAnswers(container.id));
+            await Promise.all(joined.map(({ entry }) => this.store.save(entry)));
+          }
+        }
       } catch (err) {
+        this.host.stopDns(container.id);
         for (const { entry, endpoint } of joined.reverse()) {
           entry.endpoints.delete(container.id);
           await this.store.save(entry).catch(() => undefined);
+          if (endpoint.ports && endpoint.ports.length > 0) await this.unpublish(entry, endpoint).catch(() => undefined);
           if (endpoint.hostInterface) await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
         }
         throw err;
@@ -692,8 +727,82 @@ export class NetworkService implements ContainerNetworking {
         hostsAddress: primary.endpoint.ipv4 || undefined,
         sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
         bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
+        ports: portMap(primary.endpoint.ports ?? []),
       };
     });
+  }
+
+  /** The host ports every container holds now. */
+  private publishedPorts(exceptContainerId?: string): PortMapping[] {
+    const out: PortMapping[] = [];
+    for (const entry of this.entries.values()) {
+      for (const ep of entry.endpoints.values()) if (ep.containerId !== exceptContainerId) out.push(...(ep.ports ?? []));
+    }
+    return out;
+  }
+
+  /** Chooses the host ports (under the lock) and installs their forwarding rules; the choice is on disk first. */
+  private async publish(entry: NetworkEntry, endpoint: EndpointRecord, requests: NonNullable<PlanExtras['ports']>): Promise<void> {
+    if (!this.opts.iptables) throw new InvalidParameter('publishing ports needs the engine to manage firewall rules (--iptables)');
+    const mappings = await allocatePorts(requests, this.publishedPorts(endpoint.containerId), {
+      range: () => this.host.ephemeralPortRange(),
+      isFree: (proto, hostIp, port) => this.host.hostPortFree(proto, hostIp, port),
+    });
+    endpoint.ports = mappings;
+    await this.store.save(entry);
+    await this.host.publishPorts({ bridge: entry.bridge ?? this.opts.bridgeName, containerId: endpoint.containerId, address: endpoint.ipv4, ports: mappings });
+  }
+
+  private async unpublish(entry: NetworkEntry, endpoint: EndpointRecord): Promise<void> {
+    const bridge = entry.bridge ?? this.opts.bridgeName;
+    await this.host.unpublishPorts({ bridge, containerId: endpoint.containerId, address: endpoint.ipv4, ports: endpoint.ports ?? [] });
+  }
+
+  /**
+   * What the embedded DNS server of one container answers: the containers of the user-defined networks it
+   * shares with the asker, by name, alias, short id or `name.network`; other names go upstream.
+   */
+  private dnsAnswers(containerId: string): DnsAnswers {
+    return {
+      lookup: (rawName) => {
+        const name = rawName.toLowerCase().replace(/\.$/, '');
+        const found: string[] = [];
+        for (const entry of this.entries.values()) {
+          if (this.isPredefined(entry) || !entry.endpoints.has(containerId)) continue;
+          const network = entry.network.Name.toLowerCase();
+          for (const ep of entry.endpoints.values()) {
+            if (!ep.ipv4) continue;
+            const names = [ep.containerName, ...(ep.aliases ?? [])].map((n) => n.toLowerCase());
+            const matches =
+              names.some((n) => n === name || `${n}.${network}` === name) || (name.length === 12 && ep.containerId.startsWith(name));
+            if (matches && !found.includes(ep.ipv4)) found.push(ep.ipv4);
+          }
+        }
+        return found.length > 0 ? found : undefined;
+      },
+      upstreams: () => {
+        for (const entry of this.entries.values()) {
+          const servers = entry.endpoints.get(containerId)?.dnsServers;
+          if (servers && servers.length > 0) return servers;
+        }
+        return this.hostResolvers();
+      },
+    };
+  }
+
+  /** The host's resolvers (BERTH_DNS_UPSTREAM, a comma-separated list of ip[:port], overrides /etc/resolv.conf). */
+  private hostResolvers(): string[] {
+    const env = process.env.BERTH_DNS_UPSTREAM;
+    if (env) return env.split(',').map((s) => s.trim()).filter(Boolean);
+    try {
+      return readFileSync('/etc/resolv.conf', 'utf8')
+        .split('\n')
+        .map((l) => l.trim().split(/\s+/))
+        .filter(([k, v]) => k === 'nameserver' && v && !v.includes(':'))
+        .map(([, v]) => v);
+    } catch {
+      return [];
+    }
   }
 
   /** Records the container's endpoint in one network and, for a bridge network, plugs it in. */
@@ -710,6 +819,7 @@ export class NetworkService implements ContainerNetworking {
     const stale = entry.endpoints.get(container.id);
     if (stale?.hostInterface) await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
     const endpoint: EndpointRecord = { containerId: container.id, containerName, endpointId: newId(), ipv4: '', prefixLen: 0, macAddress: '', pid };
+    if (request.aliases) endpoint.aliases = [...request.aliases];
     if (entry.network.Driver !== 'bridge' || pid === undefined) {
       entry.endpoints.set(container.id, endpoint);
       await this.store.save(entry);
@@ -786,9 +896,15 @@ export class NetworkService implements ContainerNetworking {
 
   disconnect(containerId: string): Promise<void> {
     return this.lock.run(async () => {
+      this.host.stopDns(containerId);
       for (const entry of this.entries.values()) {
         const ep = entry.endpoints.get(containerId);
         if (!ep) continue;
+        if (ep.ports && ep.ports.length > 0) {
+          await this.unpublish(entry, ep).catch((err) => {
+            log.warn('cannot remove the port rules of a container', { id: containerId, error: errorMessage(err) });
+          });
+        }
         entry.endpoints.delete(containerId);
         await this.store.save(entry);
         // The veth normally dies with the namespace; the kernel may not have got to it yet.
@@ -806,7 +922,10 @@ export class NetworkService implements ContainerNetworking {
     return this.lock.run(async () => {
       for (const entry of this.entries.values()) {
         const gone = [...entry.endpoints.values()].filter((ep) => !liveContainerIds.has(ep.containerId));
-        for (const ep of gone) entry.endpoints.delete(ep.containerId);
+        for (const ep of gone) {
+          if (ep.ports && ep.ports.length > 0) await this.unpublish(entry, ep).catch(() => undefined);
+          entry.endpoints.delete(ep.containerId);
+        }
         if (gone.length > 0) {
           await this.store.save(entry);
           log.info('released network endpoints of containers that are not running', { network: entry.network.Name, count: gone.length });
@@ -814,13 +933,28 @@ export class NetworkService implements ContainerNetworking {
         for (const ep of gone) {
           this.events.publish('network', 'disconnect', entry.network.Id, { container: ep.containerId, name: entry.network.Name, type: entry.network.Driver });
         }
-        const bridge = entry.network.Driver === 'bridge' ? entry.bridge : undefined;
+        const bridge = entry.network.Driver === 'bridge' ? (entry.bridge ?? (entry.network.Name === 'bridge' ? this.opts.bridgeName : undefined)) : undefined;
         if (!bridge) continue;
+        if (this.opts.iptables) {
+          const holders = new Set([...entry.endpoints.values()].filter((ep) => (ep.ports ?? []).length > 0).map((ep) => ep.containerId));
+          await this.host.removeStalePortRules(bridge, holders).catch((err) => log.warn('cannot remove stale port rules', { bridge, error: errorMessage(err) }));
+        }
         const owned = new Set([...entry.endpoints.values()].map((ep) => ep.hostInterface).filter(Boolean));
         for (const port of await this.host.bridgePorts(bridge)) {
           if (owned.has(port)) continue;
           log.info('removing an interface no live container owns', { bridge, interface: port });
           await this.host.removeInterface(port).catch((err) => log.warn('cannot remove interface', { interface: port, error: errorMessage(err) }));
+        }
+      }
+      // The DNS listeners died with the previous daemon: the live containers get theirs again.
+      const served = new Set<string>();
+      for (const entry of this.entries.values()) {
+        for (const ep of entry.endpoints.values()) {
+          if (!ep.dns || !ep.pid || served.has(ep.containerId)) continue;
+          served.add(ep.containerId);
+          await this.host.startDns(ep.containerId, ep.pid, this.dnsAnswers(ep.containerId)).catch((err) => {
+            log.warn('cannot serve DNS to a container again', { id: ep.containerId, error: errorMessage(err) });
+          });
         }
       }
     });

@@ -48,6 +48,24 @@ export interface EndpointRecord {
   staticIPv4?: boolean;
   /** The container's init pid when it joined (for SandboxKey). */
   pid?: number;
+  /** Network-scoped aliases (EndpointsConfig.Aliases, `--network-alias`), resolved by the embedded DNS. */
+  aliases?: string[];
+  /** Ports published to the host through this endpoint (the container's first network only). */
+  ports?: PortMapping[];
+  /** The embedded DNS server listens in the container's namespace (user-defined networks). */
+  dns?: boolean;
+  /** HostConfig.Dns: the embedded DNS server's upstreams for this container (on its first network). */
+  dnsServers?: string[];
+}
+
+export type PortProto = 'tcp' | 'udp' | 'sctp';
+
+/** A container port published on a host port. `hostIp` '' stands for every address of the host. */
+export interface PortMapping {
+  proto: PortProto;
+  containerPort: number;
+  hostIp: string;
+  hostPort: number;
 }
 
 /** A container's endpoint in a network as container inspect and list show it (EndpointSettings). */
@@ -73,7 +91,8 @@ export interface EndpointSettings {
  * How a container is networked, resolved from HostConfig.NetworkMode and NetworkingConfig at create.
  * Plain data: the engine may keep it, but should plan again at start (the network may be gone).
  */
-export type NetworkPlan =
+export type NetworkPlan = PlanExtras &
+  (
   | {
       mode: 'bridge' | 'host' | 'none';
       networkId: string;
@@ -83,11 +102,45 @@ export type NetworkPlan =
       extra?: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }>;
     }
   /** Shares the network namespace of another container (`container:<id|name>`); the engine resolves the reference. */
-  | { mode: 'container'; container: string };
+  | { mode: 'container'; container: string }
+  );
 
 export interface EndpointRequest {
   ipv4Address?: string;
   macAddress?: string;
+  aliases?: string[];
+}
+
+/** What a plan carries besides the networks: how the container's name resolution files are written. */
+export interface PlanExtras {
+  /** The address `host-gateway` in ExtraHosts stands for (the default bridge's gateway). */
+  hostGateway?: string;
+  /** The container's resolver is the embedded DNS server (127.0.0.11): user-defined networks. */
+  embeddedDns?: boolean;
+  /** Ports to publish (PortBindings, PublishAllPorts), checked at plan time; host ports chosen at connect. */
+  ports?: PortRequest[];
+  /** HostConfig.Dns: the embedded DNS server's upstreams when given. */
+  dnsServers?: string[];
+}
+
+/** One container port to publish, as asked for. `hostPortFirst` 0 means any free (ephemeral) port. */
+export interface PortRequest {
+  proto: PortProto;
+  containerPort: number;
+  /** '' for every host address. */
+  hostIp: string;
+  hostPortFirst: number;
+  hostPortLast: number;
+}
+
+/** What `plan` needs to know of the container besides its network fields. */
+export interface PlanOptions {
+  macAddress?: string;
+  deferUnknownNetwork?: boolean;
+  portBindings?: unknown;
+  publishAllPorts?: boolean;
+  exposedPorts?: readonly string[];
+  dns?: readonly string[];
 }
 
 /** What connecting a container gave it. */
@@ -100,6 +153,8 @@ export interface ContainerNetworkAttachment {
   sandboxKey: string;
   /** Name of the bridge on the host the container is attached to ('' otherwise). */
   bridge: string;
+  /** NetworkSettings.Ports of the published ports (empty when none). */
+  ports: Record<string, Array<{ HostIp: string; HostPort: string }>>;
 }
 
 /**
@@ -113,7 +168,7 @@ export interface ContainerNetworking {
    * `deferUnknownNetwork`, an unknown NetworkMode name gives a plan whose `connect` fails with NotFound
    * instead (Docker's behaviour: create succeeds, start answers 404).
    */
-  plan(networkMode: string | undefined, networkingConfig: unknown, opts?: { macAddress?: string; deferUnknownNetwork?: boolean }): NetworkPlan;
+  plan(networkMode: string | undefined, networkingConfig: unknown, opts?: PlanOptions): NetworkPlan;
   /** The endpoints a created but not running container shows (no addresses yet). */
   plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings>;
   /**
@@ -183,6 +238,27 @@ export interface BridgeRules {
    * `br-+` stands for every bridge named br-...).
    */
   isolateFrom?: string[];
+  /** Containers of the bridge may talk to each other (com.docker.network.bridge.enable_icc; default true). */
+  icc?: boolean;
+}
+
+/** The port forwarding rules of one container (DNAT from the host ports to the container's address). */
+export interface PublishSpec {
+  bridge: string;
+  containerId: string;
+  address: string;
+  ports: PortMapping[];
+}
+
+/** What the embedded DNS server asks the engine. */
+export interface DnsAnswers {
+  /**
+   * The IPv4 addresses `name` stands for, as seen by the container: its own networks' containers by name,
+   * alias or short id. Undefined when the name is not the engine's (the server forwards it).
+   */
+  lookup(name: string): string[] | undefined;
+  /** Upstream servers (`ip` or `ip:port`) for the names the engine does not know. */
+  upstreams(): string[];
 }
 
 /** The Host methods networking needs (host/linux/network implements them). */
@@ -212,4 +288,18 @@ export interface NetworkHost {
   removeInterface(name: string): Promise<void>;
   /** Names of the interfaces attached to the bridge. */
   bridgePorts(bridge: string): Promise<string[]>;
+  /** The kernel's range of ephemeral ports. */
+  ephemeralPortRange(): Promise<{ first: number; last: number }>;
+  /** Whether a host port can be bound now (no program on the host holds it). */
+  hostPortFree(proto: PortProto, hostIp: string, port: number): Promise<boolean>;
+  /** Installs the container's port forwarding rules. */
+  publishPorts(spec: PublishSpec): Promise<void>;
+  /** Removes the container's port forwarding rules. Idempotent. */
+  unpublishPorts(spec: PublishSpec): Promise<void>;
+  /** Removes the port rules of the bridge that belong to none of `keepContainerIds` (a crash's leftovers). */
+  removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>): Promise<void>;
+  /** Serves DNS on 127.0.0.11:53 (UDP and TCP) inside the network namespace of `pid`, answering with `answers`. */
+  startDns(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
+  /** Closes the container's DNS listeners. Idempotent. */
+  stopDns(containerId: string): void;
 }

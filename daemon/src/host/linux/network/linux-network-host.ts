@@ -6,9 +6,12 @@
  * ours and nothing another engine (or another daemon with another bridge) installed.
  */
 import { linuxSys } from '../sys.js';
+import dgram from 'node:dgram';
 import { promises as fs } from 'node:fs';
+import net from 'node:net';
 import { Conflict } from '../../../engine/errors.js';
-import type { BridgeRules, BridgeSpec, NetworkHost, VethSpec } from '../../../engine/networks/types.js';
+import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../../engine/networks/types.js';
+import { DnsServers } from './dns/server.js';
 import { CommandError, run } from './run.js';
 
 interface IpLink {
@@ -34,6 +37,42 @@ function isMissingDevice(err: unknown): boolean {
 
 function ruleComment(bridge: string): string {
   return `berth:${bridge}`;
+}
+
+/** The tag of one container's port rules: the bridge's tag and the container's short id. */
+function portComment(bridge: string, containerId: string): string {
+  return `berth:${bridge}:${containerId.slice(0, 12)}`;
+}
+
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+
+/**
+ * The rules forwarding a container's published ports (as Docker installs them with the userland proxy off):
+ * DNAT of traffic to a local address and the host port, arriving from outside (PREROUTING) or sent by the
+ * host itself (OUTPUT, which covers 127.0.0.1 with route_localnet on the bridge); the forward accept; and a
+ * masquerade for the container reaching itself through its published port. Rules are the same text when
+ * built again, so that `-D` of the same lines removes them.
+ */
+export function portRules(spec: PublishSpec): { nat: string[]; filter: string[] } {
+  const br = spec.bridge;
+  checkInterfaceName(br);
+  if (!IPV4.test(spec.address)) throw new Error(`invalid container address ${JSON.stringify(spec.address)}`);
+  if (!/^[0-9a-f]{12,64}$/.test(spec.containerId)) throw new Error(`invalid container id ${JSON.stringify(spec.containerId)}`);
+  const comment = `-m comment --comment ${portComment(br, spec.containerId)}`;
+  const nat: string[] = [];
+  const filter: string[] = [];
+  for (const m of spec.ports) {
+    if (!['tcp', 'udp', 'sctp'].includes(m.proto)) throw new Error(`invalid protocol ${JSON.stringify(m.proto)}`);
+    if (m.hostIp !== '' && !IPV4.test(m.hostIp)) throw new Error(`invalid host address ${JSON.stringify(m.hostIp)}`);
+    for (const port of [m.hostPort, m.containerPort]) if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${port}`);
+    const dst = m.hostIp ? `-d ${m.hostIp}/32` : '-m addrtype --dst-type LOCAL';
+    const to = `-j DNAT --to-destination ${spec.address}:${m.containerPort}`;
+    nat.push(`PREROUTING ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
+    nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
+    nat.push(`POSTROUTING -s ${spec.address}/32 -d ${spec.address}/32 -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
+    filter.push(`FORWARD -d ${spec.address}/32 ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
+  }
+  return { nat, filter };
 }
 
 /** Lines of `iptables-save` output (`-A CHAIN ...`) that carry the bridge's comment, per table. */
@@ -129,14 +168,109 @@ export class LinuxNetworkHost implements NetworkHost {
           `-I FORWARD -o ${br} -m conntrack --ctstate RELATED,ESTABLISHED ${comment} -j ACCEPT`,
           `-I FORWARD -i ${br} ${comment} -j ACCEPT`,
           ...(spec.isolateFrom ?? []).filter((other) => other !== br).map((other) => `-I FORWARD -i ${br} -o ${other} ${comment} -j DROP`),
-          ...((spec.isolateFrom ?? []).length > 0 ? [`-I FORWARD -i ${br} -o ${br} ${comment} -j ACCEPT`] : []),
+          ...((spec.isolateFrom ?? []).length > 0 || spec.icc === false ? [`-I FORWARD -i ${br} -o ${br} ${comment} -j ${spec.icc === false ? 'DROP' : 'ACCEPT'}`] : []),
         ];
     for (const other of spec.isolateFrom ?? []) {
       if (!/^[A-Za-z0-9_.-]{1,15}\+?$/.test(other)) throw new Error(`invalid interface name ${JSON.stringify(other)}`);
     }
     const nat = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet} ! -o ${br} ${comment} -j MASQUERADE`];
+    // Published ports reached from the host's loopback: the DNATed packets leave through the bridge with a
+    // 127.0.0.0/8 source, which route_localnet lets through and the masquerade gives the bridge's address.
+    if (!spec.internal) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
     const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
     await run('iptables-restore', ['--noflush', '--wait'], input);
+    if (!spec.internal) await fs.writeFile(`/proc/sys/net/ipv4/conf/${br}/route_localnet`, '1\n');
+  }
+
+  async ephemeralPortRange(): Promise<{ first: number; last: number }> {
+    const [first, last] = (await fs.readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')).trim().split(/\s+/).map(Number);
+    if (!(first > 0 && last >= first && last <= 65535)) return { first: 32768, last: 60999 };
+    return { first, last };
+  }
+
+  hostPortFree(proto: PortProto, hostIp: string, port: number): Promise<boolean> {
+    const address = hostIp || '0.0.0.0';
+    // Node has no SCTP sockets: an SCTP port is taken only by another container's rules.
+    if (proto === 'sctp') return Promise.resolve(true);
+    return new Promise((resolve) => {
+      if (proto === 'udp') {
+        const socket = dgram.createSocket({ type: 'udp4', reuseAddr: false });
+        socket.once('error', () => {
+          socket.close();
+          resolve(false);
+        });
+        socket.bind({ port, address, exclusive: true }, () => socket.close(() => resolve(true)));
+        return;
+      }
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen({ port, host: address, exclusive: true }, () => server.close(() => resolve(true)));
+    });
+  }
+
+  async publishPorts(spec: PublishSpec): Promise<void> {
+    if (spec.ports.length === 0) return;
+    const { nat, filter } = portRules(spec);
+    const input = ['*nat', ...nat.map((r) => `-A ${r}`), 'COMMIT', '*filter', ...filter.map((r) => `-I ${r}`), 'COMMIT', ''].join('\n');
+    await run('iptables-restore', ['--noflush', '--wait'], input);
+  }
+
+  async unpublishPorts(spec: PublishSpec): Promise<void> {
+    if (spec.ports.length === 0) return;
+    const { nat, filter } = portRules(spec);
+    const input = ['*nat', ...nat.map((r) => `-D ${r}`), 'COMMIT', '*filter', ...filter.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
+    try {
+      await run('iptables-restore', ['--noflush', '--wait'], input);
+    } catch {
+      // Some rule was gone already (removed by hand, or half installed): remove what carries the tag.
+      await this.removeTagged(portComment(spec.bridge, spec.containerId));
+    }
+  }
+
+  async removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>): Promise<void> {
+    checkInterfaceName(bridge);
+    const keep = new Set([...keepContainerIds].map((id) => portComment(bridge, id)));
+    const prefix = `berth:${bridge}:`;
+    const stale = new Map<string, string[]>();
+    let table = '';
+    for (const line of (await run('iptables-save', [])).split('\n')) {
+      if (line.startsWith('*')) table = line.slice(1).trim();
+      const tag = /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1];
+      if (!line.startsWith('-A ') || !tag?.startsWith(prefix) || keep.has(tag)) continue;
+      stale.set(table, [...(stale.get(table) ?? []), line.replace(/^-A /, '-D ')]);
+    }
+    if (stale.size === 0) return;
+    const input: string[] = [];
+    for (const [t, lines] of stale) input.push(`*${t}`, ...lines, 'COMMIT');
+    await run('iptables-restore', ['--noflush', '--wait'], input.join('\n') + '\n');
+  }
+
+  /** Removes every rule whose comment is exactly `tag`. */
+  private async removeTagged(tag: string): Promise<void> {
+    const input: string[] = [];
+    let table = '';
+    let lines: string[] = [];
+    for (const line of (await run('iptables-save', [])).split('\n')) {
+      if (line.startsWith('*')) {
+        table = line.slice(1).trim();
+        lines = [];
+      } else if (line === 'COMMIT' && lines.length > 0) {
+        input.push(`*${table}`, ...lines, 'COMMIT');
+      } else if (line.startsWith('-A ') && /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1] === tag) {
+        lines.push(line.replace(/^-A /, '-D '));
+      }
+    }
+    if (input.length > 0) await run('iptables-restore', ['--noflush', '--wait'], input.join('\n') + '\n');
+  }
+
+  private readonly dns = new DnsServers();
+
+  startDns(containerId: string, pid: number, answers: DnsAnswers): Promise<void> {
+    return this.dns.start(containerId, pid, answers);
+  }
+
+  stopDns(containerId: string): void {
+    this.dns.stop(containerId);
   }
 
   async removeNat(bridge: string): Promise<void> {

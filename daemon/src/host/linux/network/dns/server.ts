@@ -1,0 +1,219 @@
+/**
+ * The embedded DNS server: for each container on a user-defined network, one UDP and one TCP listener on
+ * 127.0.0.11:53 inside the container's network namespace (the sockets are opened there by the `netns`
+ * addon and served by this process). Names the engine knows are answered from the engine's table;
+ * others are forwarded to the upstream resolvers from the daemon's own namespace, so that a host
+ * resolver on loopback serves containers too.
+ *
+ * The listeners hold the namespace open: `stop` is called when the container stops, and `start` again for
+ * the live containers when the daemon starts.
+ */
+import dgram from 'node:dgram';
+import { closeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { DnsAnswers } from '../../../../engine/networks/types.js';
+import { log } from '../../../../util/log.js';
+import { buildAnswer, buildError, CLASS_IN, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
+
+export const EMBEDDED_DNS_ADDRESS = '127.0.0.11';
+
+const ANY = 255;
+const UPSTREAM_TIMEOUT_MS = 3000;
+const TCP_IDLE_MS = 10_000;
+const MAX_TCP_MESSAGE = 65535;
+
+interface NetnsAddon {
+  bindInNetns(pid: number, stream: boolean, address: string, port: number): number;
+}
+
+let addon: NetnsAddon | null | undefined;
+
+function netnsAddon(): NetnsAddon | null {
+  if (addon !== undefined) return addon;
+  // daemon/ from dist/src/host/linux/network/dns (compiled)
+  const daemonDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', '..', '..');
+  try {
+    addon = createRequire(import.meta.url)(path.join(daemonDir, 'native', 'netns', 'build', 'Release', 'netns.node')) as NetnsAddon;
+  } catch {
+    addon = null;
+  }
+  return addon;
+}
+
+interface Listener {
+  udp: dgram.Socket;
+  tcp: net.Server;
+  connections: Set<net.Socket>;
+}
+
+function splitUpstream(upstream: string): { host: string; port: number } {
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3})(?::(\d{1,5}))?$/.exec(upstream);
+  return m ? { host: m[1], port: m[2] ? Number(m[2]) : 53 } : { host: upstream, port: 53 };
+}
+
+/** Sends a query to one upstream over UDP and resolves with its answer (undefined on timeout or error). */
+function forwardUdp(query: Buffer, upstream: string): Promise<Buffer | undefined> {
+  const { host, port } = splitUpstream(upstream);
+  return new Promise((resolve) => {
+    const socket = dgram.createSocket('udp4');
+    const done = (answer: Buffer | undefined) => {
+      clearTimeout(timer);
+      socket.close();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(undefined), UPSTREAM_TIMEOUT_MS);
+    socket.on('error', () => done(undefined));
+    socket.on('message', (msg) => {
+      // Only the answer to this query (same id) counts.
+      if (msg.length >= 2 && msg.readUInt16BE(0) === query.readUInt16BE(0)) done(msg);
+    });
+    socket.send(query, port, host, (err) => {
+      if (err) done(undefined);
+    });
+  });
+}
+
+/** Sends a query to one upstream over TCP (2-byte length framing). */
+function forwardTcp(query: Buffer, upstream: string): Promise<Buffer | undefined> {
+  const { host, port } = splitUpstream(upstream);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    let buffered = Buffer.alloc(0);
+    const done = (answer: Buffer | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(undefined), UPSTREAM_TIMEOUT_MS);
+    socket.on('error', () => done(undefined));
+    socket.on('close', () => done(undefined));
+    socket.on('connect', () => {
+      const len = Buffer.alloc(2);
+      len.writeUInt16BE(query.length, 0);
+      socket.write(Buffer.concat([len, query]));
+    });
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) done(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
+    });
+  });
+}
+
+/** The answer to one query: from the engine's names, else from the first upstream that answers. */
+export async function answerQuery(query: Buffer, answers: DnsAnswers, transport: 'udp' | 'tcp'): Promise<Buffer | undefined> {
+  const q = parseQuery(query);
+  if (!q) return buildError(query, RCODE_FORMERR);
+  if (q.qclass === CLASS_IN && (q.type === TYPE_A || q.type === TYPE_AAAA || q.type === ANY)) {
+    const addresses = answers.lookup(q.name);
+    // The engine's containers have IPv4 addresses only: an AAAA question gets an empty answer, not a forward.
+    if (addresses) return buildAnswer(query, q, q.type === TYPE_AAAA ? [] : addresses);
+  }
+  for (const upstream of answers.upstreams()) {
+    const answer = await (transport === 'tcp' ? forwardTcp(query, upstream) : forwardUdp(query, upstream));
+    if (answer) return answer;
+  }
+  return buildError(query, RCODE_SERVFAIL);
+}
+
+export class DnsServers {
+  private readonly listeners = new Map<string, Listener>();
+
+  /** Opens the container's listeners (replacing earlier ones of the same container). */
+  async start(containerId: string, pid: number, answers: DnsAnswers): Promise<void> {
+    this.stop(containerId);
+    const sys = netnsAddon();
+    if (!sys) throw new Error('the embedded DNS server needs the netns addon (daemon/native/netns): build it with npm run build:native');
+    const udpFd = sys.bindInNetns(pid, false, EMBEDDED_DNS_ADDRESS, 53);
+    let tcpFd: number;
+    try {
+      tcpFd = sys.bindInNetns(pid, true, EMBEDDED_DNS_ADDRESS, 53);
+    } catch (err) {
+      closeFd(udpFd);
+      throw err;
+    }
+    const udp = dgram.createSocket('udp4');
+    const tcp = net.createServer();
+    const connections = new Set<net.Socket>();
+    const listener: Listener = { udp, tcp, connections };
+    this.listeners.set(containerId, listener);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        udp.once('error', reject);
+        udp.bind({ fd: udpFd }, () => {
+          udp.off('error', reject);
+          resolve();
+        });
+      });
+      await new Promise<void>((resolve, reject) => {
+        tcp.once('error', reject);
+        tcp.listen({ fd: tcpFd }, () => {
+          tcp.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (err) {
+      this.stop(containerId);
+      throw err;
+    }
+    udp.on('error', (err) => log.warn('embedded DNS (udp) error', { id: containerId, error: err.message }));
+    udp.on('message', (msg, rinfo) => {
+      void answerQuery(msg, answers, 'udp').then((answer) => {
+        if (answer && this.listeners.get(containerId) === listener) udp.send(answer, rinfo.port, rinfo.address, () => undefined);
+      });
+    });
+    tcp.on('error', (err) => log.warn('embedded DNS (tcp) error', { id: containerId, error: err.message }));
+    tcp.on('connection', (socket) => this.serveTcp(socket, answers, connections));
+  }
+
+  private serveTcp(socket: net.Socket, answers: DnsAnswers, connections: Set<net.Socket>): void {
+    connections.add(socket);
+    socket.setTimeout(TCP_IDLE_MS, () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => connections.delete(socket));
+    let buffered = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      if (buffered.length > MAX_TCP_MESSAGE + 2) return socket.destroy();
+      while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
+        const query = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
+        buffered = buffered.subarray(2 + query.length);
+        void answerQuery(Buffer.from(query), answers, 'tcp').then((answer) => {
+          if (!answer || socket.destroyed) return;
+          const len = Buffer.alloc(2);
+          len.writeUInt16BE(answer.length, 0);
+          socket.write(Buffer.concat([len, answer]));
+        });
+      }
+    });
+  }
+
+  /** Closes the container's listeners (and with them the daemon's hold on its namespace). */
+  stop(containerId: string): void {
+    const listener = this.listeners.get(containerId);
+    if (!listener) return;
+    this.listeners.delete(containerId);
+    try {
+      listener.udp.close();
+    } catch {
+      // not bound yet: nothing to close
+    }
+    listener.tcp.close();
+    for (const socket of listener.connections) socket.destroy();
+  }
+
+  /** How many containers are served (for tests of leaks). */
+  get size(): number {
+    return this.listeners.size;
+  }
+}
+
+function closeFd(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // already closed
+  }
+}
