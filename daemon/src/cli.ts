@@ -22,6 +22,8 @@ Options:
       --tlscacert string       CA the clients' certificates must be signed by
       --tlscert string         Server certificate
       --tlskey string          Server key
+      --registry-mirror list   Preferred Docker Hub mirror (repeatable)
+      --insecure-registry list Registry (CIDR or HOST[:PORT]) reached over plain HTTP (repeatable; 127.0.0.0/8 always)
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
@@ -60,6 +62,8 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       tlscert: { type: 'string' },
       tlskey: { type: 'string' },
       ui: { type: 'string' },
+      'registry-mirror': { type: 'string', multiple: true },
+      'insecure-registry': { type: 'string', multiple: true },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
       version: { type: 'boolean', short: 'v' },
@@ -90,6 +94,8 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     tlsKey: v.tlskey as string | undefined,
     logLevel: level,
     ui: v.ui as string | undefined,
+    registryMirrors: (v['registry-mirror'] as string[] | undefined) ?? [],
+    insecureRegistries: (v['insecure-registry'] as string[] | undefined) ?? [],
   };
 }
 

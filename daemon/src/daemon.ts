@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
 import path from 'node:path';
 import { registerImageRoutes } from './api/images.js';
+import { registerDistributionRoutes } from './api/distribution.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
@@ -60,6 +61,10 @@ export interface DaemonOptions {
   logLevel: LogLevel;
   /** `--ui [ADDRESS]`: serve the renderer to a browser on a loopback address ('' = the default one). */
   ui?: string;
+  /** `--registry-mirror`: mirrors of Docker Hub, tried first. */
+  registryMirrors?: string[];
+  /** `--insecure-registry`: registries (CIDR or host[:port]) reached over plain HTTP or unverified TLS; loopback always is. */
+  insecureRegistries?: string[];
 }
 
 export interface Daemon {
@@ -137,7 +142,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const layerStore = new LinuxLayerStore(imageRoot);
   const images = new ImageService(imageRoot, layerStore, events);
   await images.init();
+  // Registries: pull and push through the image service; login check and distribution inspect.
+  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries });
   registerImageRoutes(router, images);
+  registerDistributionRoutes(router, distribution);
 
   // Containers: conmon and the OCI runtime on this machine; records under <data-root>/containers. Loading
   // reconciles them with what runs (reattach, exit codes of those that ended, crash leftovers, restarts).
@@ -258,6 +266,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     openFds: () => countOpenFds(),
     driverStatus: () => readDriverStatus(opts.dataRoot),
     firewallBackend: opts.iptables ? 'iptables' : undefined,
+    registryConfig: () => distribution.config.info(),
     diskUsage: {
       images: async () => imageDiskUsage(images, layerStore),
       containers: async () => ({

@@ -1,10 +1,10 @@
 /**
- * The /images routes: list, inspect, history, tag, remove, prune, load, save and import. Pulling
- * (`fromImage`) needs the registry client, which this engine does not have yet: it answers a clear 404.
+ * The /images routes: list, inspect, history, tag, remove, prune, load, save, import, and pull
+ * (`fromImage`) and push through the image service's registry client.
  */
 import { Readable, type Writable } from 'node:stream';
-import { errorMessage, InvalidParameter, NotFound, NotImplemented } from '../engine/errors.js';
-import { familiarString, parseNormalizedNamed } from '../engine/reference.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { parseAuthHeader, type AuthConfig, type PullRequest } from '../engine/images/registry/index.js';
 import type { DeleteRecord, Filters, ProgressMessage } from '../engine/images/service.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
@@ -27,7 +27,12 @@ export interface ImagesBackend {
     signal?: AbortSignal,
   ): Promise<string>;
   save(names: string[], out: Writable, signal?: AbortSignal): Promise<void>;
+  pull(request: PullRequest, emit: (m: ProgressMessage) => void, signal: AbortSignal): Promise<void>;
+  push(name: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (m: ProgressMessage) => void, signal: AbortSignal): Promise<void>;
 }
+
+/** The `platform` parameter of a pull exists from API 1.32. */
+const PULL_PLATFORM_FROM = 32;
 
 const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
 const PRUNE_FILTERS = ['dangling', 'until', 'label', 'label!'] as const;
@@ -137,15 +142,22 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
     const fromImage = stringParam(req, 'fromImage');
     const fromSrc = stringParam(req, 'fromSrc');
     if (fromImage) {
-      let name = fromImage;
+      const request: PullRequest = {
+        fromImage,
+        tag: stringParam(req, 'tag') || undefined,
+        platform: req.version >= PULL_PLATFORM_FROM ? stringParam(req, 'platform') || undefined : undefined,
+        auth: parseAuthHeader(req.header('x-registry-auth')),
+      };
+      const progress = new ProgressStream(res);
       try {
-        const ref = parseNormalizedNamed(fromImage);
-        const tag = stringParam(req, 'tag');
-        name = familiarString(tag && ref.tag !== undefined && !ref.digest ? { ...ref, tag } : ref);
+        await images.pull(request, (m) => progress.write(m), req.signal);
       } catch (err) {
-        if (err instanceof InvalidParameter) throw err;
+        if (!progress.started) throw err;
+        progress.fail(err);
+        return;
       }
-      throw new NotFound(`pull access denied for ${name}: this engine cannot pull images from a registry yet; load the image from an archive instead (docker load -i image.tar)`);
+      progress.end();
+      return;
     }
     if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
     let input: Readable;
@@ -191,6 +203,19 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
   });
 
   router.get('/images/:name*/get', (req, res) => save(req, res, [req.params.name]));
+
+  router.post('/images/:name*/push', async (req, res) => {
+    const auth = parseAuthHeader(req.header('x-registry-auth'));
+    const progress = new ProgressStream(res);
+    try {
+      await images.push(req.params.name, stringParam(req, 'tag') || undefined, auth, (m) => progress.write(m), req.signal);
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
+  });
 
   router.post('/images/:name*/tag', async (req, res) => {
     const repo = stringParam(req, 'repo');

@@ -96,6 +96,8 @@ export interface SystemDeps {
   labels?: string[];
   swarm?(): SwarmStatus;
   diskUsage?: DiskUsageBackend;
+  /** The RegistryConfig section of /info (insecure registries, mirrors). */
+  registryConfig?(): Record<string, unknown>;
 }
 
 const INACTIVE_SWARM: SwarmStatus = {
@@ -321,7 +323,7 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     OSType: host.osType,
     Architecture: host.architecture,
     IndexServerAddress: 'https://index.docker.io/v1/',
-    RegistryConfig: {
+    RegistryConfig: deps.registryConfig?.() ?? {
       InsecureRegistryCIDRs: ['::1/128', '127.0.0.0/8'],
       IndexConfigs: { 'docker.io': { Name: 'docker.io', Mirrors: [], Secure: true, Official: true } },
       Mirrors: [],

@@ -3,7 +3,7 @@
  * module for images calls it; the container engine sees it through ImageLookup (types.ts).
  */
 import type { Readable, Writable } from 'node:stream';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import type { EventBus } from '../events.js';
 import {
   familiarName,
@@ -20,6 +20,7 @@ import { shortId } from '../../util/ids.js';
 import { applyChanges } from './changes.js';
 import { imagesOf, readArchive, type ArchiveImage } from './load.js';
 import { writeArchive } from './save.js';
+import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { chainIdsOf, ImageStore, type ImageConfig, type ImageRecord } from './store.js';
 import type { ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
 
@@ -146,6 +147,55 @@ export class ImageService implements ImageLookup {
 
   private containersUsing(id: string): string[] {
     return this.users?.containersUsingImage(id) ?? [];
+  }
+
+  // -- registries --
+
+  private distribution: Distribution | undefined;
+
+  /** Connects the service to registries: pull, push, and (through the result) login and inspect. */
+  useRegistries(options: RegistryOptions): Distribution {
+    this.distribution = new Distribution(
+      this.store.root,
+      options,
+      {
+        layers: this.layers,
+        lookup: (ref) => this.store.lookup(ref),
+        hasImage: (id) => this.store.has(id),
+        commit: (image) =>
+          this.exclusive(() => this.commitImage({ configBytes: image.configBytes, config: image.config, layers: image.layers, tags: image.refs }, () => undefined, 'create')),
+        tagsOf: (name) =>
+          this.store
+            .allRefs()
+            .filter(([r]) => r.name === name && r.tag !== undefined)
+            .map(([ref, id]) => ({ ref, id })),
+        imageForPush: async (id) => {
+          const image = this.store.get(id);
+          if (!image) throw new NotFound(`No such image: ${id}`);
+          return { id, configBytes: await this.store.configBytes(id), chainIds: [...image.chainIds], diffIds: [...image.diffIds] };
+        },
+        addDigestRef: async (ref, id) => {
+          await this.exclusive(() => this.store.setRef(ref, id));
+        },
+      },
+      this.events,
+    );
+    return this.distribution;
+  }
+
+  private registries(): Distribution {
+    if (!this.distribution) throw new NotImplemented('this engine has no registry access configured');
+    return this.distribution;
+  }
+
+  /** Pulls from a registry (`POST /images/create?fromImage=`), progress to `emit`. */
+  pull(request: PullRequest, emit: (m: ProgressMessage) => void, signal: AbortSignal): Promise<void> {
+    return this.registries().pull(request, emit, signal);
+  }
+
+  /** Pushes a tag, or all tags of a repository, to its registry. */
+  push(name: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (m: ProgressMessage) => void, signal: AbortSignal): Promise<void> {
+    return this.registries().push(name, tag, auth, emit, signal);
   }
 
   // -- lookup --
@@ -425,14 +475,20 @@ export class ImageService implements ImageLookup {
       const refs = this.store.refsOf(image.id);
       const children = this.hasChildren(image.id);
       if (ref) {
-        if (refs.length > 1) {
+        // Removing the last tag of a repository also removes that repository's digest references (RepoDigests), as Docker does.
+        const digestRefs = ref.digest === undefined && !refs.some((r) => r.name === ref.name && r.tag !== undefined && r.tag !== ref.tag)
+          ? refs.filter((r) => r.name === ref.name && r.digest !== undefined && r.tag === undefined)
+          : [];
+        if (refs.length - digestRefs.length > 1) {
           await this.untag(image, ref, records);
+          for (const d of digestRefs) await this.untag(image, d, records);
           return records;
         }
         if (users.length > 0 && !opts.force) {
           throw new Conflict(`conflict: unable to remove repository reference "${familiarString(ref)}" (must force) - container ${shortId(users[0])} is using its referenced image ${shortId(image.id)}`);
         }
         await this.untag(image, ref, records);
+        for (const d of digestRefs) await this.untag(image, d, records);
         if (users.length > 0 || children) return records;
         await this.deleteWithParents(image, records, !opts.noprune);
         return records;
