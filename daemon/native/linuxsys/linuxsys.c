@@ -3,6 +3,8 @@
  *   mountOverlay(target, options)  mount -t overlay overlay -o OPTIONS TARGET
  *   unmount(target, lazy)          umount [-l] TARGET
  *   loopbackUp(pid)                bring `lo` up in the network namespace of PID
+ *   unmountAsync(target, lazy, cb) umount [-l] TARGET on a thread of the pool, then cb(err|null): unmounting
+ *                                  an overlay syncs its upper filesystem, which can take long on a busy disk
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -115,6 +117,68 @@ static napi_value LoopbackUp(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+struct unmount_work {
+  napi_async_work work;
+  napi_ref callback;
+  char target[4096];
+  bool lazy;
+  int err;
+};
+
+static void unmount_execute(napi_env env, void *data) {
+  (void)env;
+  struct unmount_work *w = data;
+  w->err = umount2(w->target, w->lazy ? MNT_DETACH : 0) != 0 ? errno : 0;
+}
+
+static void unmount_complete(napi_env env, napi_status status, void *data) {
+  struct unmount_work *w = data;
+  napi_value cb, global, arg, result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  if (status != napi_ok) w->err = ECANCELED;
+  if (w->err) {
+    char message[4200];
+    snprintf(message, sizeof message, "umount %s: %s", w->target, strerror(w->err));
+    const char *code = w->err == ENOENT ? "ENOENT" : w->err == EINVAL ? "EINVAL" : w->err == EBUSY ? "EBUSY" : w->err == EPERM ? "EPERM" : "EIO";
+    napi_value msg, codev;
+    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
+    napi_create_error(env, codev, msg, &arg);
+  } else {
+    napi_get_null(env, &arg);
+  }
+  napi_call_function(env, global, cb, 1, &arg, &result);
+  napi_delete_reference(env, w->callback);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], name;
+  napi_valuetype type = napi_undefined;
+  struct unmount_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || string_arg(env, argv[0], w->target, sizeof w->target) ||
+      napi_get_value_bool(env, argv[1], &w->lazy) != napi_ok || napi_typeof(env, argv[2], &type) != napi_ok || type != napi_function) {
+    free(w);
+    napi_throw_type_error(env, NULL, "unmountAsync(target, lazy, callback) needs a path, a boolean and a function");
+    return NULL;
+  }
+  napi_create_reference(env, argv[2], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:unmount", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, unmount_execute, unmount_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    free(w);
+    napi_throw_error(env, "EIO", "cannot queue the unmount");
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "mountOverlay", NAPI_AUTO_LENGTH, MountOverlay, NULL, &fn);
@@ -123,6 +187,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "unmount", fn);
   napi_create_function(env, "loopbackUp", NAPI_AUTO_LENGTH, LoopbackUp, NULL, &fn);
   napi_set_named_property(env, exports, "loopbackUp", fn);
+  napi_create_function(env, "unmountAsync", NAPI_AUTO_LENGTH, UnmountAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "unmountAsync", fn);
   return exports;
 }
 

@@ -11,6 +11,8 @@ export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
   unmount(target: string, lazy: boolean): void;
   loopbackUp(pid: number): void;
+  /** umount2 on a thread of the pool (an overlay's unmount syncs its upper filesystem); absent in older builds. */
+  unmountAsync?(target: string, lazy: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
 }
 
 let loaded: LinuxSys | null | undefined;

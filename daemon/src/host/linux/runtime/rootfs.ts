@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { linuxSys } from '../sys.js';
+import { linuxSys, type LinuxSys } from '../sys.js';
 
 function run(cmd: string, args: string[], cwd?: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -74,11 +74,35 @@ export async function mountOverlay(containerDir: string, lowerDirs: string[]): P
   return merged;
 }
 
-/** Unmounts `merged` when mounted; a busy mount is detached lazily rather than left behind. */
+function umountOnPool(sys: LinuxSys & { unmountAsync: NonNullable<LinuxSys['unmountAsync']> }, target: string, lazy: boolean): Promise<void> {
+  return new Promise((resolve, reject) => sys.unmountAsync(target, lazy, (err) => (err ? reject(err) : resolve())));
+}
+
+/**
+ * Unmounts `merged` until it is no mount point; a busy mount is detached lazily rather than left behind. With
+ * the addon, umount2 itself says when nothing (more) is mounted there (EINVAL, or ENOENT for no folder), which
+ * spares reading the mount table, and it runs on the thread pool: an overlay's unmount syncs its upper
+ * filesystem, which takes long on a busy disk and must not stall the daemon.
+ */
 export async function unmountOverlay(containerDir: string): Promise<void> {
   const merged = path.join(containerDir, 'merged');
-  if (!(await isMountPoint(merged))) return;
   const sys = linuxSys();
+  if (sys?.unmountAsync) {
+    const pool = sys as LinuxSys & { unmountAsync: NonNullable<LinuxSys['unmountAsync']> };
+    for (let i = 0; i < 16; i++) {
+      try {
+        await umountOnPool(pool, merged, false);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EINVAL' || code === 'ENOENT') return;
+        if (code !== 'EBUSY') throw err;
+        await umountOnPool(pool, merged, true);
+      }
+    }
+    if (await isMountPoint(merged)) throw new Error(`${merged} is still mounted`);
+    return;
+  }
+  if (!(await isMountPoint(merged))) return;
   if (sys) {
     try {
       sys.unmount(merged, false);
