@@ -343,16 +343,10 @@ export class ContainerService implements ImageUsers {
     if (!record.State.Running && !record.State.Restarting) return;
     const ranMs = Date.now() - Date.parse(record.State.StartedAt);
     let released = true;
-    await this.host.cleanup(record.Id).catch((err) => {
-      released = false;
-      log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) });
-    });
     await this.networking.disconnect(record.Id).catch((err) => {
       released = false;
       log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
     });
-    if (released) this.released.add(record.Id);
-    await this.host.unmountRootfs(record.Id).catch((err) => log.warn('unmount failed', { id: record.Id, error: errorMessage(err) }));
     Object.assign(record.State, {
       Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
       ExitCode: exit.exitCode, OOMKilled: exit.oomKilled, FinishedAt: rfc3339Nano(exit.finishedAtNano),
@@ -369,6 +363,14 @@ export class ContainerService implements ImageUsers {
     }
     await this.store.save(record);
     this.signals.emit(`exit:${record.Id}`, exit.exitCode);
+    // The runtime's state and the root filesystem are released once the waiters have their answer, still under
+    // the container's lock: a start, remove or copy that follows waits for them.
+    await this.host.cleanup(record.Id).catch((err) => {
+      released = false;
+      log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) });
+    });
+    if (released) this.released.add(record.Id);
+    await this.host.unmountRootfs(record.Id).catch((err) => log.warn('unmount failed', { id: record.Id, error: errorMessage(err) }));
     if (restart) {
       this.scheduleRestart(record, this.restartDelays.get(record.Id)!);
     } else if (record.HostConfig.AutoRemove) {
