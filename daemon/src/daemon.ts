@@ -41,6 +41,10 @@ import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
+import { registerVolumeRoutes } from './api/volumes.js';
+import { ContainerVolumes } from './engine/volumes/mounts.js';
+import { VolumeService } from './engine/volumes/service.js';
+import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 
 export interface DaemonOptions {
@@ -152,6 +156,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
   for (const warning of host.warnings) log.warn(warning);
   closers.push(() => host.close());
+  // Volumes of the local driver under <data-root>/volumes; the container engine says who uses them.
+  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events);
+  await volumes.init();
+  registerVolumeRoutes(router, volumes);
   const containers = new ContainerService({
     dataRoot: opts.dataRoot,
     host: host.containers,
@@ -159,8 +167,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     networking: networks,
     events,
     defaultRuntime: host.containers.runtimeName,
+    volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
+  volumes.setUsers(containers);
   // Exec and health checks follow the containers' events from the first one on (load may restart some).
   const execs = new ExecService({
     containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
@@ -181,6 +191,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   });
   closers.push(() => health.close());
   await containers.load();
+  await volumes.recover();
   health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {
     get: (ref) => containers.get(ref),
@@ -269,6 +280,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     registryConfig: () => distribution.config.info(),
     diskUsage: {
       images: async () => imageDiskUsage(images, layerStore),
+      volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(
           containers.all().map(async (c) => containerSummary(c, c.Config.Image, await containerSizes(c)) as ContainerDiskUsage['items'][number]),

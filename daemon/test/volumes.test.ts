@@ -139,7 +139,7 @@ describe('the /volumes API', () => {
 
     const docker = engine.dockerode();
     const made = await docker.createVolume({ Name: 'dockerode-vol', Labels: { via: 'dockerode' } });
-    assert.equal((made as unknown as { Name: string }).Name, 'dockerode-vol');
+    assert.equal((made as unknown as { name: string }).name, 'dockerode-vol');
     const info = await docker.getVolume('dockerode-vol').inspect();
     assert.equal(info.Labels.via, 'dockerode');
     const listed = await docker.listVolumes({ filters: { name: ['dockerode'] } });
@@ -233,21 +233,22 @@ describe('volumes in containers', () => {
     const anonymousId = (await engine.dockerOk(['create', '-v', '/p-anon', 'busybox', 'true'])).trim();
     const anon = JSON.parse(await engine.dockerOk(['inspect', anonymousId]))[0].Mounts[0].Name as string;
     await engine.dockerOk(['rm', anonymousId]);
-    await make('p-named');
-    await make('p-labelled', { prune: 'me' });
-    await make('p-used');
+    await make('p-named', { prunetest: '1' });
+    await make('p-labelled', { prunetest: '1', prune: 'me' });
+    await make('p-used', { prunetest: '1' });
     const user = (await engine.dockerOk(['create', '-v', 'p-used:/x', 'busybox', 'true'])).trim();
     await fs.writeFile(path.join(volumesDir(), 'p-named', '_data', 'blob'), Buffer.alloc(4096));
 
     const r142 = await engine.request('POST', '/v1.42/volumes/prune');
     assert.equal(r142.status, 200, r142.text);
-    assert.deepEqual(r142.json().VolumesDeleted, [anon]);
+    assert.ok(r142.json().VolumesDeleted.includes(anon), r142.text);
+    assert.ok(!r142.json().VolumesDeleted.some((n: string) => n.startsWith('p-')), 'named volumes stay from 1.42 on');
     await expectConforms('1.42', 'post', '/volumes/prune', 200, r142.json());
 
     const byLabel = await engine.request('POST', `/v1.44/volumes/prune?filters=${encodeURIComponent(JSON.stringify({ all: ['true'], label: ['prune=me'] }))}`);
     assert.deepEqual(byLabel.json().VolumesDeleted, ['p-labelled']);
 
-    const old = await engine.request('POST', `/v1.41/volumes/prune?filters=${encodeURIComponent(JSON.stringify({ 'label!': ['keep'] }))}`);
+    const old = await engine.request('POST', `/v1.41/volumes/prune?filters=${encodeURIComponent(JSON.stringify({ label: ['prunetest'], 'label!': ['keep'] }))}`);
     assert.deepEqual(old.json().VolumesDeleted, ['p-named'], 'before 1.42 named volumes go too; the used one stays');
     assert.equal(old.json().SpaceReclaimed, 4096);
     assert.equal((await engine.request('GET', '/volumes/p-used')).status, 200);

@@ -16,6 +16,8 @@ export interface FieldRule {
   removedIn?: ApiMinor;
   /** From this version on, the field is removed when empty ('', null, [], {}). */
   omitEmptyFrom?: ApiMinor;
+  /** Below this version the field is removed when null (its schema did not allow null yet). */
+  omitNullBelow?: ApiMinor;
 }
 
 export type ResponseKind =
@@ -122,7 +124,10 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'EnableIPv4', addedIn: 48 },
     { field: 'Ingress', addedIn: 29 },
   ],
-  volume: [{ field: 'CreatedAt', addedIn: 31 }],
+  volume: [
+    { field: 'CreatedAt', addedIn: 31 },
+    { field: 'UsageData', omitNullBelow: 32 },
+  ],
   'exec.inspect': [],
 };
 
@@ -156,6 +161,7 @@ export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
     if (rule.addedIn !== undefined && version < rule.addedIn) test = () => true;
     else if (rule.removedIn !== undefined && version >= rule.removedIn) test = () => true;
     else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) test = isEmpty;
+    else if (rule.omitNullBelow !== undefined && version < rule.omitNullBelow) test = (v) => v === null;
     if (!test) continue;
     const parts = rule.field.split('.');
     for (const item of items) applyRule(item, parts, test);

@@ -138,6 +138,12 @@ export class ContainerFiles {
         seen.add(m.Target);
       }
     }
+    // Volumes and what VolumesFrom brings, in their host folders.
+    for (const m of record.Mounts ?? []) {
+      if (m.Type === 'tmpfs' || seen.has(m.Destination)) continue;
+      out.push({ destination: m.Destination, source: m.Source, readOnly: !m.RW });
+      seen.add(m.Destination);
+    }
     const files: Array<[string, string]> = [
       ['/etc/resolv.conf', record.ResolvConfPath],
       ['/etc/hostname', record.HostnamePath],

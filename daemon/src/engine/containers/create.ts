@@ -48,7 +48,8 @@ export function buildRecord(body: Record<string, any>, name: string, image: Imag
     Cmd: cmd,
     Healthcheck: mergeHealthcheck(body.Healthcheck, img.Healthcheck),
     Image: body.Image,
-    Volumes: body.Volumes ?? img.Volumes ?? null,
+    // As Docker: the image's volumes and the body's together.
+    Volumes: body.Volumes || img.Volumes ? { ...(img.Volumes ?? {}), ...(body.Volumes ?? {}) } : null,
     WorkingDir: body.WorkingDir || img.WorkingDir || '',
     Entrypoint: entrypoint,
     OnBuild: img.OnBuild ?? null,

@@ -177,12 +177,17 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
     { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', `size=${shmSize}`] },
   ];
   const userMounts = new Set<string>();
+  const userStart = mounts.length;
   for (const bind of (hc.Binds as string[] | null) ?? []) {
     const b = parseBind(bind);
+    // Named volumes are in record.Mounts with their host folder (below).
+    if (b.volume) continue;
     userMounts.add(b.destination);
     mounts.push({ destination: b.destination, type: 'bind', source: b.source, options: ['rbind', b.readOnly ? 'ro' : 'rw', b.propagation] });
   }
   for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+    // Volumes of Mounts are in record.Mounts with their host folder (below).
+    if (m.Type === 'volume') continue;
     userMounts.add(m.Target);
     if (m.Type === 'bind') {
       mounts.push({ destination: m.Target, type: 'bind', source: m.Source, options: ['rbind', m.ReadOnly ? 'ro' : 'rw', m.BindOptions?.Propagation ?? 'rprivate'] });
@@ -198,6 +203,16 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
     userMounts.add(dest);
     mounts.push({ destination: dest, type: 'tmpfs', source: 'tmpfs', ...tmpfsOptions(options) });
   }
+  // Volumes, and what VolumesFrom brings: the mount points of the record that nothing above mounts.
+  for (const m of record.Mounts ?? []) {
+    if (m.Type === 'tmpfs' || userMounts.has(m.Destination)) continue;
+    userMounts.add(m.Destination);
+    mounts.push({ destination: m.Destination, type: 'bind', source: m.Source, options: ['rbind', m.RW ? 'rw' : 'ro', m.Propagation || 'rprivate'] });
+  }
+  // Parents before children (a bind below a volume's place is mounted after the volume), as Docker sorts them.
+  const depth = (m: Record<string, unknown>) => String(m.destination).split('/').filter(Boolean).length;
+  const ordered = mounts.splice(userStart).map((m, i) => ({ m, i })).sort((a, b) => depth(a.m) - depth(b.m) || a.i - b.i);
+  mounts.push(...ordered.map(({ m }) => m));
   // The files the engine writes for the container; a user mount at the same place wins.
   const files: Array<[string, string]> = [
     ['/etc/resolv.conf', record.ResolvConfPath],

@@ -16,7 +16,7 @@ import type { ContainerNetworking } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
 import { logChunks } from './logs.js';
 import { writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
-import type { ContainerRecord } from './model.js';
+import type { ContainerRecord, MountPoint } from './model.js';
 import { buildSpec, resolveUser } from './ocispec.js';
 import { ContainerStore } from './store.js';
 import { parseBind, parseSignal, validateCreateBody, validateName } from './validate.js';
@@ -28,6 +28,23 @@ export interface ContainerServiceDeps {
   networking: ContainerNetworking;
   events: EventBus;
   defaultRuntime: string;
+  /** Volumes in containers; without it, volume mounts answer 400. */
+  volumes?: ContainerVolumeParts;
+}
+
+/** What the container engine asks of the volume service (engine/volumes/mounts.ts ContainerVolumes). */
+export interface ContainerVolumeParts {
+  /** Plans the mounts of a create body and creates the volumes they need; `undo` removes those it created. */
+  prepare(
+    body: Record<string, any>,
+    imageVolumes: Record<string, unknown> | null | undefined,
+    lookup: (ref: string) => ContainerRecord,
+  ): Promise<{ mounts: MountPoint[]; copies: Array<{ name: string; destination: string }>; undo(): Promise<void> }>;
+  /** Copies the image's content into the new volumes, from the container's mounted root. */
+  populate(rootfs: string, copies: Array<{ name: string; destination: string }>): Promise<void>;
+  mountAll(record: ContainerRecord): Promise<void>;
+  unmountAll(record: ContainerRecord): Promise<void>;
+  removeAnonymous(record: ContainerRecord): Promise<void>;
 }
 
 export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
@@ -118,6 +135,16 @@ export class ContainerService implements ImageUsers {
     return this.store.all();
   }
 
+  /** Containers (in any state) whose mounts name the volume. */
+  containersUsingVolume(name: string): string[] {
+    return this.store.all().filter((c) => c.Mounts.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.Id);
+  }
+
+  /** Running containers whose mounts name the volume. */
+  runningContainersUsingVolume(name: string): string[] {
+    return this.store.all().filter((c) => (c.State.Running || c.State.Paused) && c.Mounts.some((m) => m.Type === 'volume' && m.Name === name)).map((c) => c.Id);
+  }
+
   containersUsingImage(imageId: string): string[] {
     return this.store.all().filter((c) => c.Image === imageId).map((c) => c.Id);
   }
@@ -169,16 +196,33 @@ export class ContainerService implements ImageUsers {
     if (!hc.Runtime) record.HostConfig.Runtime = this.deps.defaultRuntime;
     if (record.Path === '') throw new InvalidParameter('no command specified: give Cmd or Entrypoint, or use an image that has one');
     record.Networks = this.networking.plannedNetworks(plan);
-    record.Mounts = ((hc.Binds as string[] | null) ?? []).map((bind) => {
-      const b = parseBind(bind);
-      return { Type: 'bind' as const, Source: b.source, Destination: b.destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation };
-    });
+    let volumes: Awaited<ReturnType<ContainerVolumeParts['prepare']>> | undefined;
+    if (this.deps.volumes) {
+      volumes = await this.deps.volumes.prepare(request, image.config.Volumes, (ref) => this.store.get(ref));
+      record.Mounts = volumes.mounts;
+    } else {
+      record.Mounts = ((hc.Binds as string[] | null) ?? []).map((bind) => {
+        const b = parseBind(bind);
+        return { Type: 'bind' as const, Source: b.source, Destination: b.destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation };
+      });
+    }
     this.store.add(record);
     try {
       await fs.mkdir(this.store.dir(record.Id), { recursive: true, mode: 0o710 });
       await this.store.save(record, { durable: true });
+      // New volumes get the image's content at their place (from the container's root, mounted for the copy).
+      if (volumes && volumes.copies.length > 0) {
+        const rootfs = await this.host.mountRootfs(record.Id, this.images.lowerDirs(record.ImageChainIds));
+        try {
+          await this.deps.volumes!.populate(rootfs, volumes.copies);
+        } finally {
+          await this.host.unmountRootfs(record.Id);
+        }
+      }
     } catch (err) {
+      await this.host.removeContainerFiles(record.Id).catch(() => undefined);
       await this.store.remove(record);
+      await volumes?.undo();
       throw err;
     }
     this.publish(record, 'create');
@@ -187,15 +231,17 @@ export class ContainerService implements ImageUsers {
 
   /** Features whose engine parts are not built yet answer a clear error instead of being ignored. */
   private checkUnsupported(request: Record<string, any>, hc: Record<string, any>): void {
-    for (const bind of (hc.Binds as string[] | null) ?? []) {
-      if (parseBind(bind).volume) throw new InvalidParameter(`named volumes are not supported by this engine yet (HostConfig.Binds entry ${JSON.stringify(bind)})`);
+    if (!this.deps.volumes) {
+      for (const bind of (hc.Binds as string[] | null) ?? []) {
+        if (parseBind(bind).volume) throw new InvalidParameter(`named volumes are not supported by this engine yet (HostConfig.Binds entry ${JSON.stringify(bind)})`);
+      }
+      if (request.Volumes && Object.keys(request.Volumes).length > 0) {
+        throw new InvalidParameter('anonymous volumes (Config.Volumes) are not supported by this engine yet');
+      }
+      if ((hc.VolumesFrom ?? []).length > 0) throw new InvalidParameter('HostConfig.VolumesFrom is not supported by this engine yet');
     }
-    if (request.Volumes && Object.keys(request.Volumes).length > 0) {
-      throw new InvalidParameter('anonymous volumes (Config.Volumes) are not supported by this engine yet');
-    }
-    if ((hc.VolumesFrom ?? []).length > 0) throw new InvalidParameter('HostConfig.VolumesFrom is not supported by this engine yet');
     for (const m of (hc.Mounts as Array<{ Type?: string }> | null) ?? []) {
-      if (m.Type !== 'bind' && m.Type !== 'tmpfs') throw new InvalidParameter(`mounts of type ${JSON.stringify(m.Type)} are not supported by this engine yet`);
+      if (m.Type !== 'bind' && m.Type !== 'tmpfs' && !(m.Type === 'volume' && this.deps.volumes)) throw new InvalidParameter(`mounts of type ${JSON.stringify(m.Type)} are not supported by this engine yet`);
     }
   }
 
@@ -214,6 +260,7 @@ export class ContainerService implements ImageUsers {
     this.cancelRestart(record.Id);
     const hc = record.HostConfig as Record<string, any>;
     let mounted = false;
+    let volumesMounted = false;
     let connected = false;
     try {
       // Planned again at every start: the network may have gone or changed since create.
@@ -240,6 +287,10 @@ export class ContainerService implements ImageUsers {
       const user = resolveUser(record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
       await this.host.mountRootfs(record.Id, lowerDirs);
       mounted = true;
+      if (this.deps.volumes) {
+        await this.deps.volumes.mountAll(record);
+        volumesMounted = true;
+      }
       // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.
       await writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns });
       const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth' });
@@ -287,6 +338,7 @@ export class ContainerService implements ImageUsers {
       if (connected) await this.networking.disconnect(record.Id).catch(() => undefined);
       await this.host.cleanup(record.Id).catch(() => undefined);
       if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
+      if (volumesMounted) await this.deps.volumes!.unmountAll(record).catch(() => undefined);
       const message = errorMessage(err);
       record.State.Error = message;
       // The runtime's error says which exit code a command that could not start gets (127 not found, 126 not
@@ -302,7 +354,7 @@ export class ContainerService implements ImageUsers {
       }
       // As Docker: a container that removes itself on exit is removed when it cannot start either.
       if (record.HostConfig.AutoRemove) {
-        await this.removeLocked(record, { force: true }).catch((e) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(e) }));
+        await this.removeLocked(record, { force: true, volumes: true }).catch((e) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(e) }));
       }
       throw err;
     }
@@ -347,6 +399,7 @@ export class ContainerService implements ImageUsers {
       released = false;
       log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
     });
+    await this.deps.volumes?.unmountAll(record);
     Object.assign(record.State, {
       Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
       ExitCode: exit.exitCode, OOMKilled: exit.oomKilled, FinishedAt: rfc3339Nano(exit.finishedAtNano),
@@ -374,7 +427,7 @@ export class ContainerService implements ImageUsers {
     if (restart) {
       this.scheduleRestart(record, this.restartDelays.get(record.Id)!);
     } else if (record.HostConfig.AutoRemove) {
-      await this.removeLocked(record, { force: true }).catch((err) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(err) }));
+      await this.removeLocked(record, { force: true, volumes: true }).catch((err) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(err) }));
     }
   }
 
@@ -522,7 +575,7 @@ export class ContainerService implements ImageUsers {
     await this.withLock(record.Id, () => this.removeLocked(record, opts));
   }
 
-  private async removeLocked(record: ContainerRecord, _opts: { force: boolean }): Promise<void> {
+  private async removeLocked(record: ContainerRecord, opts: { force: boolean; volumes?: boolean }): Promise<void> {
     if (!this.store.find(record.Id)) return;
     this.cancelRestart(record.Id);
     record.State.Status = 'removing';
@@ -536,6 +589,8 @@ export class ContainerService implements ImageUsers {
     await this.host.unmountRootfs(record.Id).catch(() => undefined);
     await this.host.removeContainerFiles(record.Id);
     await this.store.remove(record);
+    // As Docker: `rm -v` (and AutoRemove) removes the container's anonymous volumes; named ones stay.
+    if (opts.volumes) await this.deps.volumes?.removeAnonymous(record);
     this.restartDelays.delete(record.Id);
     this.publish(record, 'destroy');
     this.signals.emit(`removed:${record.Id}`);
