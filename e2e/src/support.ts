@@ -12,6 +12,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const ROOT = path.resolve(here, '..', '..', '..');
 export const ARTIFACTS = path.join(ROOT, 'artifacts');
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/** The daemon's build the tests drive (its harness, fixtures and berthd): this repository's, or BERTH_DAEMON_DIST. */
+export const DAEMON_DIST = process.env.BERTH_DAEMON_DIST ? path.resolve(process.env.BERTH_DAEMON_DIST) : path.join(ROOT, 'daemon', 'dist');
 
 /** The parts of daemon/test/harness.ts these tests use. */
 export interface RunResult {
@@ -35,7 +37,7 @@ interface Harness {
 }
 
 export async function loadHarness(): Promise<Harness> {
-  const file = path.join(ROOT, 'daemon', 'dist', 'test', 'harness.js');
+  const file = path.join(DAEMON_DIST, 'test', 'harness.js');
   if (!existsSync(file)) throw new Error(`${file} is missing: build the daemon first (npm run build -w daemon)`);
   return (await import(pathToFileURL(file).href)) as Harness;
 }

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchChromium, loadHarness, ROOT, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { DAEMON_DIST, launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
 import { pushArchive, startRegistry } from './registry.js';
 
 const harness = await loadHarness();
@@ -223,7 +223,7 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-e2e-registry-'));
     const registry = await startRegistry(dir);
     try {
-      const fixtures = (await import(pathToFileURL(path.join(ROOT, 'daemon', 'dist', 'test', 'fixtures', 'busybox.js')).href)) as {
+      const fixtures = (await import(pathToFileURL(path.join(DAEMON_DIST, 'test', 'fixtures', 'busybox.js')).href)) as {
         buildBusyboxArchive(file: string, opts?: { tag?: string }): Promise<void>;
       };
       const archive = path.join(dir, 'busybox.tar');

@@ -1,8 +1,16 @@
-import { useCallback, useEffect, useState, type ReactNode } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type ReactNode } from 'react';
 import { ErrorContext, useEventSubscription } from './engine';
-import { ContainerPage, ContainersView, RunView } from './views/containers';
-import { ImagesView } from './views/images';
-import { EventsView, NetworksView, SwarmView, SystemView, VolumesView } from './views/resources';
+import { ContainersView } from './views/containers';
+
+// The list is the first view and comes with the app; every other view is fetched when first opened.
+const ContainerPage = lazy(() => import('./views/container').then((m) => ({ default: m.ContainerPage })));
+const RunView = lazy(() => import('./views/run').then((m) => ({ default: m.RunView })));
+const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m.ImagesView })));
+const VolumesView = lazy(() => import('./views/resources').then((m) => ({ default: m.VolumesView })));
+const NetworksView = lazy(() => import('./views/resources').then((m) => ({ default: m.NetworksView })));
+const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
+const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
+const SystemView = lazy(() => import('./views/resources').then((m) => ({ default: m.SystemView })));
 
 /** Hash routes (`#/containers/<id>/logs`): they work from file:// in Electron and behind `berthd --ui`. */
 export function useRoute(): string[] {
@@ -143,7 +151,7 @@ export function App() {
               ))}
             </div>
           )}
-          {view}
+          <Suspense fallback={<p className="muted">Loading…</p>}>{view}</Suspense>
         </main>
       </div>
     </ErrorContext.Provider>
