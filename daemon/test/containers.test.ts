@@ -309,8 +309,8 @@ describe('bad input to create', () => {
 
   test('features not built yet answer a clear 400 and create nothing', async () => {
     const cases: Array<[unknown, RegExp]> = [
-      [{ Image: 'busybox', HostConfig: { Binds: ['data:/data'] } }, /named volumes are not supported/],
-      [{ Image: 'busybox', Volumes: { '/data': {} } }, /anonymous volumes .* not supported/],
+      [{ Image: 'busybox', HostConfig: { Mounts: [{ Type: 'volume', Source: 'data', Target: '/data', VolumeOptions: { Subpath: 'sub' } }] } }, /Subpath: mounting a part of a volume is not supported by this engine yet/],
+      [{ Image: 'busybox', HostConfig: { Mounts: [{ Type: 'image', Source: 'busybox', Target: '/img' }] } }, /mounts of type "image" are not supported/],
     ];
     for (const [body, message] of cases) {
       const r = await create(body);
