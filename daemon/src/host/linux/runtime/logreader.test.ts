@@ -74,6 +74,33 @@ test('tail gives the last n complete records, reading backwards across blocks', 
   });
 });
 
+test('tail counts lines, not records: a line cut into partial records counts once', async () => {
+  const records: string[] = [];
+  // Lines of 1 to 4 records (P parts, then the F end), some parts long enough to cross the read-back blocks.
+  for (let i = 0; i < 3000; i++) {
+    const parts = 1 + (i % 4);
+    for (let p = 1; p < parts; p++) records.push(`${T1} ${i % 3 ? 'stdout' : 'stderr'} P l${i}p${p}${'y'.repeat((i * 37) % 300)}\n`);
+    records.push(`${T1} ${i % 3 ? 'stdout' : 'stderr'} F l${i}end\n`);
+  }
+  // A line still being written: its parts so far come after the last complete line.
+  records.push(`${T2} stdout P open\n`);
+  await withFile(records.join(''), async (file) => {
+    const lineCount = async (tail: number) => {
+      const got = await collect(readConmonLog(file, { follow: false, signal: never(), tail }));
+      return { lines: got.filter((r) => r.split(':')[1] === 'F').length, first: got[0], last: got[got.length - 1] };
+    };
+    for (const tail of [1, 2, 3, 7, 100, 2999]) {
+      const r = await lineCount(tail);
+      assert.equal(r.lines, tail, `tail=${tail}`);
+      // The output starts at the first part of a line, never in the middle of one.
+      assert.match(r.first!, new RegExp(`^std(out|err):[PF]:l${3000 - tail}(p1|end)`), `tail=${tail}`);
+      assert.equal(r.last, 'stdout:P:open');
+    }
+    assert.equal((await lineCount(3000)).lines, 3000);
+    assert.equal((await lineCount(5000)).lines, 3000);
+  });
+});
+
 test('long logs keep every record across chunk boundaries, also in batches', async () => {
   const lines: string[] = [];
   let expectedBytes = 0;

@@ -104,29 +104,57 @@ export function parseLines(buf: Buffer, start: number, end: number, out: LogReco
   }
 }
 
-/** Offset where the last `tail` complete lines of the file begin (reading backwards in blocks). */
+/** Bytes enough to hold a record's time, stream and flag (`<RFC3339Nano with offset> stdout F `). */
+const RECORD_HEAD = 64;
+
+/** Whether the record starting at `buf[at]` is the end of a line (F) rather than a part of one (P). */
+function completesLine(buf: Buffer, at: number, end: number): boolean {
+  const sp = buf.indexOf(SPACE, at);
+  return sp >= at && sp + 8 < end && buf[sp + 8] === 0x46;
+}
+
+/**
+ * Offset where the last `tail` lines of the file begin, reading backwards in blocks. A line the container
+ * wrote may span several records (conmon cuts lines at its buffer's size and marks the parts P): lines are
+ * counted by their final (F) record, so that `tail=N` gives N lines of output, as Docker does. A fragment
+ * after the last newline is still being written and left out.
+ */
 export async function tailOffset(handle: FileHandle, size: number, tail: number): Promise<number> {
   const block = Buffer.allocUnsafe(TAIL_BLOCK);
+  const head = Buffer.allocUnsafe(RECORD_HEAD);
   let end = size;
-  let lastNewline = -1;
+  let recordEnd = -1; // the newline ending the record whose start is searched for
   let counted = 0;
+  const headAt = async (at: number): Promise<boolean> => {
+    const { bytesRead } = await handle.read(head, 0, RECORD_HEAD, at);
+    return completesLine(head, 0, bytesRead);
+  };
   while (end > 0) {
     const start = Math.max(0, end - TAIL_BLOCK);
     const len = end - start;
     const { bytesRead } = await handle.read(block, 0, len, start);
-    for (let i = Math.min(bytesRead, len) - 1; i >= 0; i--) {
-      if (block[i] !== NL) continue;
+    const have = Math.min(bytesRead, len);
+    for (let i = have - 1; i >= 0; i--) {
+      i = block.lastIndexOf(NL, i);
+      if (i < 0) break;
       const at = start + i;
-      if (lastNewline < 0) {
-        // The end of the last complete line; a fragment after it is still being written.
-        lastNewline = at;
+      if (recordEnd < 0) {
+        recordEnd = at;
         if (tail === 0) return at + 1;
         continue;
       }
-      if (++counted === tail) return at + 1;
+      // The record's head is read from the block, or from the file when it runs past the block's end.
+      const lineEnd = i + 1 + RECORD_HEAD <= have ? completesLine(block, i + 1, have) : await headAt(at + 1);
+      if (lineEnd) {
+        if (counted === tail) return recordEnd + 1;
+        counted++;
+      }
+      recordEnd = at;
     }
     end = start;
   }
+  // The first record of the file.
+  if (recordEnd >= 0 && counted === tail && (await headAt(0))) return recordEnd + 1;
   return 0;
 }
 

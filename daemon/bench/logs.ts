@@ -1,0 +1,256 @@
+/**
+ * The logs throughput benchmark, measured side by side in one run on this machine:
+ *
+ *   (a) `GET /containers/{id}/logs?stdout=1&stderr=1` (multiplexed frames, no tty) of a container that wrote
+ *       `--mb` MB of lines and exited, read by a plain HTTP client that discards the bytes
+ *   (b) the reference: `cat` of the container's log file (conmon's k8s-file, the bytes Berth reads) to
+ *       /dev/null
+ *
+ * in interleaved rounds, then the payload MiB/s of each (the bytes the container wrote: the same figure for
+ * both, so that the log file's per-line prefix does not favour the reference) and the ratio (a)/(b). Target:
+ * (a) at least 150 MiB/s. Then the variants that must stay correct and fast, each checked for its content:
+ * `timestamps=1` (every line starts with its time), `tail=N` (exactly the last N lines, without reading the
+ * file from the start), `since=<the middle>` (only the second half) and `until=<the middle>`.
+ *
+ *   node daemon/dist/bench/logs.js [--mb 200] [--rounds 3] [--tail 1000] [--json] [--check] [--verbose]
+ *
+ * It starts a real berthd in a temporary root and removes everything it started when it ends.
+ */
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import http from 'node:http';
+import { parseArgs } from 'node:util';
+import { Engine, httpRequest } from '../test/harness.js';
+import { fmt, msSince } from './stats.js';
+
+export const TARGET_MIBS = 150;
+
+const MiB = 1024 * 1024;
+/** The container's line: 99 bytes and a newline. */
+const LINE = 'berth logs benchmark line 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 01234';
+
+interface Options {
+  mb: number;
+  rounds: number;
+  tail: number;
+  json: boolean;
+  check: boolean;
+  verbose: boolean;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      mb: { type: 'string' },
+      rounds: { type: 'string' },
+      tail: { type: 'string' },
+      json: { type: 'boolean' },
+      check: { type: 'boolean' },
+      verbose: { type: 'boolean' },
+    },
+  });
+  const int = (v: string | undefined, fallback: number, name: string) => {
+    if (v === undefined) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+  return {
+    mb: int(values.mb, 200, 'mb'),
+    rounds: int(values.rounds, 3, 'rounds'),
+    tail: int(values.tail, 1000, 'tail'),
+    json: values.json === true,
+    check: values.check === true,
+    verbose: values.verbose === true,
+  };
+}
+
+interface Read {
+  ms: number;
+  /** Bytes of the response body (frames included). */
+  bytes: number;
+  /** Payload bytes (frame headers left out). */
+  payload: number;
+  /** The payload, kept only when asked for (the small variants). */
+  text?: string;
+}
+
+/**
+ * GET of a logs URL with a plain HTTP client; the frames are followed (to count the payload) and their bytes
+ * discarded unless `keep`.
+ */
+function readLogs(socket: string, url: string, keep = false): Promise<Read> {
+  const started = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: socket, path: url, method: 'GET', agent: false }, (res) => {
+      if (res.statusCode !== 200) {
+        reject(new Error(`GET ${url} answered ${res.statusCode}`));
+        res.resume();
+        return;
+      }
+      let bytes = 0;
+      let payload = 0;
+      // Frame parser state: bytes of the header still wanted, or of the payload left in this frame.
+      const header = Buffer.alloc(8);
+      let headerHave = 0;
+      let frameLeft = 0;
+      const kept: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        let i = 0;
+        while (i < chunk.length) {
+          if (frameLeft > 0) {
+            const n = Math.min(frameLeft, chunk.length - i);
+            if (keep) kept.push(chunk.subarray(i, i + n));
+            payload += n;
+            frameLeft -= n;
+            i += n;
+            continue;
+          }
+          const n = Math.min(8 - headerHave, chunk.length - i);
+          chunk.copy(header, headerHave, i, i + n);
+          headerHave += n;
+          i += n;
+          if (headerHave === 8) {
+            if (header[0] !== 1 && header[0] !== 2) {
+              res.destroy();
+              reject(new Error(`bad frame header ${header.toString('hex')} at byte ${bytes - chunk.length + i - 8}`));
+              return;
+            }
+            frameLeft = header.readUInt32BE(4);
+            headerHave = 0;
+          }
+        }
+      });
+      res.on('end', () => resolve({ ms: msSince(started), bytes, payload, text: keep ? Buffer.concat(kept).toString('latin1') : undefined }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** `cat file > /dev/null`, timed. */
+function catFile(file: string): Promise<number> {
+  const started = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    const child = spawn('sh', ['-c', 'cat "$1" > /dev/null', 'sh', file], { stdio: ['ignore', 'ignore', 'inherit'] });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(msSince(started)) : reject(new Error(`cat exited ${code}`))));
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor((s.length - 1) / 2)]!;
+}
+
+function lines(text: string): string[] {
+  const all = text.split('\n');
+  if (all[all.length - 1] === '') all.pop();
+  return all;
+}
+
+async function main(): Promise<number> {
+  const opts = parseOptions(process.argv.slice(2));
+  const engine = new Engine({ verbose: opts.verbose });
+  const cleanup = () => engine.cleanup();
+  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
+  try {
+    await engine.start();
+    await engine.loadBusybox();
+    const payloadBytes = opts.mb * 1_000_000;
+    const expectedLines = Math.floor(payloadBytes / (LINE.length + 1));
+    const writtenBytes = expectedLines * (LINE.length + 1);
+    // The first half, a pause of two seconds (the time `since` and `until` cut at), the second half.
+    const half = Math.floor(expectedLines / 2);
+    const script = `yes '${LINE}' | head -n ${half}; sleep 2; yes '${LINE}' | head -n ${expectedLines - half}`;
+    const containerId = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sh', '-c', script])).trim();
+    const writeStarted = process.hrtime.bigint();
+    const waited = await httpRequest(engine.socket, 'POST', `/containers/${containerId}/wait`);
+    if (waited.status !== 200 || waited.json().StatusCode !== 0) throw new Error(`the writing container ended with ${waited.status} ${waited.text}`);
+    const writeMs = msSince(writeStarted);
+    const inspect = (await httpRequest(engine.socket, 'GET', `/containers/${containerId}/json`)).json();
+    const logPath = inspect.LogPath as string;
+    const logSize = (await fs.stat(logPath)).size;
+    const base = `/containers/${containerId}/logs?stdout=1&stderr=1`;
+
+    // Warm-up (page cache) and a full check of the content once.
+    const first = await readLogs(engine.socket, base);
+    if (first.payload !== writtenBytes) throw new Error(`logs returned ${first.payload} payload bytes, the container wrote ${writtenBytes}`);
+    await catFile(logPath);
+
+    const api: number[] = [];
+    const cat: number[] = [];
+    for (let round = 0; round < opts.rounds; round++) {
+      api.push((await readLogs(engine.socket, base)).ms);
+      cat.push(await catFile(logPath));
+    }
+    const apiMs = median(api);
+    const catMs = median(cat);
+    const mibs = (ms: number) => writtenBytes / MiB / (ms / 1000);
+
+    // timestamps=1: the same payload, every line prefixed with its time.
+    const stamped = await readLogs(engine.socket, `${base}&timestamps=1`);
+    const stampBytes = expectedLines * 31; // `2026-01-01T00:00:00.123456789Z ` (shorter when trailing zeros are cut)
+    if (stamped.payload < writtenBytes + expectedLines * 21 || stamped.payload > writtenBytes + stampBytes) {
+      throw new Error(`timestamps=1 returned ${stamped.payload} payload bytes, expected about ${writtenBytes + stampBytes}`);
+    }
+
+    // tail=N: exactly the last N lines.
+    const tail = await readLogs(engine.socket, `${base}&tail=${opts.tail}`, true);
+    const tailLines = lines(tail.text!);
+    if (tailLines.length !== opts.tail || tailLines.some((l) => l !== LINE)) throw new Error(`tail=${opts.tail} returned ${tailLines.length} lines`);
+
+    // since/until at the pause: the second half, the first half. The cut is found from the timestamps.
+    const firstStamp = lines((await readLogs(engine.socket, `${base}&timestamps=1&tail=${expectedLines - half}`, true)).text!)[0]!.split(' ')[0]!;
+    const cutMs = Date.parse(firstStamp) - 1000;
+    const cut = `${Math.floor(cutMs / 1000)}.${String((cutMs % 1000) * 1_000_000).padStart(9, '0')}`;
+    const since = await readLogs(engine.socket, `${base}&since=${cut}`);
+    const sinceOk = since.payload === (expectedLines - half) * (LINE.length + 1);
+    const until = await readLogs(engine.socket, `${base}&until=${cut}`);
+    const untilOk = until.payload === half * (LINE.length + 1);
+
+    const result = {
+      payloadMiB: writtenBytes / MiB,
+      logFileMiB: logSize / MiB,
+      lines: expectedLines,
+      containerWriteMs: writeMs,
+      apiMiBs: mibs(apiMs),
+      catMiBs: mibs(catMs),
+      ratio: catMs / apiMs,
+      target: TARGET_MIBS,
+      timestampsMiBs: mibs(stamped.ms),
+      tailMs: tail.ms,
+      sinceMiBs: mibs(since.ms),
+      sinceCorrect: sinceOk,
+      untilMiBs: mibs(until.ms),
+      untilCorrect: untilOk,
+    };
+    if (opts.json) {
+      console.log(JSON.stringify(result, null, 2));
+    } else {
+      console.log(`logs of a container that wrote ${fmt(result.payloadMiB)} MiB in ${expectedLines} lines (log file ${fmt(result.logFileMiB)} MiB), median of ${opts.rounds} interleaved rounds`);
+      console.log(`(a) GET /logs?stdout=1&stderr=1 (multiplexed)   ${fmt(result.apiMiBs).padStart(8)} MiB/s  (${fmt(apiMs)} ms)`);
+      console.log(`(b) cat of the log file (reference)            ${fmt(result.catMiBs).padStart(8)} MiB/s  (${fmt(catMs)} ms)`);
+      console.log(`ratio (a)/(b): ${fmt(result.ratio, 2)}; target (a) at least ${TARGET_MIBS} MiB/s`);
+      console.log(`timestamps=1                                   ${fmt(result.timestampsMiBs).padStart(8)} MiB/s of payload`);
+      console.log(`tail=${opts.tail}`.padEnd(47) + `${fmt(result.tailMs).padStart(8)} ms (${tailLines.length} lines)`);
+      console.log(`since=<the pause> (second half)                ${fmt(result.sinceMiBs).padStart(8)} MiB/s of the whole, ${sinceOk ? 'correct' : 'WRONG'}`);
+      console.log(`until=<the pause> (first half)                 ${fmt(result.untilMiBs).padStart(8)} MiB/s of the whole, ${untilOk ? 'correct' : 'WRONG'}`);
+    }
+    const ok = result.apiMiBs >= TARGET_MIBS && sinceOk && untilOk;
+    return opts.check && !ok ? 1 : sinceOk && untilOk ? 0 : 1;
+  } finally {
+    await cleanup();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(2);
+  },
+);
