@@ -33,6 +33,8 @@ export const DEFAULT_RETRIES = 3;
 export const MAX_LOG_ENTRIES = 5;
 /** Bytes of a probe's output kept in its Log entry. */
 export const MAX_OUTPUT_BYTES = 4096;
+/** How long starting a probe's exec may take before the probe counts as failed. */
+const PROBE_START_LIMIT_MS = 30_000;
 
 export type HealthStatus = 'starting' | 'healthy' | 'unhealthy';
 
@@ -322,18 +324,30 @@ export class HealthMonitor {
     let timedOut = false;
     let exitCode: number;
     let text: string;
+    // A probe whose exec does not even start is given up (and killed if it starts later), as dockerd does.
+    let startTimer: NodeJS.Timeout | undefined;
+    const startDeadline = new Promise<never>((_, reject) => {
+      startTimer = setTimeout(() => {
+        kill.abort();
+        reject(new Error(`timed out starting health check for container ${record.Id}`));
+      }, PROBE_START_LIMIT_MS);
+    });
+    startDeadline.catch(() => undefined);
     try {
-      exitCode = await this.deps.execs.runInternal(record, cmd, {
+      const run = this.deps.execs.runInternal(record, cmd, {
         onOutput: (data) => output.write(data),
         // The timeout counts from the moment the probe runs (starting an exec is not the probe's time).
         onStarted: () => {
+          clearTimeout(startTimer);
           timer = setTimeout(() => {
             timedOut = true;
             kill.abort();
-          }, timing.timeoutNs / 1_000_000);
+          }, Math.min(timing.timeoutNs / 1_000_000, 2 ** 31 - 1));
         },
         signal: kill.signal,
       });
+      run.catch(() => undefined);
+      exitCode = await Promise.race([run, startDeadline]);
       text = output.toString();
       if (timedOut) {
         exitCode = -1;
@@ -344,6 +358,7 @@ export class HealthMonitor {
       exitCode = -1;
       text = errorMessage(err);
     } finally {
+      clearTimeout(startTimer);
       clearTimeout(timer);
       monitor.stop.signal.removeEventListener('abort', stop);
     }
