@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { EventBus } from '../events.js';
+import { planMounts, type VolumeContainer } from './mounts.js';
+import { VolumeService } from './service.js';
+import type { LocalDriverOptions, VolumeHost } from './types.js';
+
+/** A volume host on plain folders that records mounts instead of making them. */
+class FakeVolumeHost implements VolumeHost {
+  readonly mounted = new Map<string, LocalDriverOptions>();
+  async createVolumeDir(dir: string): Promise<void> {
+    await fs.mkdir(dir);
+    await fs.mkdir(path.join(dir, '_data'));
+  }
+  async removeVolumeDir(dir: string): Promise<void> {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+  async mount(target: string, opts: LocalDriverOptions & { type: string }): Promise<void> {
+    this.mounted.set(target, opts);
+  }
+  async unmount(target: string): Promise<void> {
+    this.mounted.delete(target);
+  }
+  async isMounted(target: string): Promise<boolean> {
+    return this.mounted.has(target);
+  }
+  async exists(p: string): Promise<boolean> {
+    return p === '/existing';
+  }
+  async isEmpty(dir: string): Promise<boolean> {
+    return (await fs.readdir(dir)).length === 0;
+  }
+  async diskUsage(): Promise<number> {
+    return 0;
+  }
+  async copyFromRootfs(): Promise<void> {}
+}
+
+const roots: string[] = [];
+after(async () => {
+  for (const r of roots) await fs.rm(r, { recursive: true, force: true });
+});
+
+async function service(users: { all?: string[]; running?: string[] } = {}): Promise<{ volumes: VolumeService; host: FakeVolumeHost; events: EventBus; root: string }> {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
+  roots.push(root);
+  const host = new FakeVolumeHost();
+  const events = new EventBus();
+  const volumes = new VolumeService(root, host, events);
+  volumes.setUsers({ containersUsingVolume: () => users.all ?? [], runningContainersUsingVolume: () => users.running ?? [] });
+  await volumes.init();
+  return { volumes, host, events, root };
+}
+
+describe('VolumeService', () => {
+  test('create validates before writing, returns an existing volume, reloads from disk', async () => {
+    const { volumes, root } = await service();
+    await assert.rejects(volumes.create({ Name: 'x' }), InvalidParameter);
+    await assert.rejects(volumes.create({ Name: 'ok-name', Driver: 'other' }), NotFound);
+    await assert.rejects(volumes.create({ Name: 'ok-name', DriverOpts: { type: 'none', o: 'bind', device: '/missing' } }), /no such file/);
+    await assert.rejects(volumes.create({ Name: 'ok-name', DriverOpts: { type: 'ext4', device: '-oops' } }), /must not start with "-"/);
+    assert.deepEqual(await fs.readdir(path.join(root, 'volumes')), []);
+    const first = await volumes.create({ Name: 'ok-name', Labels: { a: '1' }, DriverOpts: { type: 'none', o: 'bind', device: '/existing' } });
+    assert.equal(first.created, true);
+    const again = await volumes.create({ Name: 'ok-name', Labels: { b: '2' } });
+    assert.equal(again.created, false);
+    assert.deepEqual(again.volume.Labels, { a: '1' });
+    const reloaded = new VolumeService(root, new FakeVolumeHost(), new EventBus());
+    await reloaded.init();
+    assert.deepEqual(reloaded.inspect('ok-name'), volumes.inspect('ok-name'));
+  });
+
+  test('remove answers 409 while a container uses the volume, even with force', async () => {
+    const { volumes } = await service({ all: ['c1'] });
+    await volumes.create({ Name: 'busy' });
+    await assert.rejects(volumes.remove('busy'), Conflict);
+    await assert.rejects(volumes.remove('busy', { force: true }), Conflict);
+    await volumes.remove('missing', { force: true });
+    await assert.rejects(volumes.remove('missing'), NotFound);
+  });
+
+  test('DriverOpts volumes are mounted for the first running user and unmounted after the last', async () => {
+    const { volumes, host } = await service();
+    await volumes.create({ Name: 'ram', DriverOpts: { type: 'tmpfs', o: 'size=1m' } });
+    const point = volumes.mountpoint('ram');
+    const use = (container: string) => ({ container, destination: '/r', readWrite: true, propagation: '' });
+    await volumes.mount('ram', use('a'));
+    await volumes.mount('ram', use('b'));
+    assert.deepEqual(host.mounted.get(point), { type: 'tmpfs', device: undefined, o: 'size=1m' });
+    await volumes.unmount('ram', 'a');
+    assert.ok(host.mounted.has(point));
+    await volumes.unmount('ram', 'b');
+    assert.ok(!host.mounted.has(point));
+  });
+
+  test('recover unmounts what no running container holds', async () => {
+    const { volumes, host } = await service();
+    await volumes.create({ Name: 'ram', DriverOpts: { type: 'tmpfs' } });
+    host.mounted.set(volumes.mountpoint('ram'), { type: 'tmpfs' });
+    await volumes.recover();
+    assert.ok(!host.mounted.has(volumes.mountpoint('ram')));
+  });
+
+  test('prune takes anonymous volumes only unless all', async () => {
+    const { volumes } = await service();
+    await volumes.create({ Name: 'named' });
+    await volumes.create({ Name: 'anon-like', Labels: { 'com.docker.volume.anonymous': '' } });
+    assert.deepEqual((await volumes.prune(new Map(), { all: false })).VolumesDeleted, ['anon-like']);
+    assert.deepEqual((await volumes.prune(new Map([['label', ['nope']]]), { all: true })).VolumesDeleted, []);
+    assert.deepEqual((await volumes.prune(new Map(), { all: true })).VolumesDeleted, ['named']);
+  });
+});
+
+describe('planMounts', () => {
+  const mountpoint = (name: string) => `/v/${name}/_data`;
+  const none = (): VolumeContainer => {
+    throw new NotFound('no such container');
+  };
+
+  test('precedence: VolumesFrom, then Binds, then Mounts, then anonymous volumes where nothing mounts', () => {
+    const other: VolumeContainer = {
+      Id: 'o',
+      HostConfig: {},
+      Mounts: [
+        { Type: 'volume', Name: 'shared', Source: mountpoint('shared'), Destination: '/shared', Driver: 'local', Mode: '', RW: true, Propagation: '' },
+        { Type: 'volume', Name: 'replaced', Source: mountpoint('replaced'), Destination: '/data', Driver: 'local', Mode: '', RW: true, Propagation: '' },
+      ],
+    };
+    const plan = planMounts(
+      {
+        Volumes: { '/anon': {}, '/data': {} },
+        HostConfig: {
+          VolumesFrom: ['other:ro'],
+          Binds: ['named:/data:nocopy', '/host:/hostdir:ro'],
+          Mounts: [{ Type: 'volume', Source: '', Target: '/m', VolumeOptions: { Labels: { l: 'v' } } }],
+          Tmpfs: { '/img': '' },
+        },
+      },
+      { '/img': {}, '/from-image': {} },
+      (ref) => (ref === 'other' ? other : none()),
+      mountpoint,
+    );
+    const byDest = Object.fromEntries(plan.mounts.map((m) => [m.Destination, m]));
+    assert.deepEqual(Object.keys(byDest).sort(), ['/anon', '/data', '/from-image', '/hostdir', '/m', '/shared']);
+    assert.equal(byDest['/shared'].RW, false, 'VolumesFrom :ro');
+    assert.equal(byDest['/data'].Name, 'named', 'Binds replace VolumesFrom');
+    assert.equal(byDest['/hostdir'].Type, 'bind');
+    assert.match(byDest['/m'].Name!, /^[0-9a-f]{64}$/);
+    const anonVolume = plan.volumes.find((v) => v.name === byDest['/m'].Name)!;
+    assert.deepEqual(anonVolume.labels, { l: 'v', 'com.docker.volume.anonymous': '' });
+    assert.deepEqual(plan.copies.map((c) => c.destination).sort(), ['/anon', '/from-image', '/m'], 'no copy for nocopy, VolumesFrom or binds');
+  });
+
+  test('bad input is InvalidParameter', () => {
+    const bad: Array<[Record<string, unknown>, RegExp]> = [
+      [{ Binds: ['a1:/x', 'b1:/x'] }, /Duplicate mount point/],
+      [{ Binds: ['a1:/x'], Mounts: [{ Type: 'volume', Source: 'b1', Target: '/x/' }] }, /Duplicate mount point/],
+      [{ Mounts: [{ Type: 'volume', Source: 'b1', Target: '/' }] }, /over \//],
+      [{ Mounts: [{ Type: 'volume', Source: '/abs', Target: '/y' }] }, /invalid mount config for type "volume"/],
+      [{ Mounts: [{ Type: 'volume', Source: 'b1', Target: '/y', VolumeOptions: { NoCopy: 'yes' } }] }, /NoCopy: expected a boolean/],
+      [{ VolumesFrom: ['nobody'] }, /no such container: nobody/],
+    ];
+    for (const [hc, message] of bad) {
+      assert.throws(() => planMounts({ HostConfig: hc }, null, none, mountpoint), (err: unknown) => err instanceof InvalidParameter && message.test((err as Error).message), JSON.stringify(hc));
+    }
+  });
+});
