@@ -289,7 +289,7 @@ describe('bad input to create', () => {
       [{ Image: 'busybox', HostConfig: { RestartPolicy: { Name: 'sometimes' } } }, /restart policy/],
       [{ Image: 'busybox', HostConfig: { RestartPolicy: { Name: 'always', MaximumRetryCount: 3 } } }, /only be used with 'on-failure'/],
       [{ Image: 'busybox', HostConfig: { CapAdd: ['CAP_NOPE'] } }, /unknown capability/],
-      [{ Image: 'busybox', HostConfig: { Binds: ['relative:/x'] } }, /Binds/],
+      [{ Image: 'busybox', HostConfig: { Binds: ['./relative:/x'] } }, /Binds/],
       [{ Image: 'busybox', HostConfig: { Ulimits: [{ Name: 'nofile', Soft: 10, Hard: 5 }] } }, /soft limit/],
       [{ Image: 'busybox', HostConfig: { Ulimits: [{ Name: 'nofile', Soft: 1 << 30, Hard: 1 << 30 }] } }, /exceeds what this host allows/],
       [{ Image: 'busybox', Healthcheck: { Test: ['CMD', 'true'], Interval: 10 } }, /cannot be less than 1ms/],
