@@ -148,6 +148,13 @@ describe('health checks', () => {
     assert.ok(actions.some((e) => e.Action === 'health_status: healthy'));
     const filtered = await docker.listContainers({ filters: { health: ['healthy'] } });
     assert.ok(filtered.some((c) => c.Id === container.id));
+    // The list shows a health summary from API 1.52 on.
+    const summary = async (version: string) =>
+      ((await engine.request('GET', `/v${version}/containers/json?all=1`)).json() as Array<{ Id: string; Health?: unknown }>).find((c) => c.Id === container.id)!;
+    assert.deepEqual((await summary('1.52')).Health, { Status: 'healthy', FailingStreak: 0 });
+    assert.equal((await summary('1.51')).Health, undefined);
+    await container.stop({ t: 1 });
+    assert.deepEqual((await summary('1.53')).Health, { Status: 'none', FailingStreak: 0 });
     await container.remove({ force: true });
   });
 

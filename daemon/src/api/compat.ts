@@ -73,6 +73,7 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'from', removedIn: 52 },
   ],
   'container.summary': [
+    { field: 'Health', addedIn: 52 },
     { field: 'ImageManifestDescriptor', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },

@@ -129,6 +129,13 @@ function portsList(record: ContainerRecord): Array<{ IP?: string; PrivatePort: n
   return out;
 }
 
+/** The list's health summary: `none` for a container without a check or not running. */
+function healthSummary(record: ContainerRecord): { Status: string; FailingStreak: number } {
+  const health = record.State.Health;
+  if (!health || !record.State.Running) return { Status: 'none', FailingStreak: 0 };
+  return { Status: health.Status, FailingStreak: health.FailingStreak };
+}
+
 export function containerSummary(record: ContainerRecord, imageName: string, sizes?: { rw: number; rootFs: number }): Record<string, unknown> {
   const summary: Record<string, unknown> = {
     Id: record.Id,
@@ -141,6 +148,7 @@ export function containerSummary(record: ContainerRecord, imageName: string, siz
     Labels: record.Config.Labels ?? {},
     State: record.State.Status,
     Status: humanStatus(record.State),
+    Health: healthSummary(record),
     HostConfig: { NetworkMode: record.HostConfig.NetworkMode },
     NetworkSettings: { Networks: endpointsView(record.Networks) },
     Mounts: record.Mounts.map((m) => ({ ...m })),
