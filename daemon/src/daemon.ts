@@ -41,6 +41,11 @@ import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
+import { registerBuildRoutes } from './api/build.js';
+import { Builder } from './engine/build/builder.js';
+import { CommitService } from './engine/containers/commit.js';
+import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
+import { upperDiffTar } from './host/linux/archive/diff.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
@@ -252,6 +257,25 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     events,
   });
   registerArchiveRoutes(router, containerFiles);
+
+  // Commit and build: images from a container's writable layer, and from a Dockerfile (RUN steps are
+  // containers of the container engine, committed the same way).
+  const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) =>
+    upperDiffTar(path.join(host.containers.layout.containerDir(id), 'upper'), lowerDirs, RUNTIME_MOUNT_POINTS, signal);
+  const commits = new CommitService({
+    containers: {
+      get: (ref) => containers.get(ref),
+      serialised: (id, fn) => containers.serialised(id, fn),
+      containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
+      pause: (ref) => pauses.pause(ref),
+      unpause: (ref) => pauses.unpause(ref),
+    },
+    images,
+    host: { diffTar },
+  });
+  const builder = new Builder(path.join(opts.dataRoot, 'build'), { images, containers, host: { diffTar } });
+  await builder.init();
+  registerBuildRoutes(router, { builder, commits });
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 

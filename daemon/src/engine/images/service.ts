@@ -655,6 +655,9 @@ export class ImageService implements ImageLookup {
       comment?: string;
       author?: string;
       tags?: string[];
+      /** The committed container and its config (`container`, `container_config` of the image config). */
+      container?: string;
+      containerConfig?: Record<string, unknown>;
     },
     signal?: AbortSignal,
   ): Promise<string> {
@@ -674,6 +677,8 @@ export class ImageService implements ImageLookup {
         ...(parent?.config.variant ? { variant: parent.config.variant } : {}),
         os: parent?.config.os ?? 'linux',
         created,
+        ...(opts.container ? { container: opts.container } : {}),
+        ...(opts.containerConfig ? { container_config: opts.containerConfig } : {}),
         ...(opts.author ? { author: opts.author } : {}),
         ...(opts.comment ? { comment: opts.comment } : {}),
         config: opts.config as ImageConfig['config'],

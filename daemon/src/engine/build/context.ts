@@ -1,0 +1,273 @@
+/**
+ * The build context: the request body (a tar, plain or compressed with gzip, bzip2 or xz, told apart by its
+ * first bytes) unpacked into a private folder under the data root. Entries that would land outside that
+ * folder (`../x`, absolute link targets do not matter: links are never followed when sources are read) are
+ * refused. `.dockerignore` patterns are applied afterwards: ignored paths are removed from the folder, so
+ * that COPY and ADD cannot see them.
+ */
+import { spawn } from 'node:child_process';
+import { createReadStream, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { Duplex, PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import tar from 'tar-stream';
+import { InvalidParameter } from '../errors.js';
+
+export type Compression = 'identity' | 'gzip' | 'bzip2' | 'xz';
+
+export function detectCompression(head: Buffer): Compression {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
+  if (head.length >= 3 && head.subarray(0, 3).toString('latin1') === 'BZh') return 'bzip2';
+  if (head.length >= 6 && head.subarray(0, 6).equals(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]))) return 'xz';
+  return 'identity';
+}
+
+/** Waits for the first bytes of `input` and puts them back, to tell the compression. */
+function peek(input: Readable): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      input.off('readable', onReadable);
+      input.off('end', onEnd);
+      input.off('error', onError);
+    };
+    const onReadable = () => {
+      const chunk = input.read() as Buffer | null;
+      if (chunk === null) return;
+      cleanup();
+      input.unshift(chunk);
+      resolve(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.alloc(0));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    input.on('readable', onReadable);
+    input.once('end', onEnd);
+    input.once('error', onError);
+  });
+}
+
+/** A decompressing stream through a child process (`bzip2 -dc`, `xz -dc`). */
+export function childDecompressor(command: string): Duplex {
+  const child = spawn(command, ['-dc'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdin.on('error', () => undefined);
+  const out = new PassThrough();
+  child.stdout.pipe(out, { end: false });
+  child.on('close', (code) => {
+    if (code === 0) out.end();
+    else out.destroy(new InvalidParameter(`the build context could not be decompressed with ${command}: ${stderr.trim() || `exit code ${code}`}`));
+  });
+  child.on('error', (err) => out.destroy(new InvalidParameter(`cannot run ${command} to decompress the build context: ${err.message}`)));
+  const duplex = Duplex.from({ writable: child.stdin, readable: out });
+  duplex.on('close', () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  return duplex;
+}
+
+/** Resolves a tar entry name inside `root`; InvalidParameter when it would land outside. */
+export function entryPath(root: string, name: string): string {
+  const rel = path.posix.normalize(name.replace(/^\/+/, ''));
+  if (rel === '..' || rel.startsWith('../')) {
+    throw new InvalidParameter(`invalid build context: the entry ${JSON.stringify(name)} points outside the context`);
+  }
+  const clean = rel.replace(/\/+$/, '');
+  return clean === '' || clean === '.' ? root : path.join(root, clean);
+}
+
+/** Unpacks a context tar (any supported compression) into `dir` (which exists and is empty). */
+export async function unpackContext(input: Readable, dir: string, signal?: AbortSignal): Promise<void> {
+  const compression = detectCompression(await peek(input));
+  const stream = input;
+  const extract = tar.extract();
+  const decompress =
+    compression === 'gzip' ? zlib.createGunzip() : compression === 'bzip2' ? childDecompressor('bzip2') : compression === 'xz' ? childDecompressor('xz') : new PassThrough();
+  const root = path.resolve(dir);
+  const dirModes: Array<[string, number, Date]> = [];
+  extract.on('entry', (header, body, next) => {
+    const done = (err?: unknown) => {
+      if (err) {
+        body.resume();
+        next(err as Error);
+      } else next();
+    };
+    void (async () => {
+      const target = entryPath(root, header.name);
+      if (target === root) {
+        body.resume();
+        return;
+      }
+      // Parents that are links are never written through: only folders made here are trusted.
+      const parent = path.dirname(target);
+      await fs.mkdir(parent, { recursive: true });
+      const parentStat = await fs.lstat(parent);
+      if (!parentStat.isDirectory()) throw new InvalidParameter(`invalid build context: ${JSON.stringify(header.name)} lies below a non-folder`);
+      const rel = path.relative(root, await fs.realpath(parent));
+      if (rel.startsWith('..')) throw new InvalidParameter(`invalid build context: ${JSON.stringify(header.name)} points outside the context`);
+      const mode = (header.mode ?? 0o644) & 0o7777;
+      switch (header.type) {
+        case 'directory':
+          await fs.mkdir(target, { recursive: true });
+          dirModes.push([target, mode, header.mtime ?? new Date()]);
+          body.resume();
+          return;
+        case 'file':
+        case 'contiguous-file': {
+          await fs.rm(target, { force: true, recursive: true });
+          const handle = await fs.open(target, 'wx', mode);
+          try {
+            await pipeline(body, handle.createWriteStream({ autoClose: false }));
+            await handle.chmod(mode);
+          } finally {
+            await handle.close();
+          }
+          if (header.mtime) await fs.utimes(target, header.mtime, header.mtime);
+          return;
+        }
+        case 'symlink':
+          await fs.rm(target, { force: true, recursive: true });
+          await fs.symlink(header.linkname ?? '', target);
+          body.resume();
+          return;
+        case 'link': {
+          const source = entryPath(root, header.linkname ?? '');
+          await fs.rm(target, { force: true, recursive: true });
+          const st = await fs.lstat(source).catch(() => undefined);
+          if (!st || !st.isFile()) throw new InvalidParameter(`invalid build context: hard link ${JSON.stringify(header.name)} to a missing file`);
+          await fs.link(source, target);
+          body.resume();
+          return;
+        }
+        default:
+          // Devices, FIFOs and PAX metadata have no place in a build context.
+          body.resume();
+      }
+    })().then(() => done(), done);
+  });
+  try {
+    await pipeline(stream, decompress, extract, { signal });
+  } catch (err) {
+    if (err instanceof InvalidParameter) throw err;
+    if ((err as Error).name === 'AbortError') throw err;
+    throw new InvalidParameter(`invalid build context: ${(err as Error).message}`, { cause: err });
+  }
+  for (const [d, mode, mtime] of dirModes.reverse()) {
+    await fs.chmod(d, mode | 0o700).catch(() => undefined);
+    await fs.utimes(d, mtime, mtime).catch(() => undefined);
+  }
+}
+
+// ---- .dockerignore ----
+
+interface IgnorePattern {
+  regexp: RegExp;
+  exclusion: boolean;
+}
+
+function patternRegExp(pattern: string): RegExp {
+  let re = '^';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '*') {
+      if (pattern[i + 1] === '*') {
+        i++;
+        // `**/` matches zero or more folders; a final `**` matches everything below.
+        if (pattern[i + 1] === '/') {
+          i++;
+          re += '(?:.*/)?';
+        } else re += '.*';
+      } else re += '[^/]*';
+    } else if (c === '?') re += '[^/]';
+    else if (c === '[') {
+      const end = pattern.indexOf(']', i + 1);
+      if (end < 0) re += '\\[';
+      else {
+        let cls = pattern.slice(i + 1, end).replace(/\\/g, '\\\\');
+        if (cls.startsWith('^') || cls.startsWith('!')) cls = '^' + cls.slice(1);
+        re += `[${cls}]`;
+        i = end;
+      }
+    } else if (c === '\\' && i + 1 < pattern.length) re += pattern[++i].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+    else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  }
+  return new RegExp(re + '$');
+}
+
+export function parseDockerignore(text: string): IgnorePattern[] {
+  const out: IgnorePattern[] = [];
+  for (const rawLine of text.split(/\r?\n/)) {
+    let line = rawLine.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    let exclusion = false;
+    if (line.startsWith('!')) {
+      exclusion = true;
+      line = line.slice(1).trim();
+    }
+    line = path.posix.normalize(line).replace(/^\/+/, '').replace(/\/+$/, '');
+    if (line === '' || line === '.') continue;
+    out.push({ regexp: patternRegExp(line), exclusion });
+  }
+  return out;
+}
+
+/** Docker's rule: the last pattern that matches the path or one of its parent folders decides. */
+export function isIgnored(patterns: IgnorePattern[], rel: string): boolean {
+  let ignored = false;
+  const parents: string[] = [];
+  const parts = rel.split('/');
+  for (let i = 1; i < parts.length; i++) parents.push(parts.slice(0, i).join('/'));
+  for (const p of patterns) {
+    if (p.exclusion === !ignored) {
+      // Only a pattern that could change the answer is tested.
+      const matches = p.regexp.test(rel) || parents.some((parent) => p.regexp.test(parent));
+      if (matches) ignored = !p.exclusion;
+    }
+  }
+  return ignored;
+}
+
+/**
+ * Removes what `.dockerignore` excludes from the unpacked context. The Dockerfile and `.dockerignore`
+ * themselves stay readable for the builder (`keep`), as the CLI always sends them.
+ */
+export async function applyDockerignore(dir: string, keep: string[]): Promise<void> {
+  const text = await fs.readFile(path.join(dir, '.dockerignore'), 'utf8').catch(() => undefined);
+  if (text === undefined) return;
+  const patterns = parseDockerignore(text);
+  if (patterns.length === 0) return;
+  const kept = new Set(keep.map((k) => path.posix.normalize(k).replace(/^\/+/, '')));
+  const walk = async (rel: string): Promise<void> => {
+    const names = await fs.readdir(path.join(dir, rel)).catch(() => [] as string[]);
+    for (const name of names) {
+      const childRel = rel ? `${rel}/${name}` : name;
+      const full = path.join(dir, childRel);
+      if (!kept.has(childRel) && isIgnored(patterns, childRel)) {
+        // A folder whose contents an exception brings back is kept, and its other entries tested one by one.
+        const hasException = patterns.some((p) => p.exclusion);
+        const st = await fs.lstat(full);
+        if (st.isDirectory() && hasException) {
+          await walk(childRel);
+          if ((await fs.readdir(full)).length === 0) await fs.rmdir(full);
+          continue;
+        }
+        await fs.rm(full, { recursive: true, force: true });
+        continue;
+      }
+      const st = await fs.lstat(full);
+      if (st.isDirectory()) await walk(childRel);
+    }
+  };
+  await walk('');
+}
+
+/** A stream of a context file, for the hash of COPY sources. */
+export function openContextFile(file: string): Readable {
+  return createReadStream(file);
+}

@@ -1,0 +1,301 @@
+/**
+ * COPY and ADD: the files of a step planned as layer entries (destination rules of the classic builder,
+ * --chown, --chmod, missing parent folders made), hashed for the build cache (names, modes, owners and the
+ * bytes of every file; not the times), then written as a layer tar stream. ADD also unpacks local tar
+ * archives (plain, gzip, bzip2, xz) into the destination and takes http(s) URLs fetched beforehand.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import zlib from 'node:zlib';
+import tar from 'tar-stream';
+import { InvalidParameter } from '../errors.js';
+import { childDecompressor, detectCompression } from './context.js';
+import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
+
+export type EntrySource = { file: string } | { content: Buffer } | { archive: string; compression: string };
+
+export interface CopyEntry {
+  /** Path in the layer, relative to the root ('' never: the root is not written). */
+  name: string;
+  type: 'file' | 'directory' | 'symlink' | 'archive';
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: Date;
+  size: number;
+  linkname?: string;
+  source?: EntrySource;
+}
+
+export interface CopySource {
+  tree: SourceTree;
+  pattern: string;
+  /** ADD: archives from here are unpacked (never for URLs, never for --from). */
+  unpackArchives?: boolean;
+  /** A fetched URL: the file to copy and its name at the destination. */
+  fetched?: { file: string; name: string; mtime: Date };
+  /** A heredoc: inline content with its name. */
+  inline?: { name: string; content: Buffer };
+}
+
+export interface CopyPlan {
+  entries: CopyEntry[];
+  /** sha256 hex of what the step writes (the cache key's content part). */
+  hash: string;
+  /** Docker's label in the history: file, dir or multi. */
+  kind: 'file' | 'dir' | 'multi';
+}
+
+const ROOT_DIR_MODE = 0o755;
+
+async function isArchive(file: string): Promise<string | undefined> {
+  const handle = await fs.open(file, 'r');
+  try {
+    const head = Buffer.alloc(512);
+    const { bytesRead } = await handle.read(head, 0, 512, 0);
+    const compression = detectCompression(head.subarray(0, bytesRead));
+    if (compression !== 'identity') return compression;
+    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'identity';
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
+export async function planCopy(opts: {
+  sources: CopySource[];
+  dest: string;
+  workdir: string;
+  /** The stage's image as a tree (what exists at the destination); undefined for scratch. */
+  image?: SourceTree;
+  chown?: { uid: number; gid: number };
+  chmod?: number;
+  instruction: 'COPY' | 'ADD';
+}): Promise<CopyPlan> {
+  const { dest, image, chown, chmod } = opts;
+  const destAbs = dest.startsWith('/') ? dest : path.posix.join(opts.workdir || '/', dest);
+  const destRel = cleanRel(destAbs);
+  const destIsDir = dest.endsWith('/') || dest === '.' || dest.endsWith('/.') || destRel === '';
+  const entries: CopyEntry[] = [];
+  const emitted = new Map<string, CopyEntry>();
+  const emit = (e: CopyEntry) => {
+    const known = emitted.get(e.name);
+    if (known) entries.splice(entries.indexOf(known), 1);
+    emitted.set(e.name, e);
+    entries.push(e);
+  };
+  const existsInImage = async (rel: string): Promise<'dir' | 'other' | undefined> => {
+    if (rel === '') return 'dir';
+    if (!image) return undefined;
+    const st = await image.lstat(await resolveInTree(image, rel).catch(() => rel));
+    return st ? (st.isDirectory() ? 'dir' : 'other') : undefined;
+  };
+  const uid = chown?.uid ?? 0;
+  const gid = chown?.gid ?? 0;
+  const now = new Date();
+  /** Makes the folder `rel` and its missing parents (parents root-owned, the folder itself chowned). */
+  const ensureDir = async (rel: string, own: boolean) => {
+    const parts = rel.split('/').filter(Boolean);
+    for (let i = 1; i <= parts.length; i++) {
+      const p = parts.slice(0, i).join('/');
+      if (emitted.has(p)) continue;
+      const there = await existsInImage(p);
+      if (there === 'dir') continue;
+      const mine = own && i === parts.length;
+      emit({ name: p, type: 'directory', mode: ROOT_DIR_MODE, uid: mine ? uid : 0, gid: mine ? gid : 0, mtime: now, size: 0 });
+    }
+  };
+
+  // Sources resolved first: the destination rules depend on how many there are.
+  const resolved: Array<{ source: CopySource; rel: string }> = [];
+  for (const source of opts.sources) {
+    if (source.fetched || source.inline) {
+      resolved.push({ source, rel: '' });
+      continue;
+    }
+    const matches = await expandSource(source.tree, source.pattern);
+    if (matches.length === 0) {
+      throw new InvalidParameter(`${opts.instruction} failed: file not found in build context or excluded by .dockerignore: stat ${source.pattern}: file does not exist`);
+    }
+    for (const m of matches) resolved.push({ source, rel: m });
+  }
+  if (resolved.length > 1 && !destIsDir) {
+    throw new InvalidParameter(`When using ${opts.instruction} with more than one source file, the destination must be a directory and end with a /`);
+  }
+  const destDir = destIsDir || (await existsInImage(destRel)) === 'dir';
+  let kind: CopyPlan['kind'] = resolved.length > 1 ? 'multi' : 'file';
+  const hash = createHash('sha256');
+
+  const fileEntry = async (name: string, file: string, st: { mode: number; mtime: Date; size: number }) => {
+    const contentHash = await hashFile(file);
+    hash.update(`${name}\0file\0${chmod ?? st.mode & 0o7777}\0${uid}:${gid}\0${contentHash}\n`);
+    emit({ name, type: 'file', mode: chmod ?? st.mode & 0o7777, uid, gid, mtime: st.mtime, size: st.size, source: { file } });
+  };
+
+  const copyTree = async (tree: SourceTree, rel: string, target: string): Promise<void> => {
+    for (const name of await tree.readdir(rel)) {
+      const childRel = rel ? `${rel}/${name}` : name;
+      const childTarget = target ? `${target}/${name}` : name;
+      const st = await tree.lstat(childRel);
+      if (!st) continue;
+      if (st.isDirectory()) {
+        const mode = chmod ?? st.mode & 0o7777;
+        hash.update(`${childTarget}\0dir\0${mode}\0${uid}:${gid}\n`);
+        emit({ name: childTarget, type: 'directory', mode, uid, gid, mtime: st.mtime, size: 0 });
+        await copyTree(tree, childRel, childTarget);
+      } else if (st.isSymbolicLink()) {
+        const linkname = await tree.readlink(childRel);
+        hash.update(`${childTarget}\0symlink\0${linkname}\0${uid}:${gid}\n`);
+        emit({ name: childTarget, type: 'symlink', mode: 0o777, uid, gid, mtime: st.mtime, size: 0, linkname });
+      } else if (st.isFile()) {
+        await fileEntry(childTarget, await tree.hostPath(childRel), st);
+      }
+    }
+  };
+
+  for (const { source, rel } of resolved) {
+    if (source.inline) {
+      const target = destDir ? cleanRel(`${destRel}/${source.inline.name}`) : destRel;
+      await ensureDir(path.posix.dirname('/' + target).slice(1), destDir && target !== destRel);
+      const mode = chmod ?? 0o644;
+      hash.update(`${target}\0inline\0${mode}\0${uid}:${gid}\0${createHash('sha256').update(source.inline.content).digest('hex')}\n`);
+      emit({ name: target, type: 'file', mode, uid, gid, mtime: now, size: source.inline.content.length, source: { content: source.inline.content } });
+      continue;
+    }
+    if (source.fetched) {
+      const target = destDir ? cleanRel(`${destRel}/${source.fetched.name}`) : destRel;
+      if (destDir) await ensureDir(destRel, true);
+      else await ensureDir(path.posix.dirname('/' + target).slice(1), false);
+      const st = await fs.stat(source.fetched.file);
+      await fileEntry(target, source.fetched.file, { mode: 0o600, mtime: source.fetched.mtime, size: st.size });
+      continue;
+    }
+    const real = await resolveInTree(source.tree, rel);
+    const st = await source.tree.lstat(real);
+    if (!st) throw new InvalidParameter(`${opts.instruction} failed: ${rel} is a link to a missing file`);
+    if (st.isDirectory()) {
+      if (resolved.length === 1) kind = 'dir';
+      await ensureDir(destRel, true);
+      await copyTree(source.tree, real, destRel);
+      continue;
+    }
+    if (!st.isFile()) throw new InvalidParameter(`${opts.instruction} failed: ${rel} is not a regular file or folder`);
+    const file = await source.tree.hostPath(real);
+    const compression = source.unpackArchives ? await isArchive(file) : undefined;
+    if (compression) {
+      await ensureDir(destRel, true);
+      const contentHash = await hashFile(file);
+      hash.update(`${destRel}\0archive\0${uid}:${gid}\0${contentHash}\n`);
+      emit({ name: `${destRel}\0archive\0${entries.length}`, type: 'archive', mode: 0, uid, gid, mtime: now, size: 0, source: { archive: file, compression } });
+      continue;
+    }
+    const target = destDir ? cleanRel(`${destRel}/${path.posix.basename(rel)}`) : destRel;
+    await ensureDir(path.posix.dirname('/' + target).slice(1), destDir);
+    await fileEntry(target, file, st);
+  }
+  return { entries, hash: hash.digest('hex'), kind };
+}
+
+function decompressor(compression: string): NodeJS.ReadWriteStream {
+  if (compression === 'gzip') return zlib.createGunzip();
+  if (compression === 'identity') return new PassThrough();
+  return childDecompressor(compression === 'bzip2' ? 'bzip2' : 'xz');
+}
+
+/** Writes a planned step as a layer tar. */
+export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
+  const pack = tar.pack();
+  const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
+    new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
+  const unpackInto = async (archive: string, compression: string, destRel: string) => {
+    const extract = tar.extract();
+    extract.on('entry', (header, body, next) => {
+      void (async () => {
+        const rel = path.posix.normalize(header.name.replace(/^\/+/, ''));
+        if (rel === '..' || rel.startsWith('../')) throw new InvalidParameter(`ADD: the archive entry ${JSON.stringify(header.name)} points outside its destination`);
+        const base = path.posix.basename(rel);
+        const name = cleanRel(`${destRel}/${rel}`);
+        if (name === '' || base.startsWith('.wh.')) {
+          body.resume();
+          return;
+        }
+        const own = destOwner ?? { uid: header.uid ?? 0, gid: header.gid ?? 0 };
+        const common = { name, mode: (header.mode ?? 0o644) & 0o7777, uid: own.uid, gid: own.gid, mtime: header.mtime ?? new Date() };
+        if (header.type === 'file' || header.type === 'contiguous-file') {
+          const sink = pack.entry({ ...common, type: 'file', size: header.size ?? 0 });
+          await pipeline(body, sink);
+          return;
+        }
+        body.resume();
+        if (header.type === 'directory') await entry({ ...common, type: 'directory', size: 0 });
+        else if (header.type === 'symlink') await entry({ ...common, type: 'symlink', size: 0, linkname: header.linkname ?? '' });
+        else if (header.type === 'link') await entry({ ...common, type: 'link', size: 0, linkname: cleanRel(`${destRel}/${path.posix.normalize(header.linkname ?? '')}`) });
+      })().then(() => next(), (err: Error) => next(err));
+    });
+    await pipeline(createReadStream(archive), decompressor(compression), extract, { signal });
+  };
+  void (async () => {
+    try {
+      for (const e of plan.entries) {
+        if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+        const header = { name: e.name, mode: e.mode, uid: e.uid, gid: e.gid, mtime: e.mtime };
+        if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
+        else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
+        else if (e.type === 'archive') {
+          const src = e.source as { archive: string; compression: string };
+          await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
+        } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
+        else if (e.source && 'file' in e.source) {
+          const file = e.source.file;
+          const st = await fs.stat(file);
+          if (st.size === 0) {
+            await entry({ ...header, type: 'file', size: 0 });
+            continue;
+          }
+          const sink = pack.entry({ ...header, type: 'file', size: st.size });
+          await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
+        }
+      }
+      pack.finalize();
+    } catch (err) {
+      pack.destroy(err as Error);
+    }
+  })();
+  return pack as unknown as Readable;
+}
+
+/** Resolves `--chown` (numeric ids or names from the image's /etc/passwd and /etc/group). */
+export async function resolveChown(spec: string, image: SourceTree | undefined): Promise<{ uid: number; gid: number }> {
+  const [userPart, groupPart] = spec.split(':');
+  const readDb = async (file: string): Promise<string[][]> => {
+    if (!image) return [];
+    try {
+      const text = await fs.readFile(await image.hostPath(await resolveInTree(image, file)), 'utf8');
+      return text.split('\n').filter(Boolean).map((l) => l.split(':'));
+    } catch {
+      return [];
+    }
+  };
+  let uid: number;
+  let gid: number | undefined;
+  if (/^\d+$/.test(userPart)) uid = Number(userPart);
+  else {
+    const row = (await readDb('etc/passwd')).find((r) => r[0] === userPart);
+    if (!row) throw new InvalidParameter(`unable to convert uid/gid chown string to host mapping: can't find uid for user ${userPart}: no such user: ${userPart}`);
+    uid = Number(row[2]);
+    gid = Number(row[3]);
+  }
+  if (groupPart !== undefined && groupPart !== '') {
+    if (/^\d+$/.test(groupPart)) gid = Number(groupPart);
+    else {
+      const row = (await readDb('etc/group')).find((r) => r[0] === groupPart);
+      if (!row) throw new InvalidParameter(`unable to convert uid/gid chown string to host mapping: can't find gid for group ${groupPart}: no such group: ${groupPart}`);
+      gid = Number(row[2]);
+    }
+  } else if (gid === undefined) gid = uid;
+  return { uid, gid };
+}

@@ -1,0 +1,117 @@
+/**
+ * A container's writable layer as a layer tar (what `docker commit` and the image builder store): the
+ * overlay upper folder walked with lstat, links stored as links, files streamed with backpressure, and the
+ * overlay markers turned into the layer format's:
+ * - a whiteout (character device 0/0) becomes an empty `.wh.<name>` entry;
+ * - an opaque folder (xattr trusted.overlay.opaque = y) gets a `.wh..wh..opq` entry inside it.
+ * Mount points the runtime created (`ignoreAdded`, when no layer below has them) are left out, as Docker
+ * keeps them in an init layer that is never committed.
+ */
+import { constants, promises as fs, type Stats } from 'node:fs';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import { opaqueFolders } from './changes.js';
+import { devMajor, devMinor } from './pack.js';
+
+const CHUNK = 256 * 1024;
+
+async function* fileBytes(handle: fs.FileHandle, size: number, signal?: AbortSignal): AsyncGenerator<Buffer> {
+  let offset = 0;
+  while (offset < size) {
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const want = Math.min(CHUNK, size - offset);
+    const buf = Buffer.allocUnsafe(want);
+    const { bytesRead } = await handle.read(buf, 0, want, offset);
+    if (bytesRead === 0) {
+      // The file shrank while it was read: pad, so the entry keeps the size its header announced.
+      yield Buffer.alloc(size - offset);
+      return;
+    }
+    offset += bytesRead;
+    yield buf.subarray(0, bytesRead);
+  }
+}
+
+function isWhiteout(st: Stats): boolean {
+  return st.isCharacterDevice() && st.rdev === 0;
+}
+
+async function inLowerLayers(topFirst: string[], rel: string): Promise<boolean> {
+  for (const layer of topFirst) {
+    const st = await fs.lstat(path.join(layer, rel)).catch(() => undefined);
+    if (st) return !isWhiteout(st);
+    if (await fs.lstat(path.join(layer, path.dirname(rel), `.wh.${path.basename(rel)}`)).catch(() => undefined)) return false;
+  }
+  return false;
+}
+
+/** A layer tar of the overlay upper folder `upper` over `lowerDirs` (bottom first). */
+export function upperDiffTar(upper: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>, signal?: AbortSignal): Readable {
+  const pack = tar.pack();
+  const topFirst = lowerDirs.map((d) => path.resolve(d)).reverse();
+  const hardLinks = new Map<string, string>();
+  const entry = (header: Partial<tar.Header> & { name: string }): Promise<void> =>
+    new Promise((resolve, reject) => pack.entry(header, '', (err) => (err ? reject(err) : resolve())));
+
+  const header = (name: string, st: Stats): Partial<tar.Header> & { name: string } => ({ name, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid, mtime: st.mtime, size: 0 });
+
+  const walk = async (rel: string, opaque: Set<string>): Promise<void> => {
+    const names = (await fs.readdir(path.join(upper, rel)).catch(() => [] as string[])).sort();
+    for (const name of names) {
+      if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+      const childRel = rel ? `${rel}/${name}` : name;
+      const hostPath = path.join(upper, childRel);
+      const st = await fs.lstat(hostPath).catch(() => undefined);
+      if (!st) continue;
+      if (isWhiteout(st)) {
+        await entry({ ...header(rel ? `${rel}/.wh.${name}` : `.wh.${name}`, st), mode: 0o644, type: 'file' });
+        continue;
+      }
+      if (ignoreAdded.has('/' + childRel) && !(await inLowerLayers(topFirst, childRel))) {
+        // A mount point of the runtime: left out, unless something was written below a folder one.
+        if (!st.isDirectory() || (await fs.readdir(hostPath).catch(() => [])).length === 0) continue;
+      }
+      if (st.isDirectory()) {
+        await entry({ ...header(`${childRel}/`, st), type: 'directory' });
+        if (opaque.has(childRel)) await entry({ name: `${childRel}/.wh..wh..opq`, mode: 0o644, size: 0, mtime: st.mtime, type: 'file' });
+        await walk(childRel, opaque);
+      } else if (st.isSymbolicLink()) {
+        await entry({ ...header(childRel, st), type: 'symlink', linkname: await fs.readlink(hostPath) });
+      } else if (st.isFile()) {
+        const key = `${st.dev}:${st.ino}`;
+        const first = st.nlink > 1 ? hardLinks.get(key) : undefined;
+        if (first !== undefined) {
+          await entry({ ...header(childRel, st), type: 'link', linkname: first });
+          continue;
+        }
+        if (st.nlink > 1) hardLinks.set(key, childRel);
+        const handle = await fs.open(hostPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        try {
+          const fst = await handle.stat();
+          if (!fst.isFile()) continue;
+          const sink = pack.entry({ ...header(childRel, fst), type: 'file', size: fst.size });
+          await pipeline(Readable.from(fileBytes(handle, fst.size, signal)), sink);
+        } finally {
+          await handle.close();
+        }
+      } else if (st.isCharacterDevice() || st.isBlockDevice()) {
+        await entry({ ...header(childRel, st), type: st.isCharacterDevice() ? 'character-device' : 'block-device', devmajor: devMajor(st.rdev), devminor: devMinor(st.rdev) });
+      } else if (st.isFIFO()) {
+        await entry({ ...header(childRel, st), type: 'fifo' });
+      }
+    }
+  };
+
+  void (async () => {
+    try {
+      const opaque = await opaqueFolders(upper);
+      await walk('', opaque);
+      pack.finalize();
+    } catch (err) {
+      pack.destroy(err as Error);
+    }
+  })();
+  return pack as unknown as Readable;
+}
