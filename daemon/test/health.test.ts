@@ -95,6 +95,7 @@ describe('health checks', () => {
 
     await engine.dockerOk(['exec', id, 'touch', '/tmp/ok']);
     await waitStatus(id, 'healthy');
+    assert.equal((await engine.dockerOk(['inspect', '--format', '{{.State.Health.Status}}', id])).trim(), 'healthy');
     assert.match(await engine.dockerOk(['ps', '--filter', `id=${id}`, '--format', '{{.Status}}']), /^Up .* \(healthy\)$/m);
     assert.match(await engine.dockerOk(['ps', '--filter', 'health=healthy', '--format', '{{.Names}}']), /hc-transitions/);
     assert.doesNotMatch(await engine.dockerOk(['ps', '--filter', 'health=unhealthy', '--format', '{{.Names}}']), /hc-transitions/);
