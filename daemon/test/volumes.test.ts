@@ -307,6 +307,23 @@ describe('volumes in containers', () => {
     await engine.dockerOk(['volume', 'rm', 'vf-named']);
   });
 
+  test('a volume place that is a symlink in the image is resolved inside the container root', async () => {
+    const escape = path.join(engine.root, 'escaped');
+    const base = (await engine.dockerOk(['create', 'busybox', 'sh', '-c', `ln -s /../../../..${escape} /data && mkdir -p /real && ln -s ../real /rel`])).trim();
+    await engine.dockerOk(['start', '-a', base]);
+    const exported = await engine.request('GET', `/containers/${base}/export`, { timeoutMs: 60_000 });
+    assert.equal(exported.status, 200);
+    const imported = await engine.request('POST', '/images/create?fromSrc=-&repo=linkimg&tag=1', { body: exported.body, headers: { 'Content-Type': 'application/x-tar' }, timeoutMs: 60_000 });
+    assert.equal(imported.status, 200, imported.text);
+    const out = await engine.dockerOk(['run', '--rm', '-v', 'link-vol:/data', '-v', 'rel-vol:/rel', 'linkimg:1', 'sh', '-c', `echo in > /data/f; echo r > /rel/g; cat ${escape}/f /real/g`]);
+    assert.equal(out, 'in\nr\n');
+    assert.ok(!existsSync(escape), 'nothing was made outside the container root');
+    assert.equal(readFileSync(path.join(volumesDir(), 'link-vol', '_data', 'f'), 'utf8'), 'in\n');
+    assert.equal(readFileSync(path.join(volumesDir(), 'rel-vol', '_data', 'g'), 'utf8'), 'r\n');
+    await engine.dockerOk(['rm', base]);
+    await engine.dockerOk(['volume', 'rm', 'link-vol', 'rel-vol']);
+  });
+
   test('docker cp reaches into a volume of a stopped container', async () => {
     const id = (await engine.dockerOk(['create', '-v', 'cp-vol:/data', 'busybox', 'true'])).trim();
     const file = path.join(engine.root, 'cp-in.txt');

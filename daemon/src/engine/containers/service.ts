@@ -42,7 +42,8 @@ export interface ContainerVolumeParts {
   ): Promise<{ mounts: MountPoint[]; copies: Array<{ name: string; destination: string }>; undo(): Promise<void> }>;
   /** Copies the image's content into the new volumes, from the container's mounted root. */
   populate(rootfs: string, copies: Array<{ name: string; destination: string }>): Promise<void>;
-  mountAll(record: ContainerRecord): Promise<void>;
+  /** At start, with the container's mounted root (where the mount points' folders are made). */
+  mountAll(record: ContainerRecord, rootfs: string): Promise<void>;
   unmountAll(record: ContainerRecord): Promise<void>;
   removeAnonymous(record: ContainerRecord): Promise<void>;
 }
@@ -285,10 +286,10 @@ export class ContainerService implements ImageUsers {
         this.host.readFileFromLayers(lowerDirs, '/etc/group'),
       ]);
       const user = resolveUser(record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
-      await this.host.mountRootfs(record.Id, lowerDirs);
+      const rootfs = await this.host.mountRootfs(record.Id, lowerDirs);
       mounted = true;
       if (this.deps.volumes) {
-        await this.deps.volumes.mountAll(record);
+        await this.deps.volumes.mountAll(record, rootfs);
         volumesMounted = true;
       }
       // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.

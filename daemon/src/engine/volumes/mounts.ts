@@ -229,11 +229,15 @@ export class ContainerVolumes {
     }
   }
 
-  /** At start: mounts the container's volumes (the DriverOpts ones for their first running user), with events. */
-  async mountAll(record: VolumeContainer): Promise<void> {
+  /**
+   * At start: mounts the container's volumes (the DriverOpts ones for their first running user), with
+   * events. With the container's mounted root, the places of its mount points are made there first.
+   */
+  async mountAll(record: VolumeContainer, rootfs?: string): Promise<void> {
     const done: string[] = [];
     try {
       for (const m of record.Mounts) {
+        if (rootfs && m.Type !== 'tmpfs') await this.volumes.makeMountPoint(rootfs, m.Destination);
         if (m.Type !== 'volume' || !m.Name) continue;
         await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
         done.push(m.Name);

@@ -38,6 +38,9 @@ class FakeVolumeHost implements VolumeHost {
     return 0;
   }
   async copyFromRootfs(): Promise<void> {}
+  async makeMountPoint(_rootfs: string, containerPath: string): Promise<string> {
+    return containerPath;
+  }
 }
 
 const roots: string[] = [];

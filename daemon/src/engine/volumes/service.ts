@@ -354,6 +354,11 @@ export class VolumeService {
     return this.host.copyFromRootfs(rootfs, containerPath, this.mountpoint(name));
   }
 
+  /** Makes a mount point's folder inside a container root (see VolumeHost.makeMountPoint). */
+  makeMountPoint(rootfs: string, containerPath: string): Promise<string> {
+    return this.host.makeMountPoint(rootfs, containerPath);
+  }
+
   /** Volumes with their sizes and reference counts, for /system/df. */
   async usage(): Promise<VolumeView[]> {
     const out: VolumeView[] = [];

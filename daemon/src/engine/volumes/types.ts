@@ -66,4 +66,10 @@ export interface VolumeHost {
    * missing path or one that is not a folder copies nothing.
    */
   copyFromRootfs(rootfs: string, containerPath: string, target: string): Promise<void>;
+  /**
+   * Makes the folder a mount lands on in the container root `rootfs`, before the runtime mounts there:
+   * symlinks on the way are resolved inside the root (so a link that dangles, or points at `/..`, ends in
+   * the root), and missing folders are created. Answers the resolved container path.
+   */
+  makeMountPoint(rootfs: string, containerPath: string): Promise<string>;
 }

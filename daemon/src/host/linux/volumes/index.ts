@@ -6,9 +6,12 @@ import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
-import { ContainerFilesystem } from '../archive/resolve.js';
+import { InvalidParameter } from '../../../engine/errors.js';
+import { components, ContainerFilesystem } from '../archive/resolve.js';
 import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
 import { linuxSys } from '../sys.js';
+
+const MAX_SYMLINKS = 40;
 
 function run(cmd: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -111,5 +114,35 @@ export class LinuxVolumeHost implements VolumeHost {
     await fs.chmod(into, st.mode & 0o7777);
     // -a: no link followed, owners, modes, times, xattrs kept; `/.` copies the folder's content.
     await run('cp', ['-a', '--', `${source}/.`, `${into}/`]);
+  }
+
+  async makeMountPoint(rootfs: string, containerPath: string): Promise<string> {
+    const root = path.resolve(rootfs);
+    let pending = components(containerPath);
+    const resolved: string[] = [];
+    let links = 0;
+    // Nothing runs in the root yet (the container is being started), so what is looked up stays as seen.
+    while (pending.length > 0) {
+      const component = pending.shift()!;
+      if (component === '..') {
+        resolved.pop();
+        continue;
+      }
+      const hostPath = path.join(root, ...resolved, component);
+      const st = await fs.lstat(hostPath).catch(() => undefined);
+      if (!st) {
+        await fs.mkdir(hostPath, { mode: 0o755 });
+      } else if (st.isSymbolicLink()) {
+        if (++links > MAX_SYMLINKS) throw new InvalidParameter(`too many levels of symbolic links in the mount point ${containerPath}`);
+        const target = await fs.readlink(hostPath);
+        if (target.startsWith('/')) resolved.length = 0;
+        pending = [...components(target), ...pending];
+        continue;
+      } else if (!st.isDirectory() && pending.length > 0) {
+        throw new InvalidParameter(`cannot mount at ${containerPath}: /${[...resolved, component].join('/')} is not a directory in the container`);
+      }
+      resolved.push(component);
+    }
+    return '/' + resolved.join('/');
   }
 }
