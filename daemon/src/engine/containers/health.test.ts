@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
 import { rfc3339Nano, nowNano } from '../../util/json.js';
 import { EventBus } from '../events.js';
-import type { InternalExecOptions } from './exec.js';
+import { buildRecord } from './create.js';
+import { ExecService, type ExecProcess, type InternalExecOptions } from './exec.js';
 import {
   goDuration, HealthMonitor, MAX_OUTPUT_BYTES, mergeHealthcheck, ProbeOutput, probeCommand, probeTiming, recordProbe, type Health,
 } from './health.js';
@@ -238,5 +240,100 @@ describe('health monitor', () => {
     await until(() => f.record.State.Health?.Status === 'healthy', 'healthy');
     monitor.close();
     assert.ok(probes >= 1);
+  });
+});
+
+describe('probe execs', () => {
+  /** An ExecService over a fake host whose processes print, then exit with `code` (or hang until killed). */
+  function execFixture(behaviour: { code?: number; hang?: boolean; fail?: Error }) {
+    const events = new EventBus();
+    const published: Array<{ action: string; attributes: Record<string, string> }> = [];
+    const image = { id: 'sha256:' + 'a'.repeat(64), reference: 'busybox:latest', config: { Cmd: ['sh'], Env: ['PATH=/bin'] }, os: 'linux', architecture: 'amd64', chainIds: [] };
+    const record = buildRecord({ Image: 'busybox', Cmd: ['sleep', '600'], User: 'app', WorkingDir: '/srv' }, '/probed', image, '/nonexistent');
+    Object.assign(record.State, { Status: 'running', Running: true });
+    const specs: Array<Record<string, any>> = [];
+    const killed: number[] = [];
+    const released: string[] = [];
+    const host = {
+      async exec(_id: string, _execId: string, spec: object): Promise<ExecProcess> {
+        if (behaviour.fail) throw behaviour.fail;
+        specs.push(spec as Record<string, any>);
+        const output = new PassThrough({ objectMode: true });
+        let finish!: (code: number) => void;
+        const exit = new Promise<number>((resolve) => (finish = resolve));
+        output.write({ stream: 'stdout', data: Buffer.from('out ') });
+        output.write({ stream: 'stderr', data: Buffer.from('err') });
+        if (!behaviour.hang) {
+          output.end();
+          setImmediate(() => finish(behaviour.code ?? 0));
+        }
+        return {
+          pid: 4242,
+          streams: { output, input: new PassThrough(), close: () => output.destroy() },
+          exit,
+          resize: async () => undefined,
+          kill: async (signal: number) => {
+            killed.push(signal);
+            output.end();
+            finish(128 + signal);
+          },
+        };
+      },
+      releaseExec: async (id: string) => void released.push(id),
+      readFileFromLayers: async (_dirs: string[], file: string) =>
+        Buffer.from(file === '/etc/passwd' ? 'root:x:0:0::/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n' : 'root:x:0:\napp:x:1000:\n'),
+    };
+    const containers = {
+      get: () => record,
+      find: () => record,
+      containerEvent: (_r: ContainerRecord, action: string, attributes: Record<string, string> = {}) => void published.push({ action, attributes }),
+    };
+    const execs = new ExecService({ containers, host, lowerDirs: () => [], events });
+    return { execs, record, published, specs, killed, released };
+  }
+
+  test('runs as the container user in its folder, collects both streams, publishes the exec events, lists nothing', async () => {
+    const f = execFixture({ code: 3 });
+    let output = '';
+    let started = false;
+    const code = await f.execs.runInternal(f.record, ['/bin/sh', '-c', 'exit 3'], { onOutput: (d) => (output += d.toString()), onStarted: () => (started = true) });
+    assert.equal(code, 3);
+    assert.equal(output, 'out err');
+    assert.ok(started);
+    assert.deepEqual(f.specs[0].args, ['/bin/sh', '-c', 'exit 3']);
+    assert.equal(f.specs[0].cwd, '/srv');
+    assert.equal(f.specs[0].user.uid, 1000);
+    assert.equal(f.specs[0].terminal, false);
+    assert.deepEqual(f.published.map((e) => e.action), ['exec_create: /bin/sh -c exit 3', 'exec_start: /bin/sh -c exit 3', 'exec_die']);
+    const execId = f.published[0].attributes.execID;
+    assert.ok(f.published.every((e) => e.attributes.execID === execId));
+    assert.equal(f.published[2].attributes.exitCode, '3');
+    assert.ok(!f.record.ExecIDs || f.record.ExecIDs.length === 0);
+    assert.throws(() => f.execs.get(execId), /No such exec instance/);
+    assert.deepEqual(f.released, [execId]);
+  });
+
+  test('aborting kills the process', async () => {
+    const f = execFixture({ hang: true });
+    const abort = new AbortController();
+    const run = f.execs.runInternal(f.record, ['sleep', '30'], { onOutput: () => undefined, onStarted: () => abort.abort(), signal: abort.signal });
+    assert.equal(await run, 137);
+    assert.deepEqual(f.killed, [9]);
+    assert.equal(f.published.at(-1)!.attributes.exitCode, '137');
+  });
+
+  test('a process that cannot start is refused with the runtime error, and has died with 126', async () => {
+    const f = execFixture({ fail: new Error('exec: "nope": executable file not found in $PATH') });
+    await assert.rejects(f.execs.runInternal(f.record, ['nope'], { onOutput: () => undefined }), /executable file not found/);
+    assert.deepEqual(f.published.map((e) => [e.action, e.attributes.exitCode]), [['exec_create: nope', undefined], ['exec_die', '126']]);
+  });
+
+  test('a container that is not running or is paused is refused', async () => {
+    const f = execFixture({});
+    f.record.State.Paused = true;
+    await assert.rejects(f.execs.runInternal(f.record, ['true'], { onOutput: () => undefined }), /paused/);
+    Object.assign(f.record.State, { Paused: false, Running: false });
+    await assert.rejects(f.execs.runInternal(f.record, ['true'], { onOutput: () => undefined }), /not running/);
+    assert.deepEqual(f.published, []);
   });
 });
