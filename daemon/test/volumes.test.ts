@@ -204,6 +204,38 @@ describe('volumes in containers', () => {
     for (const name of ['copied', 'not-copied', 'not-copied2', 'own-content']) await engine.dockerOk(['volume', 'rm', name]);
   });
 
+  test("an image's VOLUME gets an anonymous volume with the image's content (dockerode)", async () => {
+    const base = (await engine.dockerOk(['create', IMAGE_WITH_DATA, 'true'])).trim();
+    const exported = await engine.request('GET', `/containers/${base}/export`, { timeoutMs: 60_000 });
+    const imported = await engine.request('POST', `/images/create?fromSrc=-&repo=withvolume&tag=1&changes=${encodeURIComponent('VOLUME /data')}&changes=${encodeURIComponent('CMD ["cat", "/data/hello.txt"]')}`, {
+      body: exported.body,
+      headers: { 'Content-Type': 'application/x-tar' },
+      timeoutMs: 60_000,
+    });
+    assert.equal(imported.status, 200, imported.text);
+    await engine.dockerOk(['rm', base]);
+    const docker = engine.dockerode();
+    const container = await docker.createContainer({ Image: 'withvolume:1' });
+    const info = await container.inspect();
+    assert.equal(info.Mounts.length, 1);
+    const mount = info.Mounts[0] as unknown as { Type: string; Name: string; Destination: string; Source: string };
+    assert.equal(mount.Type, 'volume');
+    assert.equal(mount.Destination, '/data');
+    assert.equal(readFileSync(path.join(mount.Source, 'hello.txt'), 'utf8'), 'from the image\n');
+    await container.start();
+    await container.wait();
+    const logs = (await container.logs({ stdout: true })).toString('utf8');
+    assert.match(logs, /from the image/);
+    // A named volume at the same place replaces the image's anonymous one.
+    const named = await docker.createContainer({ Image: 'withvolume:1', HostConfig: { Binds: ['instead:/data'] } });
+    const namedMounts = (await named.inspect()).Mounts as unknown as Array<{ Name: string }>;
+    assert.deepEqual(namedMounts.map((m) => m.Name), ['instead']);
+    await named.remove({ v: true });
+    await container.remove({ v: true });
+    assert.equal((await engine.request('GET', `/volumes/${mount.Name}`)).status, 404);
+    await docker.getVolume('instead').remove();
+  });
+
   test('rm -v removes anonymous volumes only; --rm removes them too', async () => {
     const id = (await engine.dockerOk(['create', '-v', 'keep-me:/named', '-v', '/anon', 'busybox', 'true'])).trim();
     const mounts = JSON.parse(await engine.dockerOk(['inspect', id]))[0].Mounts as Array<{ Name: string; Destination: string }>;
