@@ -6,7 +6,7 @@
  * that COPY and ADD cannot see them.
  */
 import { spawn } from 'node:child_process';
-import { createReadStream, promises as fs } from 'node:fs';
+import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Duplex, PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -121,13 +121,8 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
         case 'file':
         case 'contiguous-file': {
           await fs.rm(target, { force: true, recursive: true });
-          const handle = await fs.open(target, 'wx', mode);
-          try {
-            await pipeline(body, handle.createWriteStream({ autoClose: false }));
-            await handle.chmod(mode);
-          } finally {
-            await handle.close();
-          }
+          await pipeline(body, createWriteStream(target, { flags: 'wx', mode }));
+          await fs.chmod(target, mode);
           if (header.mtime) await fs.utimes(target, header.mtime, header.mtime);
           return;
         }
