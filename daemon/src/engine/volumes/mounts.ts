@@ -117,7 +117,8 @@ export function planMounts(
       else copies.delete(destination);
     } else {
       copies.delete(destination);
-      byDestination.set(destination, { Type: 'bind', Source: b.source, Destination: destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation });
+      // The destination as given: the runtime spec mounts host binds from Binds under that same name.
+      byDestination.set(destination, { Type: 'bind', Source: b.source, Destination: b.destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation });
     }
   }
 
