@@ -236,6 +236,20 @@ describe('volumes in containers', () => {
     await docker.getVolume('instead').remove();
   });
 
+  test('the copy into a new volume keeps owners and modes', async () => {
+    const base = (await engine.dockerOk(['create', 'busybox', 'sh', '-c', 'mkdir -p /owned/sub && echo x > /owned/sub/f && chown -R 1000:1000 /owned/sub && chmod 640 /owned/sub/f && chmod 1770 /owned && ln -s sub/f /owned/link'])).trim();
+    await engine.dockerOk(['start', '-a', base]);
+    const exported = await engine.request('GET', `/containers/${base}/export`, { timeoutMs: 60_000 });
+    const imported = await engine.request('POST', '/images/create?fromSrc=-&repo=owned&tag=1', { body: exported.body, headers: { 'Content-Type': 'application/x-tar' }, timeoutMs: 60_000 });
+    assert.equal(imported.status, 200, imported.text);
+    await engine.dockerOk(['rm', base]);
+    const out = await engine.dockerOk(['run', '--rm', '-v', 'owned-vol:/owned', 'owned:1', 'stat', '-c', '%n %u %g %a', '/owned', '/owned/sub', '/owned/sub/f']);
+    assert.equal(out, '/owned 0 0 1770\n/owned/sub 1000 1000 755\n/owned/sub/f 1000 1000 640\n');
+    const data = path.join(volumesDir(), 'owned-vol', '_data');
+    assert.equal(await fs.readlink(path.join(data, 'link')), 'sub/f', 'links are copied as links');
+    await engine.dockerOk(['volume', 'rm', 'owned-vol']);
+  });
+
   test('rm -v removes anonymous volumes only; --rm removes them too', async () => {
     const id = (await engine.dockerOk(['create', '-v', 'keep-me:/named', '-v', '/anon', 'busybox', 'true'])).trim();
     const mounts = JSON.parse(await engine.dockerOk(['inspect', id]))[0].Mounts as Array<{ Name: string; Destination: string }>;
