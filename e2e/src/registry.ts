@@ -8,6 +8,7 @@ import { createReadStream, mkdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
 
 export interface Registry {
@@ -15,7 +16,7 @@ export interface Registry {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const s = net.createServer().listen(0, '127.0.0.1', () => {
       const port = (s.address() as net.AddressInfo).port;
@@ -67,7 +68,7 @@ async function uploadBlob(registry: string, repo: string, data: Buffer): Promise
   return digest;
 }
 
-/** Pushes the single-platform image of a `docker save` archive as repo:tag (layers gzip-free, as saved). */
+/** Pushes the single-platform image of a `docker save` archive as repo:tag, its layers gzipped as registries hold them. */
 export async function pushArchive(registry: string, archive: string, repo: string, tag: string): Promise<void> {
   const files = new Map<string, Buffer>();
   const extract = tar.extract();
@@ -85,8 +86,8 @@ export async function pushArchive(registry: string, archive: string, repo: strin
   const configDigest = await uploadBlob(registry, repo, config);
   const layers = [];
   for (const layerPath of manifest.Layers) {
-    const data = files.get(layerPath)!;
-    layers.push({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar', size: data.length, digest: await uploadBlob(registry, repo, data) });
+    const data = gzipSync(files.get(layerPath)!);
+    layers.push({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', size: data.length, digest: await uploadBlob(registry, repo, data) });
   }
   const body = JSON.stringify({
     schemaVersion: 2,

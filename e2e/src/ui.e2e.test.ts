@@ -11,7 +11,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { DAEMON_DIST, launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
-import { pushArchive, startRegistry } from './registry.js';
+import { freePort, pushArchive, startRegistry } from './registry.js';
 
 const harness = await loadHarness();
 
@@ -176,7 +176,7 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     assert.doesNotMatch(ps, /e2e-web/);
   });
 
-  it('creates a network and a volume that the docker CLI sees', async (t) => {
+  it('a network created in the UI is seen by the docker CLI', async () => {
     await page.goto(`${baseUrl}#/networks`);
     await page.getByLabel('Network name').fill('e2e-net');
     await page.getByLabel('Subnet').fill('10.123.0.0/24');
@@ -197,14 +197,58 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     await page.getByRole('button', { name: 'Disconnect e2e-sleep' }).click();
     await page.getByText('No containers attached.').waitFor({ timeout: 5000 });
     assert.ok(!(await networksOf()).includes('e2e-net'));
+  });
 
+  it('a volume created in the UI is seen by the docker CLI', async (t) => {
     if (!(await engineHas(engine, 'GET', '/volumes'))) return t.skip('the engine serves no volume endpoints yet');
     await page.goto(`${baseUrl}#/volumes`);
     await page.getByLabel('Volume name').fill('e2e-vol');
+    await page.getByRole('button', { name: 'Options and labels…' }).click();
+    await page.getByLabel('Labels').fill('team=e2e\ntier=data');
     await page.getByRole('button', { name: 'Create volume' }).click();
-    await page.getByTestId('volumes').getByText('e2e-vol').waitFor({ timeout: 5000 });
+    const row = page.locator('tr[data-volume="e2e-vol"]');
+    await row.waitFor({ timeout: 5000 });
     assert.match(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-vol$/m);
+    const inspect = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'e2e-vol']))[0];
+    assert.deepEqual(inspect.Labels, { team: 'e2e', tier: 'data' });
+    assert.equal(inspect.Driver, 'local');
+    // The mountpoint and driver the engine reports are on the row; inspect shows the same.
+    assert.match(await row.innerText(), new RegExp(inspect.Mountpoint.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    await row.getByRole('button', { name: 'Inspect e2e-vol' }).click();
+    await page.getByTestId('volume-inspect').getByText('team=e2e').waitFor();
+
+    // A container that uses it appears beside it, from the event of its creation.
+    await engine.dockerOk(['run', '-d', '--name', 'e2e-voluser', '-v', 'e2e-vol:/data', 'busybox', 'sleep', '600']);
+    await row.getByTestId('volume-users').getByText('e2e-voluser').waitFor({ timeout: 5000 });
     await screenshot(page, 'volumes');
+
+    // Removing it while in use: the confirmation says who uses it; the engine's refusal is shown.
+    await row.getByRole('button', { name: 'Remove e2e-vol' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText(/used by e2e-voluser/).waitFor();
+    await screenshot(page, 'volumes-confirm-remove');
+    await dialog.getByRole('button', { name: 'Remove' }).click();
+    const refusal = (await engine.request('DELETE', '/volumes/e2e-vol')).json().message as string;
+    const alert = page.locator('.errors .error');
+    await alert.waitFor({ timeout: 5000 });
+    assert.equal((await alert.locator('span').innerText()).trim(), refusal);
+    assert.match(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-vol$/m, 'still there');
+
+    // Once its container is gone, it can be removed; prune with "named volumes too" removes the unused rest.
+    await engine.dockerOk(['rm', '-f', 'e2e-voluser']);
+    await row.getByTestId('volume-users').getByText('e2e-voluser').waitFor({ state: 'detached', timeout: 5000 });
+    await row.getByRole('button', { name: 'Remove e2e-vol' }).click();
+    await dialog.getByRole('button', { name: 'Remove' }).click();
+    await row.waitFor({ state: 'detached', timeout: 5000 });
+    assert.doesNotMatch(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-vol$/m);
+    await engine.dockerOk(['volume', 'create', 'e2e-unused']);
+    await page.locator('tr[data-volume="e2e-unused"]').waitFor({ timeout: 5000 });
+    await page.getByRole('button', { name: 'Prune…' }).click();
+    await dialog.getByLabel(/Named volumes too/).check();
+    await dialog.getByRole('button', { name: 'Prune' }).click();
+    await page.locator('tr[data-volume="e2e-unused"]').waitFor({ state: 'detached', timeout: 5000 });
+    await page.getByRole('status').getByText(/Pruned \d+ volume/).waitFor();
+    assert.doesNotMatch(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-unused$/m);
   });
 
   it("shows the engine's message when a call fails", async () => {
@@ -219,26 +263,118 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     await screenshot(page, 'run-error');
   });
 
-  it('pulls from a local registry with per-layer progress', async (t) => {
+  it('shows health and published ports in the list and the overview', async () => {
+    const port = await freePort();
+    await engine.dockerOk(['run', '-d', '--name', 'e2e-health', '-p', `${port}:80`, '--health-cmd', 'true', '--health-interval', '1s', 'busybox', 'sleep', '600']);
+    await page.goto(`${baseUrl}#/containers`);
+    const row = page.locator('tr[data-name="e2e-health"]');
+    // starting, then healthy after the first probe: the list follows the health_status event.
+    await row.locator('[data-health="healthy"]').waitFor({ timeout: 20_000 });
+    const link = row.getByRole('link', { name: `0.0.0.0:${port}->80/tcp` });
+    assert.equal(await link.getAttribute('href'), `http://127.0.0.1:${port}`);
+    assert.equal(await link.getAttribute('target'), '_blank');
+    await screenshot(page, 'containers-health-ports');
+    await row.getByRole('link', { name: 'e2e-health' }).click();
+    await page.getByTestId('ports').getByRole('link', { name: `0.0.0.0:${port}->80/tcp` }).waitFor();
+    await page.locator('.page-head [data-health="healthy"]').waitFor();
+    await page.getByText(/last probe: exit 0/).waitFor();
+    await screenshot(page, 'container-overview-health');
+    await engine.dockerOk(['rm', '-f', 'e2e-health']);
+  });
+
+  it("turns the run form's ports and volumes into the create body", async () => {
+    const port = await freePort();
+    await page.goto(`${baseUrl}#/run`);
+    await page.getByLabel('Image', { exact: true }).fill('busybox');
+    await page.getByLabel('Name', { exact: true }).fill('e2e-run');
+    await page.getByLabel('Command', { exact: true }).fill('sleep 600');
+    await page.getByLabel('Ports', { exact: true }).fill(`${port}:80, 127.0.0.1::53/udp`);
+    await page.getByLabel('Volumes', { exact: true }).fill('e2e-runvol:/data, /scratch');
+    await page.getByRole('button', { name: 'Show the create request' }).click();
+    await page.getByTestId('create-body').getByText('"e2e-runvol:/data"').waitFor();
+    await screenshot(page, 'run');
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await page.getByRole('tab', { name: 'Overview' }).waitFor({ timeout: 10_000 });
+    const inspect = JSON.parse(await engine.dockerOk(['inspect', 'e2e-run']))[0];
+    assert.equal(inspect.State.Running, true);
+    assert.deepEqual(inspect.HostConfig.PortBindings['80/tcp'], [{ HostIp: '', HostPort: String(port) }]);
+    assert.equal(inspect.HostConfig.PortBindings['53/udp'][0].HostIp, '127.0.0.1');
+    assert.ok('80/tcp' in inspect.Config.ExposedPorts && '53/udp' in inspect.Config.ExposedPorts);
+    assert.deepEqual(inspect.HostConfig.Binds, ['e2e-runvol:/data']);
+    const data = inspect.Mounts.find((m: { Destination: string }) => m.Destination === '/data');
+    assert.equal(data?.Type, 'volume');
+    assert.equal(data?.Name, 'e2e-runvol');
+    const scratch = inspect.Mounts.find((m: { Destination: string }) => m.Destination === '/scratch');
+    assert.equal(scratch?.Type, 'volume', 'an anonymous volume');
+    assert.match(await engine.dockerOk(['volume', 'ls', '--format', '{{.Name}}']), /^e2e-runvol$/m);
+    await page.getByTestId('ports').getByRole('link', { name: `0.0.0.0:${port}->80/tcp` }).waitFor({ timeout: 5000 });
+    // A mistake in a field is said before anything reaches the engine.
+    await page.goto(`${baseUrl}#/run`);
+    await page.getByLabel('Image', { exact: true }).fill('busybox');
+    await page.getByLabel('Volumes', { exact: true }).fill('relative/dir:/data');
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
+    await page.locator('.errors .error').getByText(/neither a volume name nor an absolute host path/).waitFor({ timeout: 5000 });
+    await engine.dockerOk(['rm', '-f', '-v', 'e2e-run']);
+  });
+
+  it('a pull from a local registry shows its progress, and a push its own', async (t) => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-e2e-registry-'));
     const registry = await startRegistry(dir);
     try {
       const fixtures = (await import(pathToFileURL(path.join(DAEMON_DIST, 'test', 'fixtures', 'busybox.js')).href)) as {
-        buildBusyboxArchive(file: string, opts?: { tag?: string }): Promise<void>;
+        buildBusyboxArchive(file: string, opts?: { tag?: string; extraFiles?: Record<string, string> }): Promise<void>;
       };
-      const archive = path.join(dir, 'busybox.tar');
-      await fixtures.buildBusyboxArchive(archive, { tag: 'busybox:latest' });
+      // Layers of their own (an extra file each), so that the engine has to download them.
+      const archive = path.join(dir, 'tools.tar');
+      await fixtures.buildBusyboxArchive(archive, { tag: 'e2e/tools:1.0', extraFiles: { '/etc/e2e-tools': 'tools 1.0\n' } });
       await pushArchive(registry.address, archive, 'e2e/tools', '1.0');
+      const brokenArchive = path.join(dir, 'broken.tar');
+      await fixtures.buildBusyboxArchive(brokenArchive, { tag: 'e2e/broken:1.0', extraFiles: { '/etc/e2e-broken': 'broken\n' } });
+      await pushArchive(registry.address, brokenArchive, 'e2e/broken', '1.0');
       const probe = await engine.request('POST', `/images/create?fromImage=${registry.address}/e2e/probe&tag=none`);
       if (probe.status === 501 || /not implemented|cannot pull images from a registry yet/i.test(probe.text)) return t.skip(`the engine cannot pull yet: ${probe.text.trim()}`);
+
+      const ref = `${registry.address}/e2e/tools:1.0`;
       await page.goto(`${baseUrl}#/images`);
-      await page.getByLabel('Image to pull').fill(`${registry.address}/e2e/tools:1.0`);
+      await page.getByLabel('Image to pull').fill(ref);
       await page.getByRole('button', { name: 'Pull' }).click();
       const progress = page.getByTestId('progress');
-      await progress.locator('.layer').first().waitFor({ timeout: 20_000 });
-      await page.getByTestId('images').getByText(`${registry.address}/e2e/tools:1.0`).waitFor({ timeout: 20_000 });
-      assert.match(await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']), new RegExp(`${registry.address}/e2e/tools:1.0`));
+      const layer = progress.locator('.layer').first();
+      await layer.waitFor({ timeout: 20_000 });
+      await progress.getByText(/^Status: (Downloaded newer image|Image is up to date) for /).waitFor({ timeout: 30_000 });
+      // Each layer ends complete with a full bar; its bytes were counted (total known from the download).
+      assert.match(await layer.locator('.layer-status').innerText(), /Pull complete/);
+      assert.equal(await layer.locator('progress').evaluate((el) => (el as HTMLProgressElement).value), 1);
+      assert.match(await layer.innerText(), /\d+(\.\d)? (B|kB|MB) \/ \d+(\.\d)? (B|kB|MB)/);
+      await page.getByTestId('images').locator(`tr[data-image="${ref}"]`).waitFor({ timeout: 10_000 });
+      assert.match(await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']), new RegExp(`^${ref}$`, 'm'));
       await screenshot(page, 'images-pull');
+
+      // Push under a new name: the UI tags it, then pushes with its own progress; the registry has it.
+      const pushed = `${registry.address}/e2e/pushed:2.0`;
+      await page.getByRole('button', { name: `Push ${ref}` }).click();
+      const dialog = page.getByRole('dialog');
+      await dialog.getByLabel('Push as').fill(pushed);
+      await dialog.getByRole('button', { name: 'Push' }).click();
+      const pushProgress = page.getByTestId('push-progress');
+      await pushProgress.getByText(/digest: sha256:[0-9a-f]{64}/).waitFor({ timeout: 30_000 });
+      assert.match(await pushProgress.locator('.layer-status').first().innerText(), /Pushed|already exists|Mounted from/);
+      const tags = (await (await fetch(`http://${registry.address}/v2/e2e/pushed/tags/list`)).json()) as { tags: string[] };
+      assert.deepEqual(tags.tags, ['2.0']);
+      await page.getByTestId('images').getByText(pushed).waitFor({ timeout: 5000 });
+      await screenshot(page, 'images-push');
+
+      // A layer the registry lost: the pull fails part way, and the engine's message is shown.
+      const manifest = (await (await fetch(`http://${registry.address}/v2/e2e/broken/manifests/1.0`, { headers: { Accept: 'application/vnd.docker.distribution.manifest.v2+json' } })).json()) as { layers: Array<{ digest: string }> };
+      const hex = manifest.layers[0]!.digest.slice('sha256:'.length);
+      rmSync(path.join(dir, 'storage', 'docker', 'registry', 'v2', 'blobs', 'sha256', hex.slice(0, 2), hex), { recursive: true, force: true });
+      await page.getByLabel('Image to pull').fill(`${registry.address}/e2e/broken:1.0`);
+      await page.getByRole('button', { name: 'Pull' }).click();
+      // It comes in the stream, after the 200: the progress panel says the pull failed, and why.
+      await progress.getByText('failed', { exact: true }).waitFor({ timeout: 30_000 });
+      assert.match(await progress.getByRole('alert').innerText(), /blob|not found|unknown/i);
+      assert.doesNotMatch(await engine.dockerOk(['images', '--format', '{{.Repository}}']), /e2e\/broken/);
+      await screenshot(page, 'images-pull-error');
     } finally {
       await registry.stop();
       rmSync(dir, { recursive: true, force: true });
@@ -246,7 +382,7 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
   });
 
   it('captures the other views, in both themes', async () => {
-    for (const view of ['images', 'swarm', 'events', 'system', 'run']) {
+    for (const view of ['images', 'swarm', 'events', 'system']) {
       await page.goto(`${baseUrl}#/${view}`);
       await page.getByRole('heading', { level: 1 }).waitFor();
       if (view === 'events') {

@@ -6,7 +6,7 @@ import { ContainersView } from './views/containers';
 const ContainerPage = lazy(() => import('./views/container').then((m) => ({ default: m.ContainerPage })));
 const RunView = lazy(() => import('./views/run').then((m) => ({ default: m.RunView })));
 const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m.ImagesView })));
-const VolumesView = lazy(() => import('./views/resources').then((m) => ({ default: m.VolumesView })));
+const VolumesView = lazy(() => import('./views/volumes').then((m) => ({ default: m.VolumesView })));
 const NetworksView = lazy(() => import('./views/resources').then((m) => ({ default: m.NetworksView })));
 const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));

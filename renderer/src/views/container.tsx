@@ -4,7 +4,7 @@ import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { formatBytes, shortId, useTransport } from '../engine';
 import { frameDemuxer, lineSplitter } from '../transport';
-import { useContainerVerb } from './containers';
+import { HealthBadge, PortLinks, publishedPorts, useContainerVerb, type ContainerSummary } from './containers';
 
 // xterm.js is loaded with the first terminal, not with the app: the list paints sooner.
 const TerminalView = lazy(() => import('../terminal').then((m) => ({ default: m.TerminalView })));
@@ -15,7 +15,17 @@ interface ContainerInspect {
   Created: string;
   Path: string;
   Args: string[];
-  State: { Status: string; Running: boolean; Paused: boolean; ExitCode: number; StartedAt: string; FinishedAt: string; Pid: number; Error?: string };
+  State: {
+    Status: string;
+    Running: boolean;
+    Paused: boolean;
+    ExitCode: number;
+    StartedAt: string;
+    FinishedAt: string;
+    Pid: number;
+    Error?: string;
+    Health?: { Status: string; FailingStreak: number; Log: Array<{ Start: string; End: string; ExitCode: number; Output: string }> | null };
+  };
   Image: string;
   RestartCount: number;
   Config: { Image: string; Cmd: string[] | null; Entrypoint: string[] | null; Env: string[] | null; Tty: boolean; WorkingDir: string; User: string; Labels: Record<string, string> | null; OpenStdin: boolean };
@@ -40,6 +50,7 @@ export function ContainerPage(props: { id: string; tab: string }) {
           <a href="#/containers">Containers</a> / {name}
         </h1>
         {c && <span className={`badge ${c.State.Status}`}>{c.State.Status}</span>}
+        {c && <HealthBadge health={c.State.Health?.Status} />}
         {c && (
           <div className="actions">
             {c.State.Running ? (
@@ -121,12 +132,26 @@ export function ContainerPage(props: { id: string; tab: string }) {
   );
 }
 
+/** NetworkSettings.Ports (`{"80/tcp": [{HostIp, HostPort}]}`) in the list's shape. */
+function inspectPorts(ports: ContainerInspect['NetworkSettings']['Ports']): ContainerSummary['Ports'] {
+  const out: ContainerSummary['Ports'] = [];
+  for (const [key, bindings] of Object.entries(ports ?? {})) {
+    const [port, type = 'tcp'] = key.split('/');
+    const PrivatePort = Number(port);
+    if (!bindings?.length) out.push({ PrivatePort, Type: type });
+    for (const b of bindings ?? []) out.push({ IP: b.HostIp || '0.0.0.0', PrivatePort, PublicPort: Number(b.HostPort) || undefined, Type: type });
+  }
+  return out;
+}
+
 /** Docker's zero time (0001-01-01...) means "never". */
 const when = (t: string | undefined) => (!t || t.startsWith('0001-') ? '—' : t);
 
 function Overview({ c }: { c: ContainerInspect }) {
   const [raw, setRaw] = useState(false);
-  const ports = Object.entries(c.NetworkSettings.Ports ?? {}).map(([p, b]) => (b?.length ? `${b.map((x) => `${x.HostIp || '0.0.0.0'}:${x.HostPort}`).join(', ')} → ${p}` : p));
+  const ports = publishedPorts(inspectPorts(c.NetworkSettings.Ports));
+  const health = c.State.Health;
+  const lastProbe = health?.Log?.at(-1);
   const fields: Array<[string, React.ReactNode]> = [
     ['ID', <code>{c.Id}</code>],
     ['Image', <code>{c.Config.Image}</code>],
@@ -136,7 +161,24 @@ function Overview({ c }: { c: ContainerInspect }) {
     ['Started', when(c.State.StartedAt)],
     ['Finished', when(c.State.FinishedAt)],
     ['Restart policy', `${c.HostConfig.RestartPolicy?.Name || 'no'} (restarted ${c.RestartCount}×)`],
-    ['Ports', ports.join('; ') || '—'],
+    ['Ports', <span className="mono" data-testid="ports"><PortLinks ports={ports} /></span>],
+    ...(health && health.Status !== 'none'
+      ? ([
+          [
+            'Health',
+            <span>
+              <HealthBadge health={health.Status} />
+              {health.FailingStreak > 0 && <span className="muted"> failing streak {health.FailingStreak}</span>}
+              {lastProbe && (
+                <div className="mono small">
+                  last probe: exit {lastProbe.ExitCode} at {when(lastProbe.End)}
+                  {lastProbe.Output.trim() && <pre className="probe-output">{lastProbe.Output.trim()}</pre>}
+                </div>
+              )}
+            </span>,
+          ],
+        ] as Array<[string, React.ReactNode]>)
+      : []),
     ['Networks', Object.entries(c.NetworkSettings.Networks ?? {}).map(([n, v]) => `${n} ${v.IPAddress || ''}`).join('; ') || '—'],
     ['Mounts', c.Mounts.map((m) => `${m.Name ?? m.Source} → ${m.Destination}${m.RW ? '' : ' (ro)'}`).join('; ') || '—'],
     ['Environment', <div className="mono small">{(c.Config.Env ?? []).map((e) => <div key={e}>{e}</div>)}</div>],

@@ -13,11 +13,78 @@ export interface ContainerSummary {
   Created: number;
   Ports: Array<{ IP?: string; PrivatePort: number; PublicPort?: number; Type: string }>;
   Labels: Record<string, string> | null;
+  Mounts?: Array<{ Type: string; Name?: string; Source: string; Destination: string; RW: boolean }>;
+  /** From API 1.52; older engines only say it in Status. */
+  Health?: { Status: string; FailingStreak?: number };
 }
 
 export const nameOf = (c: ContainerSummary) => (c.Names?.[0] ?? '').replace(/^\//, '') || shortId(c.Id);
-const portsOf = (c: ContainerSummary) =>
-  [...new Set((c.Ports ?? []).map((p) => (p.PublicPort ? `${p.IP && p.IP !== '0.0.0.0' ? p.IP + ':' : ''}${p.PublicPort}→${p.PrivatePort}/${p.Type}` : `${p.PrivatePort}/${p.Type}`)))].join(', ');
+export interface PublishedPort {
+  text: string;
+  /** Where a browser reaches it (TCP ports published on the host), or none. */
+  url?: string;
+}
+
+/**
+ * Ports as `docker ps` writes them (`0.0.0.0:8080->80/tcp`, `80/tcp` when not published). A port published on
+ * both IPv4 and IPv6 wildcards is shown once.
+ */
+export function publishedPorts(ports: ContainerSummary['Ports'] | undefined): PublishedPort[] {
+  const out: PublishedPort[] = [];
+  const seen = new Set<string>();
+  const sorted = [...(ports ?? [])].sort((a, b) => (a.PublicPort ?? 0) - (b.PublicPort ?? 0) || a.PrivatePort - b.PrivatePort || (a.IP ?? '').localeCompare(b.IP ?? ''));
+  for (const p of sorted) {
+    const wildcard = !p.IP || p.IP === '0.0.0.0' || p.IP === '::';
+    const key = p.PublicPort ? `${wildcard ? '*' : p.IP}:${p.PublicPort}->${p.PrivatePort}/${p.Type}` : `${p.PrivatePort}/${p.Type}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (!p.PublicPort) {
+      out.push({ text: key });
+      continue;
+    }
+    const ip = wildcard ? '0.0.0.0' : p.IP!;
+    const host = wildcard ? '127.0.0.1' : ip.includes(':') ? `[${ip}]` : ip;
+    out.push({ text: `${ip.includes(':') && !wildcard ? `[${ip}]` : ip}:${p.PublicPort}->${p.PrivatePort}/${p.Type}`, url: p.Type === 'tcp' ? `http://${host}:${p.PublicPort}` : undefined });
+  }
+  return out;
+}
+
+export function PortLinks(props: { ports: PublishedPort[] }) {
+  if (!props.ports.length) return <span className="muted">—</span>;
+  return (
+    <>
+      {props.ports.map((p, i) => (
+        <span key={p.text}>
+          {i > 0 && ', '}
+          {p.url ? (
+            <a href={p.url} target="_blank" rel="noreferrer noopener" title={`Open ${p.url}`}>
+              {p.text}
+            </a>
+          ) : (
+            p.text
+          )}
+        </span>
+      ))}
+    </>
+  );
+}
+
+/** A list row's health: its Health summary, else what its Status says (`Up 3 minutes (healthy)`), or none. */
+export function healthOf(c: Pick<ContainerSummary, 'Status' | 'Health'>): string | undefined {
+  if (c.Health?.Status && c.Health.Status !== 'none') return c.Health.Status;
+  const m = /\((healthy|unhealthy|health: starting)\)/.exec(c.Status ?? '');
+  if (!m) return undefined;
+  return m[1] === 'health: starting' ? 'starting' : m[1];
+}
+
+export function HealthBadge(props: { health: string | undefined }) {
+  if (!props.health || props.health === 'none') return null;
+  return (
+    <span className={`badge health-${props.health}`} data-health={props.health} title={`health check: ${props.health}`}>
+      {props.health}
+    </span>
+  );
+}
 
 const ROW_HEIGHT = 38;
 /** The list's scroller: `max-height: calc(100vh - 130px)` in styles.css. */
@@ -192,8 +259,11 @@ export function ContainersView() {
                       <span className={`badge ${item.c.State}`} title={item.c.Status}>
                         {item.c.State}
                       </span>
+                      <HealthBadge health={healthOf(item.c)} />
                     </td>
-                    <td className="mono">{portsOf(item.c)}</td>
+                    <td className="mono small">
+                      <PortLinks ports={publishedPorts(item.c.Ports)} />
+                    </td>
                     <td>{ago(item.c.Created)}</td>
                     <td className="row-actions">
                       {item.c.State === 'running' ? (

@@ -1,8 +1,10 @@
+/** Images: list, pull with per-layer progress, tag, push, history, remove, run. */
 import { useQuery } from '@tanstack/react-query';
-import { useState, type FormEvent } from 'react';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { ago, formatBytes, shortId, useAction, useTransport } from '../engine';
-import { ApiError, lineSplitter } from '../transport';
+import { applyProgress, EMPTY_PROGRESS, fraction, type ProgressMessage, type ProgressState } from '../progress';
+import { lineSplitter } from '../transport';
 
 interface ImageSummary {
   Id: string;
@@ -13,15 +15,6 @@ interface ImageSummary {
   Containers: number;
 }
 
-interface Progress {
-  id?: string;
-  status?: string;
-  progress?: string;
-  progressDetail?: { current?: number; total?: number };
-  error?: string;
-  errorDetail?: { message: string };
-}
-
 /** Splits `registry:5000/name:tag` into the image and the tag (a colon after the last slash is the tag). */
 export function splitReference(ref: string): { image: string; tag: string } {
   const at = ref.indexOf('@');
@@ -30,51 +23,133 @@ export function splitReference(ref: string): { image: string; tag: string } {
   return colon > ref.lastIndexOf('/') ? { image: ref.slice(0, colon), tag: ref.slice(colon + 1) } : { image: ref, tag: 'latest' };
 }
 
-/** Reads a JSON-lines progress stream (pull, push) into per-layer rows; an `error` line fails it. */
-function useProgressStream() {
+/** Docker's registry credentials header: an empty auth config (anonymous; local registries need no login). */
+const ANONYMOUS = { 'X-Registry-Auth': btoa('{}') };
+
+/**
+ * Runs one JSON-lines progress stream (pull, push) into rows, redrawn at most once per frame however fast the
+ * lines come. An in-band error ends it shown in its panel; an answer that is not 200 throws (the page's banner).
+ */
+function useProgressStream(title: string) {
   const t = useTransport();
-  const [layers, setLayers] = useState<Map<string, Progress>>(new Map());
-  const [status, setStatus] = useState<string[]>([]);
-  const run = async (path: string, headers?: Record<string, string>) => {
-    setLayers(new Map());
-    setStatus([]);
-    let failure: string | undefined;
-    await t.stream(
-      'POST',
-      path,
-      lineSplitter((line) => {
-        const p = JSON.parse(line) as Progress;
-        if (p.error) failure = p.errorDetail?.message ?? p.error;
-        else if (p.id && p.progressDetail !== undefined) setLayers((m) => new Map(m).set(p.id!, p));
-        else if (p.status) setStatus((s) => [...s, p.id ? `${p.id}: ${p.status}` : p.status!]);
-      }),
-      { headers },
-    );
-    if (failure) throw new ApiError(500, failure);
+  const [state, setState] = useState<ProgressState & { title: string; running: boolean; cancelled?: boolean }>({ ...EMPTY_PROGRESS, title, running: false });
+  const abort = useRef<AbortController | null>(null);
+  useEffect(() => () => abort.current?.abort(), []);
+  const run = async (path: string, heading: string) => {
+    abort.current?.abort();
+    const controller = new AbortController();
+    abort.current = controller;
+    let current: ProgressState = EMPTY_PROGRESS;
+    let scheduled = false;
+    const draw = () => {
+      scheduled = false;
+      setState((s) => ({ ...s, ...current }));
+    };
+    setState({ ...EMPTY_PROGRESS, title: heading, running: true });
+    try {
+      await t.stream(
+        'POST',
+        path,
+        lineSplitter((line) => {
+          let m: ProgressMessage;
+          try {
+            m = JSON.parse(line) as ProgressMessage;
+          } catch {
+            m = { status: line };
+          }
+          current = applyProgress(current, m);
+          if (!scheduled) {
+            scheduled = true;
+            requestAnimationFrame(draw);
+          }
+        }),
+        { headers: ANONYMOUS, signal: controller.signal },
+      );
+    } finally {
+      setState((s) => ({ ...s, ...current, running: false, cancelled: controller.signal.aborted }));
+    }
+    // An in-band error is shown in the panel, where the stream's rows are; errors before the stream go to the banner.
   };
-  return { layers, status, run };
+  const cancel = () => abort.current?.abort();
+  const clear = () => setState({ ...EMPTY_PROGRESS, title, running: false });
+  return { state, run, cancel, clear };
 }
 
-function ProgressView(props: { layers: Map<string, Progress>; status: string[] }) {
-  if (!props.layers.size && !props.status.length) return null;
+function ProgressView(props: { p: ReturnType<typeof useProgressStream>; testid: string }) {
+  const s = props.p.state;
+  if (!s.running && !s.layers.length && !s.lines.length && !s.error) return null;
   return (
-    <div className="progress" data-testid="progress">
-      {[...props.layers.values()].map((p) => {
-        const cur = p.progressDetail?.current ?? 0;
-        const total = p.progressDetail?.total ?? 0;
-        return (
-          <div key={p.id} className="layer">
-            <code>{p.id}</code> <span>{p.status}</span>
-            <progress max={total || 1} value={total ? cur : /complete|exists/i.test(p.status ?? '') ? 1 : 0} />
-            <span className="muted">{total ? `${formatBytes(cur)} / ${formatBytes(total)}` : ''}</span>
-          </div>
-        );
-      })}
-      {props.status.map((s, i) => (
-        <div key={i} className="muted small">
-          {s}
+    <div className="progress" data-testid={props.testid} aria-busy={s.running}>
+      <div className="progress-head">
+        <strong>{s.title}</strong>
+        <span className="muted">{s.running ? 'in progress…' : s.error ? 'failed' : s.cancelled ? 'cancelled' : 'done'}</span>
+        {s.running ? (
+          <button type="button" onClick={props.p.cancel}>
+            Cancel
+          </button>
+        ) : (
+          <button type="button" onClick={props.p.clear} aria-label="Close progress">
+            Close
+          </button>
+        )}
+      </div>
+      {s.layers.map((l) => (
+        <div key={l.id} className="layer" data-layer={l.id}>
+          <code>{l.id}</code>
+          <span className="layer-status">{l.status}</span>
+          <progress max={1} value={fraction(l)} aria-label={`${l.id} ${l.status}`} />
+          <span className="muted small">{l.total ? `${formatBytes(l.current)} / ${formatBytes(l.total)}` : ''}</span>
         </div>
       ))}
+      {s.lines.map((line, i) => (
+        <div key={i} className={`small ${i === s.lines.length - 1 && !s.running && !s.error && !s.cancelled ? 'final' : 'muted'}`}>
+          {line}
+        </div>
+      ))}
+      {s.error && (
+        <div className="error inline" role="alert">
+          {s.error}
+        </div>
+      )}
+    </div>
+  );
+}
+
+/** A small modal form: one reference to type, Enter submits, Escape cancels. */
+function ReferenceDialog(props: { title: string; label: string; initial: string; submitLabel: string; note?: string; onSubmit: (ref: string) => void; onCancel: () => void }) {
+  const [value, setValue] = useState(props.initial);
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => e.key === 'Escape' && props.onCancel();
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [props]);
+  return (
+    <div className="modal-backdrop">
+      <form
+        className="modal"
+        role="dialog"
+        aria-modal="true"
+        aria-label={props.title}
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (value.trim()) props.onSubmit(value.trim());
+        }}
+      >
+        <h2>{props.title}</h2>
+        <label className="stacked">
+          {props.label}
+          <input autoFocus value={value} onChange={(e) => setValue(e.target.value)} aria-label={props.label} placeholder="registry:5000/name:tag" />
+        </label>
+        {props.note && <p className="muted small">{props.note}</p>}
+        <div className="actions">
+          <button type="button" onClick={props.onCancel}>
+            Cancel
+          </button>
+          <button type="submit" className="primary">
+            {props.submitLabel}
+          </button>
+        </div>
+      </form>
     </div>
   );
 }
@@ -83,32 +158,37 @@ export function ImagesView() {
   const t = useTransport();
   const list = useQuery({ queryKey: ['images'], queryFn: () => t.request<ImageSummary[]>('GET', '/images/json') });
   const [ref, setRef] = useState('');
-  const pull = useProgressStream();
-  const push = useProgressStream();
-  const doPull = useAction(async () => {
-    const { image, tag } = splitReference(ref.trim());
-    await pull.run(`/images/create?fromImage=${encodeURIComponent(image)}&tag=${encodeURIComponent(tag)}`, { 'X-Registry-Auth': btoa('{}') });
+  const pull = useProgressStream('Pull');
+  const push = useProgressStream('Push');
+  const doPull = useAction(async (reference: string) => {
+    const { image, tag } = splitReference(reference);
+    await pull.run(`/images/create?fromImage=${encodeURIComponent(image)}&tag=${encodeURIComponent(tag)}`, `Pulling ${reference}`);
   });
-  const doPush = useAction(async (name: string) => {
-    const { image, tag } = splitReference(name);
-    await push.run(`/images/${image}/push?tag=${encodeURIComponent(tag)}`, { 'X-Registry-Auth': btoa('{}') });
-  });
-  const tag = useAction(async ({ id, target }: { id: string; target: string }) => {
+  const tagImage = async (id: string, target: string) => {
     const { image, tag } = splitReference(target);
     await t.request('POST', `/images/${id}/tag?repo=${encodeURIComponent(image)}&tag=${encodeURIComponent(tag)}`);
+  };
+  const tag = useAction(({ id, target }: { id: string; target: string }) => tagImage(id, target));
+  // Push as any reference: tagged first when the image does not carry it yet.
+  const doPush = useAction(async ({ img, target }: { img: ImageSummary; target: string }) => {
+    if (!(img.RepoTags ?? []).includes(target)) await tagImage(img.Id, target);
+    const { image, tag } = splitReference(target);
+    await push.run(`/images/${image}/push?tag=${encodeURIComponent(tag)}`, `Pushing ${target}`);
   });
   const remove = useAction((id: string) => t.request('DELETE', `/images/${id}`));
-  const [history, setHistory] = useState<{ id: string; rows: Array<{ Created: number; CreatedBy: string; Size: number }> } | null>(null);
+  const [history, setHistory] = useState<{ id: string; rows: Array<{ Created: number; CreatedBy: string; Size: number; Tags: string[] | null }> } | null>(null);
   const showHistory = useAction(async (id: string) => setHistory({ id, rows: await t.request('GET', `/images/${id}/history`) }));
   const [confirm, setConfirm] = useState<ImageSummary | null>(null);
+  const [dialog, setDialog] = useState<{ kind: 'tag' | 'push'; img: ImageSummary } | null>(null);
   const [search, setSearch] = useState('');
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (ref.trim()) doPull.mutate(undefined);
+    if (ref.trim()) doPull.mutate(ref.trim());
   };
   const q = search.toLowerCase();
   const rows = (list.data ?? []).filter((i) => !q || (i.RepoTags ?? []).some((r) => r.toLowerCase().includes(q)) || i.Id.includes(q));
+  const tagsOf = (i: ImageSummary) => (i.RepoTags ?? []).filter((r) => r !== '<none>:<none>');
 
   return (
     <section>
@@ -116,69 +196,66 @@ export function ImagesView() {
         <h1>Images</h1>
         <input type="search" placeholder="Search ( / )" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Search images" />
         <form onSubmit={submit} className="inline-form">
-          <input value={ref} onChange={(e) => setRef(e.target.value)} placeholder="registry/name:tag" aria-label="Image to pull" />
+          <input value={ref} onChange={(e) => setRef(e.target.value)} placeholder="registry/name:tag" aria-label="Image to pull" className="wide-input" />
           <button type="submit" className="primary" disabled={doPull.isPending}>
             {doPull.isPending ? 'Pulling…' : 'Pull'}
           </button>
         </form>
       </header>
-      <ProgressView layers={pull.layers} status={pull.status} />
-      <ProgressView layers={push.layers} status={push.status} />
+      <ProgressView p={pull} testid="progress" />
+      <ProgressView p={push} testid="push-progress" />
       <QueryState error={list.error} loading={list.isLoading}>
-        <table className="list" data-testid="images">
-          <thead>
-            <tr>
-              <th>Tags</th>
-              <th>ID</th>
-              <th>Size</th>
-              <th>Created</th>
-              <th>In use</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((i) => {
-              const tags = (i.RepoTags ?? []).filter((r) => r !== '<none>:<none>');
-              return (
-                <tr key={i.Id} tabIndex={0}>
-                  <td>{tags.length ? tags.map((r) => <div key={r}>{r}</div>) : <span className="badge dangling">dangling</span>}</td>
-                  <td className="mono">{shortId(i.Id)}</td>
-                  <td>{formatBytes(i.Size)}</td>
-                  <td>{ago(i.Created)}</td>
-                  <td>{i.Containers > 0 ? i.Containers : ''}</td>
-                  <td className="row-actions">
-                    <button type="button" onClick={() => navigate('run', tags[0] ?? i.Id)}>
-                      Run
-                    </button>
-                    <button
-                      type="button"
-                      onClick={() => {
-                        const target = prompt('New tag (name:tag)', tags[0] ?? '');
-                        if (target) tag.mutate({ id: i.Id, target });
-                      }}
-                    >
-                      Tag
-                    </button>
-                    {tags[0] && (
-                      <button type="button" onClick={() => doPush.mutate(tags[0]!)}>
-                        Push
+        {rows.length === 0 ? (
+          <p className="empty">{q ? 'No image matches.' : 'No images yet. Pull one above, or load an archive with docker load.'}</p>
+        ) : (
+          <table className="list" data-testid="images">
+            <thead>
+              <tr>
+                <th>Tags</th>
+                <th>ID</th>
+                <th>Size</th>
+                <th>Created</th>
+                <th>Containers</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((i) => {
+                const tags = tagsOf(i);
+                const label = tags[0] ?? shortId(i.Id);
+                return (
+                  <tr key={i.Id} tabIndex={0} data-image={label}>
+                    <td>{tags.length ? tags.map((r) => <div key={r}>{r}</div>) : <span className="badge dangling">dangling</span>}</td>
+                    <td className="mono">{shortId(i.Id)}</td>
+                    <td className="nowrap">{formatBytes(i.Size)}</td>
+                    <td className="nowrap">{ago(i.Created)}</td>
+                    <td>{i.Containers > 0 ? i.Containers : ''}</td>
+                    <td className="row-actions">
+                      <button type="button" onClick={() => navigate('run', tags[0] ?? i.Id)} aria-label={`Run ${label}`}>
+                        Run
                       </button>
-                    )}
-                    <button type="button" onClick={() => showHistory.mutate(i.Id)}>
-                      History
-                    </button>
-                    <button type="button" className="danger" onClick={() => setConfirm(i)}>
-                      Remove
-                    </button>
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+                      <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`}>
+                        Tag…
+                      </button>
+                      <button type="button" onClick={() => setDialog({ kind: 'push', img: i })} aria-label={`Push ${label}`} disabled={push.state.running}>
+                        Push…
+                      </button>
+                      <button type="button" onClick={() => showHistory.mutate(i.Id)} aria-label={`History of ${label}`}>
+                        History
+                      </button>
+                      <button type="button" className="danger" onClick={() => setConfirm(i)} aria-label={`Remove ${label}`}>
+                        Remove
+                      </button>
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        )}
       </QueryState>
       {history && (
-        <div className="panel">
+        <div className="panel" data-testid="history">
           <h2>
             History of {shortId(history.id)}{' '}
             <button type="button" onClick={() => setHistory(null)}>
@@ -189,25 +266,48 @@ export function ImagesView() {
             <tbody>
               {history.rows.map((h, n) => (
                 <tr key={n}>
-                  <td>{ago(h.Created)}</td>
+                  <td className="nowrap">{ago(h.Created)}</td>
                   <td className="mono small">{h.CreatedBy}</td>
-                  <td>{formatBytes(h.Size)}</td>
+                  <td className="nowrap">{formatBytes(h.Size)}</td>
                 </tr>
               ))}
             </tbody>
           </table>
         </div>
       )}
+      {dialog && (
+        <ReferenceDialog
+          key={`${dialog.kind}-${dialog.img.Id}`}
+          title={dialog.kind === 'tag' ? `Tag ${tagsOf(dialog.img)[0] ?? shortId(dialog.img.Id)}` : `Push ${tagsOf(dialog.img)[0] ?? shortId(dialog.img.Id)}`}
+          label={dialog.kind === 'tag' ? 'New reference' : 'Push as'}
+          initial={tagsOf(dialog.img)[0] ?? ''}
+          submitLabel={dialog.kind === 'tag' ? 'Tag' : 'Push'}
+          note={dialog.kind === 'push' ? 'A reference the image does not carry yet is tagged first. The registry is the part before the first slash (host:port).' : undefined}
+          onCancel={() => setDialog(null)}
+          onSubmit={(target) => {
+            if (dialog.kind === 'tag') tag.mutate({ id: dialog.img.Id, target });
+            else doPush.mutate({ img: dialog.img, target });
+            setDialog(null);
+          }}
+        />
+      )}
       {confirm && (
         <Confirm
-          title={`Remove ${(confirm.RepoTags ?? [])[0] ?? shortId(confirm.Id)}?`}
+          title={`Remove ${tagsOf(confirm)[0] ?? shortId(confirm.Id)}?`}
           confirmLabel="Remove"
           onCancel={() => setConfirm(null)}
           onConfirm={() => {
-            remove.mutate((confirm.RepoTags ?? []).length === 1 ? confirm.RepoTags![0]! : confirm.Id);
+            // By its first tag: the last tag takes the image with it; others only untag it (as `docker rmi name`).
+            remove.mutate(tagsOf(confirm)[0] ?? confirm.Id);
             setConfirm(null);
           }}
-        />
+        >
+          {tagsOf(confirm).length > 1 && (
+            <p>
+              It carries {tagsOf(confirm).length} tags: only the tag {tagsOf(confirm)[0]} is removed.
+            </p>
+          )}
+        </Confirm>
       )}
     </section>
   );

@@ -1,6 +1,6 @@
 /** The run form: a create body from what people type (image, command, environment, ports, volumes...). */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState, type FormEvent } from 'react';
+import { useMemo, useState, type FormEvent } from 'react';
 import { navigate } from '../App';
 import { useAction, useTransport } from '../engine';
 
@@ -16,38 +16,107 @@ export function splitCommand(text: string): string[] {
   return (text.match(/"[^"]*"|'[^']*'|\S+/g) ?? []).map((a) => a.replace(/^(["'])(.*)\1$/, '$2'));
 }
 
+export interface RunForm {
+  image: string;
+  name: string;
+  cmd: string;
+  env: string;
+  ports: string;
+  volumes: string;
+  network: string;
+  restart: string;
+  tty: boolean;
+}
+
+/**
+ * `-p` specs as the docker CLI reads them: `[IP:][HOST_PORT:]CONTAINER_PORT[/tcp|udp|sctp]`, where HOST_PORT
+ * may be empty (an ephemeral port) and IP may be an IPv6 address in brackets. Each spec exposes the port too.
+ */
+export function parsePorts(text: string): { ExposedPorts: Record<string, object>; PortBindings: Record<string, Array<{ HostIp: string; HostPort: string }>> } {
+  const ExposedPorts: Record<string, object> = {};
+  const PortBindings: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
+  for (const spec of splitLines(text.replace(/,/g, '\n'))) {
+    const m = /^(?:(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9A-Fa-f:.]+\]):)?(?:(\d*):)?(\d+)(?:\/(tcp|udp|sctp))?$/.exec(spec);
+    const containerPort = Number(m?.[3]);
+    const hostPort = m?.[2] ? Number(m[2]) : 0;
+    if (!m || containerPort < 1 || containerPort > 65535 || hostPort > 65535) {
+      throw new Error(`invalid port mapping ${JSON.stringify(spec)}: expected [IP:][HOST_PORT:]CONTAINER_PORT[/tcp|udp], ports 1 to 65535`);
+    }
+    const key = `${containerPort}/${m[4] ?? 'tcp'}`;
+    ExposedPorts[key] = {};
+    (PortBindings[key] ??= []).push({ HostIp: (m[1] ?? '').replace(/^\[|\]$/g, ''), HostPort: m[2] ?? '' });
+  }
+  return { ExposedPorts, PortBindings };
+}
+
+const VOLUME_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/**
+ * `-v` specs: `NAME:/path[:ro]` (a named volume, created when missing), `/host/dir:/path[:ro]` (a bind mount),
+ * or `/path` alone (an anonymous volume). Named volumes and binds go to HostConfig.Binds as the docker CLI
+ * sends them; anonymous ones to Config.Volumes.
+ */
+export function parseVolumes(text: string): { Binds: string[]; Volumes: Record<string, object> } {
+  const Binds: string[] = [];
+  const Volumes: Record<string, object> = {};
+  for (const spec of splitLines(text.replace(/,/g, '\n'))) {
+    const parts = spec.split(':');
+    if (parts.length === 1) {
+      if (!spec.startsWith('/')) throw new Error(`invalid volume ${JSON.stringify(spec)}: an anonymous volume needs an absolute path in the container`);
+      Volumes[spec] = {};
+      continue;
+    }
+    const [source, target, mode, ...rest] = parts as [string, string, string | undefined, ...string[]];
+    if (rest.length || !target) throw new Error(`invalid volume ${JSON.stringify(spec)}: expected NAME:/path[:ro] or /host/dir:/path[:ro]`);
+    if (!target.startsWith('/')) throw new Error(`invalid volume ${JSON.stringify(spec)}: the path in the container must be absolute`);
+    if (!source.startsWith('/') && !VOLUME_NAME.test(source)) throw new Error(`invalid volume ${JSON.stringify(spec)}: ${JSON.stringify(source)} is neither a volume name nor an absolute host path`);
+    if (mode !== undefined && !/^[a-z]+(,[a-z]+)*$/.test(mode)) throw new Error(`invalid volume ${JSON.stringify(spec)}: unknown mode ${JSON.stringify(mode)}`);
+    Binds.push(spec);
+  }
+  return { Binds, Volumes };
+}
+
+/** The body of POST /containers/create for the form. Throws with a message naming the field at fault. */
+export function createBody(form: RunForm): Record<string, unknown> {
+  const { ExposedPorts, PortBindings } = parsePorts(form.ports);
+  const { Binds, Volumes } = parseVolumes(form.volumes);
+  for (const e of splitLines(form.env)) if (!/^[^=\s]+=/.test(e) && !/^[^=\s]+$/.test(e)) throw new Error(`invalid environment line ${JSON.stringify(e)}: expected KEY=value`);
+  return {
+    Image: form.image.trim(),
+    Cmd: form.cmd.trim() ? splitCommand(form.cmd) : undefined,
+    Env: splitLines(form.env),
+    Tty: form.tty,
+    OpenStdin: form.tty,
+    AttachStdin: false,
+    ExposedPorts,
+    Volumes,
+    HostConfig: {
+      PortBindings,
+      Binds,
+      NetworkMode: form.network || undefined,
+      RestartPolicy: { Name: form.restart },
+    },
+  };
+}
+
 export function RunView(props: { image?: string }) {
   const t = useTransport();
   const qc = useQueryClient();
   const networks = useQuery({ queryKey: ['networks'], queryFn: () => t.request<Array<{ Name: string }>>('GET', '/networks') });
-  const [form, setForm] = useState({ image: props.image ?? '', name: '', cmd: '', env: '', ports: '', volumes: '', network: '', restart: 'no', tty: true });
-  const set = (k: keyof typeof form) => (e: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>) =>
+  const volumes = useQuery({ queryKey: ['volumes'], queryFn: () => t.request<{ Volumes: Array<{ Name: string }> | null }>('GET', '/volumes') });
+  const [form, setForm] = useState<RunForm>({ image: props.image ?? '', name: '', cmd: '', env: '', ports: '', volumes: '', network: '', restart: 'no', tty: true });
+  const [showBody, setShowBody] = useState(false);
+  const set = (k: keyof RunForm) => (e: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>) =>
     setForm({ ...form, [k]: e.target.type === 'checkbox' ? (e.target as HTMLInputElement).checked : e.target.value });
-  const run = useAction(async () => {
-    const exposed: Record<string, object> = {};
-    const bindings: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
-    for (const spec of splitLines(form.ports.replace(/,/g, '\n'))) {
-      const m = /^(?:(\d+\.\d+\.\d+\.\d+):)?(?:(\d*):)?(\d+)(?:\/(tcp|udp))?$/.exec(spec);
-      if (!m) throw new Error(`invalid port mapping ${JSON.stringify(spec)}: expected [IP:][HOST:]CONTAINER[/tcp|udp]`);
-      const key = `${m[3]}/${m[4] ?? 'tcp'}`;
-      exposed[key] = {};
-      (bindings[key] ??= []).push({ HostIp: m[1] ?? '', HostPort: m[2] ?? '' });
+  const preview = useMemo(() => {
+    try {
+      return JSON.stringify(createBody(form), null, 2);
+    } catch (err) {
+      return (err as Error).message;
     }
-    const body = {
-      Image: form.image.trim(),
-      Cmd: form.cmd.trim() ? splitCommand(form.cmd) : undefined,
-      Env: splitLines(form.env),
-      Tty: form.tty,
-      OpenStdin: form.tty,
-      AttachStdin: false,
-      ExposedPorts: exposed,
-      HostConfig: {
-        PortBindings: bindings,
-        Binds: splitLines(form.volumes.replace(/,/g, '\n')),
-        NetworkMode: form.network || undefined,
-        RestartPolicy: { Name: form.restart },
-      },
-    };
+  }, [form]);
+  const run = useAction(async () => {
+    const body = createBody(form);
     const created = await t.request<{ Id: string }>('POST', `/containers/create${form.name.trim() ? `?name=${encodeURIComponent(form.name.trim())}` : ''}`, { body });
     await t.request('POST', `/containers/${created.Id}/start`);
     void qc.invalidateQueries({ queryKey: ['containers'] });
@@ -79,8 +148,13 @@ export function RunView(props: { image?: string }) {
           Ports <input value={form.ports} onChange={set('ports')} placeholder="8080:80, 127.0.0.1:5353:53/udp" />
         </label>
         <label>
-          Volumes <input value={form.volumes} onChange={set('volumes')} placeholder="data:/var/lib/data, /host/dir:/dir:ro" />
+          Volumes <input value={form.volumes} onChange={set('volumes')} placeholder="data:/var/lib/data, /host/dir:/dir:ro, /scratch" list="known-volumes" />
         </label>
+        <datalist id="known-volumes">
+          {(volumes.data?.Volumes ?? []).map((v) => (
+            <option key={v.Name} value={`${v.Name}:/`} />
+          ))}
+        </datalist>
         <label>
           Network
           <select value={form.network} onChange={set('network')}>
@@ -102,10 +176,18 @@ export function RunView(props: { image?: string }) {
           <input type="checkbox" checked={form.tty} onChange={set('tty')} /> Interactive terminal (-it)
         </label>
         <div className="actions">
+          <button type="button" className="link" aria-expanded={showBody} onClick={() => setShowBody(!showBody)}>
+            {showBody ? 'Hide' : 'Show'} the create request
+          </button>
           <button type="submit" className="primary" disabled={run.isPending}>
             {run.isPending ? 'Starting…' : 'Run'}
           </button>
         </div>
+        {showBody && (
+          <pre className="json" data-testid="create-body">
+            {preview}
+          </pre>
+        )}
       </form>
     </section>
   );
