@@ -238,8 +238,9 @@ export class ContainerVolumes {
     const done: string[] = [];
     try {
       for (const m of record.Mounts) {
-        if (rootfs && m.Type !== 'tmpfs') await this.volumes.makeMountPoint(rootfs, m.Destination);
         if (m.Type !== 'volume' || !m.Name) continue;
+        // Only for volumes: a volume is a folder, while a host bind may be a file the runtime makes a file for.
+        if (rootfs) await this.volumes.makeMountPoint(rootfs, m.Destination);
         await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
         done.push(m.Name);
       }
