@@ -61,18 +61,18 @@ test('startCreated refuses when nobody waits on the FIFO (the init died) or ther
   assert.equal(existsSync(fifo), true, 'a FIFO nobody reads is left for the runtime to report on');
 });
 
-test('removeStopped: an unknown container is nothing to do; a systemd cgroup is left to the runtime', (t) => {
+test('removeStopped: an unknown container is nothing to do; a systemd cgroup is left to the runtime', async (t) => {
   const { root, id, dir } = tempState();
   t.after(() => rmSync(root, { recursive: true, force: true }));
-  assert.equal(removeStopped(root, 'unknown'), false);
+  assert.equal(await removeStopped(root, 'unknown'), false);
   writeFileSync(path.join(dir, 'status'), JSON.stringify({ pid: 1, 'cgroup-path': 'machine.slice:berth:x', 'systemd-cgroup': true }));
-  assert.throws(() => removeStopped(root, id), DirectUnavailable);
+  await assert.rejects(removeStopped(root, id), DirectUnavailable);
   writeFileSync(path.join(dir, 'status'), JSON.stringify({ pid: 1, 'cgroup-path': '/berth/../../x', 'systemd-cgroup': false }));
-  assert.throws(() => removeStopped(root, id), DirectUnavailable);
+  await assert.rejects(removeStopped(root, id), DirectUnavailable);
   assert.equal(existsSync(dir), true);
 });
 
-test('removeStopped removes the container cgroup in every hierarchy and the state folder', { skip: process.getuid?.() !== 0 && 'needs root' }, (t) => {
+test('removeStopped removes the container cgroup in every hierarchy and the state folder', { skip: process.getuid?.() !== 0 && 'needs root' }, async (t) => {
   const { root, id, dir } = tempState();
   const rel = `berth-direct-test/${id}`;
   t.after(() => {
@@ -88,7 +88,7 @@ test('removeStopped removes the container cgroup in every hierarchy and the stat
   }
   writeFileSync(path.join(dir, 'status'), JSON.stringify({ pid: 999999, 'cgroup-path': `/${rel}`, 'systemd-cgroup': false }));
   writeFileSync(path.join(dir, 'config.json'), '{}');
-  assert.equal(removeStopped(root, id), true);
+  assert.equal(await removeStopped(root, id), true);
   for (const m of mounts) assert.equal(existsSync(path.join(m, rel)), false, `${m}/${rel} removed`);
   assert.equal(existsSync(dir), false);
 });
@@ -112,7 +112,7 @@ test('removeStopped refuses a cgroup that still holds a process (crun delete --f
     rmSync(root, { recursive: true, force: true });
   });
   writeFileSync(path.join(dir, 'status'), JSON.stringify({ pid, 'cgroup-path': `/${rel}`, 'systemd-cgroup': false }));
-  assert.throws(() => removeStopped(root, id), DirectUnavailable);
+  await assert.rejects(removeStopped(root, id), DirectUnavailable);
   assert.equal(existsSync(dir), true, 'the state stays for the runtime');
   process.kill(pid, 'SIGKILL');
   for (let i = 0; i < 100 && spawnSync('rmdir', [cg]).status !== 0; i++) await new Promise((r) => setTimeout(r, 20));

@@ -13,7 +13,7 @@
  *
  * Only for crun: runc's FIFO works the other way round and its state is another format.
  */
-import { closeSync, constants, openSync, readFileSync, rmdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, openSync, promises as fs, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 
 function errno(err: unknown): string | undefined {
@@ -88,19 +88,20 @@ export function startCreated(stateRoot: string, id: string): void {
 }
 
 /**
- * Removes the cgroups and the state of a crun container whose init has exited. Returns false when the
- * runtime does not know the container (nothing to do); throws DirectUnavailable when `crun delete` must do it.
+ * Removes the cgroups and the state of a crun container whose init has exited. Resolves false when the
+ * runtime does not know the container (nothing to do); rejects with DirectUnavailable when `crun delete` must
+ * do it. The hierarchies are done in parallel: a cgroup's removal waits for the kernel to take it offline.
  */
-export function removeStopped(stateRoot: string, id: string): boolean {
+export async function removeStopped(stateRoot: string, id: string): Promise<boolean> {
   const dir = path.join(stateRoot, id);
   let status: CrunStatus;
   try {
-    status = parseCrunStatus(readFileSync(path.join(dir, 'status'), 'utf8'));
+    status = parseCrunStatus(await fs.readFile(path.join(dir, 'status'), 'utf8'));
   } catch (err) {
     if (errno(err) === 'ENOENT') {
       // No status: either no container at all, or a create that stopped half-way (crun delete handles that).
       try {
-        rmdirSync(dir);
+        await fs.rmdir(dir);
       } catch (e) {
         if (errno(e) === 'ENOENT') return false;
         throw new DirectUnavailable(`the state folder of ${id} holds no status`);
@@ -113,16 +114,13 @@ export function removeStopped(stateRoot: string, id: string): boolean {
   const rel = status.cgroupPath.replace(/^\/+/, '');
   if (rel !== '') {
     if (rel.split('/').includes('..')) throw new DirectUnavailable(`unexpected cgroup path ${status.cgroupPath}`);
-    for (const mount of hostCgroupMounts()) {
-      try {
-        rmdirSync(path.join(mount, rel));
-      } catch (err) {
-        if (errno(err) === 'ENOENT') continue;
-        // EBUSY: processes are still in it (leftovers of a container sharing the host's pid namespace).
-        throw new DirectUnavailable(`cannot remove cgroup ${path.join(mount, rel)}: ${errno(err) ?? (err as Error).message}`);
-      }
+    const results = await Promise.allSettled(hostCgroupMounts().map((mount) => fs.rmdir(path.join(mount, rel))));
+    for (const [i, r] of results.entries()) {
+      if (r.status === 'fulfilled' || errno(r.reason) === 'ENOENT') continue;
+      // EBUSY: processes are still in it (leftovers of a container sharing the host's pid namespace).
+      throw new DirectUnavailable(`cannot remove cgroup ${path.join(hostCgroupMounts()[i]!, rel)}: ${errno(r.reason) ?? (r.reason as Error).message}`);
     }
   }
-  rmSync(dir, { recursive: true, force: true });
+  await fs.rm(dir, { recursive: true, force: true });
   return true;
 }

@@ -148,9 +148,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     } catch (err) {
       if (errno(err) !== 'ENOENT') await fs.rm(dir, { recursive: true, force: true });
     }
-    // A few small files: removed synchronously, which costs less than trips through the thread pool.
-    rmSync(this.layout.conmonFiles(id), { recursive: true, force: true });
-    rmSync(this.layout.exitFile(id), { force: true });
+    await Promise.all([fs.rm(this.layout.conmonFiles(id), { recursive: true, force: true }), fs.rm(this.layout.exitFile(id), { force: true })]);
     this.pids.delete(id);
   }
 
@@ -303,7 +301,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     if (!existsSync(path.join(this.layout.runtimeState, id))) return;
     if (this.oci.name === 'crun' && existsSync(this.layout.exitFile(id))) {
       try {
-        removeStopped(this.layout.runtimeState, id);
+        await removeStopped(this.layout.runtimeState, id);
         return;
       } catch (err) {
         if (!(err instanceof DirectUnavailable)) throw err;
