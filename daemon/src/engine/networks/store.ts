@@ -38,6 +38,12 @@ const ID = /^[0-9a-f]{64}$/;
 
 export class NetworkStore {
   readonly dir: string;
+  /**
+   * Per network, its definition (network and bridge) as last written durably. A save that changes only the
+   * endpoints or the allocation hint (every container start and exit) is atomic but not fsynced: after a power
+   * loss no container runs any more, and recovery releases the endpoints of containers that do not run.
+   */
+  private readonly durable = new Map<string, string>();
 
   constructor(dataRoot: string) {
     this.dir = path.join(dataRoot, 'network');
@@ -55,6 +61,7 @@ export class NetworkStore {
         log.warn('skipping a network file of an unknown format', { file: name, version: file.version });
         continue;
       }
+      this.durable.set(file.network.Id, definition(file.network, file.bridge));
       out.push({
         network: file.network,
         endpoints: new Map(Object.entries(file.endpoints ?? {})),
@@ -74,11 +81,19 @@ export class NetworkStore {
       lastAllocated: entry.lastAllocated,
       bridge: entry.bridge,
     };
-    await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file);
+    const def = definition(entry.network, entry.bridge);
+    const durable = this.durable.get(entry.network.Id) !== def;
+    await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file, { durable });
+    if (durable) this.durable.set(entry.network.Id, def);
   }
 
   async remove(id: string): Promise<void> {
     if (!ID.test(id)) throw new Error(`invalid network id ${id}`);
+    this.durable.delete(id);
     await fs.rm(path.join(this.dir, `${id}.json`), { force: true });
   }
+}
+
+function definition(network: NetworkRecord, bridge: string | undefined): string {
+  return JSON.stringify([network, bridge ?? null]);
 }
