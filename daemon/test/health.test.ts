@@ -251,6 +251,26 @@ describe('health checks', () => {
     await remove(id);
   });
 
+  test('after a crash: a container that ended meanwhile reads unhealthy, one its policy restarts is probed again', async () => {
+    const ended = await run(['--health-cmd', 'true', '--health-interval', '100ms', 'busybox', 'sleep', '600']);
+    const restarted = await run(['--restart', 'always', '--health-cmd', 'true', '--health-interval', '100ms', 'busybox', 'sleep', '600']);
+    await waitStatus(ended, 'healthy');
+    await waitStatus(restarted, 'healthy');
+    const pids = await Promise.all([ended, restarted].map(async (id) => Number((await engine.dockerOk(['inspect', '-f', '{{.State.Pid}}', id])).trim())));
+    const startedAt = async (id: string) => (await engine.dockerOk(['inspect', '-f', '{{.State.StartedAt}}', id])).trim();
+    const firstStart = await startedAt(restarted);
+    await engine.crash();
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    await engine.start();
+    assert.equal((await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', ended])).trim(), 'exited');
+    assert.equal(await healthStatus(ended), 'unhealthy');
+    await eventually(async () => (await startedAt(restarted)) !== firstStart, WAIT, 100);
+    const secondStart = Date.parse(await startedAt(restarted));
+    await waitStatus(restarted, 'healthy');
+    assert.ok((await health(restarted))!.Log.some((e) => Date.parse(e.Start) >= secondStart), 'probed since the restart');
+    for (const id of [ended, restarted]) await remove(id);
+  });
+
   test('bad values are refused with 400 and a message naming them', async () => {
     const create = (healthcheck: Record<string, unknown>, version = '') =>
       engine.request('POST', `${version}/containers/create`, { body: { Image: 'busybox', Cmd: ['true'], Healthcheck: healthcheck } });

@@ -219,7 +219,7 @@ export class HealthMonitor {
         break;
       case 'die':
       case 'pause':
-        this.stopped(id, event.Action === 'pause');
+        this.stopped(id);
         break;
       case 'destroy':
         this.halt(id);
@@ -250,13 +250,16 @@ export class HealthMonitor {
     if (record && record.State.Running && !record.State.Paused && probeCommand(record.Config)) this.begin(record);
   }
 
-  /** Probing stops; dockerd then reports the container unhealthy (saved with the exit by the engine, or here after a pause). */
-  private stopped(id: string, save: boolean): void {
-    const wasMonitored = this.halt(id);
+  /**
+   * Probing stops; dockerd then reports the container unhealthy. Also for a container found ended when the
+   * daemon starts again, whose probing had stopped with the daemon.
+   */
+  private stopped(id: string): void {
+    this.halt(id);
     const record = this.deps.containers.find(id);
-    if (!wasMonitored || !record?.State.Health) return;
+    if (!record?.State.Health || record.State.Health.Status === 'unhealthy') return;
     record.State.Health.Status = 'unhealthy';
-    if (save) this.persist(record);
+    this.persist(record);
   }
 
   /** Stops probing without touching the state; true when a monitor ran. */
