@@ -381,18 +381,23 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     }
   });
 
-  it('captures the other views, in both themes', async () => {
-    for (const view of ['images', 'swarm', 'events', 'system']) {
-      await page.goto(`${baseUrl}#/${view}`);
-      await page.getByRole('heading', { level: 1 }).waitFor();
-      if (view === 'events') {
-        await engine.dockerOk(['run', '--rm', 'busybox', 'true']);
-        await page.getByTestId('events').waitFor({ timeout: 3000 });
+  it('captures every other view, in both themes', async () => {
+    const capture = async (suffix: string) => {
+      for (const view of ['images', 'volumes', 'networks', 'swarm', 'events', 'system', 'run']) {
+        await page.goto(`${baseUrl}#/${view}`);
+        await page.getByRole('heading', { level: 1 }).waitFor();
+        if (view === 'events') {
+          await engine.dockerOk(['run', '--rm', 'busybox', 'true']);
+          await page.getByTestId('events').waitFor({ timeout: 3000 });
+        }
+        if (view === 'images') await page.getByTestId('images').waitFor({ timeout: 5000 });
+        if (view === 'networks') await page.getByTestId('networks').waitFor({ timeout: 5000 });
+        if (view === 'system') await page.getByTestId('disk-usage').waitFor({ timeout: 5000 });
+        if (view === 'swarm') await page.getByTestId('swarm-empty').waitFor({ timeout: 5000 });
+        await screenshot(page, `${view}${suffix}`);
       }
-      if (view === 'system') await page.getByTestId('disk-usage').waitFor({ timeout: 5000 });
-      if (view === 'swarm') await page.getByTestId('swarm-empty').waitFor({ timeout: 5000 });
-      await screenshot(page, view);
-    }
+    };
+    await capture('');
     await page.goto(`${baseUrl}#/containers`);
     await page.getByRole('button', { name: 'Toggle theme' }).click();
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
@@ -406,6 +411,44 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     await page.keyboard.press('Enter');
     await page.getByRole('tab', { name: 'Overview' }).waitFor();
     await screenshot(page, 'container-dark');
+    await capture('-dark');
+    await page.goto(`${baseUrl}#/containers`);
     await page.getByRole('button', { name: 'Toggle theme' }).click();
+  });
+
+  it("sets the saved theme and asks for the list before the app's bundle runs", async () => {
+    await engine.dockerOk(['create', '--name', 'e2e-early', 'busybox', 'true']);
+    const other = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    try {
+      const p = await other.newPage();
+      await p.goto(loginUrl);
+      await p.getByRole('heading', { name: 'Containers' }).waitFor();
+      await p.evaluate(() => localStorage.setItem('berth.theme', 'dark'));
+      // Without the bundle, only index.html's own script can do these: it must be allowed by the page's policy.
+      await p.route(/\/assets\/index-[^/]+\.js$/, (route) => route.abort());
+      const violations: string[] = [];
+      p.on('console', (m) => /Content Security Policy/i.test(m.text()) && violations.push(m.text()));
+      await p.goto('about:blank');
+      await p.goto(`${baseUrl}#/containers`);
+      await p.waitForLoadState('load');
+      assert.equal(await p.locator('h1').count(), 0, 'the bundle did not run');
+      assert.equal(await p.evaluate(() => document.documentElement.dataset.theme), 'dark');
+      assert.equal(await p.evaluate(() => typeof (window as { berthBoot?: unknown }).berthBoot), 'object');
+      const listed = await p.evaluate(async () => {
+        const answer = await (window as unknown as { berthBoot: { containers: Promise<{ status: number; text: string }> } }).berthBoot.containers;
+        return { status: answer.status, names: (JSON.parse(answer.text) as Array<{ Names: string[] }>).map((c) => c.Names[0]) };
+      });
+      assert.equal(listed.status, 200);
+      assert.ok(listed.names.includes('/e2e-early'));
+      assert.deepEqual(violations, []);
+      // Another view's load does not ask for the list.
+      await p.goto('about:blank');
+      await p.goto(`${baseUrl}#/images`);
+      await p.waitForLoadState('load');
+      assert.equal(await p.evaluate(() => typeof (window as { berthBoot?: unknown }).berthBoot), 'undefined');
+    } finally {
+      await other.close();
+      await engine.docker(['rm', '-f', 'e2e-early']);
+    }
   });
 });
