@@ -219,7 +219,8 @@ export class Builder {
         if (text !== undefined) break;
       }
       if (text === undefined) throw new InvalidParameter(`Cannot locate specified Dockerfile: ${opts.dockerfile}`);
-      await applyDockerignore(contextDir, [dockerfileRel, '.dockerignore']);
+      // As dockerd: the Dockerfile and .dockerignore themselves go too when the patterns exclude them.
+      await applyDockerignore(contextDir, []);
       const parsed = parseDockerfile(text);
       const run = new BuildRun(this, opts, emit, signal, contextDir, workDir, parsed.escape);
       const stages = run.plan(parsed.instructions);

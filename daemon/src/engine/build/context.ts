@@ -219,7 +219,7 @@ export function isIgnored(patterns: IgnorePattern[], rel: string): boolean {
   const parts = rel.split('/');
   for (let i = 1; i < parts.length; i++) parents.push(parts.slice(0, i).join('/'));
   for (const p of patterns) {
-    if (p.exclusion === !ignored) {
+    if (p.exclusion === ignored) {
       // Only a pattern that could change the answer is tested.
       const matches = p.regexp.test(rel) || parents.some((parent) => p.regexp.test(parent));
       if (matches) ignored = !p.exclusion;

@@ -36,7 +36,7 @@ export function buildRecord(body: Record<string, any>, name: string, image: Imag
   const config: ContainerConfig = {
     Hostname: hostname,
     Domainname: body.Domainname ?? '',
-    User: body.User ?? img.User ?? '',
+    User: body.User || img.User || '',
     AttachStdin: body.AttachStdin ?? false,
     AttachStdout: body.AttachStdout ?? false,
     AttachStderr: body.AttachStderr ?? false,
