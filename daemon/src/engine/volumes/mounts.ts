@@ -99,7 +99,7 @@ export function planMounts(
     for (const m of other.Mounts) {
       if (m.Type !== 'volume' && m.Type !== 'bind') continue;
       const rw = mode === 'ro' ? false : mode === 'rw' ? true : m.RW;
-      byDestination.set(m.Destination, { ...m, RW: rw, Mode: mode ? mode : m.Mode });
+      byDestination.set(path.posix.normalize(m.Destination).replace(/\/+$/, '') || '/', { ...m, RW: rw, Mode: mode ? mode : m.Mode });
       if (m.Type === 'volume' && m.Name) need(m.Name);
     }
   }
