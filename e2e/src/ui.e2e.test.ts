@@ -292,7 +292,7 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     await page.getByLabel('Volumes', { exact: true }).fill('e2e-runvol:/data, /scratch');
     await page.getByRole('button', { name: 'Show the create request' }).click();
     await page.getByTestId('create-body').getByText('"e2e-runvol:/data"').waitFor();
-    await screenshot(page, 'run');
+    await screenshot(page, 'run-create-body');
     await page.getByRole('button', { name: 'Run', exact: true }).click();
     await page.getByRole('tab', { name: 'Overview' }).waitFor({ timeout: 10_000 });
     const inspect = JSON.parse(await engine.dockerOk(['inspect', 'e2e-run']))[0];

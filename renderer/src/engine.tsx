@@ -176,7 +176,8 @@ export function formatBytes(n: number | undefined): string {
     n /= 1000;
     i++;
   }
-  return `${n < 10 && i > 0 ? n.toFixed(1) : Math.round(n)} ${units[i]}`;
+  // A no-break space: a number is never parted from its unit at a line's end.
+  return `${n < 10 && i > 0 ? n.toFixed(1) : Math.round(n)}\u00a0${units[i]}`;
 }
 
 export function ago(seconds: number | undefined): string {

@@ -145,7 +145,11 @@ function inspectPorts(ports: ContainerInspect['NetworkSettings']['Ports']): Cont
 }
 
 /** Docker's zero time (0001-01-01...) means "never". */
-const when = (t: string | undefined) => (!t || t.startsWith('0001-') ? '—' : t);
+const when = (t: string | undefined) => {
+  if (!t || t.startsWith('0001-')) return '—';
+  const d = new Date(t);
+  return Number.isNaN(d.getTime()) ? t : <time dateTime={t} title={t}>{d.toLocaleString()}</time>;
+};
 
 function Overview({ c }: { c: ContainerInspect }) {
   const [raw, setRaw] = useState(false);
@@ -181,8 +185,8 @@ function Overview({ c }: { c: ContainerInspect }) {
       : []),
     ['Networks', Object.entries(c.NetworkSettings.Networks ?? {}).map(([n, v]) => `${n} ${v.IPAddress || ''}`).join('; ') || '—'],
     ['Mounts', c.Mounts.map((m) => `${m.Name ?? m.Source} → ${m.Destination}${m.RW ? '' : ' (ro)'}`).join('; ') || '—'],
-    ['Environment', <div className="mono small">{(c.Config.Env ?? []).map((e) => <div key={e}>{e}</div>)}</div>],
-    ['Labels', <div className="mono small">{Object.entries(c.Config.Labels ?? {}).map(([k, v]) => <div key={k}>{k}={v}</div>)}</div>],
+    ['Environment', (c.Config.Env ?? []).length ? <div className="mono small">{(c.Config.Env ?? []).map((e) => <div key={e}>{e}</div>)}</div> : '—'],
+    ['Labels', Object.keys(c.Config.Labels ?? {}).length ? <div className="mono small">{Object.entries(c.Config.Labels ?? {}).map(([k, v]) => <div key={k}>{k}={v}</div>)}</div> : '—'],
   ];
   return (
     <div>
@@ -319,14 +323,17 @@ interface StatsSample {
 function Chart(props: { label: string; values: number[]; format: (n: number) => string }) {
   const w = 280;
   const h = 70;
-  const max = Math.max(1e-9, ...props.values);
+  // From zero, with headroom: a steady value draws as a steady line below the top, not along the border.
+  const max = Math.max(1e-9, ...props.values) * 1.25;
   const pts = props.values.map((v, i) => `${(i / Math.max(1, props.values.length - 1)) * w},${h - (v / max) * (h - 4) - 2}`).join(' ');
+  const area = props.values.length > 1 ? `0,${h} ${pts} ${w},${h}` : '';
   return (
     <figure className="chart">
       <figcaption>
         {props.label} <strong>{props.values.length ? props.format(props.values.at(-1)!) : '—'}</strong>
       </figcaption>
       <svg viewBox={`0 0 ${w} ${h}`} width="100%" height={h} preserveAspectRatio="none" role="img" aria-label={props.label}>
+        {area && <polygon points={area} fill="currentColor" opacity="0.12" />}
         <polyline points={pts} fill="none" stroke="currentColor" strokeWidth="1.5" vectorEffect="non-scaling-stroke" />
       </svg>
     </figure>

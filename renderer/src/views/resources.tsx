@@ -57,7 +57,7 @@ export function NetworksView(props: { selected?: string }) {
       <header className="page-head">
         <h1>Networks</h1>
       </header>
-      <form onSubmit={submit} className="inline-form wide" aria-label="Create network">
+      <form onSubmit={submit} className="panel create-form inline-form" aria-label="Create network">
         <input required value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} placeholder="name" aria-label="Network name" />
         <input value={form.subnet} onChange={(e) => setForm({ ...form, subnet: e.target.value })} placeholder="subnet, e.g. 10.10.0.0/24" aria-label="Subnet" />
         <input value={form.gateway} onChange={(e) => setForm({ ...form, gateway: e.target.value })} placeholder="gateway" aria-label="Gateway" />
@@ -332,7 +332,7 @@ export function SystemView() {
               ['API', `${v?.ApiVersion} (min ${v?.MinAPIVersion})`],
               ['OS/Arch', `${v?.Os}/${v?.Arch}`],
               ['Kernel', v?.KernelVersion],
-              ...((v?.Components ?? []) as Array<{ Name: string; Version: string }>).map((c) => [c.Name, c.Version]),
+              ...((v?.Components ?? []) as Array<{ Name: string; Version: string }>).filter((c) => c.Name !== 'Engine').map((c) => [c.Name, c.Version]),
             ].map(([k, val]) => (
               <div key={k}>
                 <dt>{k}</dt>
