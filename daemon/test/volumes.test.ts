@@ -325,6 +325,26 @@ describe('volumes in containers', () => {
     await engine.dockerOk(['volume', 'rm', 'ram-vol']);
   });
 
+  test('Mounts of type volume create their volume with its Labels and DriverConfig (dockerode)', async () => {
+    const docker = engine.dockerode();
+    const container = await docker.createContainer({
+      Image: 'busybox',
+      Cmd: ['sh', '-c', 'grep " /cfg " /proc/mounts'],
+      HostConfig: {
+        Mounts: [{ Type: 'volume', Source: 'from-mount', Target: '/cfg', VolumeOptions: { NoCopy: false, Labels: { made: 'by-mount' }, DriverConfig: { Name: 'local', Options: { type: 'tmpfs', o: 'size=1m' } } } }],
+      },
+    });
+    const volume = await docker.getVolume('from-mount').inspect();
+    assert.deepEqual(volume.Labels, { made: 'by-mount' });
+    assert.deepEqual(volume.Options, { type: 'tmpfs', o: 'size=1m' });
+    await container.start();
+    assert.equal((await container.wait()).StatusCode, 0);
+    assert.match((await container.logs({ stdout: true })).toString('utf8'), /tmpfs \/cfg tmpfs/);
+    await container.remove({ v: true });
+    assert.equal((await engine.request('GET', '/volumes/from-mount')).status, 200, 'a named volume stays after rm -v');
+    await docker.getVolume('from-mount').remove();
+  });
+
   test('bind DriverOpts: a host folder as a volume', async () => {
     const hostDir = path.join(engine.root, 'bind-source');
     await fs.mkdir(hostDir, { recursive: true });
