@@ -5,6 +5,12 @@
  *   loopbackUp(pid)                bring `lo` up in the network namespace of PID
  *   unmountAsync(target, lazy, cb) umount [-l] TARGET on a thread of the pool, then cb(err|null): unmounting
  *                                  an overlay syncs its upper filesystem, which can take long on a busy disk
+ *   pipe()                         a pipe, both ends close-on-exec: [readFd, writeFd]
+ *   spawn(file, args, env, cwd, fds, setsid)
+ *                                  starts FILE with posix_spawn (a vfork: no copy of the daemon's page tables,
+ *                                  which blocks the event loop for milliseconds per spawn in a big process);
+ *                                  child fd i is fds[i] (-1: /dev/null); signals default and unblocked; the pid
+ *   waitpid(pid, cb)               waits for that child on a thread of the pool, then cb(code) (128+n: signal n)
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -18,7 +24,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static napi_value fail(napi_env env, int err, const char *what, const char *arg) {
@@ -179,6 +188,157 @@ static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value Pipe(napi_env env, napi_callback_info info) {
+  (void)info;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return fail(env, errno, "pipe", "");
+  napi_value arr, v;
+  napi_create_array_with_length(env, 2, &arr);
+  for (uint32_t i = 0; i < 2; i++) {
+    napi_create_int32(env, fds[i], &v);
+    napi_set_element(env, arr, i, v);
+  }
+  return arr;
+}
+
+/* A JS array of strings as a NULL-terminated vector (freed by free_vector). */
+static char **string_vector(napi_env env, napi_value array) {
+  uint32_t n = 0;
+  bool is_array = false;
+  if (napi_is_array(env, array, &is_array) != napi_ok || !is_array || napi_get_array_length(env, array, &n) != napi_ok) return NULL;
+  char **out = calloc(n + 1, sizeof *out);
+  if (!out) return NULL;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value item;
+    size_t len = 0;
+    if (napi_get_element(env, array, i, &item) != napi_ok || napi_get_value_string_utf8(env, item, NULL, 0, &len) != napi_ok) goto bad;
+    out[i] = malloc(len + 1);
+    if (!out[i] || napi_get_value_string_utf8(env, item, out[i], len + 1, &len) != napi_ok) goto bad;
+  }
+  return out;
+bad:
+  for (uint32_t i = 0; i < n; i++) free(out[i]);
+  free(out);
+  return NULL;
+}
+
+static void free_vector(char **v) {
+  if (!v) return;
+  for (char **p = v; *p; p++) free(*p);
+  free(v);
+}
+
+static napi_value Spawn(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  static char file[4096], cwd[4096];
+  bool setsid_flag = false;
+  uint32_t nfds = 0;
+  bool is_array = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || string_arg(env, argv[0], file, sizeof file) ||
+      string_arg(env, argv[3], cwd, sizeof cwd) || napi_is_array(env, argv[4], &is_array) != napi_ok || !is_array ||
+      napi_get_array_length(env, argv[4], &nfds) != napi_ok || nfds > 64 || napi_get_value_bool(env, argv[5], &setsid_flag) != napi_ok) {
+    napi_throw_type_error(env, NULL, "spawn(file, args, env, cwd, fds, setsid) needs strings, arrays and a boolean");
+    return NULL;
+  }
+  char **args = string_vector(env, argv[1]);
+  char **envp = string_vector(env, argv[2]);
+  if (!args || !envp || !args[0]) {
+    free_vector(args);
+    free_vector(envp);
+    napi_throw_type_error(env, NULL, "spawn: args (at least argv[0]) and env must be arrays of strings");
+    return NULL;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  int err = 0;
+  for (uint32_t i = 0; i < nfds && !err; i++) {
+    napi_value item;
+    int32_t fd = -1;
+    if (napi_get_element(env, argv[4], i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok) err = EINVAL;
+    else if (fd >= 0) err = posix_spawn_file_actions_adddup2(&actions, fd, (int)i);
+    else err = posix_spawn_file_actions_addopen(&actions, (int)i, "/dev/null", O_RDWR, 0);
+  }
+  if (!err && cwd[0]) err = posix_spawn_file_actions_addchdir_np(&actions, cwd);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | (setsid_flag ? POSIX_SPAWN_SETSID : 0);
+  if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
+  if (!err) err = posix_spawnattr_setsigmask(&attr, &none);
+  if (!err) err = posix_spawnattr_setflags(&attr, flags);
+  pid_t pid = -1;
+  if (!err) err = posix_spawn(&pid, file, &actions, &attr, args, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  free_vector(args);
+  free_vector(envp);
+  if (err) return fail(env, err, "spawn", file);
+  napi_value result;
+  napi_create_int32(env, pid, &result);
+  return result;
+}
+
+struct wait_work {
+  napi_async_work work;
+  napi_ref callback;
+  pid_t pid;
+  int code;
+};
+
+static void wait_execute(napi_env env, void *data) {
+  (void)env;
+  struct wait_work *w = data;
+  int status = 0;
+  pid_t r;
+  do r = waitpid(w->pid, &status, 0);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) w->code = -1;
+  else if (WIFEXITED(status)) w->code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) w->code = 128 + WTERMSIG(status);
+  else w->code = -1;
+}
+
+static void wait_complete(napi_env env, napi_status status, void *data) {
+  struct wait_work *w = data;
+  napi_value cb, global, arg, result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  napi_create_int32(env, status == napi_ok ? w->code : -1, &arg);
+  napi_call_function(env, global, cb, 1, &arg, &result);
+  napi_delete_reference(env, w->callback);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+static napi_value WaitPid(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], name;
+  napi_valuetype type = napi_undefined;
+  int32_t pid = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0 ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function) {
+    napi_throw_type_error(env, NULL, "waitpid(pid, callback) needs a process id and a function");
+    return NULL;
+  }
+  struct wait_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  w->pid = pid;
+  napi_create_reference(env, argv[1], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:waitpid", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, wait_execute, wait_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    free(w);
+    napi_throw_error(env, "EIO", "cannot queue the wait");
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "mountOverlay", NAPI_AUTO_LENGTH, MountOverlay, NULL, &fn);
@@ -189,6 +349,12 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "loopbackUp", fn);
   napi_create_function(env, "unmountAsync", NAPI_AUTO_LENGTH, UnmountAsync, NULL, &fn);
   napi_set_named_property(env, exports, "unmountAsync", fn);
+  napi_create_function(env, "pipe", NAPI_AUTO_LENGTH, Pipe, NULL, &fn);
+  napi_set_named_property(env, exports, "pipe", fn);
+  napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, Spawn, NULL, &fn);
+  napi_set_named_property(env, exports, "spawn", fn);
+  napi_create_function(env, "waitpid", NAPI_AUTO_LENGTH, WaitPid, NULL, &fn);
+  napi_set_named_property(env, exports, "waitpid", fn);
   return exports;
 }
 

@@ -13,6 +13,16 @@ export interface LinuxSys {
   loopbackUp(pid: number): void;
   /** umount2 on a thread of the pool (an overlay's unmount syncs its upper filesystem); absent in older builds. */
   unmountAsync?(target: string, lazy: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** A pipe, both ends close-on-exec: [readFd, writeFd]. Absent in older builds, as spawn and waitpid. */
+  pipe?(): [number, number];
+  /**
+   * posix_spawn (a vfork: unlike libuv's fork, it copies none of the daemon's page tables, which blocks the
+   * event loop for milliseconds per spawn). Child fd i is fds[i] (-1: /dev/null); signals default and
+   * unblocked; `cwd` '' keeps the daemon's. Returns the pid; the caller must reap it with waitpid.
+   */
+  spawn?(file: string, args: string[], env: string[], cwd: string, fds: number[], setsid: boolean): number;
+  /** Waits for a child started by spawn on the thread pool: its exit code, 128+n for signal n, -1 if lost. */
+  waitpid?(pid: number, done: (code: number) => void): void;
 }
 
 let loaded: LinuxSys | null | undefined;

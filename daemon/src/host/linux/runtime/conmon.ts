@@ -8,8 +8,10 @@
  * runtime's stderr>"}` when create failed. Only after that message may `<runtime> start` run.
  */
 import { spawn } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { closeSync, promises as fs } from 'node:fs';
+import net from 'node:net';
 import type { Readable } from 'node:stream';
+import { linuxSys } from '../sys.js';
 
 export interface ConmonOptions {
   id: string;
@@ -78,26 +80,47 @@ export function parseSyncMessage(line: string): SyncMessage {
  * `stderrFile`, read when conmon fails without a message.
  */
 export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrFile: string, timeoutMs = 120_000): Promise<SyncMessage> {
+  const env = { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', _OCI_SYNCPIPE: '3' };
   const errHandle = await fs.open(stderrFile, 'w', 0o600);
-  let child;
+  let sync: Readable;
+  let launcherExit: Promise<number | null>;
   try {
-    child = spawn(conmonPath, conmonArgs(o), {
-      // Some conmon versions write the `oom` file relative to their working directory: make it the bundle.
-      cwd: o.bundle,
-      // fd 3 is the sync pipe (a socket pair, which conmon writes to like a pipe).
-      stdio: ['ignore', 'ignore', errHandle.fd, 'pipe'],
-      env: { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', _OCI_SYNCPIPE: '3' },
-      detached: true,
-    });
+    const sys = linuxSys();
+    if (sys?.spawn && sys.pipe && sys.waitpid) {
+      // posix_spawn through the addon: libuv's fork would block the event loop while it copies the daemon's
+      // page tables (milliseconds per start, more under load).
+      const [readFd, writeFd] = sys.pipe();
+      let pid: number;
+      try {
+        // Some conmon versions write the `oom` file relative to their working directory: make it the bundle.
+        pid = sys.spawn(conmonPath, [conmonPath, ...conmonArgs(o)], Object.entries(env).map(([k, v]) => `${k}=${v}`), o.bundle, [-1, -1, errHandle.fd, writeFd], true);
+      } catch (err) {
+        closeSync(readFd);
+        throw err;
+      } finally {
+        closeSync(writeFd);
+      }
+      const waitpid = sys.waitpid;
+      launcherExit = new Promise((resolve) => waitpid(pid, resolve));
+      sync = new net.Socket({ fd: readFd, readable: true, writable: false });
+    } else {
+      const child = spawn(conmonPath, conmonArgs(o), {
+        cwd: o.bundle,
+        // fd 3 is the sync pipe (a socket pair, which conmon writes to like a pipe).
+        stdio: ['ignore', 'ignore', errHandle.fd, 'pipe'],
+        env,
+        detached: true,
+      });
+      sync = child.stdio[3] as Readable;
+      launcherExit = new Promise<number | null>((resolve) => {
+        child.once('error', () => resolve(-1));
+        child.once('exit', (code) => resolve(code));
+      });
+      child.unref();
+    }
   } finally {
     await errHandle.close();
   }
-  const sync = child.stdio[3] as Readable;
-  const launcherExit = new Promise<number | null>((resolve) => {
-    child.once('error', () => resolve(-1));
-    child.once('exit', (code) => resolve(code));
-  });
-  child.unref();
 
   let timedOut = false;
   const line = await new Promise<string | undefined>((resolve) => {
