@@ -11,7 +11,7 @@ import path from 'node:path';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
 import { ANONYMOUS_LABEL, VOLUME_NAME, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
@@ -314,7 +314,11 @@ export class VolumeService {
       const holders = this.active.get(name) ?? new Set<string>();
       const mountpoint = this.mountpoint(name);
       if (volume.Options.type && holders.size === 0 && !(await this.host.isMounted(mountpoint))) {
-        await this.host.mount(mountpoint, { type: volume.Options.type, device: volume.Options.device, o: volume.Options.o });
+        try {
+          await this.host.mount(mountpoint, { type: volume.Options.type, device: volume.Options.device, o: volume.Options.o });
+        } catch (err) {
+          throw new EngineError(`error while mounting volume '${name}': ${errorMessage(err)}`, { cause: err });
+        }
       }
       holders.add(use.container);
       this.active.set(name, holders);
