@@ -217,7 +217,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     containers,
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
     readLog: (record, o) =>
-      host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+      host.containers.readLogBlocks(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
     sizes: containerSizes,
   });
 

@@ -6,23 +6,23 @@ import type { Duplex } from 'node:stream';
 import type { AttachStreams } from '../host/host.js';
 import { Conflict, InvalidParameter, NotImplemented } from '../engine/errors.js';
 import type { ContainerRecord } from '../engine/containers/model.js';
-import { logChunks, type LogOptions } from '../engine/containers/logs.js';
+import { logBytes, type LogOptions } from '../engine/containers/logs.js';
 import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from '../engine/containers/views.js';
 import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
-import type { LogRecord } from '../host/host.js';
+import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { shape } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
-import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
+import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULTIPLEXED_FRAMING, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
   containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize'>;
   /** Resolves an image reference to its id, or undefined when there is no such image. */
   imageId(ref: string): Promise<string | undefined>;
-  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord[]>;
+  readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecordBlock>;
   /** SizeRw (the container's own files) and SizeRootFs (those and its image's), in bytes. */
   sizes(record: ContainerRecord): Promise<{ rw: number; rootFs: number }>;
 }
@@ -102,6 +102,13 @@ async function pumpOutput(chunks: AsyncIterable<{ stream: 'stdout' | 'stderr'; d
   }
   const rest = take();
   return rest ? writeWithBackpressure(sink, rest) : !sink.destroyed;
+}
+
+/** Writes the log's bytes with backpressure; stops reading (which closes the log) once the client is gone. */
+async function writeLog(chunks: AsyncIterable<Buffer>, out: Duplex | NodeJS.WritableStream): Promise<void> {
+  for await (const chunk of chunks) {
+    if (!(await writeWithBackpressure(out as Duplex, chunk))) return;
+  }
 }
 
 export function registerContainerRoutes(router: Router, backend: ContainersBackend): void {
@@ -223,9 +230,9 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     }
     const tty = record.Config.Tty;
     const out = res.stream(200, tty ? MEDIA_RAW : MEDIA_MULTIPLEXED);
-    const records = backend.readLog(record, { follow: opts.follow, tail: opts.tail, signal: req.signal });
+    const blocks = backend.readLog(record, { follow: opts.follow, tail: opts.tail, signal: req.signal });
     try {
-      await pumpOutput(logChunks(records, opts), out, tty);
+      await writeLog(logBytes(blocks, opts, tty ? undefined : MULTIPLEXED_FRAMING), out);
     } finally {
       out.end();
     }
@@ -249,7 +256,7 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     try {
       if (logs) {
         const past = backend.readLog(record, { follow: false, signal: closed.signal });
-        await pumpOutput(logChunks(past, { stdout: wantStdout, stderr: wantStderr, timestamps: false, follow: false }), conn, tty);
+        await writeLog(logBytes(past, { stdout: wantStdout, stderr: wantStderr, timestamps: false, follow: false }, tty ? undefined : MULTIPLEXED_FRAMING), conn);
       }
       if (!stream || closed.signal.aborted) {
         conn.end();

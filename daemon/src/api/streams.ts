@@ -3,6 +3,7 @@
  * recognition on stdin, and writing with backpressure.
  */
 import type { Duplex, Writable } from 'node:stream';
+import type { RecordFraming } from '../engine/containers/logs.js';
 import { InvalidParameter } from '../engine/errors.js';
 
 export const MEDIA_RAW = 'application/vnd.docker.raw-stream';
@@ -17,6 +18,18 @@ export function frame(stream: 'stdin' | 'stdout' | 'stderr', data: Buffer): Buff
   header.writeUInt32BE(data.length, 4);
   return Buffer.concat([header, data]);
 }
+
+/** Frames for logBytes: a multiplexed frame header before each line. */
+export const MULTIPLEXED_FRAMING: RecordFraming = {
+  headerBytes: 8,
+  writeHeader(out, at, stream, length) {
+    out[at] = STREAM_IDS[stream];
+    out[at + 1] = 0;
+    out[at + 2] = 0;
+    out[at + 3] = 0;
+    out.writeUInt32BE(length, at + 4);
+  },
+};
 
 /** Writes and waits for the stream to drain when its buffer is full; false when the stream is gone. */
 export async function writeWithBackpressure(out: Writable, data: Buffer | string): Promise<boolean> {

@@ -57,6 +57,25 @@ export interface LogRecord {
   data: Buffer;
 }
 
+/**
+ * Log records in columns, over the one buffer they were read into: no object per record, for logs served in
+ * bulk. Record i's time starts at `offsets[3i]`, its data spans `offsets[3i+1]` to `offsets[3i+2]` (without
+ * the newline); `flags[i]` holds LOG_STDERR and LOG_COMPLETE. The block is handed over: its consumer may write
+ * into `buf` (the reader keeps nothing of it).
+ */
+export interface LogRecordBlock {
+  readonly buf: Buffer;
+  readonly count: number;
+  readonly offsets: Int32Array;
+  readonly flags: Uint8Array;
+  /** Record i's time: whole seconds since the epoch. */
+  seconds(i: number): number;
+  /** Record i's time: nanoseconds within its second. */
+  nanos(i: number): number;
+}
+export const LOG_STDERR = 1;
+export const LOG_COMPLETE = 2;
+
 export interface ContainerIO {
   tty: boolean;
   openStdin: boolean;
@@ -112,6 +131,8 @@ export interface ContainerRuntimeHost {
   readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord>;
   /** readLog in batches of records (one per chunk read): what big logs are served from. */
   readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]>;
+  /** readLog in columnar blocks (one per chunk read, no object per record): what `logs` is served from. */
+  readLogBlocks(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecordBlock>;
   /** Bytes of the container's own files (its writable layer): SizeRw. */
   writableLayerSize(id: string): Promise<number>;
   /** Ids of containers the runtime holds (for recovery). */

@@ -9,7 +9,7 @@
  */
 import { promises as fs, watch, type FSWatcher } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import type { LogRecord } from '../../host.js';
+import { LOG_COMPLETE, LOG_STDERR, type LogRecord, type LogRecordBlock } from '../../host.js';
 
 const NL = 0x0a;
 const SPACE = 0x20;
@@ -17,49 +17,72 @@ const CHUNK = 1 << 20;
 const TAIL_BLOCK = 64 << 10;
 const FOLLOW_POLL_MS = 250;
 
-// Records come in bursts within one second: the bigint of the last second seen is reused.
-let cachedSecondKey = NaN;
-let cachedSecondNano = 0n;
+// Records come in bursts within one second: the seconds of the last second seen are reused when its bytes
+// (date, time and zone) are the same.
+const cachedSecondBytes = Buffer.alloc(25);
+let cachedSecondsValid = false;
+let cachedSeconds = 0;
 
-/** Parses an RFC 3339 timestamp with up to nine fractional digits, from bytes, to nanoseconds. */
-export function parseTimeNano(buf: Buffer, start: number, end: number): bigint {
-  const num = (i: number, n: number) => {
-    let v = 0;
-    for (let k = 0; k < n; k++) v = v * 10 + (buf[start + i + k] - 48);
-    return v;
-  };
+/** Where the fraction of an RFC 3339 time starting at `start` ends (the zone starts there). */
+function fractionEnd(buf: Buffer, start: number, end: number): number {
+  let i = start + 19;
+  if (buf[i] !== 0x2e) return i;
+  for (i++; i < end && buf[i] >= 48 && buf[i] <= 57; i++);
+  return i;
+}
+
+/** The fraction of an RFC 3339 time starting at `start`, in nanoseconds (nine digits at most). */
+function fractionNanos(buf: Buffer, start: number, end: number): number {
   let i = start + 19;
   let frac = 0;
   let digits = 0;
   if (buf[i] === 0x2e) {
-    i++;
-    while (i < end && buf[i] >= 48 && buf[i] <= 57) {
-      if (digits < 9) {
-        frac = frac * 10 + (buf[i] - 48);
-        digits++;
-      }
-      i++;
-    }
+    for (i++; digits < 9 && i < end && buf[i] >= 48 && buf[i] <= 57; i++, digits++) frac = frac * 10 + (buf[i] - 48);
   }
   for (; digits < 9; digits++) frac *= 10;
+  return frac;
+}
+
+function digitsAt(buf: Buffer, at: number, n: number): number {
+  let v = 0;
+  for (let k = 0; k < n; k++) v = v * 10 + (buf[at + k] - 48);
+  return v;
+}
+
+/** Whole seconds since the epoch of an RFC 3339 time in `buf[start, end)`; its zone starts at `zoneAt`. */
+function wholeSeconds(buf: Buffer, start: number, end: number, zoneAt: number): number {
+  const hasOffset = zoneAt + 5 < end + 1 && (buf[zoneAt] === 0x2b || buf[zoneAt] === 0x2d);
+  if (cachedSecondsValid) {
+    let same = true;
+    for (let k = 0; k < 19; k++) {
+      if (buf[start + k] !== cachedSecondBytes[k]) {
+        same = false;
+        break;
+      }
+    }
+    if (same) {
+      if (!hasOffset) same = cachedSecondBytes[19] === 0;
+      else for (let k = 0; k < 6; k++) if (buf[zoneAt + k] !== cachedSecondBytes[19 + k]) same = false;
+    }
+    if (same) return cachedSeconds;
+  }
   let offsetMin = 0;
-  if (i + 5 < end + 1 && (buf[i] === 0x2b || buf[i] === 0x2d)) {
-    const sign = buf[i] === 0x2b ? 1 : -1;
-    offsetMin = sign * (((buf[i + 1] - 48) * 10 + (buf[i + 2] - 48)) * 60 + (buf[i + 4] - 48) * 10 + (buf[i + 5] - 48));
+  if (hasOffset) {
+    const sign = buf[zoneAt] === 0x2b ? 1 : -1;
+    offsetMin = sign * (digitsAt(buf, zoneAt + 1, 2) * 60 + digitsAt(buf, zoneAt + 4, 2));
   }
-  const year = num(0, 4);
-  const month = num(5, 2);
-  const day = num(8, 2);
-  const hour = num(11, 2);
-  const minute = num(14, 2);
-  const second = num(17, 2);
-  const key = (((((year * 13 + month) * 32 + day) * 24 + hour) * 60 + minute) * 61 + second) * 2000 + offsetMin + 1000;
-  if (key !== cachedSecondKey) {
-    const ms = Date.UTC(year, month - 1, day, hour, minute, second) - offsetMin * 60_000;
-    cachedSecondKey = key;
-    cachedSecondNano = BigInt(ms) * 1_000_000n;
-  }
-  return cachedSecondNano + BigInt(frac);
+  const ms = Date.UTC(digitsAt(buf, start, 4), digitsAt(buf, start + 5, 2) - 1, digitsAt(buf, start + 8, 2), digitsAt(buf, start + 11, 2), digitsAt(buf, start + 14, 2), digitsAt(buf, start + 17, 2));
+  buf.copy(cachedSecondBytes, 0, start, start + 19);
+  if (hasOffset) buf.copy(cachedSecondBytes, 19, zoneAt, zoneAt + 6);
+  else cachedSecondBytes[19] = 0;
+  cachedSeconds = (ms - offsetMin * 60_000) / 1000;
+  cachedSecondsValid = true;
+  return cachedSeconds;
+}
+
+/** Parses an RFC 3339 timestamp with up to nine fractional digits, from bytes, to nanoseconds. */
+export function parseTimeNano(buf: Buffer, start: number, end: number): bigint {
+  return BigInt(wholeSeconds(buf, start, end, fractionEnd(buf, start, end))) * 1_000_000_000n + BigInt(fractionNanos(buf, start, end));
 }
 
 /** One record, pointing into the chunk it was read from; the time is parsed on first use. */
@@ -102,6 +125,69 @@ export function parseLines(buf: Buffer, start: number, end: number, out: LogReco
     }
     pos = nl + 1;
   }
+}
+
+/** Records of one chunk in columns (see LogRecordBlock); times are parsed when asked for. */
+class ColumnBlock implements LogRecordBlock {
+  constructor(
+    readonly buf: Buffer,
+    readonly count: number,
+    readonly offsets: Int32Array,
+    readonly flags: Uint8Array,
+  ) {}
+  seconds(i: number): number {
+    const at = this.offsets[3 * i];
+    const end = this.offsets[3 * i + 1];
+    return wholeSeconds(this.buf, at, end, fractionEnd(this.buf, at, end));
+  }
+  nanos(i: number): number {
+    return fractionNanos(this.buf, this.offsets[3 * i], this.offsets[3 * i + 1]);
+  }
+}
+
+/** conmon's time with nine digits and an offset (`2026-11-22T01:57:17.552529288+00:00`): the usual length. */
+const USUAL_TIME_LENGTH = 35;
+
+/**
+ * Parses the complete lines of `buf[start, end)` into a column block; returns it and the offset just past the
+ * last complete line. Malformed lines are skipped.
+ */
+export function parseBlock(buf: Buffer, start: number, end: number): { block: LogRecordBlock; rest: number } {
+  let capacity = Math.max(16, ((end - start) / 128) | 0);
+  let offsets = new Int32Array(capacity * 3);
+  let flags = new Uint8Array(capacity);
+  let count = 0;
+  let pos = start;
+  for (;;) {
+    const nl = buf.indexOf(NL, pos);
+    if (nl < 0 || nl >= end) break;
+    let sp = pos + USUAL_TIME_LENGTH;
+    if (buf[sp] !== SPACE || sp >= nl) sp = buf.indexOf(SPACE, pos);
+    // `<time> stdout F <text>`: the stream starts one byte after the time, the flag 8 bytes after.
+    if (sp > pos && sp + 9 <= nl && buf[sp + 1] === 0x73 && buf[sp + 7] === SPACE) {
+      const kind = buf[sp + 4];
+      const flag = buf[sp + 8];
+      if ((kind === 0x6f || kind === 0x65) && (flag === 0x46 || flag === 0x50)) {
+        if (count === capacity) {
+          capacity *= 2;
+          const grown = new Int32Array(capacity * 3);
+          grown.set(offsets);
+          offsets = grown;
+          const grownFlags = new Uint8Array(capacity);
+          grownFlags.set(flags);
+          flags = grownFlags;
+        }
+        const o = 3 * count;
+        offsets[o] = pos;
+        offsets[o + 1] = sp + 10 < nl ? sp + 10 : nl;
+        offsets[o + 2] = nl;
+        flags[count] = (kind === 0x65 ? LOG_STDERR : 0) | (flag === 0x46 ? LOG_COMPLETE : 0);
+        count++;
+      }
+    }
+    pos = nl + 1;
+  }
+  return { block: new ColumnBlock(buf, count, offsets, flags), rest: pos };
 }
 
 /** Bytes enough to hold a record's time, stream and flag (`<RFC3339Nano with offset> stdout F `). */
@@ -175,11 +261,26 @@ class LogIterator implements AsyncIterator<LogRecord> {
   private watcher: FSWatcher | undefined;
   private wake: (() => void) | undefined;
   private opened = false;
+  /** In columns mode, the block of the last chunk read (not yet taken), instead of `queue`. */
+  private block: LogRecordBlock | undefined;
 
   constructor(
     private readonly file: string,
     private readonly opts: ReadLogOptions,
+    private readonly columns = false,
   ) {}
+
+  /** The records of the next chunk read as a column block (never empty), or undefined at the end. */
+  async nextBlock(): Promise<LogRecordBlock | undefined> {
+    if (!this.block && !(await this.fill())) return undefined;
+    const block = this.block;
+    this.block = undefined;
+    return block;
+  }
+
+  private hasQueued(): boolean {
+    return this.columns ? this.block !== undefined : this.index < this.queue.length;
+  }
 
   next(): Promise<IteratorResult<LogRecord>> {
     if (this.index < this.queue.length) return Promise.resolve({ value: this.queue[this.index++], done: false });
@@ -202,6 +303,7 @@ class LogIterator implements AsyncIterator<LogRecord> {
 
   private async finish(): Promise<void> {
     this.finished = true;
+    this.block = undefined;
     this.queue = [];
     this.index = 0;
     this.watcher?.close();
@@ -246,7 +348,7 @@ class LogIterator implements AsyncIterator<LogRecord> {
           continue;
         }
         const n = await this.readChunk();
-        if (this.index < this.queue.length) return true;
+        if (this.hasQueued()) return true;
         if (n > 0) continue; // read only a fragment of a long line
         if (!this.opts.follow || stopped) {
           await this.finish();
@@ -271,7 +373,14 @@ class LogIterator implements AsyncIterator<LogRecord> {
     const end = carry + bytesRead;
     this.queue = [];
     this.index = 0;
-    const rest = parseLines(buf, 0, end, this.queue);
+    let rest: number;
+    if (this.columns) {
+      const parsed = parseBlock(buf, 0, end);
+      rest = parsed.rest;
+      this.block = parsed.block.count > 0 ? parsed.block : undefined;
+    } else {
+      rest = parseLines(buf, 0, end, this.queue);
+    }
     this.pending = rest < end ? Buffer.from(buf.subarray(rest, end)) : undefined;
     return bytesRead;
   }
@@ -316,6 +425,25 @@ export function readConmonLogBatches(file: string, opts: ReadLogOptions): AsyncI
         next: async () => {
           const batch = await it.nextBatch();
           return batch ? { value: batch, done: false } : { value: undefined, done: true };
+        },
+        return: async () => {
+          await it.return();
+          return { value: undefined, done: true };
+        },
+      };
+    },
+  };
+}
+
+/** The same records in column blocks (one per chunk read, up to about a MiB of log): no object per record. */
+export function readConmonLogBlocks(file: string, opts: ReadLogOptions): AsyncIterable<LogRecordBlock> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      const it = new LogIterator(file, opts, true);
+      return {
+        next: async () => {
+          const block = await it.nextBlock();
+          return block ? { value: block, done: false } : { value: undefined, done: true };
         },
         return: async () => {
           await it.return();

@@ -9,7 +9,7 @@
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
 import { constants, existsSync, mkdirSync, promises as fs, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, StartHooks } from '../../host.js';
+import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
 import { DirectUnavailable, removeStopped, startCreated } from './direct.js';
@@ -19,7 +19,7 @@ import { releaseExec, startExec, type ExecEnvironment, type ExecSession } from '
 import { runtimeStartError } from './errors.js';
 import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
-import { readConmonLog, readConmonLogBatches } from './logreader.js';
+import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import { log } from '../../../util/log.js';
@@ -422,6 +422,11 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   /** readLog in batches of records (one per chunk read): the fast path for big logs. */
   readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]> {
     return readConmonLogBatches(logPath, opts);
+  }
+
+  /** readLog in column blocks (no object per record): what `logs` is served from. */
+  readLogBlocks(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecordBlock> {
+    return readConmonLogBlocks(logPath, opts);
   }
 }
 
