@@ -11,7 +11,7 @@ import { trayTemplate, trayTooltip } from './tray.js';
 import { guardNavigation, windowOptions } from './window.js';
 
 export interface WindowLike {
-  webContents: { id: number; on(event: string, listener: (...args: any[]) => void): unknown; setWindowOpenHandler(h: () => { action: 'deny' }): void };
+  webContents: { id: number; on(event: string, listener: (...args: any[]) => void): unknown; setWindowOpenHandler(h: (details: { url: string }) => { action: 'deny' }): void };
   loadFile(file: string): Promise<void>;
   once(event: 'ready-to-show', listener: () => void): unknown;
   on(event: 'closed', listener: () => void): unknown;
@@ -46,6 +46,8 @@ export interface ElectronModules {
     on(channel: string, listener: (event: IpcEvent, ...args: any[]) => void): void;
   };
   nativeTheme: { themeSource: 'system' | 'light' | 'dark'; shouldUseDarkColors: boolean };
+  /** Opens a container's published port in the system's browser; absent, such links do nothing. */
+  shell?: { openExternal(url: string): Promise<void> };
 }
 
 export interface AppOptions {
@@ -139,7 +141,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
 
   function createWindow(): WindowLike {
     const w = new e.BrowserWindow(windowOptions(opts.preload, e.nativeTheme.shouldUseDarkColors));
-    guardNavigation(w.webContents as never, `file://${opts.rendererIndex}`);
+    guardNavigation(w.webContents as never, `file://${opts.rendererIndex}`, e.shell ? (url) => e.shell!.openExternal(url) : undefined);
     w.once('ready-to-show', () => w.show());
     w.on('closed', () => {
       if (win === w) win = undefined;

@@ -24,10 +24,28 @@ export function windowOptions(preload: string, dark: boolean): BrowserWindowCons
   };
 }
 
-/** The page may only stay on the app's own file; new windows and navigations elsewhere are denied. */
-export function guardNavigation(contents: Pick<WebContents, 'on' | 'setWindowOpenHandler'>, appUrl: string): void {
+/** Links the page may hand to the system's browser: plain web addresses (a container's published port). */
+export function isExternalWebLink(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The page may only stay on the app's own file; new windows and navigations elsewhere are denied. A link
+ * opened in a new window (`target=_blank`) to a web address goes to the system's browser instead, when
+ * `openExternal` is given; nothing else is ever opened.
+ */
+export function guardNavigation(contents: Pick<WebContents, 'on' | 'setWindowOpenHandler'>, appUrl: string, openExternal?: (url: string) => unknown): void {
   const base = appUrl.replace(/#.*$/, '');
-  contents.setWindowOpenHandler(() => ({ action: 'deny' }));
+  contents.setWindowOpenHandler((details?: { url?: string }) => {
+    const url = details?.url ?? '';
+    if (openExternal && isExternalWebLink(url)) void Promise.resolve(openExternal(url)).catch(() => undefined);
+    return { action: 'deny' };
+  });
   contents.on('will-navigate', (event: { preventDefault(): void }, url: string) => {
     if (url.replace(/#.*$/, '') !== base) event.preventDefault();
   });

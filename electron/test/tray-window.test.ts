@@ -46,4 +46,20 @@ describe('window', () => {
     handlers['will-navigate']!(event, 'https://evil.example/');
     assert.equal(prevented, 1);
   });
+
+  it("opens a published port's web link in the system's browser, and nothing else", () => {
+    let openHandler: ((d: { url: string }) => { action: string }) | undefined;
+    const opened: string[] = [];
+    guardNavigation(
+      { on: () => undefined, setWindowOpenHandler: (h: (d: { url: string }) => { action: string }) => (openHandler = h) } as never,
+      'file:///app/index.html',
+      (url) => opened.push(url),
+    );
+    assert.deepEqual(openHandler!({ url: 'http://127.0.0.1:8080' }), { action: 'deny' }, 'never a new app window');
+    assert.deepEqual(openHandler!({ url: 'file:///etc/passwd' }), { action: 'deny' });
+    openHandler!({ url: 'javascript:alert(1)' });
+    openHandler!({ url: 'http://user:pw@127.0.0.1:1/' });
+    openHandler!({ url: 'https://[::1]:8443/x' });
+    assert.deepEqual(opened, ['http://127.0.0.1:8080', 'https://[::1]:8443/x']);
+  });
 });
