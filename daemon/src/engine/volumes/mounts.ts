@@ -73,6 +73,8 @@ export function planMounts(
   mountpoint: (name: string) => string,
 ): MountPlan {
   const hc = (body.HostConfig ?? {}) as Record<string, any>;
+  // Volumes a container creates use HostConfig.VolumeDriver: only the local driver exists here.
+  driverInMount('HostConfig.VolumeDriver', hc.VolumeDriver);
   const byDestination = new Map<string, MountPoint>();
   const volumes = new Map<string, NeededVolume>();
   const copies = new Map<string, { name: string; destination: string }>();
