@@ -1,0 +1,204 @@
+/**
+ * The network benchmark, measured side by side in one run on this machine:
+ *
+ *   (1) `docker run --rm busybox true` on the default bridge against the same with `--network none`, in
+ *       interleaved rounds: the p50 the network adds (target: at most 15 ms).
+ *   (2) TCP throughput of busybox nc (a stream of zeros, --mb megabytes) between two containers on a
+ *       user-defined network, against the same transfer over the host's loopback (target: at least 0.8x).
+ *   (3) the same through a published port (host 127.0.0.1 -> DNAT -> container), against the host's
+ *       loopback (target: at least 0.5x).
+ *
+ * Transfers are timed by the sender (busybox `time -p` around `dd | nc`), so that container start-up is
+ * not counted; each kind runs --repeat times, interleaved, and the median counts.
+ *
+ *   node daemon/dist/bench/network.js [-n 20] [--mb 256] [--repeat 3] [--json] [--check] [--verbose]
+ *
+ * It starts a real berthd in a temporary root and removes everything it started when it ends.
+ */
+import { spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Engine } from '../test/harness.js';
+import { fmt, msSince, summarize, type Summary } from './stats.js';
+
+export const TARGETS = { bridgeOverheadP50Ms: 15, containerToContainer: 0.8, publishedPort: 0.5 };
+
+interface Options {
+  iterations: number;
+  mb: number;
+  repeat: number;
+  json: boolean;
+  check: boolean;
+  verbose: boolean;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      iterations: { type: 'string', short: 'n' },
+      mb: { type: 'string' },
+      repeat: { type: 'string' },
+      json: { type: 'boolean' },
+      check: { type: 'boolean' },
+      verbose: { type: 'boolean' },
+    },
+  });
+  const int = (v: string | undefined, fallback: number, name: string) => {
+    if (v === undefined) return fallback;
+    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+  return {
+    iterations: int(values.iterations, 20, 'iterations'),
+    mb: int(values.mb, 256, 'mb'),
+    repeat: int(values.repeat, 3, 'repeat'),
+    json: values.json === true,
+    check: values.check === true,
+    verbose: values.verbose === true,
+  };
+}
+
+function exec(cmd: string, args: string[], env?: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Seconds from busybox `time -p` output. */
+function realSeconds(text: string): number {
+  const m = /^real\s+([\d.]+)/m.exec(text);
+  if (!m) throw new Error(`no timing in: ${text}`);
+  return Number(m[1]);
+}
+
+/** A sender: dd of `mb` MB of zeros into nc host port, timed by busybox. */
+function sender(mb: number, host: string, port: number): string[] {
+  return ['busybox', 'time', '-p', 'sh', '-c', `dd if=/dev/zero bs=1M count=${mb} 2>/dev/null | busybox nc ${host} ${port}`];
+}
+
+/** A receiver that takes one connection after another, dropping the bytes (stdin held open through a fifo, or nc would stop at its EOF). */
+function receiverScript(port: number, fifo: string): string {
+  return `rm -f ${fifo}; mkfifo ${fifo}; exec 3<>${fifo}; while true; do busybox nc -l -p ${port} <&3 >/dev/null; done`;
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2));
+  const engine = new Engine({ verbose: opts.verbose });
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-netbench-'));
+  const hostReceivers: number[] = [];
+  const cleanup = async () => {
+    for (const pid of hostReceivers) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    await engine.cleanup();
+    rmSync(tmp, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
+  try {
+    await engine.start();
+    await engine.loadBusybox();
+    const docker = (args: string[]) => engine.dockerOk(args, { timeoutMs: 600_000 });
+
+    // (1) start-up with and without the network
+    const bridge: number[] = [];
+    const none: number[] = [];
+    const once = async (args: string[]) => {
+      const t = process.hrtime.bigint();
+      await docker(['run', '--rm', ...args, 'busybox', 'true']);
+      return msSince(t);
+    };
+    for (let i = 0; i < 3; i++) {
+      await once([]);
+      await once(['--network', 'none']);
+    }
+    for (let i = 0; i < opts.iterations; i++) {
+      // Alternating order, so that neither kind always runs after the other.
+      if (i % 2 === 0) {
+        bridge.push(await once([]));
+        none.push(await once(['--network', 'none']));
+      } else {
+        none.push(await once(['--network', 'none']));
+        bridge.push(await once([]));
+      }
+    }
+    const bridgeSummary = summarize(bridge);
+    const noneSummary = summarize(none);
+    const overhead = bridgeSummary.p50 - noneSummary.p50;
+
+    // (2) and (3): throughput
+    const port = 5001;
+    const hostPort = randomInt(20000, 30000);
+    const refPort = hostPort + 1;
+    await docker(['network', 'create', 'benchnet']);
+    await docker(['run', '-d', '--name', 'bench-server', '--network', 'benchnet', '-p', `127.0.0.1:${hostPort}:${port}`, 'busybox', 'sh', '-c', receiverScript(port, '/tmp/hold')]);
+    await docker(['run', '-d', '--name', 'bench-client', '--network', 'benchnet', 'busybox', 'sleep', '100000']);
+    const hostReceiver = spawn('busybox', ['sh', '-c', receiverScript(refPort, path.join(tmp, 'hold'))], { stdio: 'ignore', detached: true });
+    hostReceivers.push(hostReceiver.pid!);
+    await new Promise((r) => setTimeout(r, 500));
+
+    const seconds = { loopback: [] as number[], containers: [] as number[], published: [] as number[] };
+    const transfer = async (kind: keyof typeof seconds) => {
+      const r =
+        kind === 'containers'
+          ? await exec('docker', ['exec', 'bench-client', ...sender(opts.mb, 'bench-server', port)], { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig })
+          : await exec(sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort)[0], sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort).slice(1));
+      if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
+      seconds[kind].push(realSeconds(r.stderr));
+    };
+    for (let i = 0; i < opts.repeat; i++) {
+      for (const kind of i % 2 === 0 ? (['loopback', 'containers', 'published'] as const) : (['published', 'containers', 'loopback'] as const)) await transfer(kind);
+    }
+    const median = (xs: number[]) => summarize(xs).p50;
+    const rate = (s: number) => opts.mb / s;
+    const loopback = rate(median(seconds.loopback));
+    const containers = rate(median(seconds.containers));
+    const published = rate(median(seconds.published));
+    const results = {
+      startup: { bridge: bridgeSummary, none: noneSummary, overheadP50Ms: overhead, target: TARGETS.bridgeOverheadP50Ms },
+      throughputMBps: { loopback, containers, published },
+      ratios: { containers: containers / loopback, published: published / loopback },
+      targets: TARGETS,
+      seconds,
+    };
+    const misses: string[] = [];
+    if (overhead > TARGETS.bridgeOverheadP50Ms) misses.push('bridge start-up overhead');
+    if (results.ratios.containers < TARGETS.containerToContainer) misses.push('container to container throughput');
+    if (results.ratios.published < TARGETS.publishedPort) misses.push('published port throughput');
+    if (opts.json) console.log(JSON.stringify(results, null, 2));
+    else {
+      const line = (name: string, s: Summary) => `  ${name.padEnd(34)} p50 ${fmt(s.p50)} ms  p90 ${fmt(s.p90)} ms  (n=${s.n})`;
+      console.log('docker run --rm busybox true');
+      console.log(line('default bridge', bridgeSummary));
+      console.log(line('--network none', noneSummary));
+      console.log(`  network adds at p50                 ${fmt(overhead)} ms   (target <= ${TARGETS.bridgeOverheadP50Ms} ms)`);
+      console.log(`TCP throughput, busybox nc, ${opts.mb} MB, median of ${opts.repeat}`);
+      console.log(`  host loopback (reference)          ${fmt(loopback)} MB/s`);
+      console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers)}   (target >= ${TARGETS.containerToContainer})`);
+      console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published)}   (target >= ${TARGETS.publishedPort})`);
+      console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
+    }
+    if (opts.check && misses.length > 0) process.exitCode = 1;
+  } finally {
+    await cleanup();
+  }
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});
