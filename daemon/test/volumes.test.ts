@@ -428,6 +428,8 @@ describe('volumes in containers', () => {
       [{ Binds: ['good-one:/d', 'other-one:/d'] }, /Duplicate mount point: \/d/],
       [{ Binds: ['good-one:/d'], Mounts: [{ Type: 'volume', Source: 'other-one', Target: '/d' }] }, /Duplicate mount point/],
       [{ VolumesFrom: ['a:b:c'] }, /expected <container>\[:ro\|rw\]/],
+      [{ Mounts: [null] }, /HostConfig.Mounts\[0\]: expected an object/],
+      [{ Mounts: [{ Type: 7, Target: '/x' }] }, /HostConfig.Mounts\[0\].Type: expected a string/],
       [{ Binds: ['good-one:/d'], VolumeDriver: 'flocker' }, /HostConfig.VolumeDriver: .*plugin "flocker" not found/],
       [{ Binds: ['good-one:/d'] }, /no such image|No such image/i, { Image: 'no-such-image:1' }],
     ];

@@ -343,6 +343,10 @@ export function validateCreateBody(body: unknown): void {
     }
   }
   for (const bind of (hc.Binds as string[] | null) ?? []) parseBind(bind);
+  for (const [i, m] of ((hc.Mounts as unknown[] | null) ?? []).entries()) {
+    if (m === null || typeof m !== 'object' || Array.isArray(m)) fail(`HostConfig.Mounts[${i}]`, 'an object with Type, Source and Target', m);
+    checkKind(`HostConfig.Mounts[${i}].Type`, 'string', (m as { Type?: unknown }).Type);
+  }
   for (const [dest] of Object.entries((hc.Tmpfs as Record<string, string> | null) ?? {})) {
     if (!dest.startsWith('/')) throw new InvalidParameter(`invalid HostConfig.Tmpfs: mount path ${JSON.stringify(dest)} must be absolute`);
   }
