@@ -5,11 +5,14 @@
  *   loopbackUp(pid)                bring `lo` up in the network namespace of PID
  *   unmountAsync(target, lazy, cb) umount [-l] TARGET on a thread of the pool, then cb(err|null): unmounting
  *                                  an overlay syncs its upper filesystem, which can take long on a busy disk
+ *   mountOverlayAsync(target, options, cb)   the overlay mount on a thread of the pool, then cb(err|null)
  *   pipe()                         a pipe, both ends close-on-exec: [readFd, writeFd]
  *   spawn(file, args, env, cwd, fds, setsid)
  *                                  starts FILE with posix_spawn (a vfork: no copy of the daemon's page tables,
  *                                  which blocks the event loop for milliseconds per spawn in a big process);
  *                                  child fd i is fds[i] (-1: /dev/null); signals default and unblocked; the pid
+ *   spawnAsync(file, args, env, cwd, fds, setsid, cb)
+ *                                  the same on a thread of the pool, then cb(err, pid)
  *   waitpid(pid, cb)               waits for that child on a thread of the pool, then cb(code) (128+n: signal n)
  * Errors are thrown with the errno name as `code`.
  */
@@ -131,13 +134,16 @@ struct unmount_work {
   napi_ref callback;
   char target[4096];
   bool lazy;
+  /* Set for a mount (mountOverlayAsync): the overlay options. */
+  char *options;
   int err;
 };
 
 static void unmount_execute(napi_env env, void *data) {
   (void)env;
   struct unmount_work *w = data;
-  w->err = umount2(w->target, w->lazy ? MNT_DETACH : 0) != 0 ? errno : 0;
+  if (w->options) w->err = mount("overlay", w->target, "overlay", 0, w->options) != 0 ? errno : 0;
+  else w->err = umount2(w->target, w->lazy ? MNT_DETACH : 0) != 0 ? errno : 0;
 }
 
 static void unmount_complete(napi_env env, napi_status status, void *data) {
@@ -148,7 +154,7 @@ static void unmount_complete(napi_env env, napi_status status, void *data) {
   if (status != napi_ok) w->err = ECANCELED;
   if (w->err) {
     char message[4200];
-    snprintf(message, sizeof message, "umount %s: %s", w->target, strerror(w->err));
+    snprintf(message, sizeof message, "%s %s: %s", w->options ? "mount overlay on" : "umount", w->target, strerror(w->err));
     const char *code = w->err == ENOENT ? "ENOENT" : w->err == EINVAL ? "EINVAL" : w->err == EBUSY ? "EBUSY" : w->err == EPERM ? "EPERM" : "EIO";
     napi_value msg, codev;
     napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
@@ -160,7 +166,37 @@ static void unmount_complete(napi_env env, napi_status status, void *data) {
   napi_call_function(env, global, cb, 1, &arg, &result);
   napi_delete_reference(env, w->callback);
   napi_delete_async_work(env, w->work);
+  free(w->options);
   free(w);
+}
+
+static napi_value MountOverlayAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], name;
+  napi_valuetype type = napi_undefined;
+  struct unmount_work *w = calloc(1, sizeof *w);
+  if (w) w->options = calloc(1, 4096);
+  if (!w || !w->options) {
+    if (w) free(w);
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 || string_arg(env, argv[0], w->target, sizeof w->target) ||
+      string_arg(env, argv[1], w->options, 4096) || napi_typeof(env, argv[2], &type) != napi_ok || type != napi_function) {
+    free(w->options);
+    free(w);
+    napi_throw_type_error(env, NULL, "mountOverlayAsync(target, options, callback) needs two strings shorter than a page and a function");
+    return NULL;
+  }
+  napi_create_reference(env, argv[2], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:mount", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, unmount_execute, unmount_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    free(w->options);
+    free(w);
+    napi_throw_error(env, "EIO", "cannot queue the mount");
+  }
+  return NULL;
 }
 
 static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
@@ -228,57 +264,158 @@ static void free_vector(char **v) {
   free(v);
 }
 
-static napi_value Spawn(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
-  static char file[4096], cwd[4096];
-  bool setsid_flag = false;
-  uint32_t nfds = 0;
+struct spawn_work {
+  napi_async_work work;
+  napi_ref callback;
+  char file[4096], cwd[4096];
+  char **args, **envp;
+  int fds[64];
+  uint32_t nfds;
+  bool setsid;
+  pid_t pid;
+  int err;
+};
+
+static void spawn_free(struct spawn_work *w) {
+  free_vector(w->args);
+  free_vector(w->envp);
+  free(w);
+}
+
+/* Reads spawn's arguments (file, args, env, cwd, fds, setsid) into a work item; NULL after throwing. */
+static struct spawn_work *spawn_prepare(napi_env env, napi_value *argv) {
+  struct spawn_work *w = calloc(1, sizeof *w);
   bool is_array = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || string_arg(env, argv[0], file, sizeof file) ||
-      string_arg(env, argv[3], cwd, sizeof cwd) || napi_is_array(env, argv[4], &is_array) != napi_ok || !is_array ||
-      napi_get_array_length(env, argv[4], &nfds) != napi_ok || nfds > 64 || napi_get_value_bool(env, argv[5], &setsid_flag) != napi_ok) {
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  if (string_arg(env, argv[0], w->file, sizeof w->file) || string_arg(env, argv[3], w->cwd, sizeof w->cwd) ||
+      napi_is_array(env, argv[4], &is_array) != napi_ok || !is_array || napi_get_array_length(env, argv[4], &w->nfds) != napi_ok ||
+      w->nfds > 64 || napi_get_value_bool(env, argv[5], &w->setsid) != napi_ok) {
+    free(w);
     napi_throw_type_error(env, NULL, "spawn(file, args, env, cwd, fds, setsid) needs strings, arrays and a boolean");
     return NULL;
   }
-  char **args = string_vector(env, argv[1]);
-  char **envp = string_vector(env, argv[2]);
-  if (!args || !envp || !args[0]) {
-    free_vector(args);
-    free_vector(envp);
+  for (uint32_t i = 0; i < w->nfds; i++) {
+    napi_value item;
+    int32_t fd = -1;
+    if (napi_get_element(env, argv[4], i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok) {
+      free(w);
+      napi_throw_type_error(env, NULL, "spawn: fds must be integers");
+      return NULL;
+    }
+    w->fds[i] = fd;
+  }
+  w->args = string_vector(env, argv[1]);
+  w->envp = string_vector(env, argv[2]);
+  if (!w->args || !w->envp || !w->args[0]) {
+    spawn_free(w);
     napi_throw_type_error(env, NULL, "spawn: args (at least argv[0]) and env must be arrays of strings");
     return NULL;
   }
+  return w;
+}
+
+static void spawn_execute(napi_env env, void *data) {
+  (void)env;
+  struct spawn_work *w = data;
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&actions);
   posix_spawnattr_init(&attr);
   int err = 0;
-  for (uint32_t i = 0; i < nfds && !err; i++) {
-    napi_value item;
-    int32_t fd = -1;
-    if (napi_get_element(env, argv[4], i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok) err = EINVAL;
-    else if (fd >= 0) err = posix_spawn_file_actions_adddup2(&actions, fd, (int)i);
+  for (uint32_t i = 0; i < w->nfds && !err; i++) {
+    if (w->fds[i] >= 0) err = posix_spawn_file_actions_adddup2(&actions, w->fds[i], (int)i);
     else err = posix_spawn_file_actions_addopen(&actions, (int)i, "/dev/null", O_RDWR, 0);
   }
-  if (!err && cwd[0]) err = posix_spawn_file_actions_addchdir_np(&actions, cwd);
+  if (!err && w->cwd[0]) err = posix_spawn_file_actions_addchdir_np(&actions, w->cwd);
   sigset_t all, none;
   sigfillset(&all);
   sigemptyset(&none);
-  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | (setsid_flag ? POSIX_SPAWN_SETSID : 0);
+  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | (w->setsid ? POSIX_SPAWN_SETSID : 0);
   if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
   if (!err) err = posix_spawnattr_setsigmask(&attr, &none);
   if (!err) err = posix_spawnattr_setflags(&attr, flags);
-  pid_t pid = -1;
-  if (!err) err = posix_spawn(&pid, file, &actions, &attr, args, envp);
+  w->pid = -1;
+  if (!err) err = posix_spawn(&w->pid, w->file, &actions, &attr, w->args, w->envp);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  free_vector(args);
-  free_vector(envp);
-  if (err) return fail(env, err, "spawn", file);
+  w->err = err;
+}
+
+static napi_value spawn_error(napi_env env, int err, const char *file) {
+  char message[4200];
+  snprintf(message, sizeof message, "spawn %s: %s", file, strerror(err));
+  const char *code = err == ENOENT ? "ENOENT" : err == EACCES ? "EACCES" : err == EINVAL ? "EINVAL" : err == ENOMEM ? "ENOMEM" : "EIO";
+  napi_value msg, codev, e;
+  napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+  napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
+  napi_create_error(env, codev, msg, &e);
+  return e;
+}
+
+static napi_value Spawn(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6) {
+    napi_throw_type_error(env, NULL, "spawn(file, args, env, cwd, fds, setsid) needs six arguments");
+    return NULL;
+  }
+  struct spawn_work *w = spawn_prepare(env, argv);
+  if (!w) return NULL;
+  spawn_execute(env, w);
+  int err = w->err;
+  pid_t pid = w->pid;
+  if (err) {
+    napi_throw(env, spawn_error(env, err, w->file));
+    spawn_free(w);
+    return NULL;
+  }
+  spawn_free(w);
   napi_value result;
   napi_create_int32(env, pid, &result);
   return result;
+}
+
+static void spawn_complete(napi_env env, napi_status status, void *data) {
+  struct spawn_work *w = data;
+  napi_value cb, global, args[2], result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  if (status != napi_ok && !w->err) w->err = ECANCELED;
+  if (w->err) {
+    args[0] = spawn_error(env, w->err, w->file);
+    napi_get_null(env, &args[1]);
+  } else {
+    napi_get_null(env, &args[0]);
+    napi_create_int32(env, w->pid, &args[1]);
+  }
+  napi_call_function(env, global, cb, 2, args, &result);
+  napi_delete_reference(env, w->callback);
+  napi_delete_async_work(env, w->work);
+  spawn_free(w);
+}
+
+/* spawn on a thread of the pool: the vfork suspends that thread, not the event loop, until the exec. */
+static napi_value SpawnAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 7;
+  napi_value argv[7], name;
+  napi_valuetype type = napi_undefined;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || napi_typeof(env, argv[6], &type) != napi_ok || type != napi_function) {
+    napi_throw_type_error(env, NULL, "spawnAsync(file, args, env, cwd, fds, setsid, callback) needs seven arguments");
+    return NULL;
+  }
+  struct spawn_work *w = spawn_prepare(env, argv);
+  if (!w) return NULL;
+  napi_create_reference(env, argv[6], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:spawn", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, spawn_execute, spawn_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    spawn_free(w);
+    napi_throw_error(env, "EIO", "cannot queue the spawn");
+  }
+  return NULL;
 }
 
 struct wait_work {
@@ -349,10 +486,14 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "loopbackUp", fn);
   napi_create_function(env, "unmountAsync", NAPI_AUTO_LENGTH, UnmountAsync, NULL, &fn);
   napi_set_named_property(env, exports, "unmountAsync", fn);
+  napi_create_function(env, "mountOverlayAsync", NAPI_AUTO_LENGTH, MountOverlayAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "mountOverlayAsync", fn);
   napi_create_function(env, "pipe", NAPI_AUTO_LENGTH, Pipe, NULL, &fn);
   napi_set_named_property(env, exports, "pipe", fn);
   napi_create_function(env, "spawn", NAPI_AUTO_LENGTH, Spawn, NULL, &fn);
   napi_set_named_property(env, exports, "spawn", fn);
+  napi_create_function(env, "spawnAsync", NAPI_AUTO_LENGTH, SpawnAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "spawnAsync", fn);
   napi_create_function(env, "waitpid", NAPI_AUTO_LENGTH, WaitPid, NULL, &fn);
   napi_set_named_property(env, exports, "waitpid", fn);
   return exports;

@@ -13,6 +13,8 @@ export interface LinuxSys {
   loopbackUp(pid: number): void;
   /** umount2 on a thread of the pool (an overlay's unmount syncs its upper filesystem); absent in older builds. */
   unmountAsync?(target: string, lazy: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** mountOverlay on a thread of the pool; absent in older builds. */
+  mountOverlayAsync?(target: string, options: string, done: (err: NodeJS.ErrnoException | null) => void): void;
   /** A pipe, both ends close-on-exec: [readFd, writeFd]. Absent in older builds, as spawn and waitpid. */
   pipe?(): [number, number];
   /**
@@ -21,6 +23,8 @@ export interface LinuxSys {
    * unblocked; `cwd` '' keeps the daemon's. Returns the pid; the caller must reap it with waitpid.
    */
   spawn?(file: string, args: string[], env: string[], cwd: string, fds: number[], setsid: boolean): number;
+  /** spawn on a thread of the pool (the vfork suspends that thread until the exec, not the event loop). */
+  spawnAsync?(file: string, args: string[], env: string[], cwd: string, fds: number[], setsid: boolean, done: (err: NodeJS.ErrnoException | null, pid: number | null) => void): void;
   /** Waits for a child started by spawn on the thread pool: its exit code, 128+n for signal n, -1 if lost. */
   waitpid?(pid: number, done: (code: number) => void): void;
 }

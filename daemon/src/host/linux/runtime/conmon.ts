@@ -86,14 +86,19 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
   let launcherExit: Promise<number | null>;
   try {
     const sys = linuxSys();
-    if (sys?.spawn && sys.pipe && sys.waitpid) {
-      // posix_spawn through the addon: libuv's fork would block the event loop while it copies the daemon's
-      // page tables (milliseconds per start, more under load).
+    if (sys?.spawnAsync && sys.pipe && sys.waitpid) {
+      // posix_spawn on the thread pool through the addon: libuv's fork would block the event loop while it
+      // copies the daemon's page tables (milliseconds per start, more under load).
       const [readFd, writeFd] = sys.pipe();
+      const spawnAsync = sys.spawnAsync;
       let pid: number;
       try {
         // Some conmon versions write the `oom` file relative to their working directory: make it the bundle.
-        pid = sys.spawn(conmonPath, [conmonPath, ...conmonArgs(o)], Object.entries(env).map(([k, v]) => `${k}=${v}`), o.bundle, [-1, -1, errHandle.fd, writeFd], true);
+        const args = [conmonPath, ...conmonArgs(o)];
+        const envList = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+        pid = await new Promise<number>((resolve, reject) =>
+          spawnAsync(conmonPath, args, envList, o.bundle, [-1, -1, errHandle.fd, writeFd], true, (err, p) => (err ? reject(err) : resolve(p!))),
+        );
       } catch (err) {
         closeSync(readFd);
         throw err;

@@ -3,12 +3,13 @@
  * upper and work dirs, mounted on `merged`.
  *
  * Lower dirs are given bottom-first (the order layers are listed in the image) and mounted top-first, as
- * overlay wants them. The kernel takes mount options in one page, so the options name each layer by a short
- * symlink `lower/<n>` relative to the container's folder; `mount` runs with that folder as its working
- * directory, so the whole string stays short however long the layer paths are.
+ * overlay wants them. The mount system call of the addon takes the layers' absolute paths; the kernel takes
+ * mount options in one page, so when they do not fit (or there is no addon) the options name each layer by a
+ * short symlink `lower/<n>` relative to the container's folder, and `mount` runs with that folder as its
+ * working directory, so the whole string stays short however long the layer paths are.
  */
 import { execFile } from 'node:child_process';
-import { constants, promises as fs, type Stats } from 'node:fs';
+import { constants, existsSync, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { linuxSys, type LinuxSys } from '../sys.js';
 
@@ -51,26 +52,35 @@ export function overlayOptions(layerCount: number): string {
  */
 export async function mountOverlay(containerDir: string, lowerDirs: string[]): Promise<string> {
   const merged = path.join(containerDir, 'merged');
+  // Nothing can be mounted on a folder that does not exist yet (a first start): no need to read the mount table.
+  if (existsSync(merged) && (await isMountPoint(merged))) return merged;
   await fs.mkdir(containerDir, { recursive: true, mode: 0o710 });
-  if (await isMountPoint(merged)) return merged;
-  await Promise.all(['upper', 'work', 'merged'].map((d) => fs.mkdir(path.join(containerDir, d), { recursive: true, mode: 0o755 })));
+  // An image without layers still needs one lower dir: an empty one.
+  const lowers = lowerDirs.length > 0 ? lowerDirs.map((d) => path.resolve(d)) : [path.join(containerDir, 'empty')];
+  await Promise.all([
+    ...['upper', 'work', 'merged'].map((d) => fs.mkdir(path.join(containerDir, d), { recursive: true, mode: 0o755 })),
+    ...(lowerDirs.length === 0 ? [fs.mkdir(lowers[0]!, { recursive: true })] : []),
+  ]);
+  const stats = await Promise.all(lowers.map((d) => fs.stat(d).catch(() => undefined)));
+  for (const [i, st] of stats.entries()) if (!st?.isDirectory()) throw new Error(`layer folder ${lowers[i]} does not exist`);
+  // The mount system call (on the thread pool) when the addon is there and absolute paths fit in the page the
+  // kernel reads; else `mount` run in the container folder, with short options naming the layers by links.
+  const sys = linuxSys();
+  const absolute = overlayOptions(lowers.length).replace(/(lower\/\d+|upper|work)(?=[:,]|$)/g, (rel) => {
+    const m = /^lower\/(\d+)$/.exec(rel);
+    return m ? lowers[Number(m[1])]! : path.join(containerDir, rel);
+  });
+  if (sys && absolute.length < 4000) {
+    const mountAsync = sys.mountOverlayAsync;
+    if (mountAsync) await new Promise<void>((resolve, reject) => mountAsync(merged, absolute, (err) => (err ? reject(err) : resolve())));
+    else sys.mountOverlay(merged, absolute);
+    return merged;
+  }
   const lowerLinks = path.join(containerDir, 'lower');
   await fs.rm(lowerLinks, { recursive: true, force: true });
   await fs.mkdir(lowerLinks, { mode: 0o700 });
-  // An image without layers still needs one lower dir: an empty one.
-  const lowers = lowerDirs.length > 0 ? lowerDirs.map((d) => path.resolve(d)) : [path.join(containerDir, 'empty')];
-  if (lowerDirs.length === 0) await fs.mkdir(lowers[0], { recursive: true });
-  for (let i = 0; i < lowers.length; i++) {
-    const st = await fs.stat(lowers[i]).catch(() => undefined);
-    if (!st?.isDirectory()) throw new Error(`layer folder ${lowers[i]} does not exist`);
-    await fs.symlink(lowers[i], path.join(lowerLinks, String(i)));
-  }
-  // The mount system call when the addon is there and absolute paths fit in the page the kernel reads;
-  // else `mount` run in the container folder, with the short relative options.
-  const sys = linuxSys();
-  const absolute = overlayOptions(lowers.length).replace(/(lower\/\d+|upper|work)(?=[:,]|$)/g, (rel) => path.join(containerDir, rel));
-  if (sys && absolute.length < 4000) sys.mountOverlay(merged, absolute);
-  else await run('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(lowers.length), 'merged'], containerDir);
+  for (let i = 0; i < lowers.length; i++) await fs.symlink(lowers[i]!, path.join(lowerLinks, String(i)));
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', overlayOptions(lowers.length), 'merged'], containerDir);
   return merged;
 }
 
