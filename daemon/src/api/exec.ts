@@ -111,7 +111,7 @@ export function registerExecRoutes(router: Router, execs: ExecBackend): void {
     const config = execs.get(req.params.id).config;
     const detachKeys = parseDetachKeys(config.DetachKeys || DEFAULT_DETACH_KEYS);
     if (body.Detach) {
-      const { process: proc } = await execs.start(req.params.id, { consoleSize: body.ConsoleSize });
+      const { process: proc } = await execs.start(req.params.id, { consoleSize: body.ConsoleSize, detach: true });
       // Nobody reads the output: drain it so that the process never blocks on a full pipe.
       proc.streams.output.resume();
       proc.streams.output.on('error', () => undefined);

@@ -26,7 +26,8 @@ export interface ExecProcess {
 
 /** What exec needs of the Host. */
 export interface ExecHost {
-  exec(containerId: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean }): Promise<ExecProcess>;
+  /** `detach`: nobody reads the output (the Host then keeps a monitor for the process). */
+  exec(containerId: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean; detach?: boolean }): Promise<ExecProcess>;
   releaseExec(execId: string): Promise<void>;
   readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
 }
@@ -232,13 +233,13 @@ export class ExecService {
    * Starts an exec (once). Everything that can be refused is checked before the process is launched, so
    * that the caller can still answer an error status.
    */
-  async start(id: string, opts: { consoleSize?: [number, number] | null } = {}): Promise<{ exec: ExecInstance; record: ContainerRecord; process: ExecProcess }> {
+  async start(id: string, opts: { consoleSize?: [number, number] | null; detach?: boolean } = {}): Promise<{ exec: ExecInstance; record: ContainerRecord; process: ExecProcess }> {
     const { exec, record } = this.checkStart(id);
     exec.state = 'starting';
     try {
       if (opts.consoleSize) exec.config.ConsoleSize = opts.consoleSize;
       const processSpec = await this.processSpec(record, exec.config);
-      const proc = await this.deps.host.exec(record.Id, id, processSpec, { tty: exec.config.Tty, openStdin: exec.config.OpenStdin });
+      const proc = await this.deps.host.exec(record.Id, id, processSpec, { tty: exec.config.Tty, openStdin: exec.config.OpenStdin, detach: opts.detach });
       // A reset of the monitor's socket after the stream was read to its end must not take the daemon down.
       proc.streams.output.on('error', () => undefined);
       exec.process = proc;

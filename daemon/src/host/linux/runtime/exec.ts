@@ -11,11 +11,17 @@
  *
  * Files: exec root `execs/<key>/` holds process.json, conmon's pid files, its `ctl`/`winsz` FIFOs and attach
  * socket, and `exit` (the exit code; also in `exits/<container id>`); the folder is removed when the session is released.
+ *
+ * Without a terminal, stdin or detach (the output is read by a client until the end: `docker exec` of a command,
+ * health probes), no monitor is needed: `<runtime> exec` runs in the foreground as the daemon's child with pipes
+ * for stdout and stderr, forwards signals to the process, and exits with its status (128+n for signal n). That
+ * spares conmon's start-up and the attach socket. The runtime writes the process's pid to `pid` once it runs, and
+ * its own errors (a command not found) to `runtime.log`: a runtime that exits without a pid file failed to start.
  */
-import { spawn } from 'node:child_process';
-import { promises as fs, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs, readFileSync, rmSync, watch } from 'node:fs';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import type { AttachStreams } from '../../host.js';
 import { connectAttach, type ConmonAttachStreams } from './attach.js';
 import { runtimeStartError } from './errors.js';
@@ -29,6 +35,8 @@ export interface ExecOptions {
   process: object;
   tty: boolean;
   openStdin: boolean;
+  /** Nobody will read the output (exec start with Detach): the session needs a monitor of its own. */
+  detach?: boolean;
 }
 
 export interface ExecSession {
@@ -135,6 +143,7 @@ export function execConmonArgs(env: ExecEnvironment, o: ExecOptions, dir: string
 
 export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<ExecSession> {
   if (!/^[A-Za-z0-9_-]{1,128}$/.test(o.execId)) throw new Error(`invalid exec id ${JSON.stringify(o.execId)}`);
+  if (!o.tty && !o.openStdin && !o.detach) return startDirectExec(env, o);
   const key = o.execId.slice(0, 16);
   const dir = path.join(env.execDir, key);
   const socketPath = path.join(env.socketDir, key, 'attach');
@@ -239,6 +248,170 @@ export async function startExec(env: ExecEnvironment, o: ExecOptions): Promise<E
     release();
     throw err;
   }
+}
+
+/** How long the output may stay open after the process ended (a child of it holding stdout). */
+const OUTPUT_GRACE_MS = 2000;
+
+/** The first line of a runtime's JSON log (`{"msg": ..., "level": "error"}`), or its plain text. */
+async function runtimeLogMessage(file: string): Promise<string> {
+  const text = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+  const messages: string[] = [];
+  for (const line of text.split('\n')) {
+    try {
+      const entry = JSON.parse(line) as { msg?: unknown; level?: unknown };
+      if (typeof entry.msg === 'string' && entry.level !== 'warning' && entry.level !== 'info') messages.push(entry.msg);
+    } catch {
+      if (line.trim()) messages.push(line.trim());
+    }
+  }
+  return messages.join('; ');
+}
+
+/**
+ * The output of the runtime's stdout and stderr pipes as one object stream of `{ stream, data }`, with
+ * backpressure (a reader that stops reading stops the pipes, and so the process). Closing it stops the
+ * forwarding: the pipes are drained and their bytes dropped, the process runs on.
+ */
+function pipeOutput(child: ChildProcess): { output: Readable; close(): void; ended: Promise<void> } {
+  const pipes = [child.stdout!, child.stderr!];
+  let closed = false;
+  let open = 2;
+  let markEnded!: () => void;
+  const ended = new Promise<void>((r) => (markEnded = r));
+  const output = new Readable({
+    objectMode: true,
+    read() {
+      for (const p of pipes) p.resume();
+    },
+  });
+  pipes.forEach((pipe, i) => {
+    const stream = i === 0 ? 'stdout' : 'stderr';
+    pipe.on('data', (data: Buffer) => {
+      if (closed) return;
+      if (!output.push({ stream, data })) for (const p of pipes) p.pause();
+    });
+    pipe.on('error', () => undefined);
+    pipe.once('close', () => {
+      if (--open > 0) return;
+      markEnded();
+      if (!closed) output.push(null);
+    });
+  });
+  return {
+    output,
+    ended,
+    close() {
+      if (closed) return;
+      closed = true;
+      for (const p of pipes) p.resume();
+      output.push(null);
+    },
+  };
+}
+
+/** Waits until the runtime wrote the process's pid (it runs), or exited without (it failed to start). */
+function waitForPid(pidFile: string, dir: string, exited: Promise<unknown>): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    let done = false;
+    let timer: NodeJS.Timeout | undefined;
+    const readPid = () => {
+      try {
+        const text = readFileSync(pidFile, 'utf8').trim();
+        return /^\d+$/.test(text) ? Number(text) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const finish = (pid: number | undefined) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      watcher?.close();
+      resolve(pid);
+    };
+    const check = () => {
+      const pid = readPid();
+      if (pid !== undefined) finish(pid);
+    };
+    let watcher: ReturnType<typeof watch> | undefined;
+    try {
+      watcher = watch(dir, { persistent: false }, check);
+      watcher.on('error', () => undefined);
+    } catch {
+      // the timer alone will do
+    }
+    // A slow timer besides the watch, for a write the watch saw before the file held the whole pid.
+    const poll = () => {
+      check();
+      if (!done) timer = setTimeout(poll, 10);
+    };
+    poll();
+    void exited.then(() => finish(readPid()));
+  });
+}
+
+/** Runs the process with `<runtime> exec` in the foreground (see the module comment), attached by pipes. */
+async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<ExecSession> {
+  const key = o.execId.slice(0, 16);
+  const dir = path.join(env.execDir, key);
+  const processFile = path.join(dir, 'process.json');
+  const pidFile = path.join(dir, 'pid');
+  const logFile = path.join(dir, 'runtime.log');
+  await fs.rm(dir, { recursive: true, force: true });
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fs.writeFile(processFile, JSON.stringify({ ...o.process, terminal: false }), { mode: 0o600 });
+  const child = spawn(
+    env.runtimePath,
+    [`--root=${env.runtimeState}`, `--log=file:${logFile}`, '--log-format=json', 'exec', '--process', processFile, '--pid-file', pidFile, o.containerId],
+    { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+  );
+  child.unref();
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('error', () => resolve({ code: null, signal: null }));
+  });
+  const piped = pipeOutput(child);
+  const pid = await waitForPid(pidFile, dir, exited);
+  if (pid === undefined) {
+    piped.close();
+    await exited;
+    const message = (await runtimeLogMessage(logFile)) || 'the runtime could not start the exec process';
+    rmSync(dir, { recursive: true, force: true });
+    throw runtimeStartError(message);
+  }
+  let ended = false;
+  const exit = exited.then(async ({ code, signal }) => {
+    ended = true;
+    // All the output is in `streams.output` once the pipes closed (unless a child of the process holds them).
+    await Promise.race([piped.ended, new Promise((r) => setTimeout(r, OUTPUT_GRACE_MS).unref())]);
+    piped.close();
+    // The runtime exits with the process's status, 128+n for a signal; killed itself, it says so by its signal.
+    if (code !== null) return code;
+    const signals: Record<string, number> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGHUP: 1, SIGQUIT: 3 };
+    return 128 + (signal ? (signals[signal] ?? 1) : 127);
+  });
+  const input = new Writable({
+    write(_chunk, _enc, cb) {
+      cb(); // no stdin was asked for
+    },
+  });
+  return {
+    pid,
+    streams: { output: piped.output, input, close: () => piped.close() },
+    exit,
+    async resize() {
+      // no terminal
+    },
+    async kill(signal: number) {
+      if (ended) return;
+      try {
+        process.kill(pid, signal);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
+    },
+  };
 }
 
 /** Removes what an ended exec session left (its folder). */

@@ -393,11 +393,11 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
    * Runs a process in the running container under its own conmon (`docker exec`), attached from the start.
    * `process` is an OCI runtime-spec process object. Call releaseExec once the session is over.
    */
-  async exec(id: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean }): Promise<ExecSession> {
+  async exec(id: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean; detach?: boolean }): Promise<ExecSession> {
     checkId(id);
     await this.ensureDirs();
     if (!(await this.isRunning(id)).running) throw new Conflict(`container ${id} is not running`);
-    return startExec(this.execEnvironment(), { containerId: id, execId, process, tty: io.tty, openStdin: io.openStdin });
+    return startExec(this.execEnvironment(), { containerId: id, execId, process, tty: io.tty, openStdin: io.openStdin, detach: io.detach });
   }
 
   /** Removes the files of an exec session. */
