@@ -6,11 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, promises as fs, readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
 import { buildBusyboxArchive } from './fixtures/busybox.js';
-import { startEngine, type Engine } from './harness.js';
+import { runCommand, startEngine, type Engine } from './harness.js';
 
 let engine: Engine;
 const IMAGE_WITH_DATA = 'voldata:1';
@@ -453,6 +454,28 @@ describe('volumes in containers', () => {
     const cli = await engine.dockerOk(['system', 'df', '-v']);
     assert.match(cli, /df-vol/);
     await engine.dockerOk(['volume', 'rm', 'df-vol']);
+  });
+});
+
+describe('volumes through docker-py', () => {
+  const hasDockerPy = spawnSync('python3', ['-c', 'import docker'], { stdio: 'ignore' }).status === 0;
+  test('create, use in a container, list by label, remove', { skip: hasDockerPy ? false : 'docker-py is not installed' }, async () => {
+    const script = [
+      'import docker, sys',
+      'c = docker.DockerClient(base_url=sys.argv[1])',
+      "v = c.volumes.create(name='py-vol', labels={'via': 'docker-py'})",
+      "out = c.containers.run('busybox', ['sh', '-c', 'echo py > /v/f; cat /v/f'], volumes={'py-vol': {'bind': '/v', 'mode': 'rw'}}, remove=True)",
+      "assert out == b'py\\n', out",
+      "assert c.volumes.get('py-vol').attrs['Labels'] == {'via': 'docker-py'}",
+      "assert [x.name for x in c.volumes.list(filters={'label': 'via=docker-py'})] == ['py-vol']",
+      'v.remove()',
+      "assert 'SpaceReclaimed' in c.volumes.prune()",
+      "print('done')",
+    ].join('\n');
+    const r = await runCommand('python3', ['-c', script, engine.host], { timeoutMs: 120_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'done');
+    assert.equal((await engine.request('GET', '/volumes/py-vol')).status, 404);
   });
 });
 
