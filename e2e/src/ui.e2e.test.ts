@@ -345,7 +345,7 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
       // Each layer ends complete with a full bar; its bytes were counted (total known from the download).
       assert.match(await layer.locator('.layer-status').innerText(), /Pull complete/);
       assert.equal(await layer.locator('progress').evaluate((el) => (el as HTMLProgressElement).value), 1);
-      assert.match(await layer.innerText(), /\d+(\.\d)? (B|kB|MB) \/ \d+(\.\d)? (B|kB|MB)/);
+      assert.match(await layer.innerText(), /\d+(\.\d)?\s(B|kB|MB) \/ \d+(\.\d)?\s(B|kB|MB)/);
       await page.getByTestId('images').locator(`tr[data-image="${ref}"]`).waitFor({ timeout: 10_000 });
       assert.match(await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}']), new RegExp(`^${ref}$`, 'm'));
       await screenshot(page, 'images-pull');
@@ -414,6 +414,31 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }
     await capture('-dark');
     await page.goto(`${baseUrl}#/containers`);
     await page.getByRole('button', { name: 'Toggle theme' }).click();
+  });
+
+  it('misses no event that happened before its event stream opened', async () => {
+    const other = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    try {
+      const p = await other.newPage();
+      await p.goto(loginUrl);
+      await p.getByRole('heading', { name: 'Containers' }).waitFor();
+      // Hold the page's event stream back until a container was created: the stream must bring it anyway.
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      await p.route(/\/api\/v[\d.]+\/events/, async (route) => {
+        await gate;
+        await route.continue();
+      });
+      await p.goto('about:blank');
+      await p.goto(`${baseUrl}#/containers`);
+      await p.getByTestId('containers').waitFor();
+      await engine.dockerOk(['create', '--name', 'e2e-between', 'busybox', 'true']);
+      release();
+      await p.locator('tr[data-name="e2e-between"]').waitFor({ timeout: 5000 });
+    } finally {
+      await other.close();
+      await engine.docker(['rm', '-f', 'e2e-between']);
+    }
   });
 
   it("sets the saved theme and asks for the list before the app's bundle runs", async () => {

@@ -46,9 +46,9 @@ function initialTheme(): Theme {
   return matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
 }
 
-export function App() {
+export function App(props: { since?: number }) {
   const route = useRoute();
-  const live = useEventSubscription();
+  const live = useEventSubscription(props.since);
   const [theme, setTheme] = useState<Theme>(initialTheme);
   const [errors, setErrors] = useState<Array<{ id: number; message: string }>>([]);
   const report = useCallback((message: string) => setErrors((e) => [...e.slice(-2), { id: Date.now() + Math.random(), message }]), []);

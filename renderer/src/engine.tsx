@@ -99,8 +99,13 @@ export function onEngineEvent(cb: Listener): () => void {
   return () => void listeners.delete(cb);
 }
 
-/** Subscribes once to /events; invalidations are batched per animation frame. Reconnects after a failure. */
-export function useEventSubscription(): 'connecting' | 'live' | 'lost' {
+/**
+ * Subscribes once to /events; invalidations are batched per animation frame. Reconnects after a failure.
+ * The stream opens after the first paint, so that it never delays it: `since` (ms since the epoch, when the
+ * app first asked the engine for anything) makes the engine replay what happened in between, so nothing
+ * is missed.
+ */
+export function useEventSubscription(since?: number): 'connecting' | 'live' | 'lost' {
   const transport = useTransport();
   const qc = useQueryClient();
   const [state, setState] = useState<'connecting' | 'live' | 'lost'>('connecting');
@@ -130,7 +135,9 @@ export function useEventSubscription(): 'connecting' | 'live' | 'lost' {
           // The stream is open once headers arrived: everything that happened before may be missed, so refresh.
           setState('live');
           if (attempt > 0) void qc.invalidateQueries();
-          await transport.stream('GET', '/events', onLine, { signal: abort.signal });
+          // Two seconds of margin: replaying an event twice is harmless, missing one is not.
+          const replay = attempt === 0 && since !== undefined ? `?since=${Math.max(0, Math.floor(since / 1000) - 2)}` : '';
+          await transport.stream('GET', `/events${replay}`, onLine, { signal: abort.signal });
         } catch {
           /* shown as lost below */
         }
@@ -140,9 +147,15 @@ export function useEventSubscription(): 'connecting' | 'live' | 'lost' {
         await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 10_000)));
       }
     };
-    void run();
-    return () => abort.abort();
-  }, [transport, qc]);
+    // After the next frame (the first paint), in a task of its own.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const frame = requestAnimationFrame(() => (timer = setTimeout(() => void run(), 0)));
+    return () => {
+      cancelAnimationFrame(frame);
+      if (timer !== undefined) clearTimeout(timer);
+      abort.abort();
+    };
+  }, [transport, qc, since]);
   return state;
 }
 

@@ -9,12 +9,14 @@ import { createTransport } from './transport';
 declare global {
   interface Window {
     /** Set by the inline script of index.html: the container list, asked for before this bundle was compiled. */
-    berthBoot?: { containers?: Promise<{ status: number; text: string } | undefined> };
+    berthBoot?: { at?: number; containers?: Promise<{ status: number; text: string } | undefined> };
   }
 }
 
 const transport = createTransport();
 const queryClient = createQueryClient();
+/** When the app first asked the engine for something: the event stream replays what happened since. */
+const startedAt = window.berthBoot?.at ?? Date.now();
 
 // The first view's data is asked for before React starts: by index.html's script when it ran, else here.
 if (/^(#\/?)?(containers\/?)?$/.test(location.hash)) {
@@ -34,7 +36,7 @@ createRoot(document.getElementById('root')!).render(
   <StrictMode>
     <TransportContext.Provider value={transport}>
       <QueryClientProvider client={queryClient}>
-        <App />
+        <App since={startedAt} />
       </QueryClientProvider>
     </TransportContext.Provider>
   </StrictMode>,
