@@ -48,7 +48,6 @@ function initialTheme(): Theme {
 
 export function App(props: { since?: number }) {
   const route = useRoute();
-  const live = useEventSubscription(props.since);
   const [theme, setTheme] = useState<Theme>(initialTheme);
   const [errors, setErrors] = useState<Array<{ id: number; message: string }>>([]);
   const report = useCallback((message: string) => setErrors((e) => [...e.slice(-2), { id: Date.now() + Math.random(), message }]), []);
@@ -130,9 +129,7 @@ export function App(props: { since?: number }) {
             ))}
           </ul>
           <div className="sidebar-foot">
-            <span>
-              <span className={`dot ${live}`} aria-label={`events ${live}`} /> {live === 'live' ? 'Live' : live === 'lost' ? 'Reconnecting…' : 'Connecting…'}
-            </span>
+            <EventStream since={props.since} />
             <button type="button" className="theme" onClick={() => setTheme(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
               {theme === 'dark' ? 'Light theme' : 'Dark theme'}
             </button>
@@ -155,6 +152,19 @@ export function App(props: { since?: number }) {
         </main>
       </div>
     </ErrorContext.Provider>
+  );
+}
+
+/**
+ * The app's one event subscription, and its state in the sidebar: a component of its own, so that the
+ * stream going live re-renders this line only, not the page.
+ */
+function EventStream(props: { since?: number }) {
+  const live = useEventSubscription(props.since);
+  return (
+    <span>
+      <span className={`dot ${live}`} aria-label={`events ${live}`} /> {live === 'live' ? 'Live' : live === 'lost' ? 'Reconnecting…' : 'Connecting…'}
+    </span>
   );
 }
 

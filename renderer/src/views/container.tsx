@@ -165,7 +165,7 @@ function Overview({ c }: { c: ContainerInspect }) {
     ['Started', when(c.State.StartedAt)],
     ['Finished', when(c.State.FinishedAt)],
     ['Restart policy', `${c.HostConfig.RestartPolicy?.Name || 'no'} (restarted ${c.RestartCount}×)`],
-    ['Ports', <span className="mono" data-testid="ports"><PortLinks ports={ports} /></span>],
+    ['Ports', ports.length ? <span className="mono" data-testid="ports"><PortLinks ports={ports} /></span> : '—'],
     ...(health && health.Status !== 'none'
       ? ([
           [
