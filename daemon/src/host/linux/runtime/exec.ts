@@ -358,8 +358,12 @@ async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<Ex
   const processFile = path.join(dir, 'process.json');
   const pidFile = path.join(dir, 'pid');
   const logFile = path.join(dir, 'runtime.log');
-  await fs.rm(dir, { recursive: true, force: true });
-  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  // Exec ids are new: a folder of that name is a leftover.
+  await fs.mkdir(dir, { mode: 0o700 }).catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+    await fs.rm(dir, { recursive: true, force: true });
+    await fs.mkdir(dir, { mode: 0o700 });
+  });
   await fs.writeFile(processFile, JSON.stringify({ ...o.process, terminal: false }), { mode: 0o600 });
   const child = spawn(
     env.runtimePath,
