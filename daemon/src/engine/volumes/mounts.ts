@@ -198,25 +198,34 @@ export class ContainerVolumes {
   ): Promise<{ mounts: MountPoint[]; copies: MountPlan['copies']; undo: () => Promise<void> }> {
     const plan = planMounts(body, imageVolumes, lookup, (name) => this.volumes.mountpoint(name));
     const created: string[] = [];
+    // Held until the container is recorded (its record then says it uses them): no remove or prune in between.
+    const releases = plan.volumes.map((v) => this.volumes.reserve(v.name));
+    const release = () => {
+      for (const r of releases) r();
+    };
     const undo = async () => {
+      release();
       for (const name of created.reverse()) await this.volumes.remove(name, { force: true }).catch((err) => log.warn('volume not removed', { name, error: errorMessage(err) }));
     };
+    const copies: MountPlan['copies'] = [];
     try {
       for (const v of plan.volumes) {
         const result = await this.volumes.create({ Name: v.name, DriverOpts: v.driverOpts, Labels: v.labels });
         if (result.created) created.push(v.name);
+      }
+      // Only volumes that hold nothing get the image's content, and not those mounted from the host.
+      for (const c of plan.copies) {
+        const volume = this.volumes.find(c.name);
+        if (volume && !volume.Options.type && (await this.volumes.isEmpty(c.name))) copies.push(c);
       }
     } catch (err) {
       await undo();
       if (err instanceof NotFound) throw new InvalidParameter(errorMessage(err));
       throw err;
     }
-    // Only volumes that hold nothing get the image's content, and not those mounted from the host.
-    const copies: MountPlan['copies'] = [];
-    for (const c of plan.copies) {
-      const volume = this.volumes.find(c.name);
-      if (volume && !volume.Options.type && (await this.volumes.isEmpty(c.name))) copies.push(c);
-    }
+    // The caller records the container in the same turn as this promise settles; macrotasks (another
+    // request's remove) come after that.
+    setImmediate(release);
     return { mounts: plan.mounts, copies, undo };
   }
 

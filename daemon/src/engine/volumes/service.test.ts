@@ -86,6 +86,17 @@ describe('VolumeService', () => {
     await assert.rejects(volumes.remove('missing'), NotFound);
   });
 
+  test('a reserved volume is in use for remove and prune until released', async () => {
+    const { volumes } = await service();
+    await volumes.create({ Name: 'held', Labels: { 'com.docker.volume.anonymous': '' } });
+    const release = volumes.reserve('held');
+    await assert.rejects(volumes.remove('held'), Conflict);
+    assert.deepEqual((await volumes.prune(new Map(), { all: true })).VolumesDeleted, []);
+    release();
+    release();
+    assert.deepEqual((await volumes.prune(new Map(), { all: true })).VolumesDeleted, ['held']);
+  });
+
   test('DriverOpts volumes are mounted for the first running user and unmounted after the last', async () => {
     const { volumes, host } = await service();
     await volumes.create({ Name: 'ram', DriverOpts: { type: 'tmpfs', o: 'size=1m' } });

@@ -95,6 +95,8 @@ export class VolumeService {
   /** Running containers that mounted each volume (the host mount of DriverOpts volumes follows it). */
   private readonly active = new Map<string, Set<string>>();
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Volumes a container being created will use (held from their creation until the container is recorded). */
+  private readonly reserved = new Map<string, number>();
   private users: VolumeUsers = { containersUsingVolume: () => [], runningContainersUsingVolume: () => [] };
 
   constructor(
@@ -107,6 +109,23 @@ export class VolumeService {
 
   setUsers(users: VolumeUsers): void {
     this.users = users;
+  }
+
+  /** Holds a volume as in use until `release` is called (a container create between planning and recording). */
+  reserve(name: string): () => void {
+    this.reserved.set(name, (this.reserved.get(name) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.reserved.get(name) ?? 1) - 1;
+      if (left > 0) this.reserved.set(name, left);
+      else this.reserved.delete(name);
+    };
+  }
+
+  private inUse(name: string): boolean {
+    return this.reserved.has(name) || this.users.containersUsingVolume(name).length > 0;
   }
 
   /** Serialises the changes of one volume (create, mount, unmount, remove). */
@@ -266,6 +285,7 @@ export class VolumeService {
       }
       const users = this.users.containersUsingVolume(name);
       if (users.length > 0) throw new Conflict(`remove ${name}: volume is in use - [${users.join(', ')}]`);
+      if (this.reserved.has(name)) throw new Conflict(`remove ${name}: volume is in use by a container being created`);
       await this.destroy(volume);
     });
   }
@@ -291,9 +311,9 @@ export class VolumeService {
     for (const volume of [...this.volumes.values()]) {
       if (!opts.all && !this.isAnonymous(volume.Name)) continue;
       if (!matchLabels(filters.get('label'), volume.Labels) || !matchNotLabels(filters.get('label!'), volume.Labels)) continue;
-      if (this.users.containersUsingVolume(volume.Name).length > 0) continue;
+      if (this.inUse(volume.Name)) continue;
       await this.withLock(volume.Name, async () => {
-        if (!this.volumes.has(volume.Name) || this.users.containersUsingVolume(volume.Name).length > 0) return;
+        if (!this.volumes.has(volume.Name) || this.inUse(volume.Name)) return;
         const size = volume.Options.type ? 0 : await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => 0);
         await this.destroy(volume);
         deleted.push(volume.Name);
