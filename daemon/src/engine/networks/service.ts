@@ -907,9 +907,10 @@ export class NetworkService implements ContainerNetworking {
         }
         entry.endpoints.delete(containerId);
         await this.store.save(entry);
-        // The veth normally dies with the namespace; the kernel may not have got to it yet.
+        // The veth normally dies with the namespace; the kernel may not have got to it yet. Nobody waits for
+        // its removal: its name is never used again.
         if (ep.hostInterface) {
-          await this.host.removeInterface(ep.hostInterface).catch((err) => {
+          void this.host.removeInterface(ep.hostInterface).catch((err) => {
             log.warn('cannot remove a container interface', { interface: ep.hostInterface, error: errorMessage(err) });
           });
         }

@@ -12,6 +12,7 @@ import net from 'node:net';
 import { Conflict } from '../../../engine/errors.js';
 import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../../engine/networks/types.js';
 import { DnsServers } from './dns/server.js';
+import { netnsAddon } from './netns.js';
 import { CommandError, run } from './run.js';
 
 interface IpLink {
@@ -176,10 +177,15 @@ export class LinuxNetworkHost implements NetworkHost {
     const nat = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet} ! -o ${br} ${comment} -j MASQUERADE`];
     // Published ports reached from the host's loopback: the DNATed packets leave through the bridge with a
     // 127.0.0.0/8 source, which route_localnet lets through and the masquerade gives the bridge's address.
-    if (!spec.internal) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
+    if (nat.length > 0) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
     const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
     await run('iptables-restore', ['--noflush', '--wait'], input);
-    if (!spec.internal) await fs.writeFile(`/proc/sys/net/ipv4/conf/${br}/route_localnet`, '1\n');
+    if (!spec.internal) {
+      // Rules may be installed before their bridge exists: route_localnet then waits for the bridge's next ensureNat.
+      await fs.writeFile(`/proc/sys/net/ipv4/conf/${br}/route_localnet`, '1\n').catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+    }
   }
 
   async ephemeralPortRange(): Promise<{ first: number; last: number }> {
@@ -293,6 +299,16 @@ export class LinuxNetworkHost implements NetworkHost {
       ['-batch', '-'],
       `link add name ${spec.hostInterface} mtu ${spec.mtu} master ${spec.bridge} up type veth peer name ${spec.containerInterface} mtu ${spec.mtu} address ${spec.macAddress} netns ${spec.pid}\n`,
     );
+    const addon = netnsAddon();
+    if (addon) {
+      try {
+        addon.configureInterface(spec.pid, spec.containerInterface, spec.address, spec.prefixLen, spec.gateway ?? '');
+      } catch (err) {
+        await this.removeInterface(spec.hostInterface).catch(() => undefined);
+        throw err;
+      }
+      return;
+    }
     try {
       await run(
         'nsenter',

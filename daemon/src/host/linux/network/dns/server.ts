@@ -10,12 +10,10 @@
  */
 import dgram from 'node:dgram';
 import { closeSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DnsAnswers } from '../../../../engine/networks/types.js';
 import { log } from '../../../../util/log.js';
+import { netnsAddon } from '../netns.js';
 import { buildAnswer, buildError, CLASS_IN, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
 
 export const EMBEDDED_DNS_ADDRESS = '127.0.0.11';
@@ -24,24 +22,6 @@ const ANY = 255;
 const UPSTREAM_TIMEOUT_MS = 3000;
 const TCP_IDLE_MS = 10_000;
 const MAX_TCP_MESSAGE = 65535;
-
-interface NetnsAddon {
-  bindInNetns(pid: number, stream: boolean, address: string, port: number): number;
-}
-
-let addon: NetnsAddon | null | undefined;
-
-function netnsAddon(): NetnsAddon | null {
-  if (addon !== undefined) return addon;
-  // daemon/ from dist/src/host/linux/network/dns (compiled)
-  const daemonDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', '..', '..');
-  try {
-    addon = createRequire(import.meta.url)(path.join(daemonDir, 'native', 'netns', 'build', 'Release', 'netns.node')) as NetnsAddon;
-  } catch {
-    addon = null;
-  }
-  return addon;
-}
 
 interface Listener {
   udp: dgram.Socket;
