@@ -26,6 +26,8 @@ export interface LayerProgress {
 export interface ProgressState {
   /** In the order they first appeared. */
   layers: LayerProgress[];
+  /** The lines before the first layer ("1.0: Pulling from name", "The push refers to..."), shown above them. */
+  head?: string[];
   lines: string[];
   error?: string;
 }
@@ -59,7 +61,10 @@ export function applyProgress(state: ProgressState, m: ProgressMessage): Progres
     const layers = at >= 0 ? state.layers.map((l, i) => (i === at ? layer : l)) : [...state.layers, layer];
     return { ...state, layers };
   }
-  if (m.status) return { ...state, lines: [...state.lines, m.id ? `${m.id}: ${m.status}` : m.status] };
+  if (m.status) {
+    const line = m.id ? `${m.id}: ${m.status}` : m.status;
+    return state.layers.length ? { ...state, lines: [...state.lines, line] } : { ...state, head: [...(state.head ?? []), line] };
+  }
   return state;
 }
 

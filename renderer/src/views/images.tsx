@@ -77,7 +77,7 @@ function useProgressStream(title: string) {
 
 function ProgressView(props: { p: ReturnType<typeof useProgressStream>; testid: string }) {
   const s = props.p.state;
-  if (!s.running && !s.layers.length && !s.lines.length && !s.error) return null;
+  if (!s.running && !s.layers.length && !s.lines.length && !s.head?.length && !s.error) return null;
   return (
     <div className="progress" data-testid={props.testid} aria-busy={s.running}>
       <div className="progress-head">
@@ -93,6 +93,11 @@ function ProgressView(props: { p: ReturnType<typeof useProgressStream>; testid: 
           </button>
         )}
       </div>
+      {(s.head ?? []).map((line, i) => (
+        <div key={`h${i}`} className="small muted">
+          {line}
+        </div>
+      ))}
       {s.layers.map((l) => (
         <div key={l.id} className="layer" data-layer={l.id}>
           <code>{l.id}</code>
