@@ -38,7 +38,7 @@ async function engineHas(engine: Engine, method: string, urlPath: string): Promi
   return !(res.status === 404 && /page not found/.test(res.text));
 }
 
-describe('the renderer served by berthd --ui, in Chromium', { timeout: 240_000 }, () => {
+describe('the renderer served by berthd --ui, in Chromium', { timeout: 480_000 }, () => {
   let engine: Engine;
   let baseUrl: string;
   let loginUrl: string;
