@@ -48,8 +48,13 @@ function once(opts: HttpOptions, url: URL): Promise<IncomingMessage> {
       agent: isTls ? (opts.skipVerify ? tlsAgentNoVerify : tlsAgent) : plainAgent,
       signal: opts.signal,
     });
-    req.once('response', resolve);
-    req.once('error', (err: NodeJS.ErrnoException) => {
+    req.once('response', (res: IncomingMessage) => {
+      // Readers see a reset through their own pipeline or iterator; this keeps one on an unread body from going unhandled.
+      res.on('error', () => undefined);
+      resolve(res);
+    });
+    // `on`, not `once`: a request can fail again after its answer arrived (a reset mid-body).
+    req.on('error', (err: NodeJS.ErrnoException) => {
       if (err.name === 'AbortError') return reject(err);
       const what = err.code === 'ECONNREFUSED' ? 'connection refused' : err.message;
       reject(new TransportError(`${opts.method} ${JSON.stringify(url.toString())}: ${what}`, url.toString(), { cause: err }));
