@@ -107,3 +107,11 @@ test('without framing (a TTY container) the bytes are the output itself', async 
   for await (const b of logBytes(iterate(blocksOf(text, [1])), ALL)) parts.push(Buffer.from(b));
   assert.equal(Buffer.concat(parts).toString(), 'abc\nd\n');
 });
+
+test('a part of a line carried to the next block is sent even when until ends the log there', async () => {
+  const text = `${T(1)} stdout F a\n${T(1)} stdout P par\n${T(5)} stdout F tial\n`;
+  const base = BigInt(Date.parse('2026-11-22T01:57:00Z')) * 1_000_000n;
+  const untilNano = base + 2_000_000_000n;
+  assert.deepEqual(await frames(blocksOf(text, [2]), { ...ALL, untilNano }), [[1, 'a\n'], [1, 'par']]);
+  assert.deepEqual(await frames(blocksOf(text, [2]), ALL), [[1, 'a\n'], [1, 'partial\n']]);
+});

@@ -105,6 +105,19 @@ export async function* logBytes(blocks: AsyncIterable<LogRecordBlock>, opts: Log
   let frameStderr = false;
   for await (const block of blocks) {
     const { buf, count, offsets, flags } = block;
+    // Records are in time order: a block wholly before `since` is skipped, one wholly within since..until is
+    // taken without looking at each record's time (a frame carried over stays for the end).
+    let checkTime = byTime;
+    if (byTime) {
+      const firstSec = block.seconds(0);
+      const firstNs = block.nanos(0);
+      const lastSec = block.seconds(count - 1);
+      const lastNs = block.nanos(count - 1);
+      const before = (sec: number, ns: number, limitSec: number, limitNs: number) => sec < limitSec || (sec === limitSec && ns < limitNs);
+      if (sinceSec !== undefined && before(lastSec, lastNs, sinceSec, sinceNs)) continue;
+      if (untilSec !== undefined && before(untilSec, untilNs, firstSec, firstNs)) break;
+      checkTime = (sinceSec !== undefined && before(firstSec, firstNs, sinceSec, sinceNs)) || (untilSec !== undefined && before(untilSec, untilNs, lastSec, lastNs));
+    }
     // The output is built in the block's own buffer when every record's prefix (time, stream, flag) has room
     // for what replaces it (frame header, timestamp): each record then moves left, never over a record not
     // yet read. Otherwise (or with a frame carried over) in a new buffer.
@@ -118,19 +131,6 @@ export async function* logBytes(blocks: AsyncIterable<LogRecordBlock>, opts: Log
       used = carry.copy(out, 0);
       frameAt = 0;
       carry = undefined;
-    }
-    // Records are in time order: a block wholly before `since` is skipped, one wholly within since..until is
-    // taken without looking at each record's time.
-    let checkTime = byTime;
-    if (byTime) {
-      const firstSec = block.seconds(0);
-      const firstNs = block.nanos(0);
-      const lastSec = block.seconds(count - 1);
-      const lastNs = block.nanos(count - 1);
-      const before = (sec: number, ns: number, limitSec: number, limitNs: number) => sec < limitSec || (sec === limitSec && ns < limitNs);
-      if (sinceSec !== undefined && before(lastSec, lastNs, sinceSec, sinceNs)) continue;
-      if (untilSec !== undefined && before(untilSec, untilNs, firstSec, firstNs)) break;
-      checkTime = (sinceSec !== undefined && before(firstSec, firstNs, sinceSec, sinceNs)) || (untilSec !== undefined && before(untilSec, untilNs, lastSec, lastNs));
     }
     const closeFrame = () => {
       if (frameAt >= 0 && framing) framing.writeHeader(out, frameAt, frameStderr ? 'stderr' : 'stdout', used - frameAt - header);
