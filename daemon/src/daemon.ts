@@ -273,7 +273,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     images,
     host: { diffTar },
   });
-  const builder = new Builder(path.join(opts.dataRoot, 'build'), { images, containers, host: { diffTar } });
+  const builder = new Builder(path.join(opts.dataRoot, 'build'), {
+    images,
+    containers,
+    host: { diffTar },
+    pull: (ref, emit, signal) => images.pull({ fromImage: ref }, emit, signal ?? new AbortController().signal),
+  });
   await builder.init();
   registerBuildRoutes(router, { builder, commits });
   // Container statistics from the cgroups.

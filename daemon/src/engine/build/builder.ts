@@ -18,6 +18,7 @@ import { pipeline } from 'node:stream/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { shortId } from '../../util/ids.js';
+import { log } from '../../util/log.js';
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
 import type { ImageRunConfig } from '../images/types.js';
@@ -58,6 +59,7 @@ export interface BuildImages {
     signal?: AbortSignal,
   ): Promise<string>;
   tag(name: string, repo: string, tag: string | undefined): Promise<void>;
+  inspect(name: string): Record<string, unknown>;
   remove(name: string, opts: { force?: boolean; noprune?: boolean }): Promise<Array<{ Untagged?: string; Deleted?: string }>>;
   readonly store: { all(): ImageRecord[]; has(id: string): boolean; refsOf(id: string): unknown[]; get(id: string): ImageRecord | undefined };
 }
@@ -69,6 +71,7 @@ export interface BuildContainers {
   start(ref: string): Promise<void>;
   wait(ref: string, condition: 'not-running' | 'next-exit' | 'removed', signal?: AbortSignal): Promise<{ StatusCode: number }>;
   remove(ref: string, opts: { force: boolean }): Promise<void>;
+  kill(ref: string, signal?: string): Promise<void>;
   containersUsingImage(imageId: string): string[];
 }
 
@@ -270,14 +273,20 @@ export class Builder {
           const created = image.config.created ? Date.parse(image.config.created) * 1e6 : 0;
           if (BigInt(Math.floor(created)) > opts.untilNano) continue;
         }
-        const parentLayers = image.meta.parent ? images.store.get(image.meta.parent)?.chainIds.length ?? 0 : 0;
-        const ownLayers = image.chainIds.slice(parentLayers);
+        const sizeOf = (ref: string) => {
+          try {
+            return Number(images.inspect(ref).Size) || 0;
+          } catch {
+            return 0;
+          }
+        };
+        const own = Math.max(0, sizeOf(id) - (image.meta.parent ? sizeOf(image.meta.parent) : 0));
         try {
           const records = await images.remove(id, { noprune: true });
           if (records.some((r) => r.Deleted)) {
             deleted.push(id);
             progress = true;
-            reclaimed += ownLayers.length;
+            reclaimed += own;
           }
         } catch {
           // In use by now, or removed meanwhile: kept.
@@ -448,16 +457,18 @@ class BuildRun {
       return;
     }
     let image: ImageRecord | undefined;
+    // A name without tag pulls its latest tag only.
+    const pullName = familiarString(parseNormalizedNamed(name));
     if (this.opts.pull) {
       if (!pull) throw new InvalidParameter(`cannot pull ${name}: this engine cannot pull images from a registry yet; build without --pull`);
-      await pull(name, this.emit, this.signal);
+      await pull(pullName, this.emit, this.signal);
     }
     try {
       image = images.find(name).image;
     } catch (err) {
       if (!(err instanceof NotFound)) throw err;
       if (!pull) throw new NotFound(`pull access denied for ${name}: the image is not here and this engine cannot pull images from a registry yet; load it first (docker load)`);
-      await pull(name, this.emit, this.signal);
+      await pull(pullName, this.emit, this.signal);
       image = images.find(name).image;
     }
     state.imageId = image.id;
@@ -780,13 +791,21 @@ class BuildRun {
       OpenStdin: false,
       HostConfig: hostConfig,
     };
+    this.checkAborted();
     const { Id: containerId } = await containers.create(body, undefined);
     this.out(` ---> Running in ${shortId(containerId)}\n`);
     let succeeded = false;
-    const onAbort = () => void containers.remove(containerId, { force: true }).catch(() => undefined);
+    const attachAbort = new AbortController();
+    let detach: (() => void) | undefined;
+    const onAbort = () => {
+      attachAbort.abort();
+      detach?.();
+      // Stopped here; removed below, once the step has let go of it.
+      void containers.kill(containerId, 'SIGKILL').catch(() => undefined);
+    };
     this.signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const attachAbort = new AbortController();
+      this.checkAborted();
       const attached = containers.attach(containerId, attachAbort.signal);
       attached.catch(() => undefined);
       try {
@@ -796,6 +815,8 @@ class BuildRun {
         throw err;
       }
       const { streams } = await attached;
+      detach = () => streams.close();
+      this.checkAborted();
       const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
       for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
         const textOut = decoders[chunk.stream].write(chunk.data);
@@ -829,7 +850,9 @@ class BuildRun {
       this.out(` ---> ${shortId(id)}\n`);
     } finally {
       this.signal.removeEventListener('abort', onAbort);
-      if (!succeeded && (this.opts.forcerm || this.signal.aborted)) await containers.remove(containerId, { force: true }).catch(() => undefined);
+      if (!succeeded && (this.opts.forcerm || this.signal.aborted)) {
+        await containers.remove(containerId, { force: true }).catch((err) => log.debug('build step container removal', { id: containerId, error: errorMessage(err) }));
+      }
     }
   }
 
