@@ -20,6 +20,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs, readFileSync, rmSync, watch } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import type { AttachStreams } from '../../host.js';
@@ -387,13 +388,13 @@ async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<Ex
   let ended = false;
   const exit = exited.then(async ({ code, signal }) => {
     ended = true;
-    // All the output is in `streams.output` once the pipes closed (unless a child of the process holds them).
+    // All the output is in `streams.output` once the pipes closed. A child of the process may hold them open:
+    // as Docker, the streams are given two seconds after the exit, then closed.
     await Promise.race([piped.ended, new Promise((r) => setTimeout(r, OUTPUT_GRACE_MS).unref())]);
     piped.close();
     // The runtime exits with the process's status, 128+n for a signal; killed itself, it says so by its signal.
     if (code !== null) return code;
-    const signals: Record<string, number> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2, SIGHUP: 1, SIGQUIT: 3 };
-    return 128 + (signal ? (signals[signal] ?? 1) : 127);
+    return 128 + (signal ? (os.constants.signals[signal] ?? 0) : 127);
   });
   const input = new Writable({
     write(_chunk, _enc, cb) {
