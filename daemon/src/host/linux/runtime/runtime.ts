@@ -8,7 +8,7 @@
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
-import { constants, existsSync, mkdirSync, promises as fs, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, mkdirSync, promises as fs, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
@@ -34,6 +34,9 @@ export interface LinuxRuntimeOptions {
   /** Where the cgroup hierarchies are mounted (for the runtime's compatibility check). */
   cgroupRoot?: string;
 }
+
+const LAYER_FILE_CACHE_ENTRIES = 64;
+const LAYER_FILE_CACHE_MAX_BYTES = 64 * 1024;
 
 /** Names of container folders being deleted in the background (never a container id: ids start with [A-Za-z0-9_]). */
 const REMOVING_PREFIX = '.removing-';
@@ -70,6 +73,10 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly exits: ExitWatcher;
   private readonly exitSource: ExitSource;
   private readonly pids = new Map<string, number>();
+  /** Small files read from image layers, least recently used first. */
+  private readonly layerFiles = new Map<string, { data: Buffer | undefined }>();
+  /** Containers whose root filesystem this daemon unmounted and has not mounted since (spares a second unmount). */
+  private readonly unmounted = new Set<string>();
   private dirsReady: Promise<void> | undefined;
   private readonly control: RuntimeControl;
 
@@ -105,8 +112,10 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       await fs.mkdir(l.containersDir, { recursive: true, mode: 0o710 });
       for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir, l.execDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
       // Folders of removed containers whose deletion a stop of the daemon interrupted.
-      for (const name of readdirSync(l.containersDir)) {
-        if (name.startsWith(REMOVING_PREFIX)) void fs.rm(path.join(l.containersDir, name), { recursive: true, force: true }).catch(() => undefined);
+      for (const dir of [l.containersDir, l.conmonDir]) {
+        for (const name of readdirSync(dir)) {
+          if (name.startsWith(REMOVING_PREFIX)) void fs.rm(path.join(dir, name), { recursive: true, force: true }).catch(() => undefined);
+        }
       }
     })().catch((err) => {
       this.dirsReady = undefined;
@@ -118,6 +127,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   // -- root filesystem --
 
   async mountRootfs(id: string, lowerDirs: string[]): Promise<string> {
+    this.unmounted.delete(id);
     await this.ensureDirs();
     return mountOverlay(this.layout.containerDir(id), lowerDirs);
   }
@@ -128,32 +138,60 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
 
   async unmountRootfs(id: string): Promise<void> {
     await unmountOverlay(this.layout.containerDir(id));
+    this.unmounted.add(id);
   }
 
   /**
-   * Unmounts and removes the container's files. Its folder is renamed aside at once and deleted in the
-   * background: a writable layer can hold many files, and the name must be free for the caller now.
+   * Unmounts and removes the container's files. Its folders are renamed aside at once and deleted in the
+   * background: a writable layer can hold many files, and the removal need not wait for them.
    */
   async removeContainerFiles(id: string): Promise<void> {
     const dir = this.layout.containerDir(id);
-    try {
-      await unmountOverlay(dir);
-    } catch (err) {
-      throw new Conflict(`the root filesystem of container ${id} is still mounted: ${(err as Error).message}`);
+    if (!this.unmounted.has(id)) {
+      try {
+        await unmountOverlay(dir);
+      } catch (err) {
+        throw new Conflict(`the root filesystem of container ${id} is still mounted: ${(err as Error).message}`);
+      }
     }
-    const aside = path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`);
-    try {
-      renameSync(dir, aside);
-      void fs.rm(aside, { recursive: true, force: true }).catch((err) => log.warn('cannot remove the files of a removed container', { id, error: (err as Error).message }));
-    } catch (err) {
-      if (errno(err) !== 'ENOENT') await fs.rm(dir, { recursive: true, force: true });
-    }
-    await Promise.all([fs.rm(this.layout.conmonFiles(id), { recursive: true, force: true }), fs.rm(this.layout.exitFile(id), { force: true })]);
+    this.unmounted.delete(id);
     this.pids.delete(id);
+    const asides = [
+      [dir, path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`)],
+      [this.layout.conmonFiles(id), path.join(this.layout.conmonDir, `${REMOVING_PREFIX}${id}`)],
+    ] as const;
+    await Promise.all(
+      asides.map(async ([from, aside]) => {
+        try {
+          await fs.rename(from, aside);
+        } catch (err) {
+          if (errno(err) !== 'ENOENT') await fs.rm(from, { recursive: true, force: true });
+          return;
+        }
+        void fs.rm(aside, { recursive: true, force: true }).catch((err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+      }),
+    );
+    void fs.rm(this.layout.exitFile(id), { force: true }).catch(() => undefined);
   }
 
-  readFileFromLayers(lowerDirs: string[], file: string): Promise<Buffer | undefined> {
-    return readFileFromLayers(lowerDirs, file);
+  /**
+   * A file as the image's layers show it. Layer folders never change once unpacked (they are named by their
+   * content's chain id), so small files (/etc/passwd and /etc/group, read at every start) are kept, a few.
+   */
+  async readFileFromLayers(lowerDirs: string[], file: string): Promise<Buffer | undefined> {
+    const key = `${file}\0${lowerDirs.join('\0')}`;
+    const known = this.layerFiles.get(key);
+    if (known) {
+      this.layerFiles.delete(key);
+      this.layerFiles.set(key, known);
+      return known.data;
+    }
+    const data = await readFileFromLayers(lowerDirs, file);
+    if (data === undefined || data.length <= LAYER_FILE_CACHE_MAX_BYTES) {
+      this.layerFiles.set(key, { data });
+      if (this.layerFiles.size > LAYER_FILE_CACHE_ENTRIES) this.layerFiles.delete(this.layerFiles.keys().next().value!);
+    }
+    return data;
   }
 
   // -- lifecycle --
