@@ -5,6 +5,9 @@ import { writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
 
+/** Prefix of the folders of removed containers being deleted (never an id: ids are hexadecimal). */
+const REMOVING = '.removing-';
+
 /**
  * Containers in memory, indexed by id and name, persisted one folder per container (see model.ts for the
  * format). Lookups accept a full id, a unique id prefix, or a name with or without its slash.
@@ -22,6 +25,11 @@ export class ContainerStore {
   async load(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true, mode: 0o710 });
     for (const entry of await fs.readdir(this.root)) {
+      if (entry.startsWith(REMOVING)) {
+        // A removed container's folder whose deletion a stop of the daemon interrupted.
+        void fs.rm(path.join(this.root, entry), { recursive: true, force: true }).catch(() => undefined);
+        continue;
+      }
       const file = path.join(this.root, entry, 'container.json');
       let record: ContainerRecord;
       try {
@@ -110,6 +118,14 @@ export class ContainerStore {
   async remove(record: ContainerRecord): Promise<void> {
     this.byId.delete(record.Id);
     if (this.byName.get(record.Name) === record.Id) this.byName.delete(record.Name);
-    await fs.rm(this.dir(record.Id), { recursive: true, force: true });
+    // Renamed aside at once and deleted in the background: the removal answers without waiting for its files.
+    const aside = path.join(this.root, `${REMOVING}${record.Id}`);
+    try {
+      await fs.rename(this.dir(record.Id), aside);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await fs.rm(this.dir(record.Id), { recursive: true, force: true });
+      return;
+    }
+    void fs.rm(aside, { recursive: true, force: true }).catch((err) => log.warn('cannot delete the files of a removed container', { id: record.Id, error: (err as Error).message }));
   }
 }
