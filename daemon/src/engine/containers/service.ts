@@ -484,7 +484,10 @@ export class ContainerService implements ImageUsers {
     }
     if (!record.State.Running) throw new NotModified('container already stopped');
     record.ManuallyStopped = true;
-    await this.store.save(record);
+    // Persisted before the signal only where a daemon restart reads it (it restarts only these policies);
+    // the exit's save records it for the others.
+    const policy = record.HostConfig.RestartPolicy?.Name;
+    if (policy === 'always' || policy === 'unless-stopped') await this.store.save(record);
     const stopSignal = parseSignal(opts.signal || record.Config.StopSignal || 'SIGTERM');
     const timeout = opts.timeoutSeconds ?? record.Config.StopTimeout ?? 10;
     await this.killAndWait(record, stopSignal, timeout);
