@@ -833,12 +833,12 @@ export class NetworkService implements ContainerNetworking {
     endpoint.containerInterface = `eth${index}`;
     if (request.ipv4Address) endpoint.staticIPv4 = true;
     else entry.lastAllocated = endpoint.ipv4;
-    // The allocation is on disk before the interface exists, so a crash in between leaves a record
-    // that recovery can see and undo.
+    // The allocation is written while the interface is made: a crash in between leaves either a record that
+    // recovery releases or an interface on the bridge that no record owns, which recovery removes.
     entry.endpoints.set(container.id, endpoint);
-    await this.store.save(entry);
-    try {
-      await this.host.attachVeth({
+    const [saved, attached] = await Promise.allSettled([
+      this.store.save(entry),
+      this.host.attachVeth({
         pid,
         bridge: entry.bridge ?? this.opts.bridgeName,
         hostInterface: endpoint.hostInterface,
@@ -848,8 +848,11 @@ export class NetworkService implements ContainerNetworking {
         gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv4(gateway),
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
-      });
-    } catch (err) {
+      }),
+    ]);
+    if (saved.status === 'rejected' || attached.status === 'rejected') {
+      const err = attached.status === 'rejected' ? attached.reason : (saved as PromiseRejectedResult).reason;
+      if (attached.status === 'fulfilled') await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
       entry.endpoints.delete(container.id);
       await this.store.save(entry).catch(() => undefined);
       throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
