@@ -154,6 +154,13 @@ describe('exec without a monitor', () => {
     }, 10_000);
   });
 
+  test('a background child that keeps stdout open does not keep the exec running (the streams close after its exit)', async () => {
+    const { body, inspect } = await run(['sh', '-c', '(sleep 120 &); echo hi']);
+    assert.equal(demux(body).stdout, 'hi\n');
+    assert.equal(inspect.Running, false);
+    assert.equal(inspect.ExitCode, 0);
+  });
+
   test('a client that goes away leaves the process running to its end', async () => {
     const id = await createExec(['sh', '-c', 'yes | head -c 50000000 > /dev/null; sleep 1; echo finished > /tmp/direct-gone']);
     // A raw client: it reads the first bytes of the stream, then closes the connection.
