@@ -110,12 +110,14 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
       throw err;
     }
   });
-  e.ipcMain.on('berth:open', (event, open: { type?: string; method?: string; path?: string; body?: string; target?: any; version?: string }) => {
+  e.ipcMain.on('berth:open', (event, open: { type?: string; method?: string; path?: string; body?: string; headers?: unknown; target?: any; version?: string }) => {
     const port = event.ports?.[0];
     if (!port) return;
     try {
       fromWindow(event);
-      if (open?.type === 'stream') openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body }, port);
+      // Headers as plain strings only; the bridge passes on the few the engine needs (registry credentials).
+      const headers = open?.headers && typeof open.headers === 'object' ? Object.fromEntries(Object.entries(open.headers).filter((h): h is [string, string] => typeof h[1] === 'string')) : undefined;
+      if (open?.type === 'stream') openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body, headers }, port);
       else if (open?.type === 'terminal') openTerminal(endpoint(), open.target, String(open.version ?? '1.53'), port);
       else throw new BridgeError(400, 'unknown stream kind');
     } catch (err) {

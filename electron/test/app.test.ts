@@ -99,11 +99,14 @@ describe('main process', () => {
   /** The embedded daemon, faked: a fake engine serving the socket from the settings. */
   function daemonStarter() {
     const calls = { started: 0, stopped: 0 };
+    const engines: Array<Awaited<ReturnType<typeof fakeEngine>>> = [];
     return {
       calls,
+      engines,
       start: async (socketPath: string) => {
         calls.started++;
         const engine = await fakeEngine(socketPath);
+        engines.push(engine);
         cleanups.push(() => engine.close());
         return {
           shutdown: async () => {
@@ -164,6 +167,11 @@ describe('main process', () => {
     const strange = new FakePort();
     f.ipcOn['berth:open']!({ sender: { id: 999 }, ports: [strange] }, { type: 'stream', method: 'GET', path: '/v1.53/events' });
     assert.equal(strange.sent[0].status, 403);
+    // A pull's registry credentials reach the engine; other headers do not.
+    const pull = new FakePort();
+    f.ipcOn['berth:open']!({ ...own, ports: [pull] }, { type: 'stream', method: 'POST', path: '/v1.53/images/create?fromImage=x', headers: { 'X-Registry-Auth': 'e30=', Cookie: 'a=b' } });
+    await pull.until((s) => s.some((m) => m.type === 'error'));
+    assert.ok(daemon.engines[0]!.seen.includes('POST /v1.53/images/create?fromImage=x auth=e30='), daemon.engines[0]!.seen.join('\n'));
     await app.quit();
   });
 

@@ -44,7 +44,7 @@ export class FakePort implements PortLike {
 export async function fakeEngine(socketPath: string): Promise<{ server: http.Server; seen: string[]; close(): Promise<void> }> {
   const seen: string[] = [];
   const server = http.createServer((req, res) => {
-    seen.push(`${req.method} ${req.url}`);
+    seen.push(`${req.method} ${req.url}${req.headers['x-registry-auth'] ? ` auth=${req.headers['x-registry-auth']}` : ''}${req.headers.cookie ? ' cookie' : ''}`);
     if (req.url === '/_ping') return void res.end('OK');
     if (req.url === '/v1.53/containers/json?all=1') {
       res.setHeader('Content-Type', 'application/json');

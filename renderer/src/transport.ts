@@ -184,6 +184,7 @@ export class ElectronTransport implements Transport {
         method,
         path: `/v${API_VERSION}${path}`,
         body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        headers: opts.headers,
       });
       opts.signal?.addEventListener('abort', () => {
         port.postMessage({ type: 'close' });
