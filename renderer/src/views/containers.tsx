@@ -261,7 +261,7 @@ export function ContainersView() {
                       </span>
                       <HealthBadge health={healthOf(item.c)} />
                     </td>
-                    <td className="mono small">
+                    <td className="mono small" title={publishedPorts(item.c.Ports).map((p) => p.text).join(', ')}>
                       <PortLinks ports={publishedPorts(item.c.Ports)} />
                     </td>
                     <td>{ago(item.c.Created)}</td>
