@@ -13,17 +13,21 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { tarBuffer } from './fixtures/archives.js';
 import { buildBusyboxRootfs, busyboxConfig } from './fixtures/busybox.js';
 import { eventually, startEngine, type Engine } from './harness.js';
-import { corruptBlob, digestOf, freePort, haveRegistry, putBlob, putManifest, startRegistry, type TestRegistry } from './registry-support.js';
+import { corruptBlob, digestOf, freePort, getFromRegistry, haveRegistry, putBlob, putManifest, startRegistry, type TestRegistry } from './registry-support.js';
 
 const skip = haveRegistry() ? false : 'docker-registry is not installed';
 const HOST_ARCH = process.arch === 'x64' ? 'amd64' : process.arch;
 const OCI_MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
 const OCI_INDEX = 'application/vnd.oci.image.index.v1+json';
 const DOCKER_MANIFEST = 'application/vnd.docker.distribution.manifest.v2+json';
+
+async function gunzipped(blob: Buffer): Promise<Buffer> {
+  return gunzipSync(blob);
+}
 
 function lines(text: string): Array<Record<string, any>> {
   return text
@@ -143,6 +147,25 @@ describe('registry: what pulls make of registry content', { skip }, () => {
     assert.equal(out, 'from a zstd layer\nfrom a gzip layer\n');
     const layers = JSON.parse(await engine.dockerOk(['image', 'inspect', '-f', '{{json .RootFS.Layers}}', `${registry.host}/mixed:v1`]));
     assert.deepEqual(layers, [busyboxLayer.diffId, zstdLayer.diffId, gzipLayer.diffId]);
+  });
+
+  it('pushing a pulled image reuses its original blobs (mounted, not recompressed), zstd included', async () => {
+    // Compressed at another level than the engine's own gzip: a recompression would change the digests.
+    const tar = await tarBuffer([{ name: 'reuse.txt', content: 'kept as pulled\n', type: 'file' }]);
+    const gzipped: Layer = { blob: gzipSync(tar, { level: 1 }), diffId: digestOf(tar), mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip' };
+    const zstdLayer = await extraLayer({ 'reuse-zstd.txt': 'zstd as pulled\n' }, 'zstd');
+    const busyboxFast: Layer = { ...busyboxLayer, blob: gzipSync(await gunzipped(busyboxLayer.blob), { level: 1 }) };
+    await pushImage('reuse/source', 'v1', [busyboxFast, gzipped, zstdLayer], busyboxConfig(busyboxLayer.diffId.slice(7)));
+    await engine.dockerOk(['pull', `${registry.host}/reuse/source:v1`], { timeoutMs: 120_000 });
+    await engine.dockerOk(['tag', `${registry.host}/reuse/source:v1`, `${registry.host}/reuse/copy:v1`]);
+    const out = await engine.dockerOk(['push', `${registry.host}/reuse/copy:v1`], { timeoutMs: 120_000 });
+    assert.match(out, /Mounted from reuse\/source/);
+    assert.doesNotMatch(out, /Pushed/);
+    const manifest = JSON.parse((await getFromRegistry(registry, '/v2/reuse/copy/manifests/v1', OCI_MANIFEST + ', ' + DOCKER_MANIFEST)).body.toString());
+    const pushed = manifest.layers.map((l: { digest: string; mediaType: string }) => [l.digest, l.mediaType]);
+    assert.deepEqual(pushed.slice(1), [gzipped, zstdLayer].map((l) => [digestOf(l.blob), l.mediaType]));
+    // The busybox layer is known in this registry as two blobs (pulled from other repositories earlier): either is reused.
+    assert.ok([digestOf(busyboxFast.blob), digestOf(busyboxLayer.blob)].includes(pushed[0][0]), `busybox layer pushed as ${pushed[0][0]}`);
   });
 
   it('an empty tag pulls every tag of the repository', async () => {

@@ -154,3 +154,19 @@ describe('registry: push and pull with the docker CLI', { skip }, () => {
     assert.ok(pushed.some((l) => l.aux && l.aux.Tag === 'x'), JSON.stringify(pushed));
   });
 });
+
+describe('registry flags', () => {
+  let engine: Engine;
+  after(async () => {
+    await engine?.cleanup();
+  });
+
+  it('--insecure-registry and --registry-mirror show in /info', async () => {
+    engine = await startEngine({ args: ['--insecure-registry', '10.9.0.0/16', '--insecure-registry', 'registry.test:5000', '--registry-mirror', 'https://mirror.test'] });
+    const info = (await engine.request('GET', '/v1.44/info')).json();
+    assert.deepEqual(info.RegistryConfig.InsecureRegistryCIDRs, ['127.0.0.0/8', '::1/128', '10.9.0.0/16']);
+    assert.deepEqual(info.RegistryConfig.Mirrors, ['https://mirror.test/']);
+    assert.equal(info.RegistryConfig.IndexConfigs['registry.test:5000'].Secure, false);
+    assert.deepEqual(info.RegistryConfig.IndexConfigs['docker.io'].Mirrors, ['https://mirror.test/']);
+  });
+});

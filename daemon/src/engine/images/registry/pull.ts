@@ -7,7 +7,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { InvalidParameter, NotFound } from '../../errors.js';
 import { familiarString, type Reference } from '../../reference.js';
@@ -24,7 +24,11 @@ import { readSmall } from './http.js';
 export const DOWNLOAD_CONCURRENCY = 3;
 const MAX_CONFIG_SIZE = 16 * 1024 * 1024;
 /** gzip layers are decompressed by the gzip tool when it is there, else in process by the layer store. */
-const HAVE_GZIP = spawnSync('gzip', ['--version'], { stdio: 'ignore' }).status === 0;
+let haveGzip: boolean | undefined;
+function gzipTool(): boolean {
+  haveGzip ??= spawnSync('gzip', ['--version'], { stdio: 'ignore' }).status === 0;
+  return haveGzip;
+}
 
 /** What pulling needs of the image service. */
 export interface PullTarget {
@@ -121,6 +125,38 @@ class BlobVerifier extends Transform {
 }
 
 /**
+ * Gathers small chunks (a pipe gives 64 KiB) into larger ones before unpacking: the unpacker writes file
+ * contents chunk by chunk, and each write is a round trip through the thread pool.
+ */
+class Coalescer extends Transform {
+  private pending: Buffer[] = [];
+  private size = 0;
+
+  constructor(private readonly target = 1 << 20) {
+    super({ highWaterMark: 1 << 20 });
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.pending.push(chunk);
+    this.size += chunk.length;
+    if (this.size >= this.target) this.release();
+    cb();
+  }
+
+  override _flush(cb: (err?: Error | null) => void): void {
+    this.release();
+    cb();
+  }
+
+  private release(): void {
+    if (this.size === 0) return;
+    this.push(this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.size));
+    this.pending = [];
+    this.size = 0;
+  }
+}
+
+/**
  * Decompresses with a tool in its own process (`zstd -dc`, `gzip -dc`): Node 20's zlib has no zstd, and
  * gzip in a separate process keeps the daemon's one thread for hashing and unpacking (measured faster
  * than zlib on the thread pool for multi-layer pulls).
@@ -137,7 +173,7 @@ function toolDecoder(tool: 'zstd' | 'gzip', input: Readable, signal: AbortSignal
   });
   child.stdin.on('error', () => undefined);
   const feeding = pipeline(input, child.stdin);
-  const output = new PassThrough({ highWaterMark: 1 << 20 });
+  const output = new Coalescer();
   // The consumer sees failures through its own pipeline; this keeps a late one from going unhandled.
   output.on('error', () => undefined);
   child.stdout.pipe(output);
@@ -172,7 +208,7 @@ async function fetchLayer(
   let source: Readable = verifier;
   let decoding: Promise<void> | undefined;
   const compression = compressionOf(desc.mediaType);
-  if (compression === 'zstd' || (compression === 'gzip' && HAVE_GZIP)) {
+  if (compression === 'zstd' || (compression === 'gzip' && gzipTool())) {
     const decoder = toolDecoder(compression, verifier, signal);
     source = decoder.output;
     decoding = decoder.done;
