@@ -147,6 +147,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
         tag: stringParam(req, 'tag') || undefined,
         platform: req.version >= PULL_PLATFORM_FROM ? stringParam(req, 'platform') || undefined : undefined,
         auth: parseAuthHeader(req.header('x-registry-auth')),
+        allTagsIfUntagged: true,
       };
       const progress = new ProgressStream(res);
       try {

@@ -33,6 +33,11 @@ export interface PullRequest {
   tag?: string;
   platform?: string;
   auth?: AuthConfig;
+  /**
+   * A reference without tag or digest pulls every tag of the repository (the API's empty `tag`); otherwise
+   * it means `latest`.
+   */
+  allTagsIfUntagged?: boolean;
 }
 
 const DIGEST = /^sha256:[a-f0-9]{64}$/;
@@ -71,7 +76,9 @@ export class Distribution {
    * first message are thrown as they are; the api layer writes later ones in-band.
    */
   async pull(request: PullRequest, emit: Emit, signal: AbortSignal): Promise<void> {
-    const { ref, allTags } = pullReference(request.fromImage, request.tag);
+    const parsed = pullReference(request.fromImage, request.tag);
+    const allTags = parsed.allTags && request.allTagsIfUntagged === true;
+    const ref = parsed.allTags && !allTags ? { ...parsed.ref, tag: 'latest' } : parsed.ref;
     const platform: Platform | undefined = request.platform ? parsePlatform(request.platform) : undefined;
     if (platform && platform.os !== 'linux') throw new InvalidParameter(`unsupported platform ${request.platform}: this engine runs linux images`);
     const opts = { platform, auth: request.auth };
