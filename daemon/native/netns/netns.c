@@ -9,6 +9,10 @@
  * in the network namespace of PID: brings `lo` and IFNAME up, gives IFNAME the IPv4 address with its
  * netmask, and, when GATEWAY is not empty, a default route through it (classic ioctls, sparing the
  * `nsenter ip` process on the path of a container start).
+ *   createVeth(hostName, bridge, mtu, peerName, mac, pid)
+ * one RTM_NEWLINK over rtnetlink: a veth pair whose host end HOSTNAME is up on BRIDGE and whose other end
+ * PEERNAME (with MAC) is created inside the network namespace of PID (what `ip link add ... type veth peer
+ * ... netns PID` asks, without the process).
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -21,6 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if_link.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <sys/ioctl.h>
@@ -208,12 +216,113 @@ static napi_value ConfigureInterface(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+struct nlreq {
+  struct nlmsghdr nh;
+  struct ifinfomsg ifi;
+  char attrs[1024];
+};
+
+static struct rtattr *add_attr(struct nlmsghdr *nh, unsigned short type, const void *data, size_t len) {
+  struct rtattr *rta = (struct rtattr *)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len));
+  rta->rta_type = type;
+  rta->rta_len = RTA_LENGTH(len);
+  if (len) memcpy(RTA_DATA(rta), data, len);
+  nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + RTA_ALIGN(rta->rta_len);
+  return rta;
+}
+
+static void end_nest(struct nlmsghdr *nh, struct rtattr *nest) {
+  nest->rta_len = (unsigned short)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len) - (char *)nest);
+}
+
+static napi_value CreateVeth(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  char host[IFNAMSIZ + 1], bridge[IFNAMSIZ + 1], peer[IFNAMSIZ + 1], mac_text[32];
+  int32_t mtu = 0, pid = 0;
+  size_t l1 = 0, l2 = 0, l3 = 0, l4 = 0;
+  unsigned int mac[6];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 ||
+      napi_get_value_string_utf8(env, argv[0], host, sizeof host, &l1) != napi_ok || l1 == 0 || l1 >= IFNAMSIZ ||
+      napi_get_value_string_utf8(env, argv[1], bridge, sizeof bridge, &l2) != napi_ok || l2 == 0 || l2 >= IFNAMSIZ ||
+      napi_get_value_int32(env, argv[2], &mtu) != napi_ok || mtu < 68 || mtu > 65535 ||
+      napi_get_value_string_utf8(env, argv[3], peer, sizeof peer, &l3) != napi_ok || l3 == 0 || l3 >= IFNAMSIZ ||
+      napi_get_value_string_utf8(env, argv[4], mac_text, sizeof mac_text, &l4) != napi_ok ||
+      sscanf(mac_text, "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6 ||
+      napi_get_value_int32(env, argv[5], &pid) != napi_ok || pid <= 0) {
+    napi_throw_type_error(env, NULL, "createVeth(hostName, bridge, mtu, peerName, mac, pid) needs two interface names, an MTU, a name, a MAC and a pid");
+    return NULL;
+  }
+  unsigned char hw[6];
+  for (int i = 0; i < 6; i++) hw[i] = (unsigned char)mac[i];
+  unsigned int master = if_nametoindex(bridge);
+  if (master == 0) return fail(env, errno, "find the bridge", bridge);
+  uint32_t mtu32 = (uint32_t)mtu, pid32 = (uint32_t)pid;
+
+  struct nlreq req;
+  memset(&req, 0, sizeof req);
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
+  req.nh.nlmsg_type = RTM_NEWLINK;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+  req.nh.nlmsg_seq = 1;
+  req.ifi.ifi_family = AF_UNSPEC;
+  req.ifi.ifi_flags = IFF_UP;
+  req.ifi.ifi_change = IFF_UP;
+  add_attr(&req.nh, IFLA_IFNAME, host, strlen(host) + 1);
+  add_attr(&req.nh, IFLA_MTU, &mtu32, sizeof mtu32);
+  add_attr(&req.nh, IFLA_MASTER, &master, sizeof master);
+  struct rtattr *linkinfo = add_attr(&req.nh, IFLA_LINKINFO, NULL, 0);
+  add_attr(&req.nh, IFLA_INFO_KIND, "veth", 4);
+  struct rtattr *data = add_attr(&req.nh, IFLA_INFO_DATA, NULL, 0);
+  struct rtattr *peerinfo = add_attr(&req.nh, VETH_INFO_PEER, NULL, 0);
+  /* The peer's ifinfomsg comes first inside VETH_INFO_PEER, then its attributes. */
+  req.nh.nlmsg_len += sizeof(struct ifinfomsg);
+  add_attr(&req.nh, IFLA_IFNAME, peer, strlen(peer) + 1);
+  add_attr(&req.nh, IFLA_MTU, &mtu32, sizeof mtu32);
+  add_attr(&req.nh, IFLA_ADDRESS, hw, sizeof hw);
+  add_attr(&req.nh, IFLA_NET_NS_PID, &pid32, sizeof pid32);
+  end_nest(&req.nh, peerinfo);
+  end_nest(&req.nh, data);
+  end_nest(&req.nh, linkinfo);
+
+  int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (sock < 0) return fail(env, errno, "open", "rtnetlink");
+  struct sockaddr_nl kernel;
+  memset(&kernel, 0, sizeof kernel);
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(sock, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+    int err = errno;
+    close(sock);
+    return fail(env, err, "send RTM_NEWLINK for", host);
+  }
+  char answer[4096];
+  for (;;) {
+    ssize_t n = recv(sock, answer, sizeof answer, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(sock);
+      return fail(env, err, "read the answer for", host);
+    }
+    for (struct nlmsghdr *nh = (struct nlmsghdr *)answer; NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n)) {
+      if (nh->nlmsg_type == NLMSG_ERROR) {
+        int err = -((struct nlmsgerr *)NLMSG_DATA(nh))->error;
+        close(sock);
+        if (err) return fail(env, err, "create the veth pair", host);
+        return NULL;
+      }
+    }
+  }
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "bindInNetns", NAPI_AUTO_LENGTH, BindInNetns, NULL, &fn);
   napi_set_named_property(env, exports, "bindInNetns", fn);
   napi_create_function(env, "configureInterface", NAPI_AUTO_LENGTH, ConfigureInterface, NULL, &fn);
   napi_set_named_property(env, exports, "configureInterface", fn);
+  napi_create_function(env, "createVeth", NAPI_AUTO_LENGTH, CreateVeth, NULL, &fn);
+  napi_set_named_property(env, exports, "createVeth", fn);
   return exports;
 }
 

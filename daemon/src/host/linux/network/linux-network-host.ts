@@ -293,13 +293,17 @@ export class LinuxNetworkHost implements NetworkHost {
     checkInterfaceName(spec.containerInterface);
     checkInterfaceName(spec.bridge);
     if (!Number.isInteger(spec.pid) || spec.pid <= 0) throw new Error(`invalid pid ${spec.pid}`);
-    // The container end is created directly inside the namespace, so its name never meets the host's.
-    await run(
-      'ip',
-      ['-batch', '-'],
-      `link add name ${spec.hostInterface} mtu ${spec.mtu} master ${spec.bridge} up type veth peer name ${spec.containerInterface} mtu ${spec.mtu} address ${spec.macAddress} netns ${spec.pid}\n`,
-    );
+    if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(spec.macAddress)) throw new Error(`invalid MAC address ${JSON.stringify(spec.macAddress)}`);
     const addon = netnsAddon();
+    // The container end is created directly inside the namespace, so its name never meets the host's.
+    if (addon) addon.createVeth(spec.hostInterface, spec.bridge, spec.mtu, spec.containerInterface, spec.macAddress, spec.pid);
+    else {
+      await run(
+        'ip',
+        ['-batch', '-'],
+        `link add name ${spec.hostInterface} mtu ${spec.mtu} master ${spec.bridge} up type veth peer name ${spec.containerInterface} mtu ${spec.mtu} address ${spec.macAddress} netns ${spec.pid}\n`,
+      );
+    }
     if (addon) {
       try {
         addon.configureInterface(spec.pid, spec.containerInterface, spec.address, spec.prefixLen, spec.gateway ?? '');

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 export interface NetnsAddon {
   bindInNetns(pid: number, stream: boolean, address: string, port: number): number;
   configureInterface(pid: number, ifname: string, address: string, prefixLen: number, gateway: string): void;
+  createVeth(hostName: string, bridge: string, mtu: number, peerName: string, mac: string, pid: number): void;
 }
 
 let addon: NetnsAddon | null | undefined;
