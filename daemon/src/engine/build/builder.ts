@@ -70,7 +70,7 @@ export interface BuildContainers {
   attach(ref: string, signal: AbortSignal): Promise<{ streams: { output: Readable; close(): void } }>;
   start(ref: string): Promise<void>;
   wait(ref: string, condition: 'not-running' | 'next-exit' | 'removed', signal?: AbortSignal): Promise<{ StatusCode: number }>;
-  remove(ref: string, opts: { force: boolean }): Promise<void>;
+  remove(ref: string, opts: { force: boolean; volumes?: boolean }): Promise<void>;
   kill(ref: string, signal?: string): Promise<void>;
   containersUsingImage(imageId: string): string[];
 }
@@ -844,14 +844,14 @@ class BuildRun {
       succeeded = true;
       if (this.opts.rm || this.opts.forcerm) {
         this.out(`Removing intermediate container ${shortId(containerId)}\n`);
-        await containers.remove(containerId, { force: true }).catch(() => undefined);
+        await containers.remove(containerId, { force: true, volumes: true }).catch(() => undefined);
       }
       this.adopt(state, id);
       this.out(` ---> ${shortId(id)}\n`);
     } finally {
       this.signal.removeEventListener('abort', onAbort);
       if (!succeeded && (this.opts.forcerm || this.signal.aborted)) {
-        await containers.remove(containerId, { force: true }).catch((err) => log.debug('build step container removal', { id: containerId, error: errorMessage(err) }));
+        await containers.remove(containerId, { force: true, volumes: true }).catch((err) => log.debug('build step container removal', { id: containerId, error: errorMessage(err) }));
       }
     }
   }

@@ -18,7 +18,7 @@ export function expandWords(text: string, lookup: Lookup, escape = '\\', single 
   let inWord = false;
   let i = 0;
 
-  const readVar = (inQuotes: boolean): string => {
+  const readVar = (_inQuotes: boolean): string => {
     // At text[i] === '$'.
     i++;
     if (text[i] === '{') {
@@ -43,7 +43,7 @@ export function expandWords(text: string, lookup: Lookup, escape = '\\', single 
       }
     }
     const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(text.slice(i));
-    if (!m) return inQuotes || i >= text.length || /\s/.test(text[i]) ? '$' : '$';
+    if (!m) return '$';
     i += m[0].length;
     return lookup(m[0]) ?? '';
   };
@@ -91,8 +91,23 @@ export function expandWords(text: string, lookup: Lookup, escape = '\\', single 
       continue;
     }
     if (c === '$') {
-      current += readVar(false);
-      inWord = true;
+      const value = readVar(false);
+      if (single) {
+        current += value;
+        inWord = true;
+        continue;
+      }
+      // An unquoted value splits into words at its whitespace, as the shell does.
+      for (const ch of value) {
+        if (/\s/.test(ch)) {
+          if (inWord) words.push(current);
+          current = '';
+          inWord = false;
+        } else {
+          current += ch;
+          inWord = true;
+        }
+      }
       continue;
     }
     if (!single && /\s/.test(c)) {
