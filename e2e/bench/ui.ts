@@ -157,7 +157,7 @@ async function main(): Promise<void> {
       `containers in the list:                       ${N}`,
       `navigation -> painted list (median of ${RUNS}):     ${fmt(median(paints))}   (all: ${paints.map(fmt).join(', ')}; target < 500 ms)`,
       `  of which GET /containers/json (median):     ${fmt(median(fetches))}, answered at ${fmt(median(fetchEnds))} after navigation`,
-      `  the page's main-thread work (median):       ${fmt(median(works.filter(Number.isFinite)))}   (all: ${works.map((w) => (Number.isFinite(w) ? fmt(w) : 'n/a')).join(', ')})`,
+      `  the page's main-thread work (median):       ${works.some(Number.isFinite) ? fmt(median(works.filter(Number.isFinite))) : 'n/a'}   (all: ${works.map((w) => (Number.isFinite(w) ? fmt(w) : 'n/a')).join(', ')})`,
       `docker run -> row (median):                   ${fmt(median(fromRun))}`,
       `create event -> row painted (median):         ${fmt(median(fromEvent))}   (all: ${fromEvent.map(fmt).join(', ')}; target < 100 ms)`,
       `page CPU over ${IDLE_S} s idle:                     ${idleCpuMs.toFixed(1)} ms   (${((idleCpuMs / (IDLE_S * 1000)) * 100).toFixed(3)} %; target near zero)`,
