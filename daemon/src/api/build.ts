@@ -21,6 +21,8 @@ export interface CommitBackend {
   commit(ref: string, opts: CommitOptions): Promise<string>;
 }
 
+const AUX_FROM = 30;
+
 const PRUNE_FILTERS = ['until', 'unused-for', 'id', 'parent', 'type', 'description', 'inuse', 'shared', 'private'] as const;
 
 function jsonParam<T>(req: ApiRequest, name: string, check: (v: unknown) => v is T, what: string): T | undefined {
@@ -152,9 +154,11 @@ export function registerBuildRoutes(router: Router, backend: { builder: BuildBac
   router.post('/build', async (req, res) => {
     const opts = buildOptions(req);
     const out = new BuildStream(res, opts.quiet);
+    // Aux messages (the image id) are sent from API 1.30 on, as dockerd does.
+    const emit = req.version >= AUX_FROM ? (m: Record<string, unknown>) => out.emit(m) : (m: Record<string, unknown>) => ('aux' in m ? undefined : out.emit(m));
     let id: string;
     try {
-      id = await backend.builder.build(req.body(), opts, (m) => out.emit(m), req.signal);
+      id = await backend.builder.build(req.body(), opts, emit, req.signal);
     } catch (err) {
       if (!out.started && !req.signal.aborted) throw err;
       out.fail(err);
