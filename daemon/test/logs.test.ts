@@ -4,8 +4,10 @@
  * timestamps, since and until, and a TTY container's raw bytes.
  */
 import assert from 'node:assert/strict';
+import { readdirSync, readlinkSync } from 'node:fs';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { startEngine, type Engine } from './harness.js';
+import { eventually, startEngine, type Engine } from './harness.js';
 
 let engine: Engine;
 let box: string;
@@ -92,6 +94,27 @@ describe('container logs', () => {
     assert.deepEqual(sinceLast[sinceLast.length - 1], [1, 'last\n']);
     const all = await logs(`stdout=1&stderr=1&since=${unix(firstNano, -2)}&until=${unix(lastNano, 2)}`);
     assert.equal(all.map(([, t]) => t).join('').split('\n').length - 1, 5);
+  });
+
+  test('a client that leaves in the middle of a big log: the daemon stops reading and closes the log file', async () => {
+    const big = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sh', '-c', 'yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 40000000'])).trim();
+    await engine.request('POST', `/containers/${big}/wait`);
+    const logPath = (await engine.request('GET', `/containers/${big}/json`)).json().LogPath as string;
+    const openLogs = () => readdirSync(`/proc/${engine.pid}/fd`).filter((fd) => {
+      try {
+        return readlinkSync(`/proc/${engine.pid}/fd/${fd}`) === logPath;
+      } catch {
+        return false;
+      }
+    }).length;
+    const conn = net.connect(engine.socket);
+    conn.on('error', () => undefined);
+    conn.write(`GET /containers/${big}/logs?stdout=1&stderr=1 HTTP/1.1\r\nHost: engine\r\n\r\n`);
+    await new Promise((resolve) => conn.once('data', resolve));
+    conn.pause();
+    conn.destroy();
+    await eventually(() => (openLogs() === 0 ? true : undefined), 30_000);
+    assert.equal((await engine.request('GET', '/_ping')).text, 'OK');
   });
 
   test('a TTY container answers raw bytes', async () => {

@@ -15,7 +15,7 @@ import { shape } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
-import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULTIPLEXED_FRAMING, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
+import { DEFAULT_DETACH_KEYS, drained, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULTIPLEXED_FRAMING, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
@@ -104,10 +104,28 @@ async function pumpOutput(chunks: AsyncIterable<{ stream: 'stdout' | 'stderr'; d
   return rest ? writeWithBackpressure(sink, rest) : !sink.destroyed;
 }
 
-/** Writes the log's bytes with backpressure; stops reading (which closes the log) once the client is gone. */
+/**
+ * Writes the log's bytes with backpressure, one chunk ahead: the next chunk is read and built while the client
+ * takes the last one (never more than one chunk beyond a full buffer). Stops reading (which closes the log)
+ * once the client is gone.
+ */
 async function writeLog(chunks: AsyncIterable<Buffer>, out: Duplex | NodeJS.WritableStream): Promise<void> {
-  for await (const chunk of chunks) {
-    if (!(await writeWithBackpressure(out as Duplex, chunk))) return;
+  const sink = out as Duplex;
+  const it = chunks[Symbol.asyncIterator]();
+  let next = it.next();
+  try {
+    for (;;) {
+      const r = await next;
+      if (r.done) return;
+      if (sink.destroyed || sink.writableEnded) return;
+      const room = sink.write(r.value);
+      next = it.next();
+      if (!room && !(await drained(sink))) return;
+    }
+  } finally {
+    // A chunk being made when the client left is waited for, then the log is closed.
+    await next.catch(() => undefined);
+    await it.return?.(undefined);
   }
 }
 

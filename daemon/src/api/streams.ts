@@ -35,6 +35,13 @@ export const MULTIPLEXED_FRAMING: RecordFraming = {
 export async function writeWithBackpressure(out: Writable, data: Buffer | string): Promise<boolean> {
   if (out.destroyed || out.writableEnded) return false;
   if (out.write(data)) return true;
+  return drained(out);
+}
+
+/** Resolves once a stream whose buffer was full has drained (true), or false when it is gone. */
+export function drained(out: Writable): Promise<boolean> {
+  if (out.destroyed || out.writableEnded) return Promise.resolve(false);
+  if (!out.writableNeedDrain) return Promise.resolve(true);
   return new Promise<boolean>((resolve) => {
     const done = (ok: boolean) => {
       out.off('drain', onDrain);
