@@ -154,6 +154,14 @@ function readLogsDiscarding(socket: string, url: string): Promise<Read> {
 
 const hasCurl = spawnSync('curl', ['--version'], { stdio: 'ignore' }).status === 0;
 
+/** The read of median time among `rounds` reads of `url` (all checked to have the same size). */
+async function medianRead(socket: string, url: string, rounds: number): Promise<Read> {
+  const reads: Read[] = [];
+  for (let i = 0; i < rounds; i++) reads.push(await readLogsDiscarding(socket, url));
+  if (reads.some((r) => r.bytes !== reads[0]!.bytes)) throw new Error(`${url} answered different sizes: ${reads.map((r) => r.bytes).join(', ')}`);
+  return reads.sort((x, y) => x.ms - y.ms)[Math.floor((rounds - 1) / 2)]!;
+}
+
 /** `cat file > /dev/null`, timed. */
 function catFile(file: string): Promise<number> {
   const started = process.hrtime.bigint();
@@ -221,7 +229,7 @@ async function main(): Promise<number> {
 
     // timestamps=1: the same payload, every line prefixed with its time.
     // `2026-01-01T00:00:00.123456789Z ` before each line: 31 bytes.
-    const stamped = await readLogsDiscarding(engine.socket, `${base}&timestamps=1`);
+    const stamped = await medianRead(engine.socket, `${base}&timestamps=1`, opts.rounds);
     if (stamped.bytes !== framed(expectedLines, 31)) throw new Error(`timestamps=1 returned ${stamped.bytes} bytes, expected ${framed(expectedLines, 31)}`);
 
     // tail=N: exactly the last N lines.
@@ -233,9 +241,9 @@ async function main(): Promise<number> {
     const firstStamp = lines((await readLogs(engine.socket, `${base}&timestamps=1&tail=${expectedLines - half}`, true)).text!)[0]!.split(' ')[0]!;
     const cutMs = Date.parse(firstStamp) - 1000;
     const cut = `${Math.floor(cutMs / 1000)}.${String((cutMs % 1000) * 1_000_000).padStart(9, '0')}`;
-    const since = await readLogsDiscarding(engine.socket, `${base}&since=${cut}`);
+    const since = await medianRead(engine.socket, `${base}&since=${cut}`, opts.rounds);
     const sinceOk = since.bytes === framed(expectedLines - half);
-    const until = await readLogsDiscarding(engine.socket, `${base}&until=${cut}`);
+    const until = await medianRead(engine.socket, `${base}&until=${cut}`, opts.rounds);
     const untilOk = until.bytes === framed(half);
 
     const result = {
