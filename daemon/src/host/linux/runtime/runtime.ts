@@ -160,8 +160,9 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       [dir, path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`)],
       [this.layout.conmonFiles(id), path.join(this.layout.conmonDir, `${REMOVING_PREFIX}${id}`)],
     ] as const;
-    await Promise.all(
-      asides.map(async ([from, aside]) => {
+    await Promise.all([
+      fs.rm(this.layout.exitFile(id), { force: true }),
+      ...asides.map(async ([from, aside]) => {
         try {
           await fs.rename(from, aside);
         } catch (err) {
@@ -170,8 +171,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
         }
         void fs.rm(aside, { recursive: true, force: true }).catch((err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
       }),
-    );
-    void fs.rm(this.layout.exitFile(id), { force: true }).catch(() => undefined);
+    ]);
   }
 
   /**
