@@ -145,6 +145,9 @@ async function main(): Promise<void> {
     const hostPort = randomInt(20000, 30000);
     const refPort = hostPort + 1;
     await docker(['network', 'create', 'benchnet']);
+    // The same with a jumbo MTU: the per-packet cost of a 1500-byte MTU (the default, Docker's too) set apart.
+    await docker(['network', 'create', '-o', 'com.docker.network.driver.mtu=65520', 'jumbonet']);
+    await docker(['run', '-d', '--name', 'jumbo-server', '--network', 'jumbonet', 'busybox', 'sh', '-c', receiverScript(port, '/tmp/hold')]);
     await docker(['run', '-d', '--name', 'bench-server', '--network', 'benchnet', '-p', `127.0.0.1:${hostPort}:${port}`, 'busybox', 'sh', '-c', receiverScript(port, '/tmp/hold')]);
     // The same transfer from the client container's network namespace by a process of the host's cgroup:
     // the network path alone, without the containers' share of the CPU (all containers sit in one cgroup).
@@ -155,7 +158,7 @@ async function main(): Promise<void> {
     hostReceivers.push(hostReceiver.pid!);
     await new Promise((r) => setTimeout(r, 500));
 
-    const seconds = { loopback: [] as number[], containers: [] as number[], networkPath: [] as number[], published: [] as number[] };
+    const seconds = { loopback: [] as number[], containers: [] as number[], networkPath: [] as number[], jumbo: [] as number[], published: [] as number[] };
     const transfer = async (kind: keyof typeof seconds): Promise<void> => {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -171,14 +174,14 @@ async function main(): Promise<void> {
       const r =
         kind === 'networkPath'
           ? await exec('nsenter', ['-t', clientPid, '-n', ...sender(opts.mb, serverIp, port)])
-          : kind === 'containers'
-          ? await exec('docker', ['run', '--rm', '--network', 'benchnet', ...sender(opts.mb, 'bench-server', port)], { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig })
+          : kind === 'containers' || kind === 'jumbo'
+          ? await exec('docker', ['run', '--rm', '--network', kind === 'jumbo' ? 'jumbonet' : 'benchnet', ...sender(opts.mb, kind === 'jumbo' ? 'jumbo-server' : 'bench-server', port)], { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig })
           : await exec(sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort)[0], sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort).slice(1));
       if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
       seconds[kind].push(realSeconds(r.stderr));
     };
     for (let i = 0; i < opts.repeat; i++) {
-      for (const kind of i % 2 === 0 ? (['loopback', 'containers', 'networkPath', 'published'] as const) : (['published', 'networkPath', 'containers', 'loopback'] as const)) await transfer(kind);
+      for (const kind of i % 2 === 0 ? (['loopback', 'containers', 'networkPath', 'jumbo', 'published'] as const) : (['published', 'jumbo', 'networkPath', 'containers', 'loopback'] as const)) await transfer(kind);
     }
     const median = (xs: number[]) => summarize(xs).p50;
     const rate = (s: number) => opts.mb / s;
@@ -186,10 +189,11 @@ async function main(): Promise<void> {
     const containers = rate(median(seconds.containers));
     const published = rate(median(seconds.published));
     const networkPath = rate(median(seconds.networkPath));
+    const jumbo = rate(median(seconds.jumbo));
     const results = {
       startup: { bridge: bridgeSummary, none: noneSummary, overheadP50Ms: overhead, target: TARGETS.bridgeOverheadP50Ms },
-      throughputMBps: { loopback, containers, networkPath, published },
-      ratios: { containers: containers / loopback, networkPath: networkPath / loopback, published: published / loopback },
+      throughputMBps: { loopback, containers, networkPath, jumbo, published },
+      ratios: { containers: containers / loopback, networkPath: networkPath / loopback, jumbo: jumbo / loopback, published: published / loopback },
       targets: TARGETS,
       seconds,
     };
@@ -208,6 +212,7 @@ async function main(): Promise<void> {
       console.log(`  host loopback (reference)          ${fmt(loopback)} MB/s`);
       console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers)}   (target >= ${TARGETS.containerToContainer})`);
       console.log(`  same path, sender in host cgroup   ${fmt(networkPath)} MB/s   ratio ${fmt(results.ratios.networkPath)}   (the network alone)`);
+      console.log(`  container -> container, MTU 65520  ${fmt(jumbo)} MB/s   ratio ${fmt(results.ratios.jumbo)}   (com.docker.network.driver.mtu)`);
       console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published)}   (target >= ${TARGETS.publishedPort})`);
       console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
     }
