@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MEDIA, parseManifest, parsePlatform, selectManifest, type ManifestIndex } from './manifest.js';
+import { compressionOf, MEDIA, parseManifest, parsePlatform, selectManifest, type ManifestIndex } from './manifest.js';
 import { humanSize, progressText } from './progress.js';
 
 const D = (c: string) => `sha256:${c.repeat(64)}`;
@@ -14,6 +14,13 @@ describe('manifests', () => {
     assert.equal(m.kind, 'image');
     const oci = parseManifest(Buffer.from(JSON.stringify({ schemaVersion: 2, config: { mediaType: MEDIA.ociConfig, digest: D('a'), size: 3 }, layers: [{ mediaType: MEDIA.ociLayerZstd, digest: D('c'), size: 1 }] })), 'application/json');
     assert.equal(oci.mediaType, MEDIA.ociManifest);
+    const plain = parseManifest(
+      Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MEDIA.dockerManifest, config: { mediaType: MEDIA.dockerConfig, digest: D('a'), size: 3 }, layers: [{ mediaType: MEDIA.dockerLayer, digest: D('d'), size: 9 }] })),
+      '',
+    );
+    assert.equal(plain.kind, 'image');
+    assert.equal(compressionOf(MEDIA.dockerLayer), 'none');
+    assert.equal(compressionOf(MEDIA.dockerLayerGzip), 'gzip');
     assert.throws(() => parseManifest(Buffer.from('{"schemaVersion":1,"fsLayers":[]}'), ''), /schema 1/);
     assert.throws(() => parseManifest(Buffer.from('nope'), MEDIA.dockerManifest), /not JSON/);
     assert.throws(

@@ -10,6 +10,7 @@ export const MEDIA = {
   dockerManifest: 'application/vnd.docker.distribution.manifest.v2+json',
   dockerList: 'application/vnd.docker.distribution.manifest.list.v2+json',
   dockerConfig: 'application/vnd.docker.container.image.v1+json',
+  dockerLayer: 'application/vnd.docker.image.rootfs.diff.tar',
   dockerLayerGzip: 'application/vnd.docker.image.rootfs.diff.tar.gzip',
   dockerForeignLayer: 'application/vnd.docker.image.rootfs.foreign.diff.tar.gzip',
   ociManifest: 'application/vnd.oci.image.manifest.v1+json',
@@ -24,6 +25,7 @@ export const MEDIA = {
 } as const;
 
 const LAYER_TYPES = new Set<string>([
+  MEDIA.dockerLayer,
   MEDIA.dockerLayerGzip,
   MEDIA.dockerForeignLayer,
   MEDIA.ociLayer,
