@@ -51,6 +51,29 @@ describe('build input', () => {
     assert.deepEqual(execFileSync('ls', [path.join(engine.dataRoot, 'build', 'tmp')], { encoding: 'utf8' }), '');
   });
 
+  it('links in the context never lead outside it: not when unpacking, not when copying', async () => {
+    const outside = path.join(engine.root, 'outside');
+    execFileSync('mkdir', ['-p', outside]);
+    execFileSync('sh', ['-c', `echo host-secret > ${outside}/secret`]);
+    // Entries below a link to a host folder are refused, and nothing is made there.
+    const through = await post('t=links:1', await contextTar({ Dockerfile: 'FROM busybox\n', link: { symlink: outside }, 'link/sub/file': 'x' }));
+    assert.equal(through.status, 400, through.text);
+    assert.match(through.json().message, /lies below a link or a file/);
+    assert.deepEqual(execFileSync('ls', [outside], { encoding: 'utf8' }), 'secret\n');
+    const hard = await post('t=links:2', await contextTar({ Dockerfile: 'FROM busybox\n', link: { symlink: outside }, stolen: { hardlink: 'link/secret' } }));
+    assert.equal(hard.status, 400, hard.text);
+    // A link to an absolute path is followed inside the context, as in a container.
+    for (const [line, files] of [
+      ['COPY abs /abs', { abs: { symlink: `${outside}/secret` } }],
+      ['COPY dir/secret /copied', { dir: { symlink: outside } }],
+    ] as const) {
+      const r = await post('t=links:3', await contextTar({ Dockerfile: `FROM busybox\n${line}\n`, ...files }));
+      const last = buildLines(r.text).pop()!;
+      assert.match(last.error ?? '', /file not found in build context|link to a missing file/, r.text);
+    }
+    assert.equal(await imageExists('links:3'), false);
+  });
+
   it('a Dockerfile with an unknown instruction fails before step 1 with the line, through the CLI too', async () => {
     const body = await contextTar({ Dockerfile: 'FROM busybox\nRUN true\nFOO bar\n' });
     const r = await post('t=syntax:1', body);

@@ -8,13 +8,14 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
 
-export type ContextFiles = Record<string, string | Buffer | { content: string | Buffer; mode: number }>;
+export type ContextFiles = Record<string, string | Buffer | { content: string | Buffer; mode: number } | { symlink: string } | { hardlink: string }>;
 
 /** Writes `files` below `dir` (made as needed). */
 export async function writeContext(dir: string, files: ContextFiles): Promise<string> {
   for (const [name, value] of Object.entries(files)) {
     const file = path.join(dir, name);
     await fs.mkdir(path.dirname(file), { recursive: true });
+    if (typeof value === 'object' && ('symlink' in value || 'hardlink' in value)) throw new Error('links are written by contextTar only');
     const content = typeof value === 'string' || Buffer.isBuffer(value) ? value : value.content;
     await fs.writeFile(file, content);
     if (typeof value === 'object' && !Buffer.isBuffer(value)) await fs.chmod(file, value.mode);
@@ -34,9 +35,18 @@ export async function contextTar(files: ContextFiles): Promise<Buffer> {
     pack.on('error', reject);
   });
   for (const [name, value] of Object.entries(files)) {
+    const mtime = new Date('2024-01-01T00:00:00Z');
+    if (typeof value === 'object' && 'symlink' in value) {
+      pack.entry({ name, type: 'symlink', linkname: value.symlink, mode: 0o777, mtime });
+      continue;
+    }
+    if (typeof value === 'object' && 'hardlink' in value) {
+      pack.entry({ name, type: 'link', linkname: value.hardlink, mode: 0o644, mtime });
+      continue;
+    }
     const content = typeof value === 'string' || Buffer.isBuffer(value) ? Buffer.from(value) : Buffer.from(value.content);
     const mode = typeof value === 'object' && !Buffer.isBuffer(value) ? value.mode : 0o644;
-    pack.entry({ name, mode, mtime: new Date('2024-01-01T00:00:00Z') }, content);
+    pack.entry({ name, mode, mtime }, content);
   }
   pack.finalize();
   await ended;

@@ -82,6 +82,20 @@ export function entryPath(root: string, name: string): string {
   return clean === '' || clean === '.' ? root : path.join(root, clean);
 }
 
+/** Makes the folders of `rel` below `root`, refusing a path that runs through a link or a file. */
+async function makeParents(root: string, rel: string, entryName: string): Promise<void> {
+  let current = root;
+  for (const part of rel.split(path.sep).filter((p) => p !== '' && p !== '.')) {
+    current = path.join(current, part);
+    const st = await fs.lstat(current).catch(() => undefined);
+    if (!st) {
+      await fs.mkdir(current, { mode: 0o755 });
+      continue;
+    }
+    if (!st.isDirectory()) throw new InvalidParameter(`invalid build context: ${JSON.stringify(entryName)} lies below a link or a file`);
+  }
+}
+
 /** Unpacks a context tar (any supported compression) into `dir` (which exists and is empty). */
 export async function unpackContext(input: Readable, dir: string, signal?: AbortSignal): Promise<void> {
   const compression = detectCompression(await peek(input));
@@ -104,13 +118,8 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
         body.resume();
         return;
       }
-      // Parents that are links are never written through: only folders made here are trusted.
-      const parent = path.dirname(target);
-      await fs.mkdir(parent, { recursive: true });
-      const parentStat = await fs.lstat(parent);
-      if (!parentStat.isDirectory()) throw new InvalidParameter(`invalid build context: ${JSON.stringify(header.name)} lies below a non-folder`);
-      const rel = path.relative(root, await fs.realpath(parent));
-      if (rel.startsWith('..')) throw new InvalidParameter(`invalid build context: ${JSON.stringify(header.name)} points outside the context`);
+      // Parents that are links are never written through: each is made here, as a folder, one at a time.
+      await makeParents(root, path.relative(root, path.dirname(target)), header.name);
       const mode = (header.mode ?? 0o644) & 0o7777;
       switch (header.type) {
         case 'directory':
@@ -134,6 +143,8 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
         case 'link': {
           const source = entryPath(root, header.linkname ?? '');
           await fs.rm(target, { force: true, recursive: true });
+          // The link's target is looked up through folders made here only, never through a link.
+          await makeParents(root, path.relative(root, path.dirname(source)), header.name);
           const st = await fs.lstat(source).catch(() => undefined);
           if (!st || !st.isFile()) throw new InvalidParameter(`invalid build context: hard link ${JSON.stringify(header.name)} to a missing file`);
           await fs.link(source, target);

@@ -49,8 +49,28 @@ export class LayersTree implements SourceTree {
     this.topFirst = [...lowerDirs].reverse();
   }
 
+  /**
+   * How a layer holds the folders above `rel`: all present as folders ('ok'), one missing ('missing': the
+   * layer has nothing there), or one that is not a folder ('blocked': it hides the layers below). A link is
+   * never followed on the host: the path is resolved in the image's view first.
+   */
+  private async ancestors(dir: string, rel: string): Promise<'ok' | 'missing' | 'blocked'> {
+    const parts = rel.split('/').filter(Boolean);
+    let current = dir;
+    for (let i = 0; i < parts.length - 1; i++) {
+      current = path.join(current, parts[i]);
+      const st = await fs.lstat(current).catch(() => undefined);
+      if (!st) return 'missing';
+      if (!st.isDirectory()) return 'blocked';
+    }
+    return 'ok';
+  }
+
   private async locate(rel: string): Promise<{ dir: string; st: Stats } | undefined> {
     for (const dir of this.topFirst) {
+      const above = await this.ancestors(dir, rel);
+      if (above === 'blocked') return undefined;
+      if (above === 'missing') continue;
       const st = await fs.lstat(path.join(dir, rel)).catch(() => undefined);
       if (st) return isWhiteout(st) ? undefined : { dir, st };
       if (rel !== '' && (await fs.lstat(path.join(dir, path.dirname(rel), `.wh.${path.basename(rel)}`)).catch(() => undefined))) return undefined;
@@ -72,6 +92,9 @@ export class LayersTree implements SourceTree {
     const names = new Set<string>();
     const hidden = new Set<string>();
     for (const dir of this.topFirst) {
+      const above = rel === '' ? 'ok' : await this.ancestors(dir, `${rel}/x`);
+      if (above === 'blocked') break;
+      if (above === 'missing') continue;
       const st = await fs.lstat(path.join(dir, rel)).catch(() => undefined);
       if (!st) continue;
       if (!st.isDirectory()) break;
