@@ -7,6 +7,7 @@
  * xattrs are rare in layers.
  */
 import { execFile } from 'node:child_process';
+import { constants, promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +16,7 @@ import { promisify } from 'node:util';
 interface LayerFsAddon {
   mknod(path: string, mode: number, major: number, minor: number): void;
   lsetxattr(path: string, name: string, value: Buffer): void;
+  writeFile(path: string, data: Buffer, mode: number, uid: number, gid: number, mtimeSec: number, mtimeNsec: number): Promise<void>;
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -81,6 +83,30 @@ export async function lsetxattr(file: string, name: string, value: Buffer): Prom
     await run('python3', ['-c', SETXATTR_PY, file, name, value.toString('hex')]);
   } catch (err) {
     throw new Error(`cannot set extended attribute ${name} on ${file} (layerfs addon not built: ${addonError ?? 'not found'}): ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/**
+ * Creates the new regular file `file` (never an existing one, never through a final symlink) holding
+ * `data`, with its permissions (setuid/setgid/sticky included), owner and mtime. With the addon it is
+ * one thread-pool round trip instead of six.
+ */
+export async function writeNewFile(file: string, data: Buffer, mode: number, uid: number, gid: number, mtime: Date): Promise<void> {
+  const native = loadAddon();
+  if (native?.writeFile) {
+    const ms = mtime.getTime();
+    const sec = Math.floor(ms / 1000);
+    await native.writeFile(file, data, mode & 0o7777, uid, gid, sec, (ms - sec * 1000) * 1_000_000);
+    return;
+  }
+  const handle = await fs.open(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    if (data.length > 0) await handle.write(data);
+    await handle.chown(uid, gid);
+    await handle.chmod(mode & 0o7777);
+    await handle.utimes(mtime, mtime);
+  } finally {
+    await handle.close();
   }
 }
 
