@@ -14,6 +14,7 @@
  * It starts a real berthd in a temporary root and removes everything it started when it ends.
  */
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { LinuxContainerRuntime } from '../src/host/linux/runtime/runtime.js';
@@ -59,10 +60,10 @@ function parseOptions(argv: string[]): Options {
   };
 }
 
-/** One exec over the API: create, then start until the stream ends. */
-async function apiExec(engine: Engine, containerId: string): Promise<number> {
+/** One exec over the API: create (on the kept-alive connection, as the docker CLI does), then start until the stream ends (on its own connection, which the hijack takes over). */
+async function apiExec(engine: Engine, containerId: string, agent: http.Agent): Promise<number> {
   const started = process.hrtime.bigint();
-  const created = await httpRequest(engine.socket, 'POST', `/containers/${containerId}/exec`, { body: { AttachStdout: true, AttachStderr: true, Cmd: ['/bin/true'] } });
+  const created = await httpRequest(engine.socket, 'POST', `/containers/${containerId}/exec`, { body: { AttachStdout: true, AttachStderr: true, Cmd: ['/bin/true'] }, agent });
   if (created.status !== 201) throw new Error(`exec create answered ${created.status}: ${created.text}`);
   const id = created.json().Id as string;
   const run = await httpRequest(engine.socket, 'POST', `/exec/${id}/start`, { body: { Detach: false, Tty: false } });
@@ -106,24 +107,26 @@ async function main(): Promise<number> {
     const containerId = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sleep', '3600'])).trim();
     const stateRoot = path.join(engine.execRoot, 'runtime');
     const runtime = new LinuxContainerRuntime({ dataRoot: engine.dataRoot, execRoot: engine.execRoot, runtime: 'crun' });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     let n = 0;
     const api: number[] = [];
     const crun: number[] = [];
     const host: number[] = [];
     try {
       for (let i = 0; i < opts.warmup; i++) {
-        await apiExec(engine, containerId);
+        await apiExec(engine, containerId, agent);
         await crunExec(stateRoot, containerId);
         await hostExec(runtime, containerId, n++);
       }
       const perRound = Math.ceil(opts.iterations / opts.rounds);
       for (let round = 0; round < opts.rounds; round++) {
-        for (let i = 0; i < perRound && api.length < opts.iterations; i++) api.push(await apiExec(engine, containerId));
+        for (let i = 0; i < perRound && api.length < opts.iterations; i++) api.push(await apiExec(engine, containerId, agent));
         for (let i = 0; i < perRound && crun.length < opts.iterations; i++) crun.push(await crunExec(stateRoot, containerId));
         for (let i = 0; i < perRound && host.length < opts.iterations; i++) host.push(await hostExec(runtime, containerId, n++));
       }
     } finally {
       runtime.close();
+      agent.destroy();
     }
     const a = summarize(api);
     const c = summarize(crun);

@@ -434,8 +434,13 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   async exec(id: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean; detach?: boolean }): Promise<ExecSession> {
     checkId(id);
     await this.ensureDirs();
-    if (!(await this.isRunning(id)).running) throw new Conflict(`container ${id} is not running`);
-    return startExec(this.execEnvironment(), { containerId: id, execId, process, tty: io.tty, openStdin: io.openStdin, detach: io.detach });
+    try {
+      return await startExec(this.execEnvironment(), { containerId: id, execId, process, tty: io.tty, openStdin: io.openStdin, detach: io.detach });
+    } catch (err) {
+      // Asked only when the exec failed (the engine checked the container before): a stopped container says so.
+      if (!(await this.isRunning(id)).running) throw new Conflict(`container ${id} is not running`);
+      throw err;
+    }
   }
 
   /** Removes the files of an exec session. */
