@@ -53,6 +53,12 @@ describe('commit', () => {
     assert.equal(diff.trim(), 'absent');
   });
 
+  it('a folder replaced in the container replaces it in the image (opaque folder)', async () => {
+    await engine.dockerOk(['run', '--name', 'opaque', 'busybox', 'sh', '-c', 'rm -rf /home && mkdir /home && echo only > /home/only']);
+    await engine.dockerOk(['commit', 'opaque', 'opaque:1']);
+    assert.equal(await engine.dockerOk(['run', '--rm', 'opaque:1', 'ls', '/home']), 'only\n');
+  });
+
   it('commits a running container (paused meanwhile) and publishes the commit event', async () => {
     await engine.dockerOk(['run', '-d', '--name', 'running', 'busybox', 'sh', '-c', 'echo live > /live; sleep 600']);
     const since = Math.floor(Date.now() / 1000) - 1;
