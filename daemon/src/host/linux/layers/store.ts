@@ -25,11 +25,24 @@ import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/
 import { InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { writeJSONAtomic } from '../../../util/atomic.js';
 import { log } from '../../../util/log.js';
-import { decompressed } from '../../../engine/images/streams.js';
+import { decompressed, detectCompression, peekStream } from '../../../engine/images/streams.js';
 import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
 
 const FORMAT_VERSION = 2;
+/** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the stream stages. */
+const GUNZIP_CHUNK = 256 * 1024;
+
+/** The uncompressed layer tar of `input` (gzip decoded here with large pieces; others as streams.ts does). */
+async function layerTarStream(input: NodeJS.ReadableStream): Promise<Readable> {
+  const { head, stream: raw } = await peekStream(input, 6);
+  const compression = detectCompression(head);
+  if (compression === 'none') return raw;
+  if (compression !== 'gzip') return (await decompressed(raw)).stream;
+  const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK });
+  pipeline(raw, gunzip).catch(() => undefined);
+  return gunzip;
+}
 const READABLE_VERSIONS = [1, 2];
 
 interface StagedState {
@@ -90,7 +103,7 @@ export class LinuxLayerStore implements LayerStore {
     const source = new PassThrough();
     let feeding: Promise<void> | undefined;
     try {
-      const { stream } = await decompressed(input);
+      const stream = await layerTarStream(input);
       const tee = new Transform({
         transform(chunk: Buffer, _enc, cb) {
           hash.update(chunk);
