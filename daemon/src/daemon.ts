@@ -277,7 +277,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     images,
     containers,
     host: { diffTar },
-    pull: (ref, emit, signal) => images.pull({ fromImage: ref }, emit, signal ?? new AbortController().signal),
+    pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
   });
   await builder.init();
   registerBuildRoutes(router, { builder, commits });

@@ -4,7 +4,7 @@
  * context, a Dockerfile that does not parse) is an ordinary error response, as dockerd answers it.
  */
 import type { Readable, Writable } from 'node:stream';
-import type { BuildOptions, Emit } from '../engine/build/builder.js';
+import type { BuildOptions, Emit, RegistryCredentials } from '../engine/build/builder.js';
 import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
 import type { CommitOptions } from '../engine/containers/commit.js';
 import { parseUntil } from '../engine/images/service.js';
@@ -43,6 +43,20 @@ const isStringMap = (v: unknown): v is Record<string, string | null> =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string' || x === null);
 const isStringList = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
 
+/** X-Registry-Config: base64 (URL-safe or not) JSON of registry -> credentials. */
+export function registryConfig(header: string | undefined): Record<string, RegistryCredentials> {
+  if (!header || header.trim() === '') return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(header.replace(/-/g, '+').replace(/_/g, '/'), 'base64').toString('utf8'));
+  } catch (err) {
+    throw new InvalidParameter(`invalid X-Registry-Config header: not base64-encoded JSON (${(err as Error).message})`, { cause: err });
+  }
+  if (value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw new InvalidParameter('invalid X-Registry-Config header: expected a JSON object of registry credentials');
+  return value as Record<string, RegistryCredentials>;
+}
+
 export function buildOptions(req: ApiRequest): BuildOptions {
   if (stringParam(req, 'version') === '2') {
     throw new NotImplemented('BuildKit (builder version 2) is not supported by this engine: use the classic builder (DOCKER_BUILDKIT=0)');
@@ -80,6 +94,7 @@ export function buildOptions(req: ApiRequest): BuildOptions {
   const extraHosts = req.query.getAll('extrahosts').flatMap((h) => h.split(',')).map((h) => h.trim()).filter(Boolean);
   for (const h of extraHosts) if (!/^[^:\s]+:[^\s]+$/.test(h)) throw new InvalidParameter(`invalid extra host ${JSON.stringify(h)}: expected host:ip`);
   return {
+    registryAuth: registryConfig(req.header('x-registry-config')),
     dockerfile,
     tags,
     quiet: boolParam(req, 'q'),

@@ -80,7 +80,30 @@ export interface BuildHost {
   diffTar(id: string, lowerDirs: string[], signal?: AbortSignal): Readable;
 }
 
-export type PullFunction = (ref: string, emit: (m: Record<string, unknown>) => void, signal?: AbortSignal) => Promise<void>;
+/** Credentials for one registry, as clients send them (X-Registry-Config values). */
+export interface RegistryCredentials {
+  username?: string;
+  password?: string;
+  auth?: string;
+  email?: string;
+  serveraddress?: string;
+  identitytoken?: string;
+  registrytoken?: string;
+}
+
+export type PullFunction = (ref: string, emit: (m: Record<string, unknown>) => void, signal?: AbortSignal, auth?: RegistryCredentials) => Promise<void>;
+
+const DOCKER_HUB_KEYS = new Set(['docker.io', 'index.docker.io', 'registry-1.docker.io']);
+
+/** The credentials of X-Registry-Config for the registry of `domain` (keys may carry a scheme and a path). */
+export function credentialsFor(config: Record<string, RegistryCredentials>, domain: string): RegistryCredentials | undefined {
+  const hub = DOCKER_HUB_KEYS.has(domain);
+  for (const [key, value] of Object.entries(config)) {
+    const host = key.replace(/^[a-z]+:\/\//i, '').replace(/\/.*$/, '');
+    if (host === domain || (hub && DOCKER_HUB_KEYS.has(host))) return value;
+  }
+  return undefined;
+}
 
 export interface BuildOptions {
   dockerfile: string;
@@ -99,6 +122,8 @@ export interface BuildOptions {
   resources: Record<string, number | string>;
   networkMode?: string;
   extraHosts: string[];
+  /** X-Registry-Config: credentials by registry, for the pulls of FROM. */
+  registryAuth?: Record<string, RegistryCredentials>;
 }
 
 export type Emit = (message: Record<string, unknown>) => void;
@@ -458,17 +483,19 @@ class BuildRun {
     }
     let image: ImageRecord | undefined;
     // A name without tag pulls its latest tag only.
-    const pullName = familiarString(parseNormalizedNamed(name));
+    const parsedName = parseNormalizedNamed(name);
+    const pullName = familiarString(parsedName);
+    const auth = credentialsFor(this.opts.registryAuth ?? {}, parsedName.domain);
     if (this.opts.pull) {
       if (!pull) throw new InvalidParameter(`cannot pull ${name}: this engine cannot pull images from a registry yet; build without --pull`);
-      await pull(pullName, this.emit, this.signal);
+      await pull(pullName, this.emit, this.signal, auth);
     }
     try {
       image = images.find(name).image;
     } catch (err) {
       if (!(err instanceof NotFound)) throw err;
       if (!pull) throw new NotFound(`pull access denied for ${name}: the image is not here and this engine cannot pull images from a registry yet; load it first (docker load)`);
-      await pull(pullName, this.emit, this.signal);
+      await pull(pullName, this.emit, this.signal, auth);
       image = images.find(name).image;
     }
     state.imageId = image.id;
