@@ -38,6 +38,15 @@ describe('network modes and options', () => {
     assert.match(joined.stdout, /from-owner/);
     const inspect = (await engine.request('GET', '/containers/owner/json')).json();
     assert.equal(inspect.State.Running, true);
+    // Joining a container of a user-defined network: its embedded DNS server answers in the shared namespace.
+    await engine.dockerOk(['network', 'create', 'sharednet']);
+    await engine.dockerOk(['run', '-d', '--name', 'named', '--network', 'sharednet', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['run', '-d', '--name', 'dnsowner', '--network', 'sharednet', 'busybox', 'sleep', '300']);
+    const viaOwner = await engine.docker(['run', '--rm', '--network', 'container:dnsowner', 'busybox', 'sh', '-c', 'cat /etc/resolv.conf; ping -c1 -W5 named >/dev/null && echo named-ok']);
+    assert.match(viaOwner.stdout, /^nameserver 127\.0\.0\.11$/m);
+    assert.match(viaOwner.stdout, /named-ok/);
+    await engine.dockerOk(['rm', '-f', 'named', 'dnsowner']);
+    await engine.dockerOk(['network', 'rm', 'sharednet']);
     // Publishing ports in container mode is refused, as Docker refuses it.
     const ports = await engine.docker(['run', '--rm', '--network', 'container:owner', '-p', '8080:80', 'busybox', 'true']);
     assert.notEqual(ports.code, 0);

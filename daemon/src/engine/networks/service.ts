@@ -482,6 +482,12 @@ export class NetworkService implements ContainerNetworking {
         }
       }
       if (opts.macAddress) throw new InvalidParameter(`conflicting options: MacAddress cannot be set with network mode ${mode}`);
+      // In the namespace of a container on a user-defined network, the embedded DNS server listens too.
+      const name = ref.replace(/^\//, '');
+      const ownerOnUserNetwork = [...this.entries.values()].some(
+        (e) => !this.isPredefined(e) && [...e.endpoints.values()].some((ep) => ep.dns && (ep.containerName === name || ep.containerId.startsWith(name))),
+      );
+      if (ownerOnUserNetwork) extras.embeddedDns = true;
       return { ...extras, mode: 'container', container: ref };
     }
     let entry: NetworkEntry;
