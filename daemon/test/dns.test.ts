@@ -66,6 +66,10 @@ describe('embedded DNS and name resolution', () => {
     assert.notEqual(across.code, 0, across.stdout);
     assert.ok(upstream.queries.includes('other'), 'the unknown name went to the upstream');
     const fromBack = await run(['--network', 'back', 'busybox', 'nslookup', 'web']);
+    // A renamed container answers to its new name.
+    await engine.dockerOk(['rename', 'other', 'renamed']);
+    const renamed = await run(['--network', 'back', 'busybox', 'sh', '-c', 'ping -c1 -W5 renamed >/dev/null && echo renamed-ok']);
+    assert.match(renamed.stdout, /renamed-ok/);
     // inspect shows the alias and the DNS names.
     const ep = (await engine.request('GET', '/containers/web/json')).json().NetworkSettings.Networks.front;
     assert.ok(!fromBack.stdout.includes(ep.IPAddress), fromBack.stdout);

@@ -614,6 +614,7 @@ export class ContainerService implements ImageUsers {
         this.store.rename(record, oldName);
         throw err;
       }
+      await this.networking.renamed(record.Id, newName);
     });
     this.publish(record, 'rename', { oldName });
   }

@@ -641,6 +641,17 @@ export class NetworkService implements ContainerNetworking {
     };
   }
 
+  renamed(containerId: string, newName: string): Promise<void> {
+    return this.lock.run(async () => {
+      for (const entry of this.entries.values()) {
+        const ep = entry.endpoints.get(containerId);
+        if (!ep) continue;
+        ep.containerName = newName.replace(/^\//, '');
+        await this.store.save(entry);
+      }
+    });
+  }
+
   containerNetworks(containerId: string): Record<string, EndpointSettings> {
     const out: Record<string, EndpointSettings> = {};
     for (const entry of this.entries.values()) {

@@ -184,6 +184,8 @@ export interface ContainerNetworking {
   disconnect(containerId: string): Promise<void>;
   /** The container's current endpoints (empty when it is not connected). */
   containerNetworks(containerId: string): Record<string, EndpointSettings>;
+  /** The container was renamed: its endpoints (and so the embedded DNS) answer to the new name. */
+  renamed(containerId: string, newName: string): Promise<void>;
   /**
    * Connects a running container (init pid `pid`) to one more bridge network (POST /networks/{id}/connect):
    * a new interface eth<N> without default route. `endpointConfig` is the request's EndpointConfig.
