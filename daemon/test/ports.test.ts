@@ -124,6 +124,9 @@ describe('published ports', () => {
     const bad = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', HostConfig: { PortBindings: { '80/sctpx': [{ HostPort: '80' }] } } } });
     assert.equal(bad.status, 400);
     assert.match(bad.json().message, /sctpx/);
+    const notOurs = await engine.docker(['run', '-d', '-p', `192.0.2.254:${freePort()}:80`, ...HTTPD]);
+    assert.equal(notOurs.code, 125);
+    assert.match(notOurs.stderr, /192\.0\.2\.254 is not an address of this host/);
     const range = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', HostConfig: { PortBindings: { '80/tcp': [{ HostPort: '70000' }] } } } });
     assert.equal(range.status, 400);
     await engine.dockerOk(['rm', '-f', first, 'second']);

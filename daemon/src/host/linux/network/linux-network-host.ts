@@ -9,7 +9,7 @@ import { linuxSys } from '../sys.js';
 import dgram from 'node:dgram';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
-import { Conflict } from '../../../engine/errors.js';
+import { Conflict, InvalidParameter } from '../../../engine/errors.js';
 import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../../engine/networks/types.js';
 import { DnsServers } from './dns/server.js';
 import { netnsAddon } from './netns.js';
@@ -198,18 +198,23 @@ export class LinuxNetworkHost implements NetworkHost {
     const address = hostIp || '0.0.0.0';
     // Node has no SCTP sockets: an SCTP port is taken only by another container's rules.
     if (proto === 'sctp') return Promise.resolve(true);
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
+      // Taken is false; an address the host does not have is the client's mistake.
+      const failed = (err: NodeJS.ErrnoException) => {
+        if (err.code === 'EADDRNOTAVAIL') reject(new InvalidParameter(`Bind for ${address}:${port} failed: ${address} is not an address of this host`));
+        else resolve(false);
+      };
       if (proto === 'udp') {
         const socket = dgram.createSocket({ type: 'udp4', reuseAddr: false });
-        socket.once('error', () => {
+        socket.once('error', (err) => {
           socket.close();
-          resolve(false);
+          failed(err);
         });
         socket.bind({ port, address, exclusive: true }, () => socket.close(() => resolve(true)));
         return;
       }
       const server = net.createServer();
-      server.once('error', () => resolve(false));
+      server.once('error', failed);
       server.listen({ port, host: address, exclusive: true }, () => server.close(() => resolve(true)));
     });
   }
