@@ -39,8 +39,29 @@ const WHITEOUT_OPAQUE = '.wh..wh..opq';
 const XATTR_PREFIX = 'SCHILY.xattr.';
 /** Files up to this size are held whole and written by one call. */
 const SMALL_FILE = 1 << 20;
-/** Small-file writes running at once (each holds at most SMALL_FILE bytes). */
-const IN_FLIGHT = 16;
+/**
+ * Small-file writes running at once in the whole daemon, all layers together (each holds at most
+ * SMALL_FILE bytes): more only contend for the folder locks and leave the thread pool no room for the
+ * rest of the daemon (the layers of a pull unpack three at a time).
+ */
+const IN_FLIGHT = 4;
+let activeWrites = 0;
+const writeWaiters: Array<() => void> = [];
+
+async function acquireWriteSlot(): Promise<void> {
+  if (activeWrites < IN_FLIGHT) {
+    activeWrites++;
+    return;
+  }
+  // The slot is handed over by releaseWriteSlot without being counted down.
+  await new Promise<void>((resolve) => writeWaiters.push(resolve));
+}
+
+function releaseWriteSlot(): void {
+  const next = writeWaiters.shift();
+  if (next) next();
+  else activeWrites--;
+}
 /** Larger files are written in pieces of up to this size. */
 const LARGE_WRITE = 1 << 20;
 
@@ -140,15 +161,26 @@ class LayerWriter {
     }
   }
 
-  /** Starts a small-file write without waiting for it (at most IN_FLIGHT at once). */
+  /** Starts a small-file write without waiting for it to end (once one of the IN_FLIGHT slots is free). */
   private async launch(work: () => Promise<void>): Promise<void> {
-    while (this.running.size >= IN_FLIGHT) await Promise.race(this.running);
-    this.throwWriteFailure();
-    const task: Promise<void> = work().then(
+    await acquireWriteSlot();
+    if (this.writeFailure !== undefined) {
+      releaseWriteSlot();
+      throw this.writeFailure;
+    }
+    let started: Promise<void>;
+    try {
+      started = work();
+    } catch (err) {
+      started = Promise.reject(err);
+    }
+    const task: Promise<void> = started.then(
       () => {
+        releaseWriteSlot();
         this.running.delete(task);
       },
       (err: unknown) => {
+        releaseWriteSlot();
         this.writeFailure ??= err;
         this.running.delete(task);
       },
