@@ -169,7 +169,7 @@ static napi_value make_errno_error(napi_env env, const char *syscall, const char
   napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
   napi_create_error(env, NULL, msg, &error);
   const char *name = err == EEXIST ? "EEXIST" : err == ENOENT ? "ENOENT" : err == EPERM ? "EPERM" : err == ENOTSUP ? "ENOTSUP" : err == EACCES ? "EACCES"
-    : err == ENOTDIR ? "ENOTDIR" : err == EISDIR ? "EISDIR" : err == ELOOP ? "ELOOP" : err == ENOSPC ? "ENOSPC" : err == EDQUOT ? "EDQUOT" : err == EROFS ? "EROFS" : "EIO";
+    : err == ENOTDIR ? "ENOTDIR" : err == EISDIR ? "EISDIR" : err == ELOOP ? "ELOOP" : err == ENOSPC ? "ENOSPC" : err == EDQUOT ? "EDQUOT" : err == EROFS ? "EROFS" : err == ENAMETOOLONG ? "ENAMETOOLONG" : "EIO";
   napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &code);
   napi_set_named_property(env, error, "code", code);
   napi_create_int32(env, err, &errnoValue);

@@ -135,6 +135,66 @@ describe('layer unpacking', () => {
     });
   }
 
+  it(`writes small files while the next entries are read, with the same result as one after the other (${haveNativeAddon() ? 'addon' : 'fs fallback'})`, async () => {
+    const dir = freshDir();
+    const entries: Entry[] = [{ name: 'many/', type: 'directory', mode: 0o750, mtime: new Date('2001-01-01T00:00:00Z') }];
+    for (let i = 0; i < 300; i++) {
+      entries.push({ name: `many/f${i}`, type: 'file', mode: i % 2 ? 0o2640 : 0o600, uid: 1000 + i, gid: 2000 + i, mtime: new Date(Date.UTC(2010, 0, 1, 0, 0, i)), content: `file ${i} `.repeat(i * 10) });
+    }
+    const big = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32BE(i, i);
+    entries.push(
+      // Each of these touches a file written just before.
+      { name: 'many/f10', type: 'file', mode: 0o644, content: 'replaced' },
+      { name: 'many/link', type: 'link', linkname: 'many/f11' },
+      { name: 'many/.wh.f12', type: 'file' },
+      { name: 'many/f13', type: 'symlink', linkname: 'f14' },
+      { name: 'big', type: 'file', mode: 0o755, content: big },
+    );
+    const result = await unpackLayer(Readable.from([await tarOf(entries)]), dir);
+    assert.equal(result.entries, entries.length);
+    for (let i = 0; i < 300; i++) {
+      if (i >= 10 && i <= 13) continue;
+      const file = path.join(dir, `many/f${i}`);
+      const st = statSync(file);
+      assert.equal(readFileSync(file, 'utf8'), `file ${i} `.repeat(i * 10), `contents of f${i}`);
+      assert.equal(st.mode & 0o7777, i % 2 ? 0o2640 : 0o600, `mode of f${i}`);
+      assert.equal(st.uid, 1000 + i);
+      assert.equal(st.gid, 2000 + i);
+      assert.equal(st.mtime.toISOString(), new Date(Date.UTC(2010, 0, 1, 0, 0, i)).toISOString());
+    }
+    assert.equal(readFileSync(path.join(dir, 'many/f10'), 'utf8'), 'replaced');
+    assert.equal(statSync(path.join(dir, 'many/f10')).mode & 0o7777, 0o644);
+    assert.equal(statSync(path.join(dir, 'many/link')).ino, statSync(path.join(dir, 'many/f11')).ino);
+    assert.ok(lstatSync(path.join(dir, 'many/f12')).isCharacterDevice());
+    assert.equal(readlinkSync(path.join(dir, 'many/f13')), 'f14');
+    assert.ok(readFileSync(path.join(dir, 'big')).equals(big));
+    assert.equal(statSync(path.join(dir, 'big')).mode & 0o7777, 0o755);
+    // The folder's mtime is set after every write into it has ended.
+    assert.equal(statSync(path.join(dir, 'many')).mtime.toISOString(), '2001-01-01T00:00:00.000Z');
+    assert.equal(statSync(path.join(dir, 'many')).mode & 0o7777, 0o750);
+  });
+
+  it('fails the whole layer when one small-file write fails, after every write has ended', async () => {
+    const dir = freshDir();
+    const entries: Entry[] = [];
+    for (let i = 0; i < 50; i++) entries.push({ name: `f${i}`, type: 'file', content: `x${i}` });
+    // A name longer than the file system allows: the write of this file fails.
+    entries.push({ name: 'n'.repeat(300), type: 'file', content: 'too long' });
+    for (let i = 50; i < 100; i++) entries.push({ name: `f${i}`, type: 'file', content: `x${i}` });
+    await assert.rejects(unpackLayer(Readable.from([await tarOf(entries)]), dir), (err: Error) => {
+      assert.ok(err instanceof InvalidParameter, `${err.name}: ${err.message}`);
+      assert.match(err.message, /name too long/i);
+      return true;
+    });
+    // Nothing is still being written once the unpack has failed: the folder can be removed.
+    const before = execFileSync('ls', [dir], { encoding: 'utf8' });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(execFileSync('ls', [dir], { encoding: 'utf8' }), before);
+    rmSync(dir, { recursive: true });
+    assert.equal(existsSync(dir), false);
+  });
+
   it('refuses garbage and truncated tars with InvalidParameter', async () => {
     await assert.rejects(unpackLayer(Readable.from([Buffer.alloc(1024, 7)]), freshDir()), InvalidParameter);
     const layer = await tarOf([{ name: 'big', type: 'file', content: Buffer.alloc(5000, 1) }]);
@@ -211,6 +271,35 @@ describe('layer store', () => {
     // Contents are stored once: the split holds the metadata only.
     const splitSize = statSync(path.join(store.lowerDirs([`sha256:${(await import('node:crypto')).createHash('sha256').update(gnu).digest('hex')}`])[0], '..', 'layer.split')).size;
     assert.ok(splitSize < 64 * 1024, `split data is ${splitSize} bytes`);
+  });
+
+  it('stages a gzip layer larger than the gunzip pieces and rebuilds the same tar', async () => {
+    const root = freshDir();
+    const store = new LinuxLayerStore(root);
+    const { createHash, randomBytes } = await import('node:crypto');
+    const entries: Entry[] = [{ name: 'data/', type: 'directory' }];
+    for (let i = 0; i < 200; i++) entries.push({ name: `data/t${i}.log`, type: 'file', content: `line ${i}\n`.repeat(200 + i) });
+    entries.push({ name: 'data/random.bin', type: 'file', content: randomBytes(2 * 1024 * 1024 + 5) });
+    const layer = await tarOf(entries);
+    const gz = await new Promise<Buffer>((resolve) => {
+      const chunks: Buffer[] = [];
+      const z = createGzip();
+      z.on('data', (c: Buffer) => chunks.push(c));
+      z.on('end', () => resolve(Buffer.concat(chunks)));
+      z.end(layer);
+    });
+    // Fed in small pieces, the way a network stream comes.
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < gz.length; i += 7000) pieces.push(gz.subarray(i, i + 7000));
+    const staged = await store.stage(Readable.from(pieces));
+    assert.equal(staged.diffId, `sha256:${createHash('sha256').update(layer).digest('hex')}`);
+    assert.equal(staged.size, layer.length);
+    await store.commit(staged, staged.diffId, null);
+    const [dir] = store.lowerDirs([staged.diffId]);
+    assert.equal(readFileSync(path.join(dir, 'data/t7.log'), 'utf8'), 'line 7\n'.repeat(207));
+    const back: Buffer[] = [];
+    for await (const c of store.openTar(staged.diffId)) back.push(c as Buffer);
+    assert.ok(Buffer.concat(back).equals(layer));
   });
 
   it('refuses to rebuild a layer whose files were changed', async () => {

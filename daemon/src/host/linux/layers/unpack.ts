@@ -476,7 +476,7 @@ export async function unpackLayer(source: Readable, root: string, split?: SplitT
     await writer.settle();
     if (err instanceof InvalidParameter) throw err;
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === undefined || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EEXIST') {
+    if (code === undefined || code === 'ENOTDIR' || code === 'EISDIR' || code === 'EEXIST' || code === 'ENAMETOOLONG') {
       throw new InvalidParameter(`invalid layer tar: ${(err as Error).message}`, { cause: err });
     }
     throw err;
