@@ -5,7 +5,7 @@
  * (exec.test.ts covers them).
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { eventually, startEngine, type Engine } from './harness.js';
@@ -72,6 +72,18 @@ function processesMentioning(needle: string): string[] {
     }
   }
   return found;
+}
+
+/** The daemon's open files, as `fd -> target`. */
+function daemonFds(): string[] {
+  const dir = `/proc/${engine.pid}/fd`;
+  return readdirSync(dir).flatMap((fd) => {
+    try {
+      return [`${fd} -> ${readlinkSync(`${dir}/${fd}`)}`];
+    } catch {
+      return []; // closed meanwhile
+    }
+  });
 }
 
 describe('exec without a monitor', () => {
@@ -159,6 +171,35 @@ describe('exec without a monitor', () => {
     assert.equal(demux(body).stdout, 'hi\n');
     assert.equal(inspect.Running, false);
     assert.equal(inspect.ExitCode, 0);
+  });
+
+  test('many execs leave no file descriptors open in the daemon', async () => {
+    assert.ok(engine.pid, 'the daemon runs');
+    await run(['true']); // whatever the daemon opens once for execs is open now
+    const before = daemonFds();
+    const execs: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 40; i++) {
+      const cmd = [
+        ['true'],
+        ['sh', '-c', 'echo out; echo err >&2; exit 3'],
+        ['no-such-command'],
+        ['sh', '-c', 'kill -KILL $$'],
+      ][i % 4];
+      execs.push(run(cmd));
+      if (execs.length >= 4) await Promise.all(execs.splice(0));
+    }
+    // A background child that holds the output past the exit, whose streams the daemon closes.
+    execs.push(run(['sh', '-c', '(sleep 5 &); echo hi']));
+    await Promise.all(execs);
+    // The pipes of the last execs close as their readers see the end (the background child's when it exits).
+    const pipes = (fds: string[]) => fds.filter((f) => f.includes('pipe:')).length;
+    await eventually(() => {
+      const now = daemonFds();
+      return pipes(now) <= pipes(before) && now.length <= before.length + 2 ? true : undefined;
+    }, 30_000).catch(() => {
+      const now = daemonFds();
+      assert.fail(`the daemon had ${before.length} files open before the execs and ${now.length} after; new:\n${now.filter((f) => !before.includes(f)).join('\n')}`);
+    });
   });
 
   test('a client that goes away leaves the process running to its end', async () => {

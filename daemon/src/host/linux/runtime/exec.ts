@@ -17,13 +17,16 @@
  * for stdout and stderr, forwards signals to the process, and exits with its status (128+n for signal n). That
  * spares conmon's start-up and the attach socket. The runtime writes the process's pid to `pid` once it runs, and
  * its own errors (a command not found) to `runtime.log`: a runtime that exits without a pid file failed to start.
+ * The runtime is started with posix_spawn through the native addon when it is built (see spawnRuntime).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { promises as fs, readFileSync, rmSync, watch } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, promises as fs, readFileSync, rmSync, watch } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import type { AttachStreams } from '../../host.js';
+import { linuxSys } from '../sys.js';
 import { connectAttach, type ConmonAttachStreams } from './attach.js';
 import { runtimeStartError } from './errors.js';
 import { UNIX_PATH_MAX } from './layout.js';
@@ -274,8 +277,7 @@ async function runtimeLogMessage(file: string): Promise<string> {
  * backpressure (a reader that stops reading stops the pipes, and so the process). Closing it stops the
  * forwarding: the pipes are drained and their bytes dropped, the process runs on.
  */
-function pipeOutput(child: ChildProcess): { output: Readable; close(): void; ended: Promise<void> } {
-  const pipes = [child.stdout!, child.stderr!];
+function pipeOutput(pipes: [Readable, Readable]): { output: Readable; close(): void; ended: Promise<void> } {
   let closed = false;
   let open = 2;
   let markEnded!: () => void;
@@ -352,6 +354,68 @@ function waitForPid(pidFile: string, dir: string, exited: Promise<unknown>): Pro
   });
 }
 
+/** A foreground runtime: its stdout and stderr, and its exit code (128+n for signal n, 255 when it was lost). */
+interface RuntimeChild {
+  stdout: Readable;
+  stderr: Readable;
+  exited: Promise<number>;
+}
+
+/**
+ * Starts `file` with `args` in a session of its own (as `detached`), stdin on /dev/null, stdout and stderr on
+ * pipes. With the native addon it is a posix_spawn on a thread of the pool: libuv's fork copies the daemon's page
+ * tables on the event loop, milliseconds per exec. The pipes' read ends become non-blocking sockets of the event
+ * loop. The child's fd 3 is a third pipe nobody writes to: its end means the runtime exited (the runtime closes
+ * any fd above 2 in the container's process), and only then the child is reaped on a thread of the pool, which a
+ * wait for a long-running process would otherwise hold.
+ */
+async function spawnRuntime(file: string, args: string[], cwd: string): Promise<RuntimeChild> {
+  const sys = linuxSys();
+  if (sys?.spawnAsync && sys.pipe && sys.waitpid) {
+    const { spawnAsync, waitpid } = sys;
+    // [read, write] of stdout, stderr and the exit notice.
+    const fds: number[] = [];
+    const readEnds = () => fds.filter((_, i) => i % 2 === 0);
+    let pid: number;
+    try {
+      for (let i = 0; i < 3; i++) fds.push(...sys.pipe());
+      const env = Object.entries(process.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+      pid = await new Promise<number>((resolve, reject) =>
+        spawnAsync(file, [file, ...args], env, cwd, [-1, fds[1], fds[3], fds[5]], true, (err, p) => (err ? reject(err) : resolve(p!))),
+      );
+    } catch (err) {
+      for (const fd of readEnds()) closeSync(fd);
+      throw err;
+    } finally {
+      // The write ends are the child's alone now.
+      fds.forEach((fd, i) => i % 2 === 1 && closeSync(fd));
+    }
+    const [stdout, stderr, notice] = readEnds().map((fd) => new net.Socket({ fd, readable: true, writable: false }));
+    const exited = new Promise<number>((resolve) => {
+      let waited = false;
+      const reap = () => {
+        if (waited) return;
+        waited = true;
+        notice.destroy();
+        waitpid(pid, (code) => resolve(code >= 0 ? code : 255));
+      };
+      notice.on('end', reap);
+      notice.on('close', reap);
+      notice.on('error', reap);
+      notice.resume();
+    });
+    return { stdout, stderr, exited };
+  }
+  const child = spawn(file, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  child.unref();
+  const exited = new Promise<number>((resolve) => {
+    // The runtime exits with the process's status, 128+n for a signal; killed itself, it says so by its signal.
+    child.once('exit', (code, signal) => resolve(code ?? 128 + (signal ? (os.constants.signals[signal] ?? 0) : 127)));
+    child.once('error', () => resolve(255));
+  });
+  return { stdout: child.stdout!, stderr: child.stderr!, exited };
+}
+
 /** Runs the process with `<runtime> exec` in the foreground (see the module comment), attached by pipes. */
 async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<ExecSession> {
   const key = o.execId.slice(0, 16);
@@ -366,17 +430,19 @@ async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<Ex
     await fs.mkdir(dir, { mode: 0o700 });
   });
   await fs.writeFile(processFile, JSON.stringify({ ...o.process, terminal: false }), { mode: 0o600 });
-  const child = spawn(
-    env.runtimePath,
-    [`--root=${env.runtimeState}`, `--log=file:${logFile}`, '--log-format=json', 'exec', '--process', processFile, '--pid-file', pidFile, o.containerId],
-    { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  );
-  child.unref();
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.once('error', () => resolve({ code: null, signal: null }));
-  });
-  const piped = pipeOutput(child);
+  let child: RuntimeChild;
+  try {
+    child = await spawnRuntime(
+      env.runtimePath,
+      [`--root=${env.runtimeState}`, `--log=${logFile}`, '--log-format=json', 'exec', '--process', processFile, '--pid-file', pidFile, o.containerId],
+      dir,
+    );
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw runtimeStartError(`the runtime could not start the exec process: ${(err as Error).message}`);
+  }
+  const { exited } = child;
+  const piped = pipeOutput([child.stdout, child.stderr]);
   const pid = await waitForPid(pidFile, dir, exited);
   if (pid === undefined) {
     piped.close();
@@ -386,15 +452,13 @@ async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<Ex
     throw runtimeStartError(message);
   }
   let ended = false;
-  const exit = exited.then(async ({ code, signal }) => {
+  const exit = exited.then(async (code) => {
     ended = true;
     // All the output is in `streams.output` once the pipes closed. A child of the process may hold them open:
     // as Docker, the streams are given two seconds after the exit, then closed.
     await Promise.race([piped.ended, new Promise((r) => setTimeout(r, OUTPUT_GRACE_MS).unref())]);
     piped.close();
-    // The runtime exits with the process's status, 128+n for a signal; killed itself, it says so by its signal.
-    if (code !== null) return code;
-    return 128 + (signal ? (os.constants.signals[signal] ?? 0) : 127);
+    return code;
   });
   const input = new Writable({
     write(_chunk, _enc, cb) {
