@@ -199,6 +199,12 @@ describe('layer unpacking', () => {
     await assert.rejects(unpackLayer(Readable.from([Buffer.alloc(1024, 7)]), freshDir()), InvalidParameter);
     const layer = await tarOf([{ name: 'big', type: 'file', content: Buffer.alloc(5000, 1) }]);
     await assert.rejects(unpackLayer(Readable.from([layer.subarray(0, 2000)]), freshDir()), InvalidParameter);
+    // A large file (written in pieces while the next is read) cut in its middle.
+    const large = await tarOf([{ name: 'large', type: 'file', content: Buffer.alloc(5 * 1024 * 1024, 2) }]);
+    const cut = large.subarray(0, 3 * 1024 * 1024 + 100);
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < cut.length; i += 64 * 1024) pieces.push(cut.subarray(i, i + 64 * 1024));
+    await assert.rejects(unpackLayer(Readable.from(pieces), freshDir()), InvalidParameter);
   });
 });
 

@@ -334,21 +334,35 @@ class LayerWriter {
           this.fileRefs.set(rel, refId);
         }
         try {
-          let batch: Buffer[] = [];
-          let batched = 0;
-          for await (const chunk of stream) {
-            batch.push(chunk as Buffer);
-            batched += (chunk as Buffer).length;
-            if (batched >= LARGE_WRITE) {
-              await handle.writev(batch);
-              this.diskSize += batched;
-              batch = [];
-              batched = 0;
+          // One piece is written while the next is read.
+          let writing: Promise<void> | undefined;
+          const writePiece = async (piece: Buffer[], length: number): Promise<void> => {
+            const { bytesWritten } = await handle.writev(piece);
+            if (bytesWritten < length) {
+              const rest = Buffer.concat(piece, length).subarray(bytesWritten);
+              for (let done = 0; done < rest.length; ) done += (await handle.write(rest, done)).bytesWritten;
             }
-          }
-          if (batched > 0) {
-            await handle.writev(batch);
-            this.diskSize += batched;
+            this.diskSize += length;
+          };
+          try {
+            let batch: Buffer[] = [];
+            let batched = 0;
+            for await (const chunk of stream) {
+              batch.push(chunk as Buffer);
+              batched += (chunk as Buffer).length;
+              if (batched >= LARGE_WRITE) {
+                await writing;
+                writing = writePiece(batch, batched);
+                // Seen by the next `await writing`; until then a failure must not count as unhandled.
+                writing.catch(() => undefined);
+                batch = [];
+                batched = 0;
+              }
+            }
+            await writing;
+            if (batched > 0) await writePiece(batch, batched);
+          } finally {
+            await writing?.catch(() => undefined);
           }
           await handle.chown(uid, gid);
           await handle.chmod(mode);
