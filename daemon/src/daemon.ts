@@ -41,8 +41,7 @@ import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
-import { registerBuildRoutes } from './api/build.js';
-import { Builder } from './engine/build/builder.js';
+import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { upperDiffTar } from './host/linux/archive/diff.js';
@@ -273,13 +272,29 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     images,
     host: { diffTar },
   });
-  const builder = new Builder(path.join(opts.dataRoot, 'build'), {
-    images,
-    containers,
-    host: { diffTar },
-    pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
-  });
-  await builder.init();
+  // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
+  // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
+  const buildRoot = path.join(opts.dataRoot, 'build');
+  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  let loadedBuilder: Promise<BuildBackend> | undefined;
+  const loadBuilder = () =>
+    (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
+      const b = new Builder(buildRoot, {
+        images,
+        containers,
+        host: { diffTar },
+        pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
+      });
+      await b.init();
+      return b;
+    })).catch((err) => {
+      loadedBuilder = undefined;
+      throw err;
+    });
+  const builder: BuildBackend = {
+    build: async (input, o, emit, signal) => (await loadBuilder()).build(input, o, emit, signal),
+    prune: async (o) => (await loadBuilder()).prune(o),
+  };
   registerBuildRoutes(router, { builder, commits });
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));

@@ -4,13 +4,25 @@
  * elsewhere); the Authorization header is dropped when a redirect leaves the registry's origin.
  */
 import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
+import type { Agent as TlsAgent, request as tlsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 
 const MAX_REDIRECTS = 5;
 const plainAgent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-const tlsAgent = new https.Agent({ keepAlive: true, maxSockets: 16 });
-const tlsAgentNoVerify = new https.Agent({ keepAlive: true, maxSockets: 16, rejectUnauthorized: false });
+
+/** node:https (and with it TLS) is loaded at the first https request: an idle daemon does not carry it. */
+let tls: { request: typeof tlsRequest; agent: TlsAgent; agentNoVerify: TlsAgent } | undefined;
+async function tlsClient(): Promise<NonNullable<typeof tls>> {
+  if (!tls) {
+    const https = (await import('node:https')).default;
+    tls = {
+      request: https.request,
+      agent: new https.Agent({ keepAlive: true, maxSockets: 16 }),
+      agentNoVerify: new https.Agent({ keepAlive: true, maxSockets: 16, rejectUnauthorized: false }),
+    };
+  }
+  return tls;
+}
 
 export interface HttpOptions {
   method: string;
@@ -37,15 +49,16 @@ export class TransportError extends Error {
   }
 }
 
-function once(opts: HttpOptions, url: URL): Promise<IncomingMessage> {
+async function once(opts: HttpOptions, url: URL): Promise<IncomingMessage> {
+  const isTls = url.protocol === 'https:';
+  const client = isTls ? await tlsClient() : undefined;
   return new Promise((resolve, reject) => {
-    const isTls = url.protocol === 'https:';
     const headers: Record<string, string | number> = { 'User-Agent': 'berth/1 (registry client)', ...opts.headers };
     if (Buffer.isBuffer(opts.body) || typeof opts.body === 'string') headers['Content-Length'] = Buffer.byteLength(opts.body);
-    const req = (isTls ? https : http).request(url, {
+    const req = (client ? client.request : http.request)(url, {
       method: opts.method,
       headers,
-      agent: isTls ? (opts.skipVerify ? tlsAgentNoVerify : tlsAgent) : plainAgent,
+      agent: client ? (opts.skipVerify ? client.agentNoVerify : client.agent) : plainAgent,
       signal: opts.signal,
     });
     req.once('response', (res: IncomingMessage) => {
