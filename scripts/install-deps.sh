@@ -14,7 +14,7 @@ NODE_MAJOR_MIN=20
 #   docker-registry             a local registry for pull/push tests on 127.0.0.1
 #   openssl ca-certificates     TLS certificates for the TCP listener tests
 #   curl procps psmisc          probing the socket, reading processes in tests and scripts
-#   tar xz-utils zstd           image layer formats
+#   tar xz-utils zstd bzip2     image layer formats and build contexts (xz, zstd and bzip2 are spawned to decompress)
 #   build-essential python3     node-gyp, for the native addons (daemon/native)
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
@@ -23,7 +23,7 @@ APT_PACKAGES=(
   iptables nftables iproute2 util-linux
   docker-registry
   openssl ca-certificates curl procps psmisc
-  tar xz-utils zstd
+  tar xz-utils zstd bzip2
   build-essential python3 git
   chromium
 )
