@@ -11,7 +11,8 @@ import path from 'node:path';
 import { Duplex, PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 
 export type Compression = 'identity' | 'gzip' | 'bzip2' | 'xz';
@@ -100,7 +101,7 @@ async function makeParents(root: string, rel: string, entryName: string): Promis
 export async function unpackContext(input: Readable, dir: string, signal?: AbortSignal): Promise<void> {
   const compression = detectCompression(await peek(input));
   const stream = input;
-  const extract = tar.extract();
+  const extract = tarStream().extract();
   const decompress =
     compression === 'gzip' ? zlib.createGunzip() : compression === 'bzip2' ? childDecompressor('bzip2') : compression === 'xz' ? childDecompressor('xz') : new PassThrough();
   const root = path.resolve(dir);

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 import { childDecompressor, detectCompression } from './context.js';
 import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
@@ -208,11 +209,11 @@ function decompressor(compression: string): NodeJS.ReadWriteStream {
 
 /** Writes a planned step as a layer tar. */
 export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
-  const pack = tar.pack();
+  const pack = tarStream().pack();
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
   const unpackInto = async (archive: string, compression: string, destRel: string) => {
-    const extract = tar.extract();
+    const extract = tarStream().extract();
     extract.on('entry', (header, body, next) => {
       void (async () => {
         const rel = path.posix.normalize(header.name.replace(/^\/+/, ''));

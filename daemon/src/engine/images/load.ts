@@ -13,7 +13,8 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 import { parseNormalizedNamed, type Reference } from '../reference.js';
 import { parseImageConfig, type ImageConfig } from './store.js';
@@ -130,7 +131,7 @@ export async function readArchive(
 ): Promise<ArchiveContents> {
   const contents = new ArchiveContents();
   const { stream } = await decompressed(input);
-  const extract = tar.extract();
+  const extract = tarStream().extract();
   let failure: unknown;
 
   const keep = (name: string, bytes: Buffer): void => {

@@ -12,7 +12,8 @@
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import type { Writable } from 'node:stream';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../util/tar.js';
 import { familiarName, familiarString, type Reference } from '../reference.js';
 import type { ImageConfig } from './store.js';
 import type { LayerStore } from './types.js';
@@ -47,7 +48,7 @@ function addEntry(pack: tar.Pack, header: Partial<tar.Header> & { name: string }
 }
 
 export async function writeArchive(images: ImageToSave[], layers: LayerStore, out: Writable, signal?: AbortSignal): Promise<void> {
-  const pack = tar.pack();
+  const pack = tarStream().pack();
   const writing = pipeline(pack as unknown as NodeJS.ReadableStream, out, { signal });
   writing.catch(() => undefined);
   const written = new Set<string>();

@@ -11,7 +11,8 @@ import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../../util/tar.js';
 import { opaqueFolders } from './changes.js';
 import { devMajor, devMinor } from './pack.js';
 
@@ -49,7 +50,7 @@ async function inLowerLayers(topFirst: string[], rel: string): Promise<boolean> 
 
 /** A layer tar of the overlay upper folder `upper` over `lowerDirs` (bottom first). */
 export function upperDiffTar(upper: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>, signal?: AbortSignal): Readable {
-  const pack = tar.pack();
+  const pack = tarStream().pack();
   const topFirst = lowerDirs.map((d) => path.resolve(d)).reverse();
   const hardLinks = new Map<string, string>();
   const entry = (header: Partial<tar.Header> & { name: string }): Promise<void> =>

@@ -9,7 +9,8 @@ import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../../util/tar.js';
 import { ContainerFilesystem, type FilesystemMount } from './resolve.js';
 
 const CHUNK = 64 * 1024;
@@ -154,7 +155,7 @@ class Packer {
  * truncated archive); a client that goes away aborts the walk through `opts.signal`.
  */
 export function packFiles(sources: PackSource[], opts: PackOptions = {}): Readable {
-  const pack = tar.pack();
+  const pack = tarStream().pack();
   const packer = new Packer(pack, opts);
   void (async () => {
     try {

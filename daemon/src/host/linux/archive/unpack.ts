@@ -15,7 +15,8 @@ import { constants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../../util/tar.js';
 import { Forbidden, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { mknod, S_IFBLK, S_IFCHR, S_IFIFO } from '../layers/native.js';
 import { components, ContainerFilesystem, type Location } from './resolve.js';
@@ -235,7 +236,7 @@ export class Extractor {
 /** Extracts the tar stream `input` into the resolved folder `target`. */
 export async function extractArchive(fsys: ContainerFilesystem, target: Location, input: Readable, opts: ExtractOptions): Promise<void> {
   const extractor = new Extractor(fsys, target, opts);
-  const extract = tar.extract();
+  const extract = tarStream().extract();
   const feeding = pipeline(input, extract as unknown as NodeJS.WritableStream);
   feeding.catch(() => undefined);
   try {

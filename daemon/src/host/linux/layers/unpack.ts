@@ -21,7 +21,8 @@ import { constants, promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import tar from 'tar-stream';
+import type tar from 'tar-stream';
+import { tarStream } from '../../../util/tar.js';
 import { InvalidParameter } from '../../../engine/errors.js';
 import { lsetxattr, mknod, S_IFBLK, S_IFCHR, S_IFIFO, writeNewFile } from './native.js';
 import type { SplitRecorder } from './split.js';
@@ -450,7 +451,7 @@ export async function unpackLayer(source: Readable, root: string, split?: SplitT
   // Nothing is awaited before the listeners are on `source`: an early error would otherwise go unseen.
   if (source.destroyed) throw new InvalidParameter(`invalid layer tar: ${source.errored?.message ?? 'the stream closed before it was read'}`);
   const writer = new LayerWriter(root, split);
-  const extract = tar.extract();
+  const extract = tarStream().extract();
   let failure: unknown;
   const done = new Promise<void>((resolve, reject) => {
     extract.on('entry', (header, source, next) => {
