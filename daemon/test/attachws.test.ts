@@ -4,20 +4,11 @@
  * logs=1, stream selection from API 1.42, and the refusals (unknown container, no handshake, paused).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import WebSocket from 'ws';
-import { startEngine, type Engine } from './harness.js';
+import { useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 interface Received {
   data: Buffer;

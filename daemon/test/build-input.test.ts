@@ -7,20 +7,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { buildLines, compress, contextTar, streamText, writeContext } from './build-support.js';
-import { eventually, startEngine, type Engine } from './harness.js';
+import { eventually, useEngine } from './harness.js';
 
 describe('build input', () => {
-  let engine: Engine;
-
-  before(async () => {
-    engine = await startEngine();
-    await engine.loadBusybox();
-  });
-  after(async () => {
-    await engine?.cleanup();
-  });
+  const engine = useEngine();
 
   const post = async (query: string, body: Buffer, headers: Record<string, string> = {}) =>
     engine.request('POST', `/v1.41/build?${query}`, { body, headers: { 'content-type': 'application/x-tar', ...headers }, timeoutMs: 300_000 });

@@ -4,19 +4,11 @@
  * caller's changes, and bad requests answer clear errors.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { startEngine, type Engine } from './harness.js';
+import { describe, it } from 'node:test';
+import { useEngine } from './harness.js';
 
 describe('commit', () => {
-  let engine: Engine;
-
-  before(async () => {
-    engine = await startEngine();
-    await engine.loadBusybox();
-  });
-  after(async () => {
-    await engine?.cleanup();
-  });
+  const engine = useEngine();
 
   it('docker commit with --change, -m and -a makes an image with the container diff and the new config', async () => {
     await engine.dockerOk([

@@ -3,19 +3,10 @@
  * containers with conmon and the OCI runtime.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { eventually, runCommand, startEngine, type Engine } from './harness.js';
+import { describe, test } from 'node:test';
+import { eventually, runCommand, useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 describe('docker run', () => {
   test('runs a command and prints its output', async () => {

@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, promises as fs, readdirSync, readFileSync, rmS
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 
@@ -205,6 +206,28 @@ export async function startEngine(opts: EngineOptions = {}): Promise<Engine> {
     await engine.cleanup();
     throw err;
   }
+}
+
+/**
+ * Starts an engine with the busybox image before the tests of the current describe (or file) and cleans it
+ * up after them. The returned engine stands for the started one: use it inside tests and hooks only.
+ */
+export function useEngine(opts: EngineOptions = {}): Engine {
+  let engine: Engine | undefined;
+  before(async () => {
+    engine = await startEngine(opts);
+    await engine.loadBusybox();
+  });
+  after(async () => {
+    await engine?.cleanup();
+  });
+  return new Proxy({} as Engine, {
+    get(_, key) {
+      if (!engine) throw new Error(`engine.${String(key)} used before the engine started (outside a test or hook)`);
+      const value: unknown = Reflect.get(engine, key, engine);
+      return typeof value === 'function' ? value.bind(engine) : value;
+    },
+  });
 }
 
 export function runCommand(

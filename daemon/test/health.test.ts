@@ -8,24 +8,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { dockerArchive } from './fixtures/archives.js';
 import { buildBusyboxRootfs, busyboxConfig } from './fixtures/busybox.js';
-import { eventually, startEngine, type Engine } from './harness.js';
+import { eventually, useEngine } from './harness.js';
 
-let engine: Engine;
+const engine = useEngine();
 const MS = 1_000_000;
 /** Generous: probes run as execs, which take a while on a loaded machine. */
 const WAIT = 60_000;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
 
 interface HealthState {
   Status: string;

@@ -7,8 +7,8 @@ import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
-import { after, before, describe, test } from 'node:test';
-import { startEngine, type Engine } from './harness.js';
+import { describe, test } from 'node:test';
+import { useEngine } from './harness.js';
 
 const octet = randomInt(100, 200);
 
@@ -18,15 +18,7 @@ function hostAddress(): string | undefined {
 }
 
 describe('network modes and options', () => {
-  let engine: Engine;
-
-  before(async () => {
-    engine = await startEngine();
-    await engine.loadBusybox();
-  });
-  after(async () => {
-    await engine?.cleanup();
-  });
+  const engine = useEngine();
 
   test('--network container:<id> shares the namespace: same interfaces and address, localhost reaches the other', async () => {
     const first = (await engine.dockerOk(['run', '-d', '--name', 'owner', 'busybox', 'sh', '-c', 'echo from-owner | nc -l -p 7000; sleep 300'])).trim();

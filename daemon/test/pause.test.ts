@@ -4,19 +4,10 @@
  * and top, which lists the container's processes from the host's ps.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
-import { eventually, startEngine, type Engine } from './harness.js';
+import { describe, test } from 'node:test';
+import { eventually, useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 const ticker = ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo $i; sleep 0.05; done'];
 

@@ -10,8 +10,8 @@ import dgram from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
-import { after, before, describe, test } from 'node:test';
-import { eventually, startEngine, type Engine } from './harness.js';
+import { describe, test } from 'node:test';
+import { eventually, useEngine } from './harness.js';
 
 /** GET http://host:port/hostname, the container's /etc/hostname served by busybox httpd. */
 function fetchText(host: string, port: number): Promise<string> {
@@ -48,15 +48,7 @@ function freePort(): number {
 const HTTPD = ['busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'];
 
 describe('published ports', () => {
-  let engine: Engine;
-
-  before(async () => {
-    engine = await startEngine();
-    await engine.loadBusybox();
-  });
-  after(async () => {
-    await engine?.cleanup();
-  });
+  const engine = useEngine();
 
   test('docker run -p answers on 127.0.0.1 and the host address, shows in port/ps/inspect, and is gone after stop', async () => {
     const port = freePort();

@@ -3,19 +3,10 @@
  * restarting state, and containers coming back after a daemon restart.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { eventually, startEngine, type Engine } from './harness.js';
+import { test } from 'node:test';
+import { eventually, useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 const state = async (name: string) => JSON.parse(await engine.dockerOk(['inspect', '-f', '{{json .State}}', name]));
 const restartCount = async (name: string) => Number((await engine.dockerOk(['inspect', '-f', '{{.RestartCount}}', name])).trim());

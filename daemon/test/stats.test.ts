@@ -5,20 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { startEngine, type Engine } from './harness.js';
+import { useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 type Frame = Record<string, any>;
 

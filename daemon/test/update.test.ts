@@ -5,19 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
-import { startEngine, type Engine } from './harness.js';
+import { describe, test } from 'node:test';
+import { useEngine } from './harness.js';
 
-let engine: Engine;
-
-before(async () => {
-  engine = await startEngine();
-  await engine.loadBusybox();
-});
-
-after(async () => {
-  await engine?.cleanup();
-});
+const engine = useEngine();
 
 /** A cgroup file of the container (v1 layout; v2 keeps them all under the unified root). */
 function cgroupFile(id: string, controller: string, v1File: string, v2File: string): string {
