@@ -14,9 +14,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { contextTar, writeContext } from '../test/build-support.js';
 import { Engine } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_CACHED_MS = 500;
@@ -33,15 +33,11 @@ RUN wc -c /app/data.bin > /app/size.txt
 CMD ["cat", "/app/level.txt"]
 `;
 
-function parseOptions(argv: string[]): { rounds: number; json: boolean; check: boolean; verbose: boolean } {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: { rounds: { type: 'string' }, json: { type: 'boolean' }, check: { type: 'boolean' }, verbose: { type: 'boolean' } },
-  });
+function parseOptions(argv: string[]): CommonOptions & { rounds: number } {
+  const values = parseBenchArgs(argv, { rounds: { type: 'string' } });
   const rounds = values.rounds === undefined ? 5 : Number(values.rounds);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds needs a positive whole number, got ${JSON.stringify(values.rounds)}`);
-  return { rounds, json: !!values.json, check: !!values.check, verbose: !!values.verbose };
+  return { rounds, ...commonOptions(values) };
 }
 
 async function main(): Promise<number> {
@@ -101,10 +97,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(2);
-  },
-);
+runMain(main);

@@ -15,14 +15,14 @@
  *
  * It starts a real berthd in a temporary root and removes everything it started when it ends (also on Ctrl-C).
  */
-import { promises as fs, readdirSync, readFileSync } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
-import { alive, findProcessesMentioning } from './procmem.js';
+import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, runtimeOption, type CommonOptions } from './cli.js';
+import { killLeftovers } from './procmem.js';
 import { measureReference, prepareBundle, type Runtime } from './reference.js';
 import { chunks } from './run.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
@@ -31,14 +31,11 @@ export const TARGETS = { apiContainersPerSecond: 25 };
 
 export const LIFECYCLE_CMD = ['sleep', '3600'];
 
-export interface Options {
+export interface Options extends CommonOptions {
   containers: number;
   clients: number;
   warmup: number;
   runtime: Runtime;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 export const USAGE = `usage: node daemon/dist/bench/concurrent.js [options]
@@ -47,44 +44,25 @@ export const USAGE = `usage: node daemon/dist/bench/concurrent.js [options]
   -c, --clients C      concurrent API clients, and concurrent reference workers (default 8)
       --warmup W       untimed lifecycles over the API before the timed ones (default 4)
       --runtime NAME   the daemon's OCI runtime, crun or runc (default crun); the reference is always crun
-      --json           print the figures as JSON
-      --check          exit 1 when a figure misses its target
-      --verbose        show the daemon's log
-`;
+${COMMON_USAGE}`;
 
 export function parseOptions(argv: string[]): Options | undefined {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      containers: { type: 'string', short: 'n' },
-      clients: { type: 'string', short: 'c' },
-      warmup: { type: 'string' },
-      runtime: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+  const values = parseBenchArgs(argv, {
+    containers: { type: 'string', short: 'n' },
+    clients: { type: 'string', short: 'c' },
+    warmup: { type: 'string' },
+    runtime: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return undefined;
-  const int = (name: string, value: string | undefined, def: number, min: number): number => {
-    if (value === undefined) return def;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} wants an integer >= ${min}, got ${JSON.stringify(value)}`);
-    return n;
-  };
-  const runtime = values.runtime ?? 'crun';
-  if (runtime !== 'crun' && runtime !== 'runc') throw new Error(`--runtime wants crun or runc, got ${JSON.stringify(runtime)}`);
-  const containers = int('containers', values.containers, 100, 1);
+  const runtime = runtimeOption(values.runtime);
+  const containers = intAtLeast(values, 'containers', 100, 1);
   return {
     containers,
-    clients: Math.min(containers, int('clients', values.clients, 8, 1)),
-    warmup: int('warmup', values.warmup, 4, 0),
+    clients: Math.min(containers, intAtLeast(values, 'clients', 8, 1)),
+    warmup: intAtLeast(values, 'warmup', 4, 0),
     runtime,
-    json: Boolean(values.json),
-    check: Boolean(values.check),
-    verbose: Boolean(values.verbose),
+    ...commonOptions(values),
   };
 }
 
@@ -161,39 +139,6 @@ export interface Report {
   /** API containers/s divided by crun's. */
   ratio?: number;
   errors: Record<string, string>;
-}
-
-/** Stops every process left that names the engine's root (monitors), with the containers they hold. */
-async function killLeftovers(root: string): Promise<number[]> {
-  const left = findProcessesMentioning(root).filter((pid) => pid !== process.pid);
-  for (const pid of left) {
-    for (const child of childrenOf(pid)) signal(child, 'SIGKILL');
-    signal(pid, 'SIGKILL');
-  }
-  for (const pid of left) for (let i = 0; i < 50 && (await alive(pid)); i++) await new Promise((r) => setTimeout(r, 20));
-  return left;
-}
-
-function childrenOf(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
-      try {
-        return readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
-      } catch {
-        return [];
-      }
-    });
-  } catch {
-    return [];
-  }
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
 }
 
 export async function runBenchmark(opts: Options, progress: (line: string) => void): Promise<Report> {
@@ -296,30 +241,6 @@ export function formatReport(r: Report): string {
   return lines.join('\n') + '\n';
 }
 
-async function main(argv: string[]): Promise<number> {
-  let opts: Options | undefined;
-  try {
-    opts = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`bench: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (!opts) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (process.getuid?.() !== 0) {
-    process.stderr.write('bench: run as root (it starts a daemon and containers)\n');
-    return 2;
-  }
-  const started = process.hrtime.bigint();
-  const report = await runBenchmark(opts, (line) => process.stderr.write(`bench: ${line}\n`));
-  process.stderr.write(`bench: done in ${fmt(msSince(started) / 1000)} s\n`);
-  process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
-  if (Object.keys(report.errors).length) return 1;
-  return opts.check && missedTargets(report).length ? 1 : 0;
-}
-
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main(process.argv.slice(2)).then((code) => process.exit(code));
+  reportMain(process.argv.slice(2), { usage: USAGE, parseOptions, runBenchmark, formatReport, missedTargets }).then((code) => process.exit(code));
 }

@@ -16,47 +16,30 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { LinuxContainerRuntime } from '../src/host/linux/runtime/runtime.js';
 import { Engine, httpRequest } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_RATIO = 2;
 
-interface Options {
+interface Options extends CommonOptions {
   iterations: number;
   rounds: number;
   warmup: number;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      iterations: { type: 'string', short: 'n' },
-      rounds: { type: 'string' },
-      warmup: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-    },
+  const values = parseBenchArgs(argv, {
+    iterations: { type: 'string', short: 'n' },
+    rounds: { type: 'string' },
+    warmup: { type: 'string' },
   });
-  const int = (v: string | undefined, fallback: number, name: string) => {
-    if (v === undefined) return fallback;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
-    return Number(v);
-  };
   return {
-    iterations: int(values.iterations, 50, 'iterations'),
-    rounds: int(values.rounds, 5, 'rounds'),
-    warmup: int(values.warmup, 3, 'warmup'),
-    json: values.json === true,
-    check: values.check === true,
-    verbose: values.verbose === true,
+    iterations: positiveInt(values, 'iterations', 50),
+    rounds: positiveInt(values, 'rounds', 5),
+    warmup: positiveInt(values, 'warmup', 3),
+    ...commonOptions(values),
   };
 }
 
@@ -149,10 +132,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(2);
-  },
-);
+runMain(main);

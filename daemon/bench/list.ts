@@ -11,8 +11,8 @@
  * It starts a real berthd in a temporary root and removes everything it started when it ends.
  */
 import http from 'node:http';
-import { parseArgs } from 'node:util';
 import { Engine, httpRequest } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, runMain } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_P50_MS = 10;
@@ -32,19 +32,15 @@ async function timeList(engine: Engine, agent: http.Agent, n: number): Promise<{
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
-    options: {
-      containers: { type: 'string', short: 'c', default: '500' },
-      iterations: { type: 'string', short: 'n', default: '200' },
-      json: { type: 'boolean', default: false },
-      check: { type: 'boolean', default: false },
-      verbose: { type: 'boolean', default: false },
-    },
+  const values = parseBenchArgs(process.argv.slice(2), {
+    containers: { type: 'string', short: 'c', default: '500' },
+    iterations: { type: 'string', short: 'n', default: '200' },
   });
+  const opts = commonOptions(values);
   const containers = Number(values.containers);
   const iterations = Number(values.iterations);
   if (!(containers > 0) || !(iterations > 0)) throw new Error('--containers and --iterations must be positive numbers');
-  const engine = new Engine({ verbose: values.verbose });
+  const engine = new Engine({ verbose: opts.verbose });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const stop = () => void engine.cleanup().then(() => process.exit(130));
   process.once('SIGINT', stop);
@@ -62,14 +58,14 @@ async function main(): Promise<number> {
     const full = await timeList(engine, agent, iterations);
     if (full.count !== containers) throw new Error(`the list holds ${full.count} containers, ${containers} were created`);
     const ok = full.summary.p50 <= TARGET_P50_MS;
-    if (values.json) {
+    if (opts.json) {
       console.log(JSON.stringify({ containers, iterations, empty: empty.summary, full: full.summary, targetP50Ms: TARGET_P50_MS, ok }));
     } else {
       console.log(`GET /containers/json?all=1, ${iterations} requests each, one kept-alive connection`);
       console.log(`  (a) no container (reference)   p50 ${fmt(empty.summary.p50)} ms   p90 ${fmt(empty.summary.p90)} ms`);
       console.log(`  (b) ${containers} created containers   p50 ${fmt(full.summary.p50)} ms   p90 ${fmt(full.summary.p90)} ms   (target p50 <= ${TARGET_P50_MS} ms: ${ok ? 'met' : 'MISSED'})`);
     }
-    return values.check && !ok ? 1 : 0;
+    return opts.check && !ok ? 1 : 0;
   } finally {
     agent.destroy();
     process.off('SIGINT', stop);
@@ -77,10 +73,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(2);
-  },
-);
+runMain(main);

@@ -20,8 +20,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
-import { parseArgs } from 'node:util';
 import { Engine, httpRequest } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince } from './stats.js';
 
 export const TARGET_MIBS = 150;
@@ -30,40 +30,19 @@ const MiB = 1024 * 1024;
 /** The container's line: 99 bytes and a newline. */
 const LINE = 'berth logs benchmark line 0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 01234';
 
-interface Options {
+interface Options extends CommonOptions {
   mb: number;
   rounds: number;
   tail: number;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      mb: { type: 'string' },
-      rounds: { type: 'string' },
-      tail: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-    },
-  });
-  const int = (v: string | undefined, fallback: number, name: string) => {
-    if (v === undefined) return fallback;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
-    return Number(v);
-  };
+  const values = parseBenchArgs(argv, { mb: { type: 'string' }, rounds: { type: 'string' }, tail: { type: 'string' } });
   return {
-    mb: int(values.mb, 200, 'mb'),
-    rounds: int(values.rounds, 3, 'rounds'),
-    tail: int(values.tail, 1000, 'tail'),
-    json: values.json === true,
-    check: values.check === true,
-    verbose: values.verbose === true,
+    mb: positiveInt(values, 'mb', 200),
+    rounds: positiveInt(values, 'rounds', 3),
+    tail: positiveInt(values, 'tail', 1000),
+    ...commonOptions(values),
   };
 }
 
@@ -281,10 +260,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(2);
-  },
-);
+runMain(main);

@@ -20,46 +20,25 @@ import { randomInt } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { Engine } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGETS = { bridgeOverheadP50Ms: 15, containerToContainer: 0.8, publishedPort: 0.5 };
 
-interface Options {
+interface Options extends CommonOptions {
   iterations: number;
   mb: number;
   repeat: number;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      iterations: { type: 'string', short: 'n' },
-      mb: { type: 'string' },
-      repeat: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-    },
-  });
-  const int = (v: string | undefined, fallback: number, name: string) => {
-    if (v === undefined) return fallback;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
-    return Number(v);
-  };
+  const values = parseBenchArgs(argv, { iterations: { type: 'string', short: 'n' }, mb: { type: 'string' }, repeat: { type: 'string' } });
   return {
-    iterations: int(values.iterations, 20, 'iterations'),
-    mb: int(values.mb, 256, 'mb'),
-    repeat: int(values.repeat, 3, 'repeat'),
-    json: values.json === true,
-    check: values.check === true,
-    verbose: values.verbose === true,
+    iterations: positiveInt(values, 'iterations', 20),
+    mb: positiveInt(values, 'mb', 256),
+    repeat: positiveInt(values, 'repeat', 3),
+    ...commonOptions(values),
   };
 }
 
@@ -92,7 +71,7 @@ function receiverScript(port: number, fifo: string): string {
   return `rm -f ${fifo}; mkfifo ${fifo}; exec 3<>${fifo}; while true; do busybox nc -l -p ${port} <&3 >/dev/null; done`;
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const engine = new Engine({ verbose: opts.verbose });
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-netbench-'));
@@ -216,13 +195,10 @@ async function main(): Promise<void> {
       console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published)}   (target >= ${TARGETS.publishedPort})`);
       console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
     }
-    if (opts.check && misses.length > 0) process.exitCode = 1;
+    return opts.check && misses.length > 0 ? 1 : 0;
   } finally {
     await cleanup();
   }
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+runMain(main, 1);

@@ -1,4 +1,4 @@
-/** Memory figures of processes read from /proc. */
+/** Processes read from /proc: memory figures, and the leftovers of a run stopped. */
 import { promises as fs, readdirSync, readFileSync } from 'node:fs';
 
 /** VmRSS of a process in bytes; undefined when the process is gone. */
@@ -59,4 +59,38 @@ export function findProcessesMentioning(needle: string): number[] {
     if (argv && argv.some((a) => a.includes(needle))) pids.push(Number(entry));
   }
   return pids.sort((a, b) => a - b);
+}
+
+/** Stops every process left that names the engine's root (monitors), with the containers they hold. */
+export async function killLeftovers(root: string): Promise<number[]> {
+  const left = findProcessesMentioning(root).filter((pid) => pid !== process.pid);
+  for (const pid of left) {
+    // The monitor's children are the containers' first processes: stop them before the monitor.
+    for (const child of childrenOf(pid)) signal(child, 'SIGKILL');
+    signal(pid, 'SIGKILL');
+  }
+  for (const pid of left) for (let i = 0; i < 50 && (await alive(pid)); i++) await new Promise((r) => setTimeout(r, 20));
+  return left;
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
+      try {
+        return readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+      } catch {
+        return [];
+      }
+    });
+  } catch {
+    return [];
+  }
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
 }

@@ -21,43 +21,25 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
 import { createGzip } from 'node:zlib';
 import tar from 'tar-stream';
 import { Engine, httpRequest } from '../test/harness.js';
 import { putManifest, startRegistry, type TestRegistry } from '../test/registry-support.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize } from './stats.js';
 
 export const TARGET_RATIO = 1.5;
 const LAYERS = 5;
 const REPO = 'bench/pull';
 
-interface Options {
+interface Options extends CommonOptions {
   rounds: number;
   mb: number;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      rounds: { type: 'string' },
-      mb: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-    },
-  });
-  const int = (v: string | undefined, fallback: number, name: string) => {
-    if (v === undefined) return fallback;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
-    return Number(v);
-  };
-  return { rounds: int(values.rounds, 3, 'rounds'), mb: int(values.mb, 200, 'mb'), json: values.json === true, check: values.check === true, verbose: values.verbose === true };
+  const values = parseBenchArgs(argv, { rounds: { type: 'string' }, mb: { type: 'string' } });
+  return { rounds: positiveInt(values, 'rounds', 3), mb: positiveInt(values, 'mb', 200), ...commonOptions(values) };
 }
 
 interface BuiltLayer {
@@ -245,11 +227,5 @@ export async function prepareImage(registry: TestRegistry, work: string, mb: num
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  main().then(
-    (code) => process.exit(code),
-    (err) => {
-      console.error(err instanceof Error ? err.message : err);
-      process.exit(2);
-    },
-  );
+  runMain(main);
 }

@@ -13,28 +13,25 @@
  *
  * It starts a real berthd in a temporary root and removes everything it started when it ends (also on Ctrl-C).
  */
-import { promises as fs, readdirSync, readFileSync } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
-import { alive, findProcessesMentioning, MB, rssBytes, settledRss } from './procmem.js';
+import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, runtimeOption, type CommonOptions } from './cli.js';
+import { findProcessesMentioning, killLeftovers, MB, rssBytes, settledRss } from './procmem.js';
 import { measureReference, prepareBundle, type Bundle, type Runtime } from './reference.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGETS = { apiToCrunP50: 3, idleRssMB: 60, perContainerMB: 2.5 };
 
-export interface Options {
+export interface Options extends CommonOptions {
   iterations: number;
   containers: number;
   rounds: number;
   warmup: number;
   runtime: Runtime;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 export const USAGE = `usage: npm run bench -- [options]   (or: node daemon/dist/bench/run.js [options])
@@ -44,47 +41,28 @@ export const USAGE = `usage: npm run bench -- [options]   (or: node daemon/dist/
       --rounds R       run the iterations in R interleaved rounds of (a), (b), (c) (default 5)
       --warmup W       untimed start-ups of each kind before the first round (default 3)
       --runtime NAME   the daemon's OCI runtime, crun or runc (default crun); the reference is always crun
-      --json           print the figures as JSON
-      --check          exit 1 when a figure misses its target
-      --verbose        show the daemon's log
-`;
+${COMMON_USAGE}`;
 
 /** Parses the flags; undefined for --help. Throws on bad input. */
 export function parseOptions(argv: string[]): Options | undefined {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      iterations: { type: 'string', short: 'n' },
-      containers: { type: 'string', short: 'k' },
-      rounds: { type: 'string' },
-      warmup: { type: 'string' },
-      runtime: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+  const values = parseBenchArgs(argv, {
+    iterations: { type: 'string', short: 'n' },
+    containers: { type: 'string', short: 'k' },
+    rounds: { type: 'string' },
+    warmup: { type: 'string' },
+    runtime: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return undefined;
-  const int = (name: string, value: string | undefined, def: number, min: number): number => {
-    if (value === undefined) return def;
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name} wants an integer >= ${min}, got ${JSON.stringify(value)}`);
-    return n;
-  };
-  const runtime = values.runtime ?? 'crun';
-  if (runtime !== 'crun' && runtime !== 'runc') throw new Error(`--runtime wants crun or runc, got ${JSON.stringify(runtime)}`);
-  const iterations = int('iterations', values.iterations, 50, 1);
+  const runtime = runtimeOption(values.runtime);
+  const iterations = intAtLeast(values, 'iterations', 50, 1);
   return {
     iterations,
-    containers: int('containers', values.containers, 20, 1),
-    rounds: Math.min(iterations, int('rounds', values.rounds, 5, 1)),
-    warmup: int('warmup', values.warmup, 3, 0),
+    containers: intAtLeast(values, 'containers', 20, 1),
+    rounds: Math.min(iterations, intAtLeast(values, 'rounds', 5, 1)),
+    warmup: intAtLeast(values, 'warmup', 3, 0),
     runtime,
-    json: Boolean(values.json),
-    check: Boolean(values.check),
-    verbose: Boolean(values.verbose),
+    ...commonOptions(values),
   };
 }
 
@@ -250,40 +228,6 @@ async function measureMemory(engine: Engine, api: Api, k: number): Promise<Memor
     helpersRssMB: addedRss / MB,
     perContainerMB: (daemonAfter - daemonBefore + addedRss) / k / MB,
   };
-}
-
-/** Stops every process left that names the engine's root (monitors), with the containers they hold. */
-async function killLeftovers(root: string): Promise<number[]> {
-  const left = findProcessesMentioning(root).filter((pid) => pid !== process.pid);
-  for (const pid of left) {
-    // The monitor's children are the containers' first processes: stop them before the monitor.
-    for (const child of childrenOf(pid)) signal(child, 'SIGKILL');
-    signal(pid, 'SIGKILL');
-  }
-  for (const pid of left) for (let i = 0; i < 50 && (await alive(pid)); i++) await new Promise((r) => setTimeout(r, 20));
-  return left;
-}
-
-function childrenOf(pid: number): number[] {
-  try {
-    return readdirSync(`/proc/${pid}/task`).flatMap((task) => {
-      try {
-        return readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
-      } catch {
-        return [];
-      }
-    });
-  } catch {
-    return [];
-  }
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
 }
 
 /** One measured part: it stops at its first failure and records why. */
@@ -488,30 +432,6 @@ export function formatReport(r: Report): string {
   return lines.join('\n') + '\n';
 }
 
-async function main(argv: string[]): Promise<number> {
-  let opts: Options | undefined;
-  try {
-    opts = parseOptions(argv);
-  } catch (err) {
-    process.stderr.write(`bench: ${(err as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (!opts) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (process.getuid?.() !== 0) {
-    process.stderr.write('bench: run as root (it starts a daemon and containers)\n');
-    return 2;
-  }
-  const started = process.hrtime.bigint();
-  const report = await runBenchmark(opts, (line) => process.stderr.write(`bench: ${line}\n`));
-  process.stderr.write(`bench: done in ${fmt(msSince(started) / 1000)} s\n`);
-  process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
-  if (Object.keys(report.errors).length) return 1;
-  return opts.check && missedTargets(report).length ? 1 : 0;
-}
-
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main(process.argv.slice(2)).then((code) => process.exit(code));
+  reportMain(process.argv.slice(2), { usage: USAGE, parseOptions, runBenchmark, formatReport, missedTargets }).then((code) => process.exit(code));
 }

@@ -17,39 +17,21 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import tar from 'tar-stream';
 import { Engine } from '../test/harness.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize } from './stats.js';
 
 export const TARGET_MIB_PER_S = 200;
 
-interface Options {
+interface Options extends CommonOptions {
   mb: number;
   rounds: number;
-  json: boolean;
-  check: boolean;
-  verbose: boolean;
 }
 
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      mb: { type: 'string' },
-      rounds: { type: 'string' },
-      json: { type: 'boolean' },
-      check: { type: 'boolean' },
-      verbose: { type: 'boolean' },
-    },
-  });
-  const int = (v: string | undefined, fallback: number, name: string) => {
-    if (v === undefined) return fallback;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new Error(`--${name} needs a positive whole number, got ${JSON.stringify(v)}`);
-    return Number(v);
-  };
-  return { mb: int(values.mb, 100, 'mb'), rounds: int(values.rounds, 5, 'rounds'), json: !!values.json, check: !!values.check, verbose: !!values.verbose };
+  const values = parseBenchArgs(argv, { mb: { type: 'string' }, rounds: { type: 'string' } });
+  return { mb: positiveInt(values, 'mb', 100), rounds: positiveInt(values, 'rounds', 5), ...commonOptions(values) };
 }
 
 /** A root filesystem tar of `mb` MB of random files (10 MB each), streamed to `file`. */
@@ -154,10 +136,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exit(2);
-  },
-);
+runMain(main);
