@@ -253,6 +253,9 @@ export function runCommand(
   });
 }
 
+/** Sockets whose late errors are already ignored (see httpRequest). */
+const quieted = new WeakSet<object>();
+
 export function httpRequest(
   socketPath: string,
   method: string,
@@ -285,7 +288,11 @@ export function httpRequest(
     req.on('error', reject);
     // A server may answer before the body is sent (413 to an oversized body) and close: the rest of the
     // upload then fails with EPIPE, which is no failure of the request.
-    req.on('socket', (socket) => socket.on('error', () => undefined));
+    // Once per socket: a kept-alive socket serves many requests.
+    req.on('socket', (socket) => {
+      if (!quieted.has(socket)) socket.on('error', () => undefined);
+      quieted.add(socket);
+    });
     req.end(payload);
   });
 }
