@@ -21,7 +21,7 @@ import { shortId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
-import type { ImageRunConfig } from '../images/types.js';
+import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import { familiarString, parseNormalizedNamed } from '../reference.js';
 import { applyDockerignore, unpackContext } from './context.js';
 import { packCopy, planCopy, resolveChown, type CopySource } from './copy.js';
@@ -46,16 +46,7 @@ export interface BuildImages {
   find(text: string): { image: ImageRecord };
   lowerDirs(chainIds: string[]): string[];
   createImage(
-    opts: {
-      parent?: string;
-      layer?: Readable;
-      config: ImageRunConfig;
-      createdBy?: string;
-      comment?: string;
-      tags?: string[];
-      container?: string;
-      containerConfig?: Record<string, unknown>;
-    },
+    opts: CreateImageOptions,
     signal?: AbortSignal,
   ): Promise<string>;
   tag(name: string, repo: string, tag: string | undefined): Promise<void>;

@@ -6,7 +6,7 @@
 import type { Readable } from 'node:stream';
 import { InvalidParameter } from '../errors.js';
 import { applyChanges } from '../images/changes.js';
-import type { ImageRunConfig } from '../images/types.js';
+import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import { parseReference, validateTag } from '../reference.js';
 import type { ContainerRecord } from './model.js';
 
@@ -19,17 +19,7 @@ export interface CommitHost {
 export interface CommitImages {
   lowerDirs(chainIds: string[]): string[];
   createImage(
-    opts: {
-      parent?: string;
-      layer?: Readable;
-      config: ImageRunConfig;
-      createdBy?: string;
-      comment?: string;
-      author?: string;
-      tags?: string[];
-      container?: string;
-      containerConfig?: Record<string, unknown>;
-    },
+    opts: CreateImageOptions,
     signal?: AbortSignal,
   ): Promise<string>;
 }

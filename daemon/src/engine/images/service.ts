@@ -22,7 +22,7 @@ import { imagesOf, readArchive, type ArchiveImage } from './load.js';
 import { writeArchive } from './save.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { chainIdsOf, ImageStore, type ImageConfig, type ImageRecord } from './store.js';
-import type { ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
+import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
 
 export type Filters = Map<string, string[]>;
 
@@ -647,18 +647,7 @@ export class ImageService implements ImageLookup {
    * entries); without it the new history entry is an empty layer. Tags are given in any reference form.
    */
   async createImage(
-    opts: {
-      parent?: string;
-      layer?: Readable;
-      config: ImageRunConfig;
-      createdBy?: string;
-      comment?: string;
-      author?: string;
-      tags?: string[];
-      /** The committed container and its config (`container`, `container_config` of the image config). */
-      container?: string;
-      containerConfig?: Record<string, unknown>;
-    },
+    opts: CreateImageOptions,
     signal?: AbortSignal,
   ): Promise<string> {
     const parent = opts.parent ? this.find(opts.parent).image : undefined;

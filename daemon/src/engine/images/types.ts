@@ -2,6 +2,8 @@
  * The image model shared by the image service and its consumers (containers, commit, build).
  */
 
+import type { Readable } from 'node:stream';
+
 /** The `config` section of an image configuration (Docker / OCI image spec), as the API shows it. */
 export interface ImageRunConfig {
   User?: string;
@@ -27,6 +29,22 @@ export interface ImageRunConfig {
 }
 
 /** What a container needs to know of its image. */
+/** What makes a new image from a parent (or nothing) plus an optional layer tar: commit and the builder. */
+export interface CreateImageOptions {
+  parent?: string;
+  /** The layer as a tar with whiteouts as `.wh.` entries; without it the history entry is an empty layer. */
+  layer?: Readable;
+  config: ImageRunConfig;
+  createdBy?: string;
+  comment?: string;
+  author?: string;
+  /** Tags in any reference form. */
+  tags?: string[];
+  /** The committed container and its config (`container`, `container_config` of the image config). */
+  container?: string;
+  containerConfig?: Record<string, unknown>;
+}
+
 export interface ImageForContainer {
   /** `sha256:<hex>` of the image configuration. */
   id: string;

@@ -14,26 +14,9 @@ import { pipeline } from 'node:stream/promises';
 import type tar from 'tar-stream';
 import { tarStream } from '../../../util/tar.js';
 import { opaqueFolders } from './changes.js';
-import { devMajor, devMinor } from './pack.js';
+import { devMajor, devMinor, exactBytes } from './pack.js';
 
 const CHUNK = 256 * 1024;
-
-async function* fileBytes(handle: fs.FileHandle, size: number, signal?: AbortSignal): AsyncGenerator<Buffer> {
-  let offset = 0;
-  while (offset < size) {
-    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    const want = Math.min(CHUNK, size - offset);
-    const buf = Buffer.allocUnsafe(want);
-    const { bytesRead } = await handle.read(buf, 0, want, offset);
-    if (bytesRead === 0) {
-      // The file shrank while it was read: pad, so the entry keeps the size its header announced.
-      yield Buffer.alloc(size - offset);
-      return;
-    }
-    offset += bytesRead;
-    yield buf.subarray(0, bytesRead);
-  }
-}
 
 function isWhiteout(st: Stats): boolean {
   return st.isCharacterDevice() && st.rdev === 0;
@@ -102,7 +85,7 @@ export function upperDiffTar(upper: string, lowerDirs: string[], ignoreAdded: Re
             if (!fst.isFile()) continue;
             if (fst.nlink > 1) hardLinks.set(`${fst.dev}:${fst.ino}`, childRel);
             const sink = pack.entry({ ...header(childRel, fst), type: 'file', size: fst.size });
-            await pipeline(Readable.from(fileBytes(handle, fst.size, signal)), sink);
+            await pipeline(Readable.from(exactBytes(handle, fst.size, signal, CHUNK)), sink);
           } finally {
             await handle.close();
           }

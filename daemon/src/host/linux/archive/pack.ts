@@ -23,11 +23,15 @@ export function devMinor(rdev: number): number {
   return Number((BigInt(rdev) & 0xffn) | ((BigInt(rdev) >> 12n) & ~0xffn));
 }
 
-async function* exactBytes(handle: fs.FileHandle, size: number, signal?: AbortSignal): AsyncGenerator<Buffer> {
+/**
+ * A file's first `size` bytes in pieces of `chunk`. A file that shrank while it was read is padded with
+ * zeros, so that a tar entry keeps the size its header announced.
+ */
+export async function* exactBytes(handle: fs.FileHandle, size: number, signal?: AbortSignal, chunk = CHUNK): AsyncGenerator<Buffer> {
   let offset = 0;
   while (offset < size) {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-    const want = Math.min(CHUNK, size - offset);
+    const want = Math.min(chunk, size - offset);
     const buf = Buffer.allocUnsafe(want);
     const { bytesRead } = await handle.read(buf, 0, want, offset);
     if (bytesRead === 0) {
