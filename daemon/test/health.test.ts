@@ -253,8 +253,10 @@ describe('health checks', () => {
     await engine.crash();
     for (const pid of pids) process.kill(pid, 'SIGKILL');
     await engine.start();
-    assert.equal((await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', ended])).trim(), 'exited');
-    assert.equal(await healthStatus(ended), 'unhealthy');
+    // conmon may report the kill after the daemon has loaded (the container is then reattached, and its exit
+    // recorded when it comes).
+    await eventually(async () => (await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', ended])).trim() === 'exited', WAIT, 100);
+    await eventually(async () => (await healthStatus(ended)) === 'unhealthy', WAIT, 100);
     await eventually(async () => (await startedAt(restarted)) !== firstStart, WAIT, 100);
     const secondStart = Date.parse(await startedAt(restarted));
     await waitStatus(restarted, 'healthy');
