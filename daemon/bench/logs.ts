@@ -22,7 +22,7 @@ import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import { Engine, httpRequest } from '../test/harness.js';
 import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
-import { fmt, msSince } from './stats.js';
+import { fmt, msSince, percentile } from './stats.js';
 
 export const TARGET_MIBS = 150;
 
@@ -151,11 +151,6 @@ function catFile(file: string): Promise<number> {
   });
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor((s.length - 1) / 2)]!;
-}
-
 function lines(text: string): string[] {
   const all = text.split('\n');
   if (all[all.length - 1] === '') all.pop();
@@ -202,8 +197,8 @@ async function main(): Promise<number> {
       api.push(read.ms);
       cat.push(await catFile(logPath));
     }
-    const apiMs = median(api);
-    const catMs = median(cat);
+    const apiMs = percentile(api, 50);
+    const catMs = percentile(cat, 50);
     const mibs = (ms: number) => writtenBytes / MiB / (ms / 1000);
 
     // timestamps=1: the same payload, every line prefixed with its time.

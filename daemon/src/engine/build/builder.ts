@@ -526,15 +526,7 @@ class BuildRun {
   ): Promise<boolean> {
     const { images } = this.builder.d;
     const key = hashKey([state.imageId ?? '', createdBy, contentHash, state.config]);
-    if (!this.opts.nocache) {
-      const hit = await this.builder.cacheGet(key, this.allowedCache);
-      if (hit) {
-        this.out(' ---> Using cache\n');
-        this.adopt(state, hit);
-        this.out(` ---> ${shortId(hit)}\n`);
-        return true;
-      }
-    }
+    if (await this.fromCache(state, key)) return true;
     const id = await images.createImage(
       {
         parent: state.imageId,
@@ -549,6 +541,17 @@ class BuildRun {
     this.adopt(state, id);
     this.out(` ---> ${shortId(id)}\n`);
     return false;
+  }
+
+  /** Takes the step's result from the cache when it holds one (and the build allows it). */
+  private async fromCache(state: StageState, key: string): Promise<boolean> {
+    if (this.opts.nocache) return false;
+    const hit = await this.builder.cacheGet(key, this.allowedCache);
+    if (!hit) return false;
+    this.out(' ---> Using cache\n');
+    this.adopt(state, hit);
+    this.out(` ---> ${shortId(hit)}\n`);
+    return true;
   }
 
   private adopt(state: StageState, id: string): void {
@@ -571,15 +574,7 @@ class BuildRun {
     const { images } = this.builder.d;
     const shell = before.Shell ?? DEFAULT_SHELL;
     const createdBy = `${shell.join(' ')} #(nop)  ${text}`;
-    if (!this.opts.nocache) {
-      const hit = await this.builder.cacheGet(key, this.allowedCache);
-      if (hit) {
-        this.out(' ---> Using cache\n');
-        this.adopt(state, hit);
-        this.out(` ---> ${shortId(hit)}\n`);
-        return;
-      }
-    }
+    if (await this.fromCache(state, key)) return;
     const id = await images.createImage(
       { parent: state.imageId, config: after, createdBy, containerConfig: { ...after, Cmd: this.nop(state, text) } },
       this.signal,
@@ -783,15 +778,7 @@ class BuildRun {
     const { env, shown } = this.runEnv(state);
     const createdBy = shown.length > 0 ? `|${shown.length} ${shown.join(' ')} ${cmd.join(' ')}` : cmd.join(' ');
     const key = hashKey([state.imageId, createdBy, '', state.config]);
-    if (!this.opts.nocache) {
-      const hit = await this.builder.cacheGet(key, this.allowedCache);
-      if (hit) {
-        this.out(' ---> Using cache\n');
-        this.adopt(state, hit);
-        this.out(` ---> ${shortId(hit)}\n`);
-        return;
-      }
-    }
+    if (await this.fromCache(state, key)) return;
     const hostConfig: Record<string, unknown> = { ...this.opts.resources, AutoRemove: false };
     if (this.opts.networkMode && this.opts.networkMode !== 'default') hostConfig.NetworkMode = this.opts.networkMode;
     if (this.opts.extraHosts.length > 0) hostConfig.ExtraHosts = this.opts.extraHosts;
