@@ -38,6 +38,7 @@ describe('docker run', () => {
     const r = await runCommand('script', ['-qec', `stty cols 91 rows 27; docker run --rm -it busybox sh -c 'tty; stty size'`, '/dev/null'], {
       env: { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig },
       timeoutMs: 30_000,
+      holdInput: true,
     });
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /\/dev\/pts\/\d+\r\n/);

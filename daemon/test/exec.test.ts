@@ -78,6 +78,7 @@ describe('docker exec', () => {
     const r = await runCommand('script', ['-qec', `stty cols 91 rows 27; docker exec -it execbox sh -c 'tty; stty size'`, '/dev/null'], {
       env: { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig },
       timeoutMs: 30_000,
+      holdInput: true,
     });
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /\/dev\/pts\/\d+\r\n/);
@@ -88,6 +89,7 @@ describe('docker exec', () => {
     const r = await runCommand('script', ['-qec', `docker exec -it execbox sh -c 'exit 5'`, '/dev/null'], {
       env: { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig },
       timeoutMs: 30_000,
+      holdInput: true,
     });
     // script -e returns the child's status.
     assert.equal(r.code, 5);
@@ -191,6 +193,31 @@ describe('exec API', () => {
     assert.equal(inspect.ExitCode, null);
     const events = await engine.request('GET', `/events?since=${Math.floor(Date.now() / 1000) - 5}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ event: ['exec_detach'] }))}`);
     assert.ok(events.text.split('\n').filter(Boolean).some((l) => JSON.parse(l).Actor.Attributes.execID === id), events.text);
+  });
+
+  test('input the process never reads costs none of its output', async () => {
+    // The client keeps typing while the process, its stdin closed, prints and exits: the monitor then goes
+    // away with input unread, and the socket's reset must not drop the output already sent.
+    const expected = Array.from({ length: 2000 }, (_, i) => `${i + 1}\n`).join('');
+    for (let round = 0; round < 3; round++) {
+      const id = (await engine.request('POST', `/containers/${box}/exec`, {
+        body: { AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: ['sh', '-c', 'exec 0<&-; sleep 0.2; seq 1 2000'] },
+      })).json().Id;
+      const body = JSON.stringify({ Detach: false, Tty: false });
+      const socket = net.connect(engine.socket);
+      socket.on('error', () => undefined);
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      const typing = setInterval(() => socket.writable && socket.write('typed\n'), 5);
+      const closed = new Promise((r) => socket.on('close', r));
+      socket.write(`POST /exec/${id}/start HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      await closed;
+      clearInterval(typing);
+      const all = Buffer.concat(chunks);
+      const out = demux(all.subarray(all.indexOf('\r\n\r\n') + 4)).stdout;
+      assert.equal(out.length, expected.length, `round ${round}: ${out.length} of ${expected.length} bytes`);
+      assert.equal(out, expected);
+    }
   });
 
   test('resize answers 201, and a resized TTY exec sees the new size', async () => {

@@ -233,7 +233,18 @@ export function useEngine(opts: EngineOptions = {}): Engine {
 export function runCommand(
   cmd: string,
   args: string[],
-  opts: { input?: string | Buffer; timeoutMs?: number; env?: Record<string, string>; cwd?: string } = {},
+  opts: {
+    input?: string | Buffer;
+    /**
+     * Leaves the command's input open until it exits. For `script`: at the end of its input it types an
+     * end-of-file, which a docker CLI that has not yet put the terminal in raw mode reads as the end of its
+     * own input, and then it ends the session.
+     */
+    holdInput?: boolean;
+    timeoutMs?: number;
+    env?: Record<string, string>;
+    cwd?: string;
+  } = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -249,7 +260,7 @@ export function runCommand(
     });
     child.stdin.on('error', () => undefined);
     if (opts.input !== undefined) child.stdin.end(opts.input);
-    else child.stdin.end();
+    else if (!opts.holdInput) child.stdin.end();
   });
 }
 

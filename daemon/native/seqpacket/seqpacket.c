@@ -5,6 +5,7 @@
  */
 #include <node_api.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -82,12 +83,35 @@ static napi_value Drain(napi_env env, napi_callback_info info) {
   return list;
 }
 
+/*
+ * dup(fd) -> fd: a close-on-exec duplicate. A read that fails with ECONNRESET (conmon closed the socket with
+ * stdin packets it had not read) makes libuv close its fd; the packets conmon sent before are still queued,
+ * and the duplicate lets them be drained.
+ */
+static napi_value Dup(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, NULL, "dup(fd) needs a file descriptor");
+    return NULL;
+  }
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return throw_errno(env, errno, "dup", "attach socket");
+  napi_value result;
+  napi_create_int32(env, copy, &result);
+  return result;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "connect", NAPI_AUTO_LENGTH, Connect, NULL, &fn);
   napi_set_named_property(env, exports, "connect", fn);
   napi_create_function(env, "drain", NAPI_AUTO_LENGTH, Drain, NULL, &fn);
   napi_set_named_property(env, exports, "drain", fn);
+  napi_create_function(env, "dup", NAPI_AUTO_LENGTH, Dup, NULL, &fn);
+  napi_set_named_property(env, exports, "dup", fn);
   return exports;
 }
 

@@ -156,6 +156,8 @@ interface SeqpacketAddon {
   connect(path: string): number;
   /** The packets still queued on the socket (read without blocking). */
   drain?(fd: number): Buffer[];
+  /** A close-on-exec duplicate of the fd. */
+  dup?(fd: number): number;
 }
 
 let addon: SeqpacketAddon | null | undefined;
@@ -212,6 +214,20 @@ function connectWithAddon(native: SeqpacketAddon, socketPath: string): Promise<C
     return Promise.reject(new Error(`attach: cannot open the socket of ${socketPath} (libuv error ${rc})`));
   }
   const socket = new net.Socket({ handle, readable: true, writable: true, allowHalfOpen: true } as net.SocketConstructorOpts);
+  // conmon closing the socket with stdin packets unread makes our next read fail with ECONNRESET, and libuv then
+  // closes its fd, though the output packets conmon sent before are still queued: they are read through a
+  // duplicate, kept until the socket closed.
+  let spare = -1;
+  try {
+    spare = native.dup?.(fd) ?? -1;
+  } catch {
+    // without it, such a reset may cost the last packets
+  }
+  const releaseSpare = () => {
+    if (spare < 0) return;
+    closeSync(spare);
+    spare = -1;
+  };
 
   let remoteEnd!: () => void;
   const remoteEnded = new Promise<void>((r) => (remoteEnd = r));
@@ -235,26 +251,30 @@ function connectWithAddon(native: SeqpacketAddon, socketPath: string): Promise<C
     if (kind !== STDOUT && kind !== STDERR) return;
     if (!output.push({ stream: kind === STDOUT ? 'stdout' : 'stderr', data: packet.subarray(1) })) socket.pause();
   });
-  socket.on('end', () => {
-    // libuv reports the end after a short read and a hang-up, though packets may still be queued: read them.
-    for (const packet of native.drain?.(fd) ?? []) {
+  /** Pushes the packets still queued on `from` (an open fd of the socket), then ends the output. */
+  const drainAndEnd = (from: number) => {
+    for (const packet of from >= 0 ? (native.drain?.(from) ?? []) : []) {
       const kind = packet[0];
       if (outputEnded || (kind !== STDOUT && kind !== STDERR)) continue;
       output.push({ stream: kind === STDOUT ? 'stdout' : 'stderr', data: packet.subarray(1) });
     }
     endOutput();
     remoteEnd();
-  });
+  };
+  // libuv reports the end after a short read and a hang-up, though packets may still be queued: read them.
+  socket.on('end', () => drainAndEnd(fd));
   socket.on('close', () => {
     endOutput();
     remoteEnd();
+    releaseSpare();
   });
-  // A reset or a broken socket means conmon went away (the process ended): the output simply ends. Errors
-  // are never re-emitted on `output`, where a consumer without an error listener would crash the daemon.
+  // A reset or a broken socket means conmon went away (the process ended): the output ends once what it sent
+  // is read. Errors are never re-emitted on `output`, where a consumer without an error listener would crash
+  // the daemon.
   socket.on('error', (err) => {
     log.debug('attach socket closed with an error', { socket: socketPath, error: err.message });
-    endOutput();
-    remoteEnd();
+    drainAndEnd(spare);
+    releaseSpare();
   });
 
   // One write in flight at a time, each at most one of conmon's input buffers: a merged or oversized packet
