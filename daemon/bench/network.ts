@@ -3,15 +3,22 @@
  *
  *   (1) `docker run --rm busybox true` on the default bridge against the same with `--network none`, in
  *       interleaved rounds: the p50 the network adds (target: at most 15 ms).
- *   (2) TCP throughput of busybox nc (a stream of zeros, --mb megabytes) between two containers on a
- *       user-defined network, against the same transfer over the host's loopback (target: at least 0.8x).
+ *   (2) TCP throughput between two containers on a user-defined network, against the same transfer over
+ *       the host's loopback (target: at least 0.8x).
  *   (3) the same through a published port (host 127.0.0.1 -> DNAT -> container), against the host's
  *       loopback (target: at least 0.5x).
  *
- * Transfers are timed by the sender (busybox `time -p` around `dd | nc`, the main process of a container
- * for (2)), so that container start-up is not counted; each kind runs --repeat times, interleaved, and the median counts.
+ * Every transfer, the reference included, is the same busybox program with the same sizes: the sender is
+ * `nc HOST PORT -e dd if=/dev/zero bs=1M count=MB` (dd writes 1 MiB at a time into the socket), the
+ * receiver `nc -l -p PORT -e dd of=/dev/null bs=1M`. The plain `dd | nc` pipe is not a throughput test:
+ * busybox nc moves 1 KiB per read and write, and TCP sends each such write as a packet of its own once the
+ * MSS is 1448 (MTU 1500) instead of 65483 (loopback), so it counted packets, not bytes; --small-writes
+ * adds that figure for loopback and container to container.
  *
- *   node daemon/dist/bench/network.js [-n 20] [--mb 256] [--repeat 3] [--json] [--check] [--verbose]
+ * Transfers are timed by the sender (busybox `time -p`; the main process of a container for (2)), so that
+ * container start-up is not counted; each kind runs --repeat times, interleaved, and the median counts.
+ *
+ *   node daemon/dist/bench/network.js [-n 20] [--mb 2048] [--repeat 5] [--small-writes] [--json] [--check] [--verbose]
  *
  * It starts a real berthd in a temporary root and removes everything it started when it ends.
  */
@@ -21,7 +28,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Engine } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { COMMON_USAGE, commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGETS = { bridgeOverheadP50Ms: 15, containerToContainer: 0.8, publishedPort: 0.5 };
@@ -30,14 +37,31 @@ interface Options extends CommonOptions {
   iterations: number;
   mb: number;
   repeat: number;
+  smallWrites: boolean;
 }
 
-function parseOptions(argv: string[]): Options {
-  const values = parseBenchArgs(argv, { iterations: { type: 'string', short: 'n' }, mb: { type: 'string' }, repeat: { type: 'string' } });
+const USAGE = `usage: node daemon/dist/bench/network.js [options]   (as root)
+  -n, --iterations N   start-ups of each kind (20)
+      --mb N           megabytes per transfer (2048)
+      --repeat N       transfers of each kind; the median counts (5)
+      --small-writes   also busybox nc's own 1 KiB writes (dd | nc), loopback and container to container
+${COMMON_USAGE}`;
+
+/** The options, or undefined for --help. */
+function parseOptions(argv: string[]): Options | undefined {
+  const values = parseBenchArgs(argv, {
+    iterations: { type: 'string', short: 'n' },
+    mb: { type: 'string' },
+    repeat: { type: 'string' },
+    'small-writes': { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return undefined;
   return {
     iterations: positiveInt(values, 'iterations', 20),
-    mb: positiveInt(values, 'mb', 256),
-    repeat: positiveInt(values, 'repeat', 3),
+    mb: positiveInt(values, 'mb', 2048),
+    repeat: positiveInt(values, 'repeat', 5),
+    smallWrites: values['small-writes'] === true,
     ...commonOptions(values),
   };
 }
@@ -61,18 +85,32 @@ function realSeconds(text: string): number {
   return Number(m[1]);
 }
 
-/** A sender: dd of `mb` MB of zeros into nc host port, timed by busybox. */
+/** A sender of `mb` MB of zeros to host:port, timed by busybox: dd writing 1 MiB at a time into the socket (nc -e). */
 function sender(mb: number, host: string, port: number): string[] {
+  return ['busybox', 'time', '-p', 'busybox', 'nc', host, String(port), '-e', 'busybox', 'dd', 'if=/dev/zero', 'bs=1M', `count=${mb}`];
+}
+
+/** The same bytes through busybox nc's own 1 KiB reads and writes. */
+function smallWriteSender(mb: number, host: string, port: number): string[] {
   return ['busybox', 'time', '-p', 'sh', '-c', `dd if=/dev/zero bs=1M count=${mb} 2>/dev/null | busybox nc ${host} ${port}`];
 }
 
-/** A receiver that takes one connection after another, dropping the bytes (stdin held open through a fifo, or nc would stop at its EOF). */
-function receiverScript(port: number, fifo: string): string {
+/** A receiver that takes one connection after another and drops the bytes, read up to 1 MiB at a time by dd. */
+function receiverScript(port: number): string {
+  return `while true; do busybox nc -l -p ${port} -e busybox dd of=/dev/null bs=1M 2>/dev/null; done`;
+}
+
+/** A receiver for the small-write senders: busybox nc itself reads (stdin held open through a fifo, or nc would stop at its EOF). */
+function smallWriteReceiverScript(port: number, fifo: string): string {
   return `rm -f ${fifo}; mkfifo ${fifo}; exec 3<>${fifo}; while true; do busybox nc -l -p ${port} <&3 >/dev/null; done`;
 }
 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
+  if (!opts) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const engine = new Engine({ verbose: opts.verbose });
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-netbench-'));
   const hostReceivers: number[] = [];
@@ -121,24 +159,67 @@ async function main(): Promise<number> {
 
     // (2) and (3): throughput
     const port = 5001;
+    const smallPort = 5002;
     const hostPort = randomInt(20000, 30000);
     const refPort = hostPort + 1;
+    const smallRefPort = hostPort + 2;
     await docker(['network', 'create', 'benchnet']);
     // The same with a jumbo MTU: the per-packet cost of a 1500-byte MTU (the default, Docker's too) set apart.
     await docker(['network', 'create', '-o', 'com.docker.network.driver.mtu=65520', 'jumbonet']);
-    await docker(['run', '-d', '--name', 'jumbo-server', '--network', 'jumbonet', 'busybox', 'sh', '-c', receiverScript(port, '/tmp/hold')]);
-    await docker(['run', '-d', '--name', 'bench-server', '--network', 'benchnet', '-p', `127.0.0.1:${hostPort}:${port}`, 'busybox', 'sh', '-c', receiverScript(port, '/tmp/hold')]);
+    await docker(['run', '-d', '--name', 'jumbo-server', '--network', 'jumbonet', 'busybox', 'sh', '-c', receiverScript(port)]);
+    const serverScript = opts.smallWrites ? `(${smallWriteReceiverScript(smallPort, '/tmp/hold')}) & ${receiverScript(port)}` : receiverScript(port);
+    await docker(['run', '-d', '--name', 'bench-server', '--network', 'benchnet', '-p', `127.0.0.1:${hostPort}:${port}`, 'busybox', 'sh', '-c', serverScript]);
     // The same transfer from the client container's network namespace by a process of the host's cgroup:
     // the network path alone, without the containers' share of the CPU (all containers sit in one cgroup).
     await docker(['run', '-d', '--name', 'bench-client', '--network', 'benchnet', 'busybox', 'sleep', '100000']);
     const clientPid = (await docker(['inspect', '-f', '{{.State.Pid}}', 'bench-client'])).trim();
     const serverIp = (await docker(['inspect', '-f', '{{.NetworkSettings.Networks.benchnet.IPAddress}}', 'bench-server'])).trim();
-    const hostReceiver = spawn('busybox', ['sh', '-c', receiverScript(refPort, path.join(tmp, 'hold'))], { stdio: 'ignore', detached: true });
+    const hostReceiver = spawn('busybox', ['sh', '-c', receiverScript(refPort)], { stdio: 'ignore', detached: true });
     hostReceivers.push(hostReceiver.pid!);
+    if (opts.smallWrites) {
+      const small = spawn('busybox', ['sh', '-c', smallWriteReceiverScript(smallRefPort, path.join(tmp, 'hold'))], { stdio: 'ignore', detached: true });
+      hostReceivers.push(small.pid!);
+    }
     await new Promise((r) => setTimeout(r, 500));
 
-    const seconds = { loopback: [] as number[], containers: [] as number[], networkPath: [] as number[], jumbo: [] as number[], published: [] as number[] };
-    const transfer = async (kind: keyof typeof seconds): Promise<void> => {
+    const seconds = {
+      loopback: [] as number[],
+      containers: [] as number[],
+      networkPath: [] as number[],
+      jumbo: [] as number[],
+      published: [] as number[],
+      smallLoopback: [] as number[],
+      smallContainers: [] as number[],
+    };
+    type Kind = keyof typeof seconds;
+    // busybox nc's 1 KiB writes move some 50 MB/s here: a smaller transfer keeps the run short.
+    const smallMb = Math.max(1, Math.min(opts.mb, 256));
+    const dockerEnv = { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig };
+    const command = (kind: Kind): [string, string[], Record<string, string>?] => {
+      switch (kind) {
+        case 'loopback':
+          return ['busybox', sender(opts.mb, '127.0.0.1', refPort).slice(1)];
+        case 'published':
+          return ['busybox', sender(opts.mb, '127.0.0.1', hostPort).slice(1)];
+        case 'networkPath':
+          return ['nsenter', ['-t', clientPid, '-n', ...sender(opts.mb, serverIp, port)]];
+        case 'containers':
+          return ['docker', ['run', '--rm', '--network', 'benchnet', ...sender(opts.mb, 'bench-server', port)], dockerEnv];
+        case 'jumbo':
+          return ['docker', ['run', '--rm', '--network', 'jumbonet', ...sender(opts.mb, 'jumbo-server', port)], dockerEnv];
+        case 'smallLoopback':
+          return ['busybox', smallWriteSender(smallMb, '127.0.0.1', smallRefPort).slice(1)];
+        case 'smallContainers':
+          return ['docker', ['run', '--rm', '--network', 'benchnet', ...smallWriteSender(smallMb, 'bench-server', smallPort)], dockerEnv];
+      }
+    };
+    const transferOnce = async (kind: Kind) => {
+      const [cmd, args, env] = command(kind);
+      const r = await exec(cmd, args, env);
+      if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
+      seconds[kind].push(realSeconds(r.stderr));
+    };
+    const transfer = async (kind: Kind): Promise<void> => {
       for (let attempt = 0; ; attempt++) {
         try {
           return await transferOnce(kind);
@@ -149,30 +230,25 @@ async function main(): Promise<number> {
         }
       }
     };
-    const transferOnce = async (kind: keyof typeof seconds) => {
-      const r =
-        kind === 'networkPath'
-          ? await exec('nsenter', ['-t', clientPid, '-n', ...sender(opts.mb, serverIp, port)])
-          : kind === 'containers' || kind === 'jumbo'
-          ? await exec('docker', ['run', '--rm', '--network', kind === 'jumbo' ? 'jumbonet' : 'benchnet', ...sender(opts.mb, kind === 'jumbo' ? 'jumbo-server' : 'bench-server', port)], { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig })
-          : await exec(sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort)[0], sender(opts.mb, '127.0.0.1', kind === 'published' ? hostPort : refPort).slice(1));
-      if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
-      seconds[kind].push(realSeconds(r.stderr));
-    };
+    const kinds: Kind[] = ['loopback', 'containers', 'networkPath', 'jumbo', 'published', ...(opts.smallWrites ? (['smallLoopback', 'smallContainers'] as const) : [])];
     for (let i = 0; i < opts.repeat; i++) {
-      for (const kind of i % 2 === 0 ? (['loopback', 'containers', 'networkPath', 'jumbo', 'published'] as const) : (['published', 'jumbo', 'networkPath', 'containers', 'loopback'] as const)) await transfer(kind);
+      // Alternating order, so that neither kind always runs after the other.
+      for (const kind of i % 2 === 0 ? kinds : [...kinds].reverse()) await transfer(kind);
     }
     const median = (xs: number[]) => summarize(xs).p50;
-    const rate = (s: number) => opts.mb / s;
+    const rate = (s: number, mb = opts.mb) => mb / s;
     const loopback = rate(median(seconds.loopback));
     const containers = rate(median(seconds.containers));
     const published = rate(median(seconds.published));
     const networkPath = rate(median(seconds.networkPath));
     const jumbo = rate(median(seconds.jumbo));
+    const small = opts.smallWrites ? { loopback: rate(median(seconds.smallLoopback), smallMb), containers: rate(median(seconds.smallContainers), smallMb) } : undefined;
     const results = {
       startup: { bridge: bridgeSummary, none: noneSummary, overheadP50Ms: overhead, target: TARGETS.bridgeOverheadP50Ms },
+      method: 'busybox nc -e dd, 1 MiB writes and reads',
       throughputMBps: { loopback, containers, networkPath, jumbo, published },
       ratios: { containers: containers / loopback, networkPath: networkPath / loopback, jumbo: jumbo / loopback, published: published / loopback },
+      ...(small ? { smallWrites: { mb: smallMb, throughputMBps: small, ratio: small.containers / small.loopback } } : {}),
       targets: TARGETS,
       seconds,
     };
@@ -187,12 +263,17 @@ async function main(): Promise<number> {
       console.log(line('default bridge', bridgeSummary));
       console.log(line('--network none', noneSummary));
       console.log(`  network adds at p50                 ${fmt(overhead)} ms   (target <= ${TARGETS.bridgeOverheadP50Ms} ms)`);
-      console.log(`TCP throughput, busybox nc, ${opts.mb} MB, median of ${opts.repeat}`);
+      console.log(`TCP throughput, ${opts.mb} MB by busybox nc -e dd (1 MiB writes and reads), median of ${opts.repeat}`);
       console.log(`  host loopback (reference)          ${fmt(loopback)} MB/s`);
       console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers)}   (target >= ${TARGETS.containerToContainer})`);
       console.log(`  same path, sender in host cgroup   ${fmt(networkPath)} MB/s   ratio ${fmt(results.ratios.networkPath)}   (the network alone)`);
       console.log(`  container -> container, MTU 65520  ${fmt(jumbo)} MB/s   ratio ${fmt(results.ratios.jumbo)}   (com.docker.network.driver.mtu)`);
       console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published)}   (target >= ${TARGETS.publishedPort})`);
+      if (small) {
+        console.log(`TCP throughput, ${smallMb} MB by dd | busybox nc (1 KiB writes: a packet each at MTU 1500), median of ${opts.repeat}`);
+        console.log(`  host loopback                      ${fmt(small.loopback)} MB/s`);
+        console.log(`  container -> container (user net)  ${fmt(small.containers)} MB/s   ratio ${fmt(small.containers / small.loopback)}   (no target)`);
+      }
       console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
     }
     return opts.check && misses.length > 0 ? 1 : 0;
