@@ -4,6 +4,12 @@
       "target_name": "layerfs",
       "sources": ["layerfs.c"],
       "cflags": ["-O2", "-Wall"]
+    },
+    {
+      "target_name": "layerhash",
+      "sources": ["layerhash.c"],
+      "cflags": ["-O2", "-Wall"],
+      "ldflags": ["-Wl,-z,now"]
     }
   ]
 }

@@ -18,7 +18,7 @@ import { tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 import { parseNormalizedNamed, type Reference } from '../reference.js';
 import { parseImageConfig, type ImageConfig } from './store.js';
-import { decompressed, peekStream } from './streams.js';
+import { decompressed, feed, peekStream } from './streams.js';
 import type { LayerStore, StagedLayer } from './types.js';
 
 /** JSON files larger than this are not metadata (a configuration or manifest is a few KB). */
@@ -26,6 +26,8 @@ const MAX_METADATA_SIZE = 16 * 1024 * 1024;
 /** All JSON files of one archive together (they are held in memory until the archive has been read). */
 const MAX_METADATA_TOTAL = 64 * 1024 * 1024;
 const MAX_LINK_HOPS = 16;
+/** The archive is parsed in pieces of about this size (an upload arrives in pieces of 20-64 KiB). */
+const INPUT_PIECE = 1 << 20;
 
 /** An image found in an archive, checked and ready to commit. */
 export interface ArchiveImage {
@@ -131,7 +133,7 @@ export async function readArchive(
 ): Promise<ArchiveContents> {
   const contents = new ArchiveContents();
   const { stream } = await decompressed(input);
-  const extract = tarStream().extract();
+  const extract = tarStream().extract({ highWaterMark: INPUT_PIECE });
   let failure: unknown;
 
   const keep = (name: string, bytes: Buffer): void => {
@@ -215,12 +217,14 @@ export async function readArchive(
       reject(failure);
     }
   });
-  stream.pipe(extract as unknown as NodeJS.WritableStream);
+  const detach = feed(stream, extract as unknown as NodeJS.WritableStream & { destroy(err?: Error): void }, INPUT_PIECE);
   try {
     await done;
     if (failure) throw failure;
   } catch (thrown) {
-    stream.destroy();
+    // The request body itself is left unread (the server discards it); a decoder in front of it ends here.
+    detach();
+    if (stream !== input) stream.destroy();
     // A failing entry may have torn the archive stream down before its own, clearer, error was recorded.
     await inflight.catch(() => undefined);
     const err = failure ?? thrown;

@@ -57,10 +57,14 @@ export class SplitRecorder {
     this.paths[id] = file;
   }
 
-  async push(chunk: Buffer): Promise<void> {
+  /**
+   * Takes the next bytes of the tar. Returns a promise when the output wants the caller to wait (its
+   * buffer is full), undefined when the caller can go on.
+   */
+  push(chunk: Buffer): Promise<void> | undefined {
     this.pending.push(chunk);
     this.pendingLength += chunk.length;
-    await this.process(false);
+    return this.process(false);
   }
 
   /** Writes what is left (the end blocks) and ends the output. */
@@ -92,7 +96,7 @@ export class SplitRecorder {
     return parts.length === 1 ? parts[0] : Buffer.concat(parts);
   }
 
-  private async process(final: boolean): Promise<void> {
+  private process(final: boolean): Promise<void> | undefined {
     const records: Buffer[] = [];
     const end = this.pendingStart + this.pendingLength;
     while (this.done < end) {
@@ -121,17 +125,16 @@ export class SplitRecorder {
       records.push(head, Buffer.from(bytes));
       this.done += n;
     }
-    if (records.length === 0) return;
-    if (!this.out.write(Buffer.concat(records))) {
-      await new Promise<void>((resolve, reject) => {
-        const onError = (err: Error) => reject(err);
-        this.out.once('error', onError);
-        this.out.once('drain', () => {
-          this.out.off('error', onError);
-          resolve();
-        });
+    if (records.length === 0) return undefined;
+    if (this.out.write(records.length === 1 ? records[0] : Buffer.concat(records))) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.out.once('error', onError);
+      this.out.once('drain', () => {
+        this.out.off('error', onError);
+        resolve();
       });
-    }
+    });
   }
 }
 

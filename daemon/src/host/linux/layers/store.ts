@@ -15,34 +15,24 @@
  * - `<root>/staging/`: layers being read, and layers being removed (renamed here first, then deleted).
  *   Emptied at start.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, promises as fs, readdirSync, readFileSync, rmSync, mkdirSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/types.js';
 import { InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { writeJSONAtomic } from '../../../util/atomic.js';
 import { log } from '../../../util/log.js';
-import { decompressed, detectCompression, peekStream } from '../../../engine/images/streams.js';
+import { StreamDigest } from '../../../engine/images/digest.js';
+import { decompressed, drainStream, type Decoded } from '../../../engine/images/streams.js';
 import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
 
 const FORMAT_VERSION = 2;
-/** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the stream stages. */
+/** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the unpacking. */
 const GUNZIP_CHUNK = 256 * 1024;
-
-/** The uncompressed layer tar of `input` (gzip decoded here with large pieces; others as streams.ts does). */
-async function layerTarStream(input: NodeJS.ReadableStream): Promise<Readable> {
-  const { head, stream: raw } = await peekStream(input, 6);
-  const compression = detectCompression(head);
-  if (compression === 'none') return raw;
-  if (compression !== 'gzip') return (await decompressed(raw)).stream;
-  const gunzip = createGunzip({ chunkSize: GUNZIP_CHUNK });
-  pipeline(raw, gunzip).catch(() => undefined);
-  return gunzip;
-}
 const READABLE_VERSIONS = [1, 2];
 
 interface StagedState {
@@ -50,6 +40,10 @@ interface StagedState {
   diskSize: number;
   /** Set once the staged folder was moved into the store. */
   committedAs?: string;
+}
+
+function abortError(): Error {
+  return Object.assign(new Error('The operation was aborted'), { name: 'AbortError' });
 }
 
 function hexOf(digest: string): string {
@@ -95,51 +89,51 @@ export class LinuxLayerStore implements LayerStore {
     const diffDir = path.join(dir, 'diff');
     await fs.mkdir(diffDir, { recursive: true, mode: 0o755 });
     await fs.mkdir(path.join(dir, 'aside'), { mode: 0o700 });
-    const hash = createHash('sha256');
-    let size = 0;
+    const digest = new StreamDigest();
     const splitFile = createWriteStream(path.join(dir, 'layer.split'), { mode: 0o600 });
     splitFile.on('error', () => undefined);
     const recorder = new SplitRecorder(splitFile);
-    const source = new PassThrough();
-    let feeding: Promise<void> | undefined;
+    const raw = input as Readable;
+    let decoded: Decoded | undefined;
+    const onAbort = (): void => {
+      (decoded?.stream ?? raw).destroy(signal?.reason instanceof Error ? signal.reason : abortError());
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const stream = await layerTarStream(input);
-      const tee = new Transform({
-        transform(chunk: Buffer, _enc, cb) {
-          hash.update(chunk);
-          size += chunk.length;
-          recorder.push(chunk).then(
-            () => cb(null, chunk),
-            (err: Error) => cb(err),
-          );
-        },
-      });
-      feeding = pipeline(stream, tee, source, { signal });
-      feeding.catch(() => undefined);
-      const result = await unpackLayer(source, diffDir, { recorder, asideDir: path.join(dir, 'aside') });
+      if (signal?.aborted) throw signal.reason ?? abortError();
+      decoded = await decompressed(raw, GUNZIP_CHUNK);
+      const tarStream = decoded.stream;
+      let result;
       try {
-        await feeding;
+        result = await unpackLayer(tarStream, diffDir, { recorder, asideDir: path.join(dir, 'aside') }, (chunk) => digest.update(chunk));
       } catch (err) {
-        if ((err as Error).name === 'AbortError') throw err;
-        throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
+        if (signal?.aborted) throw signal.reason ?? abortError();
+        if (err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === undefined || code.startsWith('Z_') || code === 'ERR_STREAM_PREMATURE_CLOSE') {
+          throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
+        }
+        throw err;
       }
       await recorder.finish();
       await writeJSONAtomic(path.join(dir, 'layer.refs.json'), { version: 1, paths: recorder.paths });
-      const staged: StagedLayer = { diffId: `sha256:${hash.digest('hex')}`, size };
+      const staged: StagedLayer = { diffId: await digest.digest(), size: digest.size };
       this.staged.set(staged, { dir, diskSize: result.diskSize });
       return staged;
     } catch (err) {
       // Read the rest of the input to its end, so that an archive holding this file can go on.
-      source.resume();
-      await feeding?.catch(() => undefined);
+      decoded?.detach();
+      if (!signal?.aborted) await drainStream(raw);
       splitFile.destroy();
       await fs.rm(dir, { recursive: true, force: true });
-      if (err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
+      if (signal?.aborted || err instanceof InvalidParameter || (err as Error).name === 'AbortError') throw err;
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'Z_DATA_ERROR' || code === 'Z_BUF_ERROR' || code === undefined) {
         throw new InvalidParameter(`invalid layer: ${(err as Error).message}`, { cause: err });
       }
       throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

@@ -443,16 +443,58 @@ class LayerWriter {
   }
 }
 
+/** Bytes the tar parser takes before the feeding waits for it (one pass: fewer pauses of the source). */
+const PARSER_BUFFER = 1 << 20;
+
 /**
  * Unpacks the uncompressed layer tar read from `source` into the existing empty folder `root`. Malformed
- * or unsafe tars reject with InvalidParameter; the caller removes `root` on failure.
+ * or unsafe tars reject with InvalidParameter; the caller removes `root` on failure. Every chunk of the
+ * tar goes, in one pass, to `onChunk` (the caller's digest), to the split recorder and to the tar parser.
+ * `source` is only read, never destroyed: after a failure it is left paused for the caller to drain.
  */
-export async function unpackLayer(source: Readable, root: string, split?: SplitTarget): Promise<UnpackResult> {
+export async function unpackLayer(
+  source: Readable,
+  root: string,
+  split?: SplitTarget,
+  onChunk?: (chunk: Buffer) => Promise<void> | undefined,
+): Promise<UnpackResult> {
   // Nothing is awaited before the listeners are on `source`: an early error would otherwise go unseen.
   if (source.destroyed) throw new InvalidParameter(`invalid layer tar: ${source.errored?.message ?? 'the stream closed before it was read'}`);
   const writer = new LayerWriter(root, split);
-  const extract = tarStream().extract();
+  const extract = tarStream().extract({ highWaterMark: PARSER_BUFFER });
   let failure: unknown;
+  let stopped = false;
+  let ended = false;
+  let waits = 0;
+  const resumeAfterWait = (): void => {
+    if (--waits === 0 && !stopped) source.resume();
+  };
+  const waitFor = (work: Promise<void>): void => {
+    waits++;
+    if (waits === 1) source.pause();
+    work.then(resumeAfterWait, (err: Error) => {
+      failure ??= err;
+      extract.destroy(err);
+    });
+  };
+  const onData = (chunk: Buffer): void => {
+    if (stopped || extract.destroyed) return;
+    const hashing = onChunk?.(chunk);
+    if (hashing) waitFor(hashing);
+    const recording = split?.recorder.push(chunk);
+    if (recording) waitFor(recording);
+    if (!extract.write(chunk)) {
+      waits++;
+      if (waits === 1) source.pause();
+      extract.once('drain', resumeAfterWait);
+    }
+  };
+  const stopFeeding = (): void => {
+    if (stopped) return;
+    stopped = true;
+    source.off('data', onData);
+    source.pause();
+  };
   const done = new Promise<void>((resolve, reject) => {
     extract.on('entry', (header, source, next) => {
       const stream = source as unknown as Readable;
@@ -471,23 +513,31 @@ export async function unpackLayer(source: Readable, root: string, split?: SplitT
     extract.on('close', () => resolve());
     extract.on('error', (err: Error) => reject(failure ?? err));
     source.on('error', (err: Error) => {
+      if (stopped) return;
       failure ??= err;
       extract.destroy(err);
       reject(err);
     });
     source.on('close', () => {
-      if (source.readableEnded) return;
-      const err = source.errored ?? new Error('the layer stream closed before its end');
+      if (ended || stopped) return;
+      const err = (source as Readable & { errored?: Error | null }).errored ?? new Error('the layer stream closed before its end');
       failure ??= err;
       extract.destroy(err);
       reject(err);
     });
+    source.on('end', () => {
+      ended = true;
+      if (!stopped) (extract as unknown as { end(): void }).end();
+    });
+    extract.on('error', stopFeeding);
+    extract.on('close', stopFeeding);
+    source.on('data', onData);
+    source.resume();
   });
-  source.pipe(extract as unknown as NodeJS.WritableStream);
   try {
     await done;
   } catch (err) {
-    source.unpipe?.(extract as unknown as NodeJS.WritableStream);
+    stopFeeding();
     await writer.settle();
     if (err instanceof InvalidParameter) throw err;
     const code = (err as NodeJS.ErrnoException).code;
