@@ -6,11 +6,11 @@
  * them are staged and checked is the image committed, so a failure or a cancelled pull leaves nothing.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { InvalidParameter, NotFound } from '../../errors.js';
 import { familiarString, type Reference } from '../../reference.js';
+import { StreamDigest } from '../digest.js';
 import { chainIdsOf, parseImageConfig, type ImageConfig } from '../store.js';
 import type { LayerStore, StagedLayer } from '../types.js';
 import type { AuthConfig } from './auth.js';
@@ -83,7 +83,7 @@ export async function fetchConfig(repo: Repository, desc: Descriptor): Promise<{
 
 /** Checks that the stream's bytes are `desc` (size and digest) as they pass, with download progress. */
 class BlobVerifier extends Transform {
-  private readonly hash = createHash('sha256');
+  private readonly hash = new StreamDigest();
   private count = 0;
   verified = false;
   failure: Error | undefined;
@@ -97,19 +97,23 @@ class BlobVerifier extends Transform {
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null, data?: Buffer) => void): void {
-    this.hash.update(chunk);
     this.count += chunk.length;
     if (this.count > this.desc.size) {
       this.failure = new DigestMismatch(`blob ${this.desc.digest} is larger than the ${this.desc.size} bytes its manifest gives`);
       return cb(this.failure);
     }
     this.progress.add(chunk.length);
-    cb(null, chunk);
+    const behind = this.hash.update(chunk);
+    if (behind) behind.then(() => cb(null, chunk), cb);
+    else cb(null, chunk);
   }
 
   override _flush(cb: (err?: Error | null) => void): void {
     this.progress.report();
-    const actual = `sha256:${this.hash.digest('hex')}`;
+    this.hash.digest().then((actual) => this.check(actual, cb), cb);
+  }
+
+  private check(actual: string, cb: (err?: Error | null) => void): void {
     if (this.count !== this.desc.size) {
       this.failure = new DigestMismatch(`blob ${this.desc.digest} ended after ${this.count} of ${this.desc.size} bytes`);
       return cb(this.failure);
