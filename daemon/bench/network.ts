@@ -13,7 +13,8 @@
  * receiver `nc -l -p PORT -e dd of=/dev/null bs=1M`. The plain `dd | nc` pipe is not a throughput test:
  * busybox nc moves 1 KiB per read and write, and TCP sends each such write as a packet of its own once the
  * MSS is 1448 (MTU 1500) instead of 65483 (loopback), so it counted packets, not bytes; --small-writes
- * adds that figure for loopback and container to container.
+ * adds that figure for loopback and container to container. Beside the reference, the same transfer over a
+ * loopback whose MTU is the containers' 1500 (a private network namespace): what the MTU alone costs.
  *
  * Transfers are timed by the sender (busybox `time -p`; the main process of a container for (2)), so that
  * container start-up is not counted; each kind runs --repeat times, interleaved, and the median counts.
@@ -95,9 +96,14 @@ function smallWriteSender(mb: number, host: string, port: number): string[] {
   return ['busybox', 'time', '-p', 'sh', '-c', `dd if=/dev/zero bs=1M count=${mb} 2>/dev/null | busybox nc ${host} ${port}`];
 }
 
+/** A receiver of one connection. */
+function receiverOnce(port: number): string {
+  return `busybox nc -l -p ${port} -e busybox dd of=/dev/null bs=1M 2>/dev/null`;
+}
+
 /** A receiver that takes one connection after another and drops the bytes, read up to 1 MiB at a time by dd. */
 function receiverScript(port: number): string {
-  return `while true; do busybox nc -l -p ${port} -e busybox dd of=/dev/null bs=1M 2>/dev/null; done`;
+  return `while true; do ${receiverOnce(port)}; done`;
 }
 
 /** A receiver for the small-write senders: busybox nc itself reads (stdin held open through a fifo, or nc would stop at its EOF). */
@@ -186,6 +192,7 @@ async function main(): Promise<number> {
       loopback: [] as number[],
       containers: [] as number[],
       networkPath: [] as number[],
+      loopback1500: [] as number[],
       jumbo: [] as number[],
       published: [] as number[],
       smallLoopback: [] as number[],
@@ -201,6 +208,9 @@ async function main(): Promise<number> {
           return ['busybox', sender(opts.mb, '127.0.0.1', refPort).slice(1)];
         case 'published':
           return ['busybox', sender(opts.mb, '127.0.0.1', hostPort).slice(1)];
+        case 'loopback1500':
+          // A private network namespace whose loopback has the containers' MTU: no veth, no bridge, no rules.
+          return ['unshare', ['-n', 'busybox', 'sh', '-c', `ip link set lo mtu 1500 up && { ${receiverOnce(refPort)} & } && sleep 0.3 && exec ${sender(opts.mb, '127.0.0.1', refPort).join(' ')}`]];
         case 'networkPath':
           return ['nsenter', ['-t', clientPid, '-n', ...sender(opts.mb, serverIp, port)]];
         case 'containers':
@@ -230,7 +240,7 @@ async function main(): Promise<number> {
         }
       }
     };
-    const kinds: Kind[] = ['loopback', 'containers', 'networkPath', 'jumbo', 'published', ...(opts.smallWrites ? (['smallLoopback', 'smallContainers'] as const) : [])];
+    const kinds: Kind[] = ['loopback', 'loopback1500', 'containers', 'networkPath', 'jumbo', 'published', ...(opts.smallWrites ? (['smallLoopback', 'smallContainers'] as const) : [])];
     for (let i = 0; i < opts.repeat; i++) {
       // Alternating order, so that neither kind always runs after the other.
       for (const kind of i % 2 === 0 ? kinds : [...kinds].reverse()) await transfer(kind);
@@ -241,13 +251,14 @@ async function main(): Promise<number> {
     const containers = rate(median(seconds.containers));
     const published = rate(median(seconds.published));
     const networkPath = rate(median(seconds.networkPath));
+    const loopback1500 = rate(median(seconds.loopback1500));
     const jumbo = rate(median(seconds.jumbo));
     const small = opts.smallWrites ? { loopback: rate(median(seconds.smallLoopback), smallMb), containers: rate(median(seconds.smallContainers), smallMb) } : undefined;
     const results = {
       startup: { bridge: bridgeSummary, none: noneSummary, overheadP50Ms: overhead, target: TARGETS.bridgeOverheadP50Ms },
       method: 'busybox nc -e dd, 1 MiB writes and reads',
-      throughputMBps: { loopback, containers, networkPath, jumbo, published },
-      ratios: { containers: containers / loopback, networkPath: networkPath / loopback, jumbo: jumbo / loopback, published: published / loopback },
+      throughputMBps: { loopback, loopback1500, containers, networkPath, jumbo, published },
+      ratios: { loopback1500: loopback1500 / loopback, containers: containers / loopback, networkPath: networkPath / loopback, jumbo: jumbo / loopback, published: published / loopback },
       ...(small ? { smallWrites: { mb: smallMb, throughputMBps: small, ratio: small.containers / small.loopback } } : {}),
       targets: TARGETS,
       seconds,
@@ -265,14 +276,15 @@ async function main(): Promise<number> {
       console.log(`  network adds at p50                 ${fmt(overhead)} ms   (target <= ${TARGETS.bridgeOverheadP50Ms} ms)`);
       console.log(`TCP throughput, ${opts.mb} MB by busybox nc -e dd (1 MiB writes and reads), median of ${opts.repeat}`);
       console.log(`  host loopback (reference)          ${fmt(loopback)} MB/s`);
-      console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers)}   (target >= ${TARGETS.containerToContainer})`);
-      console.log(`  same path, sender in host cgroup   ${fmt(networkPath)} MB/s   ratio ${fmt(results.ratios.networkPath)}   (the network alone)`);
-      console.log(`  container -> container, MTU 65520  ${fmt(jumbo)} MB/s   ratio ${fmt(results.ratios.jumbo)}   (com.docker.network.driver.mtu)`);
-      console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published)}   (target >= ${TARGETS.publishedPort})`);
+      console.log(`  host loopback at MTU 1500          ${fmt(loopback1500)} MB/s   ratio ${fmt(results.ratios.loopback1500, 2)}   (the cost of the MTU alone)`);
+      console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers, 2)}   (target >= ${TARGETS.containerToContainer})`);
+      console.log(`  same path, sender in host cgroup   ${fmt(networkPath)} MB/s   ratio ${fmt(results.ratios.networkPath, 2)}   (the network alone)`);
+      console.log(`  container -> container, MTU 65520  ${fmt(jumbo)} MB/s   ratio ${fmt(results.ratios.jumbo, 2)}   (com.docker.network.driver.mtu)`);
+      console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published, 2)}   (target >= ${TARGETS.publishedPort})`);
       if (small) {
         console.log(`TCP throughput, ${smallMb} MB by dd | busybox nc (1 KiB writes: a packet each at MTU 1500), median of ${opts.repeat}`);
         console.log(`  host loopback                      ${fmt(small.loopback)} MB/s`);
-        console.log(`  container -> container (user net)  ${fmt(small.containers)} MB/s   ratio ${fmt(small.containers / small.loopback)}   (no target)`);
+        console.log(`  container -> container (user net)  ${fmt(small.containers)} MB/s   ratio ${fmt(small.containers / small.loopback, 2)}   (no target)`);
       }
       console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
     }
