@@ -14,10 +14,14 @@
  *   spawnAsync(file, args, env, cwd, fds, setsid, cb)
  *                                  the same on a thread of the pool, then cb(err, pid)
  *   waitpid(pid, cb)               waits for that child on a thread of the pool, then cb(code) (128+n: signal n)
+ *   removeTreeAsync(path, cb)      rm -rf --one-file-system PATH on a thread of the pool, then cb(err|null): one
+ *                                  task instead of a trip through the pool per entry; symlinks are removed, never
+ *                                  followed, and a mount point below PATH is an error (EXDEV), never entered
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
 #include <node_api.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -30,6 +34,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -476,6 +481,136 @@ static napi_value WaitPid(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * Removes `name` in the folder `parent`: a file, a symlink or a device at once; a folder after its entries,
+ * provided it is on `dev` (a mount point is never entered). Returns 0 or an errno (the first one met; the
+ * other entries are still removed).
+ */
+static int remove_at(int parent, const char *name, dev_t dev, int depth) {
+  if (unlinkat(parent, name, 0) == 0 || errno == ENOENT) return 0;
+  if (errno != EISDIR) return errno;
+  if (depth > 512) return ELOOP;
+  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? 0 : errno;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return err;
+  }
+  if (st.st_dev != dev) {
+    close(fd);
+    return EXDEV;
+  }
+  DIR *dir = fdopendir(fd);
+  if (!dir) {
+    int err = errno;
+    close(fd);
+    return err;
+  }
+  int err = 0;
+  /* Entries removed while the folder is read may make readdir skip others: read it again until it is empty. */
+  for (int pass = 0; pass < 8; pass++) {
+    int removed = 0;
+    struct dirent *entry;
+    rewinddir(dir);
+    while ((entry = readdir(dir)) != NULL) {
+      if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+      int e = remove_at(dirfd(dir), entry->d_name, dev, depth + 1);
+      if (e && !err) err = e;
+      removed++;
+    }
+    if (removed == 0 || err) break;
+  }
+  closedir(dir);
+  if (err) return err;
+  if (unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT) return errno;
+  return 0;
+}
+
+struct remove_work {
+  napi_async_work work;
+  napi_ref callback;
+  char target[4096];
+  int err;
+};
+
+static void remove_execute(napi_env env, void *data) {
+  (void)env;
+  struct remove_work *w = data;
+  struct stat st;
+  if (lstat(w->target, &st) != 0) {
+    w->err = errno == ENOENT ? 0 : errno;
+    return;
+  }
+  char parent_path[4096];
+  snprintf(parent_path, sizeof parent_path, "%s", w->target);
+  char *slash = strrchr(parent_path, '/');
+  const char *name = slash ? slash + 1 : parent_path;
+  if (slash == parent_path) parent_path[1] = '\0';
+  else if (slash) *slash = '\0';
+  if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+    w->err = EINVAL;
+    return;
+  }
+  int parent = open(slash ? parent_path : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) {
+    w->err = errno;
+    return;
+  }
+  w->err = remove_at(parent, name, st.st_dev, 0);
+  close(parent);
+}
+
+static void remove_complete(napi_env env, napi_status status, void *data) {
+  struct remove_work *w = data;
+  napi_value cb, global, arg, result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  if (status != napi_ok) w->err = ECANCELED;
+  if (w->err) {
+    char message[4200];
+    snprintf(message, sizeof message, "remove %s: %s", w->target, strerror(w->err));
+    const char *code = w->err == EXDEV ? "EXDEV" : w->err == EBUSY ? "EBUSY" : w->err == EPERM ? "EPERM" : w->err == EACCES ? "EACCES"
+                     : w->err == EINVAL ? "EINVAL" : w->err == ENOTEMPTY ? "ENOTEMPTY" : "EIO";
+    napi_value msg, codev;
+    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
+    napi_create_error(env, codev, msg, &arg);
+  } else {
+    napi_get_null(env, &arg);
+  }
+  napi_call_function(env, global, cb, 1, &arg, &result);
+  napi_delete_reference(env, w->callback);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], name;
+  napi_valuetype type = napi_undefined;
+  struct remove_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || string_arg(env, argv[0], w->target, sizeof w->target) ||
+      w->target[0] != '/' || napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function) {
+    free(w);
+    napi_throw_type_error(env, NULL, "removeTreeAsync(path, callback) needs an absolute path and a function");
+    return NULL;
+  }
+  napi_create_reference(env, argv[1], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:remove", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, remove_execute, remove_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    free(w);
+    napi_throw_error(env, "EIO", "cannot queue the removal");
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "mountOverlay", NAPI_AUTO_LENGTH, MountOverlay, NULL, &fn);
@@ -496,6 +631,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "spawnAsync", fn);
   napi_create_function(env, "waitpid", NAPI_AUTO_LENGTH, WaitPid, NULL, &fn);
   napi_set_named_property(env, exports, "waitpid", fn);
+  napi_create_function(env, "removeTreeAsync", NAPI_AUTO_LENGTH, RemoveTreeAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "removeTreeAsync", fn);
   return exports;
 }
 

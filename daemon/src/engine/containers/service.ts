@@ -395,12 +395,6 @@ export class ContainerService implements ImageUsers {
   private async handleExit(record: ContainerRecord, exit: ExitInfo): Promise<void> {
     if (!record.State.Running && !record.State.Restarting) return;
     const ranMs = Date.now() - Date.parse(record.State.StartedAt);
-    let released = true;
-    await this.networking.disconnect(record.Id).catch((err) => {
-      released = false;
-      log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
-    });
-    await this.deps.volumes?.unmountAll(record);
     Object.assign(record.State, {
       Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
       ExitCode: exit.exitCode, OOMKilled: exit.oomKilled, FinishedAt: rfc3339Nano(exit.finishedAtNano),
@@ -415,10 +409,17 @@ export class ContainerService implements ImageUsers {
       this.restartDelays.set(record.Id, delay);
       Object.assign(record.State, { Status: 'restarting', Restarting: true });
     }
-    await this.store.save(record);
+    // As Docker: the waiters have their answer as soon as the exit is known; the network, the volumes, the
+    // record on disk, the runtime's state and the root filesystem follow, still under the container's lock (a
+    // start, remove or copy that follows waits for them; recovery reads the exit from the monitor's file).
     this.signals.emit(`exit:${record.Id}`, exit.exitCode);
-    // The runtime's state and the root filesystem are released once the waiters have their answer, still under
-    // the container's lock: a start, remove or copy that follows waits for them.
+    let released = true;
+    await this.networking.disconnect(record.Id).catch((err) => {
+      released = false;
+      log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
+    });
+    await this.deps.volumes?.unmountAll(record).catch((err) => log.warn('volume unmount failed', { id: record.Id, error: errorMessage(err) }));
+    await this.store.save(record);
     await this.host.cleanup(record.Id).catch((err) => {
       released = false;
       log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) });

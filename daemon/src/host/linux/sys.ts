@@ -3,6 +3,7 @@
  * network namespace): each spares a process spawn on the path of a container start. Callers fall back to
  * the command-line tools when the addon is not built.
  */
+import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,11 @@ export interface LinuxSys {
   spawnAsync?(file: string, args: string[], env: string[], cwd: string, fds: number[], setsid: boolean, done: (err: NodeJS.ErrnoException | null, pid: number | null) => void): void;
   /** Waits for a child started by spawn on the thread pool: its exit code, 128+n for signal n, -1 if lost. */
   waitpid?(pid: number, done: (code: number) => void): void;
+  /**
+   * `rm -rf --one-file-system` of an absolute path as one task of the pool; symlinks are never followed and a
+   * mount point below the path is an error (EXDEV). Absent in older builds.
+   */
+  removeTreeAsync?(target: string, done: (err: NodeJS.ErrnoException | null) => void): void;
 }
 
 let loaded: LinuxSys | null | undefined;
@@ -44,4 +50,14 @@ export function linuxSys(): LinuxSys | null {
     loaded = null;
   }
   return loaded;
+}
+
+/**
+ * Removes a file or a folder with everything in it (nothing when it does not exist). With the addon it is one
+ * task of the thread pool that never enters a mount point; else fs.rm, a trip through the pool per entry.
+ */
+export function removeTree(target: string): Promise<void> {
+  const remove = linuxSys()?.removeTreeAsync;
+  if (!remove || !path.isAbsolute(target)) return fs.rm(target, { recursive: true, force: true });
+  return new Promise((resolve, reject) => remove(target, (err) => (err ? reject(err) : resolve())));
 }

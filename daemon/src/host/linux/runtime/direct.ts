@@ -15,6 +15,7 @@
  */
 import { closeSync, constants, openSync, promises as fs, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { removeTree } from '../sys.js';
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
@@ -121,6 +122,6 @@ export async function removeStopped(stateRoot: string, id: string): Promise<bool
       throw new DirectUnavailable(`cannot remove cgroup ${path.join(hostCgroupMounts()[i]!, rel)}: ${errno(r.reason) ?? (r.reason as Error).message}`);
     }
   }
-  await fs.rm(dir, { recursive: true, force: true });
+  await removeTree(dir);
   return true;
 }

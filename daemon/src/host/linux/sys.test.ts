@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { linuxSys, removeTree } from './sys.js';
+
+describe('removeTree', () => {
+  let root: string;
+  before(async () => {
+    root = await fs.mkdtemp(path.join(os.tmpdir(), 'bt-sys-'));
+  });
+  after(async () => {
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  test('the native removal is built', () => {
+    assert.equal(typeof linuxSys()?.removeTreeAsync, 'function');
+  });
+
+  test('removes a tree of folders, files, symlinks, fifos and folders without permissions; nothing when absent', async () => {
+    const tree = path.join(root, 'tree');
+    await fs.mkdir(path.join(tree, 'a', 'b', 'c'), { recursive: true });
+    for (let i = 0; i < 300; i++) await fs.writeFile(path.join(tree, 'a', `f${i}`), 'x');
+    await fs.writeFile(path.join(tree, 'a', 'b', 'c', 'deep'), 'y');
+    await fs.symlink('/etc', path.join(tree, 'etc-link'));
+    await fs.symlink('nowhere', path.join(tree, 'dangling'));
+    execFileSync('mkfifo', [path.join(tree, 'fifo')]);
+    await fs.chmod(path.join(tree, 'a', 'b'), 0);
+    await removeTree(tree);
+    assert.equal(existsSync(tree), false);
+    assert.equal(existsSync('/etc/passwd'), true);
+    await removeTree(tree);
+    await removeTree(path.join(root, 'never-was'));
+  });
+
+  test('a symlink is removed, never followed', async () => {
+    const kept = path.join(root, 'kept');
+    await fs.mkdir(kept);
+    await fs.writeFile(path.join(kept, 'file'), 'keep me');
+    const tree = path.join(root, 'links');
+    await fs.mkdir(tree);
+    await fs.symlink(kept, path.join(tree, 'to-kept'));
+    await fs.symlink(kept, path.join(root, 'top-link'));
+    await removeTree(tree);
+    await removeTree(path.join(root, 'top-link'));
+    assert.equal(await fs.readFile(path.join(kept, 'file'), 'utf8'), 'keep me');
+    assert.equal(existsSync(path.join(root, 'top-link')), false);
+  });
+
+  test('never enters a mount point below the path: EXDEV, and the mounted content stays', async () => {
+    const tree = path.join(root, 'mounted');
+    const mnt = path.join(tree, 'mnt');
+    await fs.mkdir(mnt, { recursive: true });
+    await fs.writeFile(path.join(tree, 'beside'), 'z');
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', mnt]);
+    try {
+      await fs.writeFile(path.join(mnt, 'inside'), 'stay');
+      await assert.rejects(removeTree(tree), (err: NodeJS.ErrnoException) => err.code === 'EXDEV');
+      assert.equal(await fs.readFile(path.join(mnt, 'inside'), 'utf8'), 'stay');
+      assert.equal(existsSync(path.join(tree, 'beside')), false);
+    } finally {
+      execFileSync('umount', [mnt]);
+    }
+    await removeTree(tree);
+    assert.equal(existsSync(tree), false);
+  });
+});
