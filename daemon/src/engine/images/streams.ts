@@ -188,8 +188,9 @@ export async function decompressed(input: NodeJS.ReadableStream | Readable, gunz
     case 'none':
       return { stream: raw, compression, detach: () => raw.pause() };
     case 'gzip': {
+      // Compressed pieces of about the output's size: each write is one trip to the thread pool.
       const gunzip = createGunzip(gunzipChunk ? { chunkSize: gunzipChunk } : {});
-      return { stream: gunzip, compression, detach: feed(raw, gunzip) };
+      return { stream: gunzip, compression, detach: feed(raw, gunzip, gunzipChunk ?? 0) };
     }
     default:
       // Drained rather than destroyed: the input may be one entry of an archive that goes on.
