@@ -414,18 +414,23 @@ export class ContainerService implements ImageUsers {
     // start, remove or copy that follows waits for them; recovery reads the exit from the monitor's file).
     this.signals.emit(`exit:${record.Id}`, exit.exitCode);
     let released = true;
-    await this.networking.disconnect(record.Id).catch((err) => {
-      released = false;
-      log.warn('network disconnect failed', { id: record.Id, error: errorMessage(err) });
-    });
-    await this.deps.volumes?.unmountAll(record).catch((err) => log.warn('volume unmount failed', { id: record.Id, error: errorMessage(err) }));
-    await this.store.save(record);
-    await this.host.cleanup(record.Id).catch((err) => {
-      released = false;
-      log.warn('runtime cleanup failed', { id: record.Id, error: errorMessage(err) });
-    });
+    const warn = (what: string, releases: boolean) => (err: unknown) => {
+      if (releases) released = false;
+      log.warn(`${what} failed`, { id: record.Id, error: errorMessage(err) });
+    };
+    // Independent of one another, so done together; the volumes are unmounted before the root filesystem
+    // they sit in.
+    const [saved] = await Promise.allSettled([
+      this.store.save(record),
+      this.networking.disconnect(record.Id).catch(warn('network disconnect', true)),
+      this.host.cleanup(record.Id).catch(warn('runtime cleanup', true)),
+      (async () => {
+        await this.deps.volumes?.unmountAll(record).catch(warn('volume unmount', false));
+        await this.host.unmountRootfs(record.Id).catch(warn('unmount', false));
+      })(),
+    ]);
     if (released) this.released.add(record.Id);
-    await this.host.unmountRootfs(record.Id).catch((err) => log.warn('unmount failed', { id: record.Id, error: errorMessage(err) }));
+    if (saved.status === 'rejected') throw saved.reason;
     if (restart) {
       this.scheduleRestart(record, this.restartDelays.get(record.Id)!);
     } else if (record.HostConfig.AutoRemove) {
