@@ -163,6 +163,7 @@ async function main(): Promise<number> {
     registry = await startRegistry();
     await engine.start();
     const layers = await prepareImage(registry, work, opts.mb);
+    const loadBefore = os.loadavg()[0];
     const compressed = layers.reduce((s, l) => s + l.size, 0);
 
     const berth: number[] = [];
@@ -178,13 +179,15 @@ async function main(): Promise<number> {
     const r = summarize(reference);
     const ratio = b.p50 / r.p50;
     if (opts.json) {
-      console.log(JSON.stringify({ uncompressedMB: opts.mb, compressedBytes: compressed, berth: b, curlTar: r, ratioP50: ratio, target: TARGET_RATIO }, null, 2));
+      const loadAverage = { before: loadBefore, after: os.loadavg()[0] };
+      console.log(JSON.stringify({ uncompressedMB: opts.mb, compressedBytes: compressed, berth: b, curlTar: r, ratioP50: ratio, target: TARGET_RATIO, loadAverage }, null, 2));
     } else {
       console.log(`pull of a ${opts.mb} MB image (${LAYERS} gzip layers, ${(compressed / 1e6).toFixed(1)} MB compressed) from a local registry, ${opts.rounds} interleaved rounds (ms)`);
       console.log(`${''.padEnd(36)} ${'p50'.padStart(8)} ${'min'.padStart(8)} ${'max'.padStart(8)}`);
       console.log(`${'(a) berth POST /images/create'.padEnd(36)} ${fmt(b.p50).padStart(8)} ${fmt(b.min).padStart(8)} ${fmt(b.max).padStart(8)}`);
       console.log(`${'(b) curl | tar -xz, 3 at a time'.padEnd(36)} ${fmt(r.p50).padStart(8)} ${fmt(r.min).padStart(8)} ${fmt(r.max).padStart(8)}`);
       console.log(`ratio of p50s (a)/(b): ${fmt(ratio, 2)} (target at most ${TARGET_RATIO})`);
+      console.log(`load average (1 min) ${fmt(loadBefore, 2)} before, ${fmt(os.loadavg()[0], 2)} after, on ${os.cpus().length} CPUs`);
     }
     return opts.check && !(ratio <= TARGET_RATIO) ? 1 : 0;
   } finally {

@@ -16,6 +16,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import tar from 'tar-stream';
 import { Engine } from '../test/harness.js';
@@ -78,6 +79,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
   try {
     await engine.start();
+    const loadBefore = os.loadavg()[0];
     const env = { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig };
     const rootfs = path.join(engine.root, 'rootfs.tar');
     await writeRandomRootfs(rootfs, opts.mb);
@@ -120,6 +122,7 @@ async function main(): Promise<number> {
       loadMs: l,
       catMs: c,
       target: TARGET_MIB_PER_S,
+      loadAverage: { before: loadBefore, after: os.loadavg()[0] },
     };
     if (opts.json) console.log(JSON.stringify(figures, null, 2));
     else {
@@ -128,6 +131,7 @@ async function main(): Promise<number> {
       console.log(`(b) docker load -i FILE       ${fmt(l.p50).padStart(8)} ms  ${fmt(figures.loadMiBps).padStart(8)} MiB/s  (${fmt(figures.loadMiBps / figures.catMiBps, 2)} of cat)`);
       console.log(`(c) cat FILE > COPY (ref.)    ${fmt(c.p50).padStart(8)} ms  ${fmt(figures.catMiBps).padStart(8)} MiB/s`);
       console.log(`target: save and load at least ${TARGET_MIB_PER_S} MiB/s`);
+      console.log(`load average (1 min) ${fmt(loadBefore, 2)} before, ${fmt(figures.loadAverage.after, 2)} after, on ${os.cpus().length} CPUs`);
     }
     const ok = figures.saveMiBps >= TARGET_MIB_PER_S && figures.loadMiBps >= TARGET_MIB_PER_S;
     return opts.check && !ok ? 1 : 0;
