@@ -2,7 +2,7 @@
  * The files the engine writes for a container and bind-mounts into it: /etc/hostname, /etc/hosts and
  * /etc/resolv.conf, as Docker writes them.
  */
-import { promises as fs, readFileSync } from 'node:fs';
+import { promises as fs, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { ContainerRecord } from './model.js';
 
 const HOSTS_HEADER = [
@@ -88,13 +88,24 @@ export async function writeHostsFile(record: ContainerRecord, address: string | 
   await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway, links));
 }
 
+/**
+ * A small file written anew, before the runtime bind-mounts it: unlinked first (ext4 flushes a file truncated
+ * and rewritten in place when it is closed, milliseconds on the start path), and synchronously (three system
+ * calls on a local folder take microseconds, where each trip through the thread pool costs more).
+ */
+function writeFresh(file: string, data: string): void {
+  rmSync(file, { force: true });
+  writeFileSync(file, data);
+}
+
+/** Writes the container's /etc/hosts, /etc/hostname and /etc/resolv.conf before a start. */
 export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string, opts: { embeddedDns?: boolean } = {}): Promise<void> {
   const hostname = record.Config.Hostname || 'localhost';
   if (record.HostConfig.NetworkMode === 'host') {
     await fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined)));
   } else {
-    await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway));
+    writeFresh(record.HostsPath, hostsFile(record, address, hostGateway));
   }
-  await fs.writeFile(record.HostnamePath, `${hostname}\n`);
-  await fs.writeFile(record.ResolvConfPath, resolvConf(record, undefined, opts));
+  writeFresh(record.HostnamePath, `${hostname}\n`);
+  writeFresh(record.ResolvConfPath, resolvConf(record, undefined, opts));
 }

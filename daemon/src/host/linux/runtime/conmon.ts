@@ -8,7 +8,7 @@
  * runtime's stderr>"}` when create failed. Only after that message may `<runtime> start` run.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, promises as fs } from 'node:fs';
+import { closeSync, openSync, promises as fs } from 'node:fs';
 import net from 'node:net';
 import type { Readable } from 'node:stream';
 import { linuxSys } from '../sys.js';
@@ -81,7 +81,8 @@ export function parseSyncMessage(line: string): SyncMessage {
  */
 export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrFile: string, timeoutMs = 120_000): Promise<SyncMessage> {
   const env = { PATH: process.env.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', _OCI_SYNCPIPE: '3' };
-  const errHandle = await fs.open(stderrFile, 'w', 0o600);
+  // Opened and closed synchronously: a local file, on the path of every start.
+  const errFd = openSync(stderrFile, 'w', 0o600);
   let sync: Readable;
   let launcherExit: Promise<number | null>;
   try {
@@ -97,7 +98,7 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
         const args = [conmonPath, ...conmonArgs(o)];
         const envList = Object.entries(env).map(([k, v]) => `${k}=${v}`);
         pid = await new Promise<number>((resolve, reject) =>
-          spawnAsync(conmonPath, args, envList, o.bundle, [-1, -1, errHandle.fd, writeFd], true, (err, p) => (err ? reject(err) : resolve(p!))),
+          spawnAsync(conmonPath, args, envList, o.bundle, [-1, -1, errFd, writeFd], true, (err, p) => (err ? reject(err) : resolve(p!))),
         );
       } catch (err) {
         closeSync(readFd);
@@ -112,7 +113,7 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
       const child = spawn(conmonPath, conmonArgs(o), {
         cwd: o.bundle,
         // fd 3 is the sync pipe (a socket pair, which conmon writes to like a pipe).
-        stdio: ['ignore', 'ignore', errHandle.fd, 'pipe'],
+        stdio: ['ignore', 'ignore', errFd, 'pipe'],
         env,
         detached: true,
       });
@@ -124,7 +125,7 @@ export async function launchConmon(conmonPath: string, o: ConmonOptions, stderrF
       child.unref();
     }
   } finally {
-    await errHandle.close();
+    closeSync(errFd);
   }
 
   let timedOut = false;

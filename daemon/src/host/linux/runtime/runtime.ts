@@ -8,7 +8,7 @@
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
-import { constants, existsSync, mkdirSync, promises as fs, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, mkdirSync, promises as fs, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
@@ -298,11 +298,22 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     }
   }
 
+  /** Read synchronously: a few bytes of a local file and of procfs, on the path of every start. */
   private async monitorAlive(id: string): Promise<boolean> {
-    const pid = await readPid(path.join(this.layout.conmonFiles(id), 'conmon.pid')).catch(() => undefined);
-    if (!pid || !alive(pid)) return false;
+    let pid: number;
+    try {
+      pid = Number(readFileSync(path.join(this.layout.conmonFiles(id), 'conmon.pid'), 'utf8').trim());
+    } catch {
+      return false;
+    }
+    if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
     // The pid may have been reused since (after a reboot or a crash): it must be conmon, for this container.
-    const cmdline = await fs.readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '');
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
+    } catch {
+      return false;
+    }
     return cmdline.includes(`\0-c\0${id}\0`);
   }
 
