@@ -14,6 +14,10 @@
  *   spawnAsync(file, args, env, cwd, fds, setsid, cb)
  *                                  the same on a thread of the pool, then cb(err, pid)
  *   waitpid(pid, cb)               waits for that child on a thread of the pool, then cb(code) (128+n: signal n)
+ *   writeFileAtomicAsync(tmp, target, data, mode, durable, cb)
+ *                                  writes DATA to TMP (created with MODE), fsyncs it when DURABLE, renames it over
+ *                                  TARGET and fsyncs the folder when DURABLE, all in one task of the pool (instead
+ *                                  of four to eight trips through it), then cb(err|null); TMP is removed on failure
  *   removeTreeAsync(path, cb)      rm -rf --one-file-system PATH on a thread of the pool, then cb(err|null): one
  *                                  task instead of a trip through the pool per entry; symlinks are removed, never
  *                                  followed, and a mount point below PATH is an error (EXDEV), never entered
@@ -611,6 +615,128 @@ static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+struct atomic_work {
+  napi_async_work work;
+  napi_ref callback;
+  napi_ref buffer;
+  const char *data;
+  size_t length;
+  char tmp[4096];
+  char target[4096];
+  int32_t mode;
+  bool durable;
+  int err;
+  const char *step;
+};
+
+static void atomic_execute(napi_env env, void *data) {
+  (void)env;
+  struct atomic_work *w = data;
+  int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)w->mode);
+  if (fd < 0) {
+    w->err = errno;
+    w->step = "open";
+    return;
+  }
+  size_t done = 0;
+  while (done < w->length) {
+    ssize_t n = write(fd, w->data + done, w->length - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      w->err = errno;
+      w->step = "write";
+      break;
+    }
+    done += (size_t)n;
+  }
+  if (!w->err && w->durable && fsync(fd) != 0) {
+    w->err = errno;
+    w->step = "fsync";
+  }
+  if (close(fd) != 0 && !w->err) {
+    w->err = errno;
+    w->step = "close";
+  }
+  if (!w->err && rename(w->tmp, w->target) != 0) {
+    w->err = errno;
+    w->step = "rename";
+  }
+  if (w->err) {
+    unlink(w->tmp);
+    return;
+  }
+  if (!w->durable) return;
+  char folder[4096];
+  snprintf(folder, sizeof folder, "%s", w->target);
+  char *slash = strrchr(folder, '/');
+  if (!slash) return;
+  if (slash == folder) slash[1] = '\0';
+  else *slash = '\0';
+  int dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0 || fsync(dir) != 0) {
+    w->err = errno;
+    w->step = "fsync the folder of";
+  }
+  if (dir >= 0) close(dir);
+}
+
+static void atomic_complete(napi_env env, napi_status status, void *data) {
+  struct atomic_work *w = data;
+  napi_value cb, global, arg, result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  if (status != napi_ok) w->err = ECANCELED;
+  if (w->err) {
+    char message[4300];
+    snprintf(message, sizeof message, "%s %s: %s", w->step ? w->step : "write", w->target, strerror(w->err));
+    const char *code = w->err == ENOENT ? "ENOENT" : w->err == EACCES ? "EACCES" : w->err == ENOSPC ? "ENOSPC" : w->err == EEXIST ? "EEXIST"
+                     : w->err == EISDIR ? "EISDIR" : w->err == ENOTDIR ? "ENOTDIR" : w->err == EROFS ? "EROFS" : "EIO";
+    napi_value msg, codev;
+    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
+    napi_create_error(env, codev, msg, &arg);
+  } else {
+    napi_get_null(env, &arg);
+  }
+  napi_call_function(env, global, cb, 1, &arg, &result);
+  napi_delete_reference(env, w->callback);
+  napi_delete_reference(env, w->buffer);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+static napi_value WriteFileAtomicAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6], name;
+  napi_valuetype type = napi_undefined;
+  bool is_buffer = false;
+  struct atomic_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  void *bytes = NULL;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 || string_arg(env, argv[0], w->tmp, sizeof w->tmp) ||
+      string_arg(env, argv[1], w->target, sizeof w->target) || napi_is_buffer(env, argv[2], &is_buffer) != napi_ok || !is_buffer ||
+      napi_get_buffer_info(env, argv[2], &bytes, &w->length) != napi_ok || napi_get_value_int32(env, argv[3], &w->mode) != napi_ok ||
+      napi_get_value_bool(env, argv[4], &w->durable) != napi_ok || napi_typeof(env, argv[5], &type) != napi_ok || type != napi_function) {
+    free(w);
+    napi_throw_type_error(env, NULL, "writeFileAtomicAsync(tmp, target, data, mode, durable, callback) needs two paths, a Buffer, a mode, a boolean and a function");
+    return NULL;
+  }
+  w->data = bytes;
+  napi_create_reference(env, argv[2], 1, &w->buffer);
+  napi_create_reference(env, argv[5], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:write", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, atomic_execute, atomic_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    napi_delete_reference(env, w->callback);
+    napi_delete_reference(env, w->buffer);
+    free(w);
+    napi_throw_error(env, "EIO", "cannot queue the write");
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "mountOverlay", NAPI_AUTO_LENGTH, MountOverlay, NULL, &fn);
@@ -633,6 +759,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "waitpid", fn);
   napi_create_function(env, "removeTreeAsync", NAPI_AUTO_LENGTH, RemoveTreeAsync, NULL, &fn);
   napi_set_named_property(env, exports, "removeTreeAsync", fn);
+  napi_create_function(env, "writeFileAtomicAsync", NAPI_AUTO_LENGTH, WriteFileAtomicAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "writeFileAtomicAsync", fn);
   return exports;
 }
 

@@ -4,7 +4,8 @@ import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { linuxSys, removeTree } from './sys.js';
+import { writeFileAtomic, writeJSONAtomic, useAtomicWriter } from '../../util/atomic.js';
+import { linuxSys, nativeAtomicWriter, removeTree } from './sys.js';
 
 describe('removeTree', () => {
   let root: string;
@@ -65,5 +66,40 @@ describe('removeTree', () => {
     }
     await removeTree(tree);
     assert.equal(existsSync(tree), false);
+  });
+});
+
+describe('nativeAtomicWriter', () => {
+  let root: string;
+  before(async () => {
+    root = await fs.mkdtemp(path.join(os.tmpdir(), 'bt-sys-'));
+    useAtomicWriter(nativeAtomicWriter());
+  });
+  after(async () => {
+    useAtomicWriter(undefined);
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  test('is built, and writeFileAtomic goes through it: new files, replacements, modes, durable or not', async () => {
+    assert.equal(typeof nativeAtomicWriter(), 'function');
+    const file = path.join(root, 'state.json');
+    await writeJSONAtomic(file, { a: 1 });
+    assert.deepEqual(JSON.parse(await fs.readFile(file, 'utf8')), { a: 1 });
+    assert.equal((await fs.stat(file)).mode & 0o777, 0o600);
+    await writeFileAtomic(file, new TextEncoder().encode('second'), { durable: false, mode: 0o640 });
+    assert.equal(await fs.readFile(file, 'utf8'), 'second');
+    assert.equal((await fs.stat(file)).mode & 0o777, 0o640);
+    const big = Buffer.alloc(3 * 1024 * 1024, 7);
+    await writeFileAtomic(file, big);
+    assert.ok((await fs.readFile(file)).equals(big));
+    // No temporary file is left beside it.
+    assert.deepEqual(await fs.readdir(root), ['state.json']);
+  });
+
+  test('a failure rejects with the errno and leaves no temporary file', async () => {
+    await assert.rejects(writeFileAtomic(path.join(root, 'missing', 'x.json'), 'x'), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    await fs.mkdir(path.join(root, 'target-is-dir', 'inner'), { recursive: true });
+    await assert.rejects(writeFileAtomic(path.join(root, 'target-is-dir'), 'x'), (err: NodeJS.ErrnoException) => err.code === 'EISDIR');
+    assert.deepEqual((await fs.readdir(root)).filter((n) => n.endsWith('.tmp')), []);
   });
 });

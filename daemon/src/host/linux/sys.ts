@@ -7,6 +7,7 @@ import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AtomicWriter } from '../../util/atomic.js';
 
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
@@ -33,6 +34,8 @@ export interface LinuxSys {
    * mount point below the path is an error (EXDEV). Absent in older builds.
    */
   removeTreeAsync?(target: string, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** The steps of util/atomic's writeFileAtomic as one task of the pool. Absent in older builds. */
+  writeFileAtomicAsync?(tmp: string, target: string, data: Buffer, mode: number, durable: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
 }
 
 let loaded: LinuxSys | null | undefined;
@@ -60,4 +63,11 @@ export function removeTree(target: string): Promise<void> {
   const remove = linuxSys()?.removeTreeAsync;
   if (!remove || !path.isAbsolute(target)) return fs.rm(target, { recursive: true, force: true });
   return new Promise((resolve, reject) => remove(target, (err) => (err ? reject(err) : resolve())));
+}
+
+/** util/atomic's writer as one native task, when the addon has it. */
+export function nativeAtomicWriter(): AtomicWriter | undefined {
+  const write = linuxSys()?.writeFileAtomicAsync;
+  if (!write) return undefined;
+  return (tmp, file, data, mode, durable) => new Promise((resolve, reject) => write(tmp, file, data, mode, durable, (err) => (err ? reject(err) : resolve())));
 }
