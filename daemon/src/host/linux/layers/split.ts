@@ -13,14 +13,16 @@
  * the layer folder. A file that a later entry of the same tar replaces or removes is moved to `aside/`
  * (outside the folder containers see) instead of being deleted, so that its contents stay available.
  */
-import { createHash } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Readable, type Writable } from 'node:stream';
+import { StreamDigest } from '../../../engine/images/digest.js';
 
 const RAW = 0x01;
 const FILE = 0x02;
 const MAX_RAW_RECORD = 1 << 20;
+/** File contents are read back in pieces of up to this size when a tar is rebuilt. */
+const READ_PIECE = 1 << 20;
 
 interface ContentRange {
   start: number;
@@ -155,7 +157,7 @@ async function readExactly(handle: fs.FileHandle, position: number, length: numb
  */
 export function rebuildTar(dir: string, diffId: string, paths: string[]): Readable {
   async function* generate(): AsyncGenerator<Buffer> {
-    const hash = createHash('sha256');
+    const hash = new StreamDigest();
     const split = await fs.open(path.join(dir, 'layer.split'), 'r');
     try {
       let position = 0;
@@ -166,7 +168,7 @@ export function rebuildTar(dir: string, diffId: string, paths: string[]): Readab
           const n = (await readExactly(split, position + 1, 4)).readUInt32BE(0);
           const bytes = await readExactly(split, position + 5, n);
           position += 5 + n;
-          hash.update(bytes);
+          await hash.update(bytes);
           yield bytes;
         } else if (kind === FILE) {
           const head = await readExactly(split, position + 1, 12);
@@ -179,12 +181,13 @@ export function rebuildTar(dir: string, diffId: string, paths: string[]): Readab
           try {
             let offset = 0;
             while (offset < size) {
-              const chunk = Buffer.alloc(Math.min(size - offset, 256 * 1024));
+              // A fresh buffer each time: the digest and the consumer may still hold the last one.
+              const chunk = Buffer.allocUnsafe(Math.min(size - offset, READ_PIECE));
               const { bytesRead } = await file.read(chunk, 0, chunk.length, offset);
               if (bytesRead === 0) throw new Error(`${rel} is shorter than the layer says (${offset} of ${size} bytes)`);
               offset += bytesRead;
               const out = chunk.subarray(0, bytesRead);
-              hash.update(out);
+              await hash.update(out);
               yield out;
             }
           } finally {
@@ -197,7 +200,7 @@ export function rebuildTar(dir: string, diffId: string, paths: string[]): Readab
     } finally {
       await split.close();
     }
-    const digest = `sha256:${hash.digest('hex')}`;
+    const digest = await hash.digest();
     if (digest !== diffId) throw new Error(`the layer rebuilt from ${dir} has digest ${digest}, not its diff id ${diffId}: the layer files were changed`);
   }
   return Readable.from(generate(), { objectMode: false });
