@@ -18,6 +18,9 @@
  *                                  writes DATA to TMP (created with MODE), fsyncs it when DURABLE, renames it over
  *                                  TARGET and fsyncs the folder when DURABLE, all in one task of the pool (instead
  *                                  of four to eight trips through it), then cb(err|null); TMP is removed on failure
+ *   fsBatchAsync(ops, cb)          small file system steps of one start or removal, in order, in one task of the
+ *                                  pool (each a trip through it otherwise, and done on the event loop they stall
+ *                                  it whenever the file system journal is busy); see below
  *   removeTreeAsync(path, cb)      rm -rf --one-file-system PATH on a thread of the pool, then cb(err|null): one
  *                                  task instead of a trip through the pool per entry; symlinks are removed, never
  *                                  followed, and a mount point below PATH is an error (EXDEV), never entered
@@ -737,6 +740,200 @@ static napi_value WriteFileAtomicAsync(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/*
+ * fsBatchAsync(ops, cb): ops is an array of [name, path, arg?]:
+ *   ["mkdir", path, mode]      mkdir; an existing folder is fine
+ *   ["unlink", path]           unlink; a missing file is fine
+ *   ["write", path, buffer, mode]  a new file (unlinked first, so never a truncation in place) with that content
+ *   ["rename", from, to]       rename; a missing source is fine (reported as ENOENT in the results)
+ *   ["exists", path]           lstat: 0 when it exists, ENOENT when not
+ * They run in order; the first failure stops the batch. cb(results): one errno per step (0 done, -1 not run).
+ */
+enum batch_kind { BATCH_MKDIR, BATCH_UNLINK, BATCH_WRITE, BATCH_RENAME, BATCH_EXISTS };
+
+struct batch_op {
+  enum batch_kind kind;
+  char *path;
+  char *to;
+  const char *data;
+  size_t length;
+  int32_t mode;
+  int result;
+};
+
+struct batch_work {
+  napi_async_work work;
+  napi_ref callback;
+  napi_ref ops_ref;
+  uint32_t count;
+  struct batch_op *ops;
+};
+
+static int batch_write(struct batch_op *op) {
+  if (unlink(op->path) != 0 && errno != ENOENT) return errno;
+  int fd = open(op->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)op->mode);
+  if (fd < 0) return errno;
+  size_t done = 0;
+  int err = 0;
+  while (done < op->length) {
+    ssize_t n = write(fd, op->data + done, op->length - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      err = errno;
+      break;
+    }
+    done += (size_t)n;
+  }
+  if (close(fd) != 0 && !err) err = errno;
+  return err;
+}
+
+static void batch_execute(napi_env env, void *data) {
+  (void)env;
+  struct batch_work *w = data;
+  uint32_t i = 0;
+  for (; i < w->count; i++) {
+    struct batch_op *op = &w->ops[i];
+    struct stat st;
+    int err = 0;
+    switch (op->kind) {
+      case BATCH_MKDIR:
+        if (mkdir(op->path, (mode_t)op->mode) != 0 && !(errno == EEXIST && stat(op->path, &st) == 0 && S_ISDIR(st.st_mode))) err = errno;
+        break;
+      case BATCH_UNLINK:
+        if (unlink(op->path) != 0 && errno != ENOENT) err = errno;
+        break;
+      case BATCH_WRITE:
+        err = batch_write(op);
+        break;
+      case BATCH_RENAME:
+        if (rename(op->path, op->to) != 0) {
+          if (errno == ENOENT) op->result = ENOENT;
+          else err = errno;
+        }
+        break;
+      case BATCH_EXISTS:
+        if (lstat(op->path, &st) != 0) {
+          if (errno == ENOENT) op->result = ENOENT;
+          else err = errno;
+        }
+        break;
+    }
+    if (err) {
+      op->result = err;
+      i++;
+      break;
+    }
+  }
+  for (; i < w->count; i++) w->ops[i].result = -1;
+}
+
+static void batch_free(napi_env env, struct batch_work *w) {
+  for (uint32_t i = 0; i < w->count; i++) {
+    free(w->ops[i].path);
+    free(w->ops[i].to);
+  }
+  free(w->ops);
+  if (w->ops_ref) napi_delete_reference(env, w->ops_ref);
+  if (w->callback) napi_delete_reference(env, w->callback);
+  free(w);
+}
+
+static void batch_complete(napi_env env, napi_status status, void *data) {
+  struct batch_work *w = data;
+  napi_value cb, global, list, result;
+  napi_get_reference_value(env, w->callback, &cb);
+  napi_get_global(env, &global);
+  napi_create_array_with_length(env, w->count, &list);
+  for (uint32_t i = 0; i < w->count; i++) {
+    napi_value v;
+    napi_create_int32(env, status == napi_ok ? w->ops[i].result : ECANCELED, &v);
+    napi_set_element(env, list, i, v);
+  }
+  napi_call_function(env, global, cb, 1, &list, &result);
+  napi_delete_async_work(env, w->work);
+  batch_free(env, w);
+}
+
+static char *batch_string(napi_env env, napi_value value) {
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, value, NULL, 0, &len) != napi_ok || len == 0 || len >= 4096) return NULL;
+  char *out = malloc(len + 1);
+  if (out && napi_get_value_string_utf8(env, value, out, len + 1, &len) != napi_ok) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+static napi_value FsBatchAsync(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], name;
+  napi_valuetype type = napi_undefined;
+  bool is_array = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
+      napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function) {
+    napi_throw_type_error(env, NULL, "fsBatchAsync(ops, callback) needs an array and a function");
+    return NULL;
+  }
+  struct batch_work *w = calloc(1, sizeof *w);
+  if (!w) {
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  napi_get_array_length(env, argv[0], &w->count);
+  w->ops = calloc(w->count ? w->count : 1, sizeof *w->ops);
+  if (!w->ops) {
+    free(w);
+    napi_throw_error(env, "ENOMEM", "out of memory");
+    return NULL;
+  }
+  for (uint32_t i = 0; i < w->count; i++) {
+    napi_value item, v;
+    char kind[16];
+    size_t len = 0;
+    struct batch_op *op = &w->ops[i];
+    bool ok = napi_get_element(env, argv[0], i, &item) == napi_ok && napi_get_element(env, item, 0, &v) == napi_ok &&
+              napi_get_value_string_utf8(env, v, kind, sizeof kind, &len) == napi_ok && napi_get_element(env, item, 1, &v) == napi_ok &&
+              (op->path = batch_string(env, v)) != NULL;
+    if (ok && strcmp(kind, "mkdir") == 0) {
+      op->kind = BATCH_MKDIR;
+      ok = napi_get_element(env, item, 2, &v) == napi_ok && napi_get_value_int32(env, v, &op->mode) == napi_ok;
+    } else if (ok && strcmp(kind, "unlink") == 0) {
+      op->kind = BATCH_UNLINK;
+    } else if (ok && strcmp(kind, "exists") == 0) {
+      op->kind = BATCH_EXISTS;
+    } else if (ok && strcmp(kind, "rename") == 0) {
+      op->kind = BATCH_RENAME;
+      ok = napi_get_element(env, item, 2, &v) == napi_ok && (op->to = batch_string(env, v)) != NULL;
+    } else if (ok && strcmp(kind, "write") == 0) {
+      bool is_buffer = false;
+      void *bytes = NULL;
+      op->kind = BATCH_WRITE;
+      ok = napi_get_element(env, item, 2, &v) == napi_ok && napi_is_buffer(env, v, &is_buffer) == napi_ok && is_buffer &&
+           napi_get_buffer_info(env, v, &bytes, &op->length) == napi_ok && napi_get_element(env, item, 3, &v) == napi_ok &&
+           napi_get_value_int32(env, v, &op->mode) == napi_ok;
+      op->data = bytes;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      batch_free(env, w);
+      napi_throw_type_error(env, NULL, "fsBatchAsync: each step is [\"mkdir\", path, mode], [\"unlink\", path], [\"write\", path, Buffer, mode], [\"rename\", from, to] or [\"exists\", path], with paths shorter than a page");
+      return NULL;
+    }
+  }
+  /* The buffers of the write steps stay alive through the array until the task completed. */
+  napi_create_reference(env, argv[0], 1, &w->ops_ref);
+  napi_create_reference(env, argv[1], 1, &w->callback);
+  napi_create_string_utf8(env, "berth:fsbatch", NAPI_AUTO_LENGTH, &name);
+  if (napi_create_async_work(env, NULL, name, batch_execute, batch_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+    batch_free(env, w);
+    napi_throw_error(env, "EIO", "cannot queue the file system steps");
+  }
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "mountOverlay", NAPI_AUTO_LENGTH, MountOverlay, NULL, &fn);
@@ -761,6 +958,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "removeTreeAsync", fn);
   napi_create_function(env, "writeFileAtomicAsync", NAPI_AUTO_LENGTH, WriteFileAtomicAsync, NULL, &fn);
   napi_set_named_property(env, exports, "writeFileAtomicAsync", fn);
+  napi_create_function(env, "fsBatchAsync", NAPI_AUTO_LENGTH, FsBatchAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "fsBatchAsync", fn);
   return exports;
 }
 

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { writeFileAtomic, writeJSONAtomic, useAtomicWriter } from '../../util/atomic.js';
-import { linuxSys, nativeAtomicWriter, removeTree } from './sys.js';
+import { fsStepResults, fsSteps, linuxSys, nativeAtomicWriter, removeTree, type FsStep } from './sys.js';
 
 describe('removeTree', () => {
   let root: string;
@@ -101,5 +101,51 @@ describe('nativeAtomicWriter', () => {
     await fs.mkdir(path.join(root, 'target-is-dir', 'inner'), { recursive: true });
     await assert.rejects(writeFileAtomic(path.join(root, 'target-is-dir'), 'x'), (err: NodeJS.ErrnoException) => err.code === 'EISDIR');
     assert.deepEqual((await fs.readdir(root)).filter((n) => n.endsWith('.tmp')), []);
+  });
+});
+
+describe('fsSteps', () => {
+  let root: string;
+  before(async () => {
+    root = await fs.mkdtemp(path.join(os.tmpdir(), 'bt-sys-'));
+  });
+  after(async () => {
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  test('runs every kind of step in order, in one native task', async () => {
+    assert.equal(typeof linuxSys()?.fsBatchAsync, 'function');
+    const dir = path.join(root, 'a');
+    await fs.mkdir(dir);
+    await fs.writeFile(path.join(dir, 'old'), 'old content that is longer');
+    const results = await fsSteps([
+      ['mkdir', dir, 0o700],
+      ['mkdir', path.join(dir, 'b'), 0o700],
+      ['write', path.join(dir, 'old'), Buffer.from('new'), 0o640],
+      ['unlink', path.join(dir, 'missing')],
+      ['exists', path.join(dir, 'missing')],
+      ['exists', path.join(dir, 'b')],
+      ['rename', path.join(dir, 'b'), path.join(dir, 'c')],
+      ['rename', path.join(dir, 'b'), path.join(dir, 'd')],
+    ]);
+    assert.deepEqual(results, [0, 0, 0, 0, os.constants.errno.ENOENT, 0, 0, os.constants.errno.ENOENT]);
+    assert.equal(await fs.readFile(path.join(dir, 'old'), 'utf8'), 'new');
+    assert.equal((await fs.stat(path.join(dir, 'old'))).mode & 0o777, 0o640);
+    assert.equal((await fs.stat(path.join(dir, 'c'))).mode & 0o777, 0o700);
+  });
+
+  test('stops at the first failure and names it; fsStepResults reports without throwing', async () => {
+    const steps: FsStep[] = [
+      ['mkdir', path.join(root, 'x'), 0o755],
+      ['mkdir', path.join(root, 'no', 'such'), 0o755],
+      ['mkdir', path.join(root, 'y'), 0o755],
+    ];
+    await assert.rejects(fsSteps(steps), (err: NodeJS.ErrnoException) => err.code === 'ENOENT' && err.message.includes(path.join(root, 'no', 'such')));
+    assert.equal(existsSync(path.join(root, 'y')), false);
+    assert.deepEqual(await fsStepResults(steps), [0, os.constants.errno.ENOENT, -1]);
+    // A file where a folder is asked for is a failure, not "already there".
+    await fs.writeFile(path.join(root, 'file'), '');
+    await assert.rejects(fsSteps([['mkdir', path.join(root, 'file'), 0o755]]), (err: NodeJS.ErrnoException) => err.code === 'EEXIST');
+    assert.throws(() => linuxSys()!.fsBatchAsync!([['chmod', '/x'] as unknown as FsStep], () => undefined), /each step is/);
   });
 });

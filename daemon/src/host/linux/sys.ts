@@ -5,6 +5,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AtomicWriter } from '../../util/atomic.js';
@@ -34,6 +35,8 @@ export interface LinuxSys {
    * mount point below the path is an error (EXDEV). Absent in older builds.
    */
   removeTreeAsync?(target: string, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** FsStep lists as one task of the pool: each step's errno (0 done, -1 not run). Absent in older builds. */
+  fsBatchAsync?(steps: FsStep[], done: (results: number[]) => void): void;
   /** The steps of util/atomic's writeFileAtomic as one task of the pool. Absent in older builds. */
   writeFileAtomicAsync?(tmp: string, target: string, data: Buffer, mode: number, durable: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
 }
@@ -70,4 +73,63 @@ export function nativeAtomicWriter(): AtomicWriter | undefined {
   const write = linuxSys()?.writeFileAtomicAsync;
   if (!write) return undefined;
   return (tmp, file, data, mode, durable) => new Promise((resolve, reject) => write(tmp, file, data, mode, durable, (err) => (err ? reject(err) : resolve())));
+}
+
+/**
+ * A small file system step: a folder made (an existing one is fine), a file unlinked (a missing one is fine), a
+ * new file written (unlinked first: never a truncation in place), a rename (a missing source is reported as
+ * ENOENT), an existence check (ENOENT when missing).
+ */
+export type FsStep =
+  | ['mkdir', string, number]
+  | ['unlink', string]
+  | ['write', string, Buffer, number]
+  | ['rename', string, string]
+  | ['exists', string];
+
+/** fsSteps without the rejection: each step's errno (0 done, -1 not run after an earlier failure). */
+export function fsStepResults(steps: FsStep[]): Promise<number[]> {
+  const batch = linuxSys()?.fsBatchAsync;
+  return batch ? new Promise<number[]>((resolve) => batch(steps, resolve)) : portableSteps(steps);
+}
+
+const ENOENT = os.constants.errno.ENOENT;
+const errnoNames = new Map(Object.entries(os.constants.errno).map(([name, n]) => [n, name]));
+
+/**
+ * Runs the steps in order as one task of the thread pool (a trip through the pool each otherwise; and done
+ * synchronously they would stall the event loop whenever the file system's journal is busy). Resolves with one
+ * result per step: 0, or ENOENT's number for a rename or check of a missing path. The first failure rejects
+ * with an error naming the step and its errno as `code`.
+ */
+export async function fsSteps(steps: FsStep[]): Promise<number[]> {
+  const results = await fsStepResults(steps);
+  const failed = results.findIndex((r, i) => r !== 0 && !(r === ENOENT && (steps[i][0] === 'rename' || steps[i][0] === 'exists')));
+  if (failed >= 0) {
+    const [kind, target] = steps[failed];
+    const code = errnoNames.get(results[failed]) ?? 'EIO';
+    throw Object.assign(new Error(`${kind} ${target}: ${code}`), { code, errno: -results[failed], path: target });
+  }
+  return results;
+}
+
+
+async function portableSteps(steps: FsStep[]): Promise<number[]> {
+  const results = steps.map(() => -1);
+  for (const [i, step] of steps.entries()) {
+    try {
+      if (step[0] === 'mkdir') await fs.mkdir(step[1], { mode: step[2] }).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'EEXIST') throw err; });
+      else if (step[0] === 'unlink') await fs.rm(step[1], { force: true });
+      else if (step[0] === 'write') {
+        await fs.rm(step[1], { force: true });
+        await fs.writeFile(step[1], step[2], { mode: step[3], flag: 'wx' });
+      } else if (step[0] === 'rename') await fs.rename(step[1], step[2]);
+      else await fs.lstat(step[1]);
+      results[i] = 0;
+    } catch (err) {
+      results[i] = (os.constants.errno as Record<string, number>)[(err as NodeJS.ErrnoException).code ?? ''] ?? os.constants.errno.EIO;
+      if (results[i] !== ENOENT || (step[0] !== 'rename' && step[0] !== 'exists')) break;
+    }
+  }
+  return results;
 }

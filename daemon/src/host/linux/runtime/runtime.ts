@@ -8,7 +8,7 @@
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
-import { constants, existsSync, mkdirSync, promises as fs, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, promises as fs, readdirSync, readFileSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
@@ -23,7 +23,8 @@ import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logr
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import { log } from '../../../util/log.js';
-import { removeTree } from '../sys.js';
+import { fsStepResults, fsSteps, removeTree, type FsStep } from '../sys.js';
+import os from 'node:os';
 import path from 'node:path';
 
 export interface LinuxRuntimeOptions {
@@ -41,6 +42,8 @@ const LAYER_FILE_CACHE_MAX_BYTES = 64 * 1024;
 
 /** Names of container folders being deleted in the background (never a container id: ids start with [A-Za-z0-9_]). */
 const REMOVING_PREFIX = '.removing-';
+
+const ENOENT = os.constants.errno.ENOENT;
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
@@ -161,17 +164,12 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       [dir, path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`)],
       [this.layout.conmonFiles(id), path.join(this.layout.conmonDir, `${REMOVING_PREFIX}${id}`)],
     ] as const;
-    // Two renames and an unlink of local entries: done synchronously, each takes microseconds where a trip
-    // through the thread pool costs more, on a pool busy with the background deletions.
-    rmSync(this.layout.exitFile(id), { force: true });
-    for (const [from, aside] of asides) {
-      try {
-        renameSync(from, aside);
-      } catch (err) {
-        if (errno(err) !== 'ENOENT') await removeTree(from);
-        continue;
-      }
-      void removeTree(aside).catch((err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+    // One task of the pool for the unlink and the renames; a folder that cannot be renamed is removed in place.
+    const results = await fsStepResults([['unlink', this.layout.exitFile(id)], ...asides.map(([from, aside]): FsStep => ['rename', from, aside])]);
+    for (const [i, [from, aside]] of asides.entries()) {
+      const moved = results[i + 1];
+      if (moved === 0) void removeTree(aside).catch((err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+      else if (moved !== ENOENT) await removeTree(from);
     }
   }
 
@@ -209,27 +207,26 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const merged = l.merged(id);
     const files = l.conmonFiles(id);
     const persist = l.persistDir(id);
-    // A handful of tiny metadata calls on local folders: done synchronously, they take microseconds, where
-    // each trip through the thread pool costs far more on a busy machine (this is the start's hot path).
+    // Checks read synchronously (they take microseconds); the changes below go as one task of the pool.
     if (!existsSync(merged)) throw new Conflict(`the root filesystem of container ${id} is not mounted`);
     // The conmon of a previous run writes the exit file a moment before it removes its socket link and exits:
     // a restart must not race it, or the old conmon would remove the new one's link.
     await this.waitMonitorGone(id, 2000);
-    rmSync(l.exitFile(id), { force: true });
-    if (!io.noLog) mkdirSync(path.dirname(io.logPath), { recursive: true });
-    mkdirSync(files, { recursive: true, mode: 0o700 });
-    rmSync(path.join(files, 'pid'), { force: true });
-    mkdirSync(persist, { recursive: true, mode: 0o700 });
-    for (const stale of [path.join(persist, 'exit'), path.join(persist, 'oom'), path.join(bundle, 'oom')]) rmSync(stale, { force: true });
     // A previous run of this container that nobody cleaned up (e.g. the daemon crashed before cleanup).
     if (existsSync(path.join(l.runtimeState, id))) await this.oci.delete(id);
-
-    // Not written atomically on purpose: the bundle is rewritten before every start and read only by create.
-    // Unlinked first: ext4 flushes a file truncated and rewritten in place when it is closed (auto_da_alloc),
-    // which costs milliseconds; a new file does not.
-    const configFile = path.join(bundle, 'config.json');
-    rmSync(configFile, { force: true });
-    writeFileSync(configFile, JSON.stringify(withRoot(spec, merged, io.tty)), { mode: 0o600 });
+    await fsSteps([
+      ['unlink', l.exitFile(id)],
+      ...(io.noLog ? [] : [['mkdir', path.dirname(io.logPath), 0o755] as FsStep]),
+      ['mkdir', files, 0o700],
+      ['unlink', path.join(files, 'pid')],
+      ['mkdir', persist, 0o700],
+      ['unlink', path.join(persist, 'exit')],
+      ['unlink', path.join(persist, 'oom')],
+      ['unlink', path.join(bundle, 'oom')],
+      // Not written atomically on purpose: the bundle is rewritten before every start and read only by create.
+      // A new file (not a truncation in place, which ext4 flushes when it is closed).
+      ['write', path.join(bundle, 'config.json'), Buffer.from(JSON.stringify(withRoot(spec, merged, io.tty))), 0o600],
+    ]);
 
     const sync = await launchConmon(
       this.conmonPath,
