@@ -45,13 +45,59 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The errno's name, for the `code` of the errors given to JavaScript. */
+static const char *errno_name(int err) {
+  switch (err) {
+    case ENOENT: return "ENOENT";
+    case EINVAL: return "EINVAL";
+    case EBUSY: return "EBUSY";
+    case EPERM: return "EPERM";
+    case EACCES: return "EACCES";
+    case ESRCH: return "ESRCH";
+    case ENOTDIR: return "ENOTDIR";
+    case EISDIR: return "EISDIR";
+    case EEXIST: return "EEXIST";
+    case ENOTEMPTY: return "ENOTEMPTY";
+    case EXDEV: return "EXDEV";
+    case ENOSPC: return "ENOSPC";
+    case EROFS: return "EROFS";
+    case ECANCELED: return "ECANCELED";
+    default: return "EIO";
+  }
+}
+
 static napi_value fail(napi_env env, int err, const char *what, const char *arg) {
   char message[4200];
   snprintf(message, sizeof message, "%s %s: %s", what, arg, strerror(err));
-  const char *code = err == ENOENT ? "ENOENT" : err == EINVAL ? "EINVAL" : err == EBUSY ? "EBUSY" : err == EPERM ? "EPERM"
-                   : err == EACCES ? "EACCES" : err == ESRCH ? "ESRCH" : err == ENOTDIR ? "ENOTDIR" : "EIO";
-  napi_throw_error(env, code, message);
+  napi_throw_error(env, errno_name(err), message);
   return NULL;
+}
+
+/* Queues `data`'s task on the thread pool under a resource name; false when it could not be queued. */
+static bool queue_work(napi_env env, const char *resource, napi_async_execute_callback execute, napi_async_complete_callback complete, void *data,
+                       napi_async_work *work) {
+  napi_value name;
+  napi_create_string_utf8(env, resource, NAPI_AUTO_LENGTH, &name);
+  return napi_create_async_work(env, NULL, name, execute, complete, data, work) == napi_ok && napi_queue_async_work(env, *work) == napi_ok;
+}
+
+/* Calls back with null, or with an Error "<what> <target>: <strerror>" whose code is the errno's name. */
+static void call_back(napi_env env, napi_ref callback, int err, const char *what, const char *target) {
+  napi_value cb, global, arg, result;
+  napi_get_reference_value(env, callback, &cb);
+  napi_get_global(env, &global);
+  if (err) {
+    char message[4300];
+    snprintf(message, sizeof message, "%s %s: %s", what, target, strerror(err));
+    napi_value msg, codev;
+    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
+    napi_create_string_utf8(env, errno_name(err), NAPI_AUTO_LENGTH, &codev);
+    napi_create_error(env, codev, msg, &arg);
+  } else {
+    napi_get_null(env, &arg);
+  }
+  napi_call_function(env, global, cb, 1, &arg, &result);
+  napi_delete_reference(env, callback);
 }
 
 static int string_arg(napi_env env, napi_value value, char *buf, size_t size) {
@@ -160,23 +206,7 @@ static void unmount_execute(napi_env env, void *data) {
 
 static void unmount_complete(napi_env env, napi_status status, void *data) {
   struct unmount_work *w = data;
-  napi_value cb, global, arg, result;
-  napi_get_reference_value(env, w->callback, &cb);
-  napi_get_global(env, &global);
-  if (status != napi_ok) w->err = ECANCELED;
-  if (w->err) {
-    char message[4200];
-    snprintf(message, sizeof message, "%s %s: %s", w->options ? "mount overlay on" : "umount", w->target, strerror(w->err));
-    const char *code = w->err == ENOENT ? "ENOENT" : w->err == EINVAL ? "EINVAL" : w->err == EBUSY ? "EBUSY" : w->err == EPERM ? "EPERM" : "EIO";
-    napi_value msg, codev;
-    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
-    napi_create_error(env, codev, msg, &arg);
-  } else {
-    napi_get_null(env, &arg);
-  }
-  napi_call_function(env, global, cb, 1, &arg, &result);
-  napi_delete_reference(env, w->callback);
+  call_back(env, w->callback, status != napi_ok ? ECANCELED : w->err, w->options ? "mount overlay on" : "umount", w->target);
   napi_delete_async_work(env, w->work);
   free(w->options);
   free(w);
@@ -184,7 +214,7 @@ static void unmount_complete(napi_env env, napi_status status, void *data) {
 
 static napi_value MountOverlayAsync(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3], name;
+  napi_value argv[3];
   napi_valuetype type = napi_undefined;
   struct unmount_work *w = calloc(1, sizeof *w);
   if (w) w->options = calloc(1, 4096);
@@ -201,8 +231,7 @@ static napi_value MountOverlayAsync(napi_env env, napi_callback_info info) {
     return NULL;
   }
   napi_create_reference(env, argv[2], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:mount", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, unmount_execute, unmount_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:mount", unmount_execute, unmount_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     free(w->options);
     free(w);
@@ -213,7 +242,7 @@ static napi_value MountOverlayAsync(napi_env env, napi_callback_info info) {
 
 static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3], name;
+  napi_value argv[3];
   napi_valuetype type = napi_undefined;
   struct unmount_work *w = calloc(1, sizeof *w);
   if (!w) {
@@ -227,8 +256,7 @@ static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
     return NULL;
   }
   napi_create_reference(env, argv[2], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:unmount", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, unmount_execute, unmount_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:unmount", unmount_execute, unmount_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     free(w);
     napi_throw_error(env, "EIO", "cannot queue the unmount");
@@ -412,7 +440,7 @@ static void spawn_complete(napi_env env, napi_status status, void *data) {
 /* spawn on a thread of the pool: the vfork suspends that thread, not the event loop, until the exec. */
 static napi_value SpawnAsync(napi_env env, napi_callback_info info) {
   size_t argc = 7;
-  napi_value argv[7], name;
+  napi_value argv[7];
   napi_valuetype type = napi_undefined;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 7 || napi_typeof(env, argv[6], &type) != napi_ok || type != napi_function) {
     napi_throw_type_error(env, NULL, "spawnAsync(file, args, env, cwd, fds, setsid, callback) needs seven arguments");
@@ -421,8 +449,7 @@ static napi_value SpawnAsync(napi_env env, napi_callback_info info) {
   struct spawn_work *w = spawn_prepare(env, argv);
   if (!w) return NULL;
   napi_create_reference(env, argv[6], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:spawn", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, spawn_execute, spawn_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:spawn", spawn_execute, spawn_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     spawn_free(w);
     napi_throw_error(env, "EIO", "cannot queue the spawn");
@@ -464,7 +491,7 @@ static void wait_complete(napi_env env, napi_status status, void *data) {
 
 static napi_value WaitPid(napi_env env, napi_callback_info info) {
   size_t argc = 2;
-  napi_value argv[2], name;
+  napi_value argv[2];
   napi_valuetype type = napi_undefined;
   int32_t pid = 0;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0 ||
@@ -479,8 +506,7 @@ static napi_value WaitPid(napi_env env, napi_callback_info info) {
   }
   w->pid = pid;
   napi_create_reference(env, argv[1], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:waitpid", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, wait_execute, wait_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:waitpid", wait_execute, wait_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     free(w);
     napi_throw_error(env, "EIO", "cannot queue the wait");
@@ -571,31 +597,14 @@ static void remove_execute(napi_env env, void *data) {
 
 static void remove_complete(napi_env env, napi_status status, void *data) {
   struct remove_work *w = data;
-  napi_value cb, global, arg, result;
-  napi_get_reference_value(env, w->callback, &cb);
-  napi_get_global(env, &global);
-  if (status != napi_ok) w->err = ECANCELED;
-  if (w->err) {
-    char message[4200];
-    snprintf(message, sizeof message, "remove %s: %s", w->target, strerror(w->err));
-    const char *code = w->err == EXDEV ? "EXDEV" : w->err == EBUSY ? "EBUSY" : w->err == EPERM ? "EPERM" : w->err == EACCES ? "EACCES"
-                     : w->err == EINVAL ? "EINVAL" : w->err == ENOTEMPTY ? "ENOTEMPTY" : "EIO";
-    napi_value msg, codev;
-    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
-    napi_create_error(env, codev, msg, &arg);
-  } else {
-    napi_get_null(env, &arg);
-  }
-  napi_call_function(env, global, cb, 1, &arg, &result);
-  napi_delete_reference(env, w->callback);
+  call_back(env, w->callback, status != napi_ok ? ECANCELED : w->err, "remove", w->target);
   napi_delete_async_work(env, w->work);
   free(w);
 }
 
 static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
   size_t argc = 2;
-  napi_value argv[2], name;
+  napi_value argv[2];
   napi_valuetype type = napi_undefined;
   struct remove_work *w = calloc(1, sizeof *w);
   if (!w) {
@@ -609,8 +618,7 @@ static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
     return NULL;
   }
   napi_create_reference(env, argv[1], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:remove", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, remove_execute, remove_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:remove", remove_execute, remove_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     free(w);
     napi_throw_error(env, "EIO", "cannot queue the removal");
@@ -685,24 +693,7 @@ static void atomic_execute(napi_env env, void *data) {
 
 static void atomic_complete(napi_env env, napi_status status, void *data) {
   struct atomic_work *w = data;
-  napi_value cb, global, arg, result;
-  napi_get_reference_value(env, w->callback, &cb);
-  napi_get_global(env, &global);
-  if (status != napi_ok) w->err = ECANCELED;
-  if (w->err) {
-    char message[4300];
-    snprintf(message, sizeof message, "%s %s: %s", w->step ? w->step : "write", w->target, strerror(w->err));
-    const char *code = w->err == ENOENT ? "ENOENT" : w->err == EACCES ? "EACCES" : w->err == ENOSPC ? "ENOSPC" : w->err == EEXIST ? "EEXIST"
-                     : w->err == EISDIR ? "EISDIR" : w->err == ENOTDIR ? "ENOTDIR" : w->err == EROFS ? "EROFS" : "EIO";
-    napi_value msg, codev;
-    napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &msg);
-    napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &codev);
-    napi_create_error(env, codev, msg, &arg);
-  } else {
-    napi_get_null(env, &arg);
-  }
-  napi_call_function(env, global, cb, 1, &arg, &result);
-  napi_delete_reference(env, w->callback);
+  call_back(env, w->callback, status != napi_ok ? ECANCELED : w->err, w->step ? w->step : "write", w->target);
   napi_delete_reference(env, w->buffer);
   napi_delete_async_work(env, w->work);
   free(w);
@@ -710,7 +701,7 @@ static void atomic_complete(napi_env env, napi_status status, void *data) {
 
 static napi_value WriteFileAtomicAsync(napi_env env, napi_callback_info info) {
   size_t argc = 6;
-  napi_value argv[6], name;
+  napi_value argv[6];
   napi_valuetype type = napi_undefined;
   bool is_buffer = false;
   struct atomic_work *w = calloc(1, sizeof *w);
@@ -730,8 +721,7 @@ static napi_value WriteFileAtomicAsync(napi_env env, napi_callback_info info) {
   w->data = bytes;
   napi_create_reference(env, argv[2], 1, &w->buffer);
   napi_create_reference(env, argv[5], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:write", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, atomic_execute, atomic_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:write", atomic_execute, atomic_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     napi_delete_reference(env, w->buffer);
     free(w);
@@ -868,7 +858,7 @@ static char *batch_string(napi_env env, napi_value value) {
 
 static napi_value FsBatchAsync(napi_env env, napi_callback_info info) {
   size_t argc = 2;
-  napi_value argv[2], name;
+  napi_value argv[2];
   napi_valuetype type = napi_undefined;
   bool is_array = false;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || napi_is_array(env, argv[0], &is_array) != napi_ok || !is_array ||
@@ -926,8 +916,7 @@ static napi_value FsBatchAsync(napi_env env, napi_callback_info info) {
   /* The buffers of the write steps stay alive through the array until the task completed. */
   napi_create_reference(env, argv[0], 1, &w->ops_ref);
   napi_create_reference(env, argv[1], 1, &w->callback);
-  napi_create_string_utf8(env, "berth:fsbatch", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, batch_execute, batch_complete, w, &w->work) != napi_ok || napi_queue_async_work(env, w->work) != napi_ok) {
+  if (!queue_work(env, "berth:fsbatch", batch_execute, batch_complete, w, &w->work)) {
     batch_free(env, w);
     napi_throw_error(env, "EIO", "cannot queue the file system steps");
   }
