@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process';
 import { constants, existsSync, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { linuxSys, type LinuxSys } from '../sys.js';
+import { fsSteps, linuxSys, type FsStep, type LinuxSys } from '../sys.js';
 
 function run(cmd: string, args: string[], cwd?: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -54,15 +54,18 @@ export async function mountOverlay(containerDir: string, lowerDirs: string[]): P
   const merged = path.join(containerDir, 'merged');
   // Nothing can be mounted on a folder that does not exist yet (a first start): no need to read the mount table.
   if (existsSync(merged) && (await isMountPoint(merged))) return merged;
-  await fs.mkdir(containerDir, { recursive: true, mode: 0o710 });
+  if (!existsSync(path.dirname(containerDir))) await fs.mkdir(path.dirname(containerDir), { recursive: true, mode: 0o710 });
   // An image without layers still needs one lower dir: an empty one.
   const lowers = lowerDirs.length > 0 ? lowerDirs.map((d) => path.resolve(d)) : [path.join(containerDir, 'empty')];
-  await Promise.all([
-    ...['upper', 'work', 'merged'].map((d) => fs.mkdir(path.join(containerDir, d), { recursive: true, mode: 0o755 })),
-    ...(lowerDirs.length === 0 ? [fs.mkdir(lowers[0]!, { recursive: true })] : []),
+  // The folders, and a check of the layers, as one task of the thread pool.
+  const results = await fsSteps([
+    ['mkdir', containerDir, 0o710],
+    ...['upper', 'work', 'merged'].map((d): FsStep => ['mkdir', path.join(containerDir, d), 0o755]),
+    ...(lowerDirs.length === 0 ? [['mkdir', lowers[0]!, 0o755] as FsStep] : []),
+    ...lowers.map((d): FsStep => ['exists', path.join(d, '.')]),
   ]);
-  const stats = await Promise.all(lowers.map((d) => fs.stat(d).catch(() => undefined)));
-  for (const [i, st] of stats.entries()) if (!st?.isDirectory()) throw new Error(`layer folder ${lowers[i]} does not exist`);
+  const missing = results.findIndex((r, i) => i >= results.length - lowers.length && r !== 0);
+  if (missing >= 0) throw new Error(`layer folder ${lowers[missing - (results.length - lowers.length)]} does not exist`);
   // The mount system call (on the thread pool) when the addon is there and absolute paths fit in the page the
   // kernel reads; else `mount` run in the container folder, with short options naming the layers by links.
   const sys = linuxSys();
