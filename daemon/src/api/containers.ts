@@ -158,7 +158,10 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
       matchesAncestor: (c, a) => c.Config.Image === a || c.Image === ancestors.get(a),
     });
     const withSize = boolParam(req, 'size');
-    const summaries = await Promise.all(records.map(async (c) => containerSummary(c, c.Config.Image, withSize ? await backend.sizes(c) : undefined)));
+    // Without sizes, no promise per container: a list of hundreds is answered in one go.
+    const summaries = withSize
+      ? await Promise.all(records.map(async (c) => containerSummary(c, c.Config.Image, await backend.sizes(c))))
+      : records.map((c) => containerSummary(c, c.Config.Image));
     res.json(200, shape('container.summary', req.version, summaries));
   });
 
