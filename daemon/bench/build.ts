@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { contextTar, writeContext } from '../test/build-support.js';
 import { Engine } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, runMain, type CommonOptions } from './cli.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_CACHED_MS = 500;
@@ -35,18 +35,13 @@ CMD ["cat", "/app/level.txt"]
 
 function parseOptions(argv: string[]): CommonOptions & { rounds: number } {
   const values = parseBenchArgs(argv, { rounds: { type: 'string' } });
-  const rounds = values.rounds === undefined ? 5 : Number(values.rounds);
-  if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds needs a positive whole number, got ${JSON.stringify(values.rounds)}`);
-  return { rounds, ...commonOptions(values) };
+  return { rounds: positiveInt(values, 'rounds', 5), ...commonOptions(values) };
 }
 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const engine = new Engine({ verbose: opts.verbose });
-  const cleanup = () => engine.cleanup();
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     await engine.loadBusybox();
     const files = { Dockerfile: DOCKERFILE, 'data.bin': randomBytes(1 << 20), 'conf/a.conf': 'a=1\n', 'conf/b.conf': 'b=2\n' };
     const body = await contextTar(files);
@@ -92,9 +87,7 @@ async function main(): Promise<number> {
       console.log(`cached/cold p50: ${fmt(b.p50 / a.p50, 3)}; target: cached build under ${TARGET_CACHED_MS} ms (API ${fmt(b.p50)}, CLI ${fmt(c.p50)})`);
     }
     return opts.check && !(b.p50 < TARGET_CACHED_MS && c.p50 < TARGET_CACHED_MS) ? 1 : 0;
-  } finally {
-    await cleanup();
-  }
+  });
 }
 
 runMain(main);

@@ -1,6 +1,7 @@
 /** The command line every benchmark shares: --json, --check, --verbose, number checks, and the exit code. */
 
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { Engine } from '../test/harness.js';
 import { fmt, msSince } from './stats.js';
 
 type OptionsConfig = NonNullable<ParseArgsConfig['options']>;
@@ -63,6 +64,22 @@ export function runMain(main: () => Promise<number>, failCode = 2): void {
       process.exit(failCode);
     },
   );
+}
+
+/**
+ * Starts `engine`, runs `body`, then `cleanup` (the engine's own by default), also on Ctrl-C, which then exits
+ * 130.
+ */
+export async function withEngine<T>(engine: Engine, body: () => Promise<T>, cleanup: () => Promise<void> = () => engine.cleanup()): Promise<T> {
+  const onSignal = () => void cleanup().then(() => process.exit(130));
+  process.once('SIGINT', onSignal);
+  try {
+    await engine.start();
+    return await body();
+  } finally {
+    process.off('SIGINT', onSignal);
+    await cleanup();
+  }
 }
 
 /** A benchmark that builds a report: its usage text, flags (undefined for --help), run, text form and missed targets. */

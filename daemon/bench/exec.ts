@@ -18,7 +18,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { LinuxContainerRuntime } from '../src/host/linux/runtime/runtime.js';
 import { Engine, httpRequest } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_RATIO = 2;
@@ -82,10 +82,7 @@ async function hostExec(runtime: LinuxContainerRuntime, containerId: string, n: 
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const engine = new Engine({ verbose: opts.verbose });
-  const cleanup = () => engine.cleanup();
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     await engine.loadBusybox();
     const containerId = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sleep', '3600'])).trim();
     const stateRoot = path.join(engine.execRoot, 'runtime');
@@ -127,9 +124,7 @@ async function main(): Promise<number> {
       console.log(`ratio of p50s (a)/(b): ${fmt(ratio, 2)} (target at most ${TARGET_RATIO})`);
     }
     return opts.check && !(ratio <= TARGET_RATIO) ? 1 : 0;
-  } finally {
-    await cleanup();
-  }
+  });
 }
 
 runMain(main);

@@ -12,7 +12,7 @@
  */
 import http from 'node:http';
 import { Engine, httpRequest } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, runMain } from './cli.js';
+import { commonOptions, parseBenchArgs, runMain, withEngine } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGET_P50_MS = 10;
@@ -42,10 +42,7 @@ async function main(): Promise<number> {
   if (!(containers > 0) || !(iterations > 0)) throw new Error('--containers and --iterations must be positive numbers');
   const engine = new Engine({ verbose: opts.verbose });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const stop = () => void engine.cleanup().then(() => process.exit(130));
-  process.once('SIGINT', stop);
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     await engine.loadBusybox();
     const empty = await timeList(engine, agent, iterations);
     for (let i = 0; i < containers; i++) {
@@ -66,11 +63,10 @@ async function main(): Promise<number> {
       console.log(`  (b) ${containers} created containers   p50 ${fmt(full.summary.p50)} ms   p90 ${fmt(full.summary.p90)} ms   (target p50 <= ${TARGET_P50_MS} ms: ${ok ? 'met' : 'MISSED'})`);
     }
     return opts.check && !ok ? 1 : 0;
-  } finally {
+  }, async () => {
     agent.destroy();
-    process.off('SIGINT', stop);
     await engine.cleanup();
-  }
+  });
 }
 
 runMain(main);

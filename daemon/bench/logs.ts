@@ -21,7 +21,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import http from 'node:http';
 import { Engine, httpRequest } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, percentile } from './stats.js';
 
 export const TARGET_MIBS = 150;
@@ -160,10 +160,7 @@ function lines(text: string): string[] {
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const engine = new Engine({ verbose: opts.verbose });
-  const cleanup = () => engine.cleanup();
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     await engine.loadBusybox();
     const payloadBytes = opts.mb * 1_000_000;
     const expectedLines = Math.floor(payloadBytes / (LINE.length + 1));
@@ -250,9 +247,7 @@ async function main(): Promise<number> {
     }
     const ok = result.apiMiBs >= TARGET_MIBS && sinceOk && untilOk;
     return opts.check && !ok ? 1 : sinceOk && untilOk ? 0 : 1;
-  } finally {
-    await cleanup();
-  }
+  });
 }
 
 runMain(main);

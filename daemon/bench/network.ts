@@ -29,7 +29,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Engine } from '../test/harness.js';
-import { COMMON_USAGE, commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { COMMON_USAGE, commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGETS = { bridgeOverheadP50Ms: 15, containerToContainer: 0.8, publishedPort: 0.5 };
@@ -131,9 +131,7 @@ async function main(): Promise<number> {
     await engine.cleanup();
     rmSync(tmp, { recursive: true, force: true });
   };
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     await engine.loadBusybox();
     const docker = (args: string[]) => engine.dockerOk(args, { timeoutMs: 600_000 });
 
@@ -289,9 +287,7 @@ async function main(): Promise<number> {
       console.log(misses.length === 0 ? 'all targets met' : `missed: ${misses.join(', ')}`);
     }
     return opts.check && misses.length > 0 ? 1 : 0;
-  } finally {
-    await cleanup();
-  }
+  }, cleanup);
 }
 
 runMain(main, 1);

@@ -25,7 +25,7 @@ import { createGzip } from 'node:zlib';
 import tar from 'tar-stream';
 import { Engine, httpRequest } from '../test/harness.js';
 import { putManifest, startRegistry, type TestRegistry } from '../test/registry-support.js';
-import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize } from './stats.js';
 
 export const TARGET_RATIO = 1.5;
@@ -158,10 +158,8 @@ async function main(): Promise<number> {
     await registry?.stop();
     await fs.rm(work, { recursive: true, force: true });
   };
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
+  return withEngine(engine, async () => {
     registry = await startRegistry();
-    await engine.start();
     const layers = await prepareImage(registry, work, opts.mb);
     const loadBefore = os.loadavg()[0];
     const compressed = layers.reduce((s, l) => s + l.size, 0);
@@ -190,9 +188,7 @@ async function main(): Promise<number> {
       console.log(`load average (1 min) ${fmt(loadBefore, 2)} before, ${fmt(os.loadavg()[0], 2)} after, on ${os.cpus().length} CPUs`);
     }
     return opts.check && !(ratio <= TARGET_RATIO) ? 1 : 0;
-  } finally {
-    await cleanup();
-  }
+  }, cleanup);
 }
 
 /** Builds the image's layers under `work` and pushes the image to `registry` as bench/pull:v1. */

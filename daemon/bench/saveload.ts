@@ -20,7 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import tar from 'tar-stream';
 import { Engine } from '../test/harness.js';
-import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize } from './stats.js';
 
 export const TARGET_MIB_PER_S = 200;
@@ -75,10 +75,7 @@ function run(cmd: string, args: string[], env: Record<string, string> = {}, stdo
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   const engine = new Engine({ verbose: opts.verbose });
-  const cleanup = () => engine.cleanup();
-  process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
-  try {
-    await engine.start();
+  return withEngine(engine, async () => {
     const loadBefore = os.loadavg()[0];
     const env = { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig };
     const rootfs = path.join(engine.root, 'rootfs.tar');
@@ -135,9 +132,7 @@ async function main(): Promise<number> {
     }
     const ok = figures.saveMiBps >= TARGET_MIB_PER_S && figures.loadMiBps >= TARGET_MIB_PER_S;
     return opts.check && !ok ? 1 : 0;
-  } finally {
-    await cleanup();
-  }
+  });
 }
 
 runMain(main);
