@@ -20,6 +20,7 @@ import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { shortId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import { familiarString, parseNormalizedNamed } from '../reference.js';
@@ -71,16 +72,8 @@ export interface BuildHost {
   diffTar(id: string, lowerDirs: string[], signal?: AbortSignal): Readable;
 }
 
-/** Credentials for one registry, as clients send them (X-Registry-Config values). */
-export interface RegistryCredentials {
-  username?: string;
-  password?: string;
-  auth?: string;
-  email?: string;
-  serveraddress?: string;
-  identitytoken?: string;
-  registrytoken?: string;
-}
+/** Credentials for one registry, as clients send them (X-Registry-Config values): the registry client's AuthConfig. */
+export type RegistryCredentials = AuthConfig;
 
 export type PullFunction = (ref: string, emit: (m: Record<string, unknown>) => void, signal?: AbortSignal, auth?: RegistryCredentials) => Promise<void>;
 
