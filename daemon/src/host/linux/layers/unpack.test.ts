@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { createGzip } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
 import { InvalidParameter } from '../../../engine/errors.js';
 import { haveNativeAddon } from './native.js';
@@ -213,13 +213,7 @@ describe('layer store', () => {
     const root = freshDir();
     const store = new LinuxLayerStore(root);
     const layer = await tarOf([{ name: 'hello', type: 'file', content: 'world' }]);
-    const gz = await new Promise<Buffer>((resolve) => {
-      const chunks: Buffer[] = [];
-      const z = createGzip();
-      z.on('data', (c: Buffer) => chunks.push(c));
-      z.on('end', () => resolve(Buffer.concat(chunks)));
-      z.end(layer);
-    });
+    const gz = gzipSync(layer);
     const staged = await store.stage(Readable.from([gz]));
     const { createHash } = await import('node:crypto');
     assert.equal(staged.diffId, `sha256:${createHash('sha256').update(layer).digest('hex')}`);
@@ -287,13 +281,7 @@ describe('layer store', () => {
     for (let i = 0; i < 200; i++) entries.push({ name: `data/t${i}.log`, type: 'file', content: `line ${i}\n`.repeat(200 + i) });
     entries.push({ name: 'data/random.bin', type: 'file', content: randomBytes(2 * 1024 * 1024 + 5) });
     const layer = await tarOf(entries);
-    const gz = await new Promise<Buffer>((resolve) => {
-      const chunks: Buffer[] = [];
-      const z = createGzip();
-      z.on('data', (c: Buffer) => chunks.push(c));
-      z.on('end', () => resolve(Buffer.concat(chunks)));
-      z.end(layer);
-    });
+    const gz = gzipSync(layer);
     // Fed in small pieces, the way a network stream comes.
     const pieces: Buffer[] = [];
     for (let i = 0; i < gz.length; i += 7000) pieces.push(gz.subarray(i, i + 7000));
