@@ -53,20 +53,27 @@ static napi_value Connect(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* The call's one argument as a file descriptor; -1, with a TypeError thrown, when it is none. */
+static int fd_arg(napi_env env, napi_callback_info info, const char *usage) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, NULL, usage);
+    return -1;
+  }
+  return fd;
+}
+
 /*
  * drain(fd) -> [Buffer]: the packets still queued on the socket, read without blocking until the queue is
  * empty or the peer's end. libuv takes a short read followed by a hang-up for the end of a byte stream;
  * on a packet socket every read is "short", so packets queued when conmon hangs up would be dropped.
  */
 static napi_value Drain(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  int32_t fd = -1;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "drain(fd) needs a file descriptor");
-    return NULL;
-  }
+  int fd = fd_arg(env, info, "drain(fd) needs a file descriptor");
+  if (fd < 0) return NULL;
   napi_value list;
   napi_create_array(env, &list);
   uint32_t count = 0;
@@ -89,14 +96,8 @@ static napi_value Drain(napi_env env, napi_callback_info info) {
  * and the duplicate lets them be drained.
  */
 static napi_value Dup(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  int32_t fd = -1;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-    napi_throw_type_error(env, NULL, "dup(fd) needs a file descriptor");
-    return NULL;
-  }
+  int fd = fd_arg(env, info, "dup(fd) needs a file descriptor");
+  if (fd < 0) return NULL;
   int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return throw_errno(env, errno, "dup", "attach socket");
   napi_value result;
