@@ -1,7 +1,8 @@
 /**
- * System calls of the native addon `daemon/native/linuxsys` (mount, umount, loopback up in a container's
- * network namespace): each spares a process spawn on the path of a container start. Callers fall back to
- * the command-line tools when the addon is not built.
+ * System calls of the native addon `daemon/native/linuxsys`: mount, umount and loopback up in a container's
+ * network namespace, each sparing a process spawn on the path of a container start; and file system work done
+ * as one task of the thread pool (state files, the small steps of a start or removal, folder trees). Callers
+ * fall back to the command-line tools or to node:fs when the addon is not built.
  */
 import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -96,6 +97,11 @@ export function fsStepResults(steps: FsStep[]): Promise<number[]> {
 const ENOENT = os.constants.errno.ENOENT;
 const errnoNames = new Map(Object.entries(os.constants.errno).map(([name, n]) => [n, name]));
 
+/** Whether a step's result is a path found missing where that is an answer, not a failure. */
+function missingIsFine(step: FsStep, result: number): boolean {
+  return result === ENOENT && (step[0] === 'rename' || step[0] === 'exists');
+}
+
 /**
  * Runs the steps in order as one task of the thread pool (a trip through the pool each otherwise; and done
  * synchronously they would stall the event loop whenever the file system's journal is busy). Resolves with one
@@ -104,7 +110,7 @@ const errnoNames = new Map(Object.entries(os.constants.errno).map(([name, n]) =>
  */
 export async function fsSteps(steps: FsStep[]): Promise<number[]> {
   const results = await fsStepResults(steps);
-  const failed = results.findIndex((r, i) => r !== 0 && !(r === ENOENT && (steps[i][0] === 'rename' || steps[i][0] === 'exists')));
+  const failed = results.findIndex((r, i) => r !== 0 && !missingIsFine(steps[i], r));
   if (failed >= 0) {
     const [kind, target] = steps[failed];
     const code = errnoNames.get(results[failed]) ?? 'EIO';
@@ -113,12 +119,16 @@ export async function fsSteps(steps: FsStep[]): Promise<number[]> {
   return results;
 }
 
-
 async function portableSteps(steps: FsStep[]): Promise<number[]> {
   const results = steps.map(() => -1);
   for (const [i, step] of steps.entries()) {
     try {
-      if (step[0] === 'mkdir') await fs.mkdir(step[1], { mode: step[2] }).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'EEXIST') throw err; });
+      if (step[0] === 'mkdir') {
+        // An existing folder is fine; anything else in its place is not (as in the native steps).
+        await fs.mkdir(step[1], { mode: step[2] }).catch(async (err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST' || !(await fs.stat(step[1])).isDirectory()) throw err;
+        });
+      }
       else if (step[0] === 'unlink') await fs.rm(step[1], { force: true });
       else if (step[0] === 'write') {
         await fs.rm(step[1], { force: true });
@@ -128,7 +138,7 @@ async function portableSteps(steps: FsStep[]): Promise<number[]> {
       results[i] = 0;
     } catch (err) {
       results[i] = (os.constants.errno as Record<string, number>)[(err as NodeJS.ErrnoException).code ?? ''] ?? os.constants.errno.EIO;
-      if (results[i] !== ENOENT || (step[0] !== 'rename' && step[0] !== 'exists')) break;
+      if (!missingIsFine(step, results[i])) break;
     }
   }
   return results;

@@ -64,8 +64,8 @@ export async function mountOverlay(containerDir: string, lowerDirs: string[]): P
     ...(lowerDirs.length === 0 ? [['mkdir', lowers[0]!, 0o755] as FsStep] : []),
     ...lowers.map((d): FsStep => ['exists', path.join(d, '.')]),
   ]);
-  const missing = results.findIndex((r, i) => i >= results.length - lowers.length && r !== 0);
-  if (missing >= 0) throw new Error(`layer folder ${lowers[missing - (results.length - lowers.length)]} does not exist`);
+  const missing = results.slice(-lowers.length).findIndex((r) => r !== 0);
+  if (missing >= 0) throw new Error(`layer folder ${lowers[missing]} does not exist`);
   // The mount system call (on the thread pool) when the addon is there and absolute paths fit in the page the
   // kernel reads; else `mount` run in the container folder, with short options naming the layers by links.
   const sys = linuxSys();

@@ -49,10 +49,15 @@ function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
 }
 
+/** A pid file's content as a pid, or undefined. */
+function parsePid(text: string): number | undefined {
+  const pid = Number(text.trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
 async function readPid(file: string): Promise<number | undefined> {
   try {
-    const pid = Number((await fs.readFile(file, 'utf8')).trim());
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+    return parsePid(await fs.readFile(file, 'utf8'));
   } catch (err) {
     if (errno(err) === 'ENOENT') return undefined;
     throw err;
@@ -297,13 +302,13 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
 
   /** Read synchronously: a few bytes of a local file and of procfs, on the path of every start. */
   private async monitorAlive(id: string): Promise<boolean> {
-    let pid: number;
+    let pid: number | undefined;
     try {
-      pid = Number(readFileSync(path.join(this.layout.conmonFiles(id), 'conmon.pid'), 'utf8').trim());
+      pid = parsePid(readFileSync(path.join(this.layout.conmonFiles(id), 'conmon.pid'), 'utf8'));
     } catch {
       return false;
     }
-    if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return false;
+    if (!pid || !alive(pid)) return false;
     // The pid may have been reused since (after a reboot or a crash): it must be conmon, for this container.
     let cmdline = '';
     try {
