@@ -626,6 +626,18 @@ static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* Writes all of `data` to `fd`: 0, or the errno of the write that failed. */
+static int write_all(int fd, const char *data, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = write(fd, data + done, length - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
 struct atomic_work {
   napi_async_work work;
   napi_ref callback;
@@ -649,17 +661,7 @@ static void atomic_execute(napi_env env, void *data) {
     w->step = "open";
     return;
   }
-  size_t done = 0;
-  while (done < w->length) {
-    ssize_t n = write(fd, w->data + done, w->length - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      w->err = errno;
-      w->step = "write";
-      break;
-    }
-    done += (size_t)n;
-  }
+  if ((w->err = write_all(fd, w->data, w->length)) != 0) w->step = "write";
   if (!w->err && w->durable && fsync(fd) != 0) {
     w->err = errno;
     w->step = "fsync";
@@ -763,17 +765,7 @@ static int batch_write(struct batch_op *op) {
   if (unlink(op->path) != 0 && errno != ENOENT) return errno;
   int fd = open(op->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)op->mode);
   if (fd < 0) return errno;
-  size_t done = 0;
-  int err = 0;
-  while (done < op->length) {
-    ssize_t n = write(fd, op->data + done, op->length - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      err = errno;
-      break;
-    }
-    done += (size_t)n;
-  }
+  int err = write_all(fd, op->data, op->length);
   if (close(fd) != 0 && !err) err = errno;
   return err;
 }
