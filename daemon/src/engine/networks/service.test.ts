@@ -266,10 +266,10 @@ test('a failed attach releases its address', async () => {
   assert.deepEqual(service.inspect('bridge').Containers, {});
 });
 
-test('none brings up loopback only; host touches nothing; container mode has no networks', async () => {
+test('none leaves the loopback to the runtime; host touches nothing; container mode has no networks', async () => {
   const { service, host } = await setup();
   const none = await service.connect({ id: 'n'.repeat(64), name: 'n' }, service.plan('none', undefined), 55);
-  assert.deepEqual(host.loopbacks, [55]);
+  assert.deepEqual(host.loopbacks, []);
   assert.equal(none.networks.none.IPAddress, '');
   assert.equal(none.hostsAddress, undefined);
   const h = await service.connect({ id: 'h'.repeat(64), name: 'h' }, service.plan('host', undefined), undefined);

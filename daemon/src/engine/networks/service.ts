@@ -705,7 +705,7 @@ export class NetworkService implements ContainerNetworking {
         return entry;
       });
       if (plan.mode === 'bridge' && pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
-      if (plan.mode === 'none' && pid !== undefined) await this.host.setupLoopback(pid);
+      // For none, the runtime made the namespace and brought its loopback up (crun and runc both do).
       const joined: Array<{ entry: NetworkEntry; endpoint: EndpointRecord }> = [];
       try {
         for (const [i, entry] of entries.entries()) {
