@@ -40,8 +40,8 @@ import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
-import { nativeAtomicWriter } from './host/linux/sys.js';
-import { useAtomicWriter } from './util/atomic.js';
+import { nativeAtomicWriter, nativeNewFileWriter } from './host/linux/sys.js';
+import { useAtomicWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { CommitService } from './engine/containers/commit.js';
@@ -118,6 +118,7 @@ function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDis
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Every state file is written by one native task of the thread pool when the addon is built.
   useAtomicWriter(nativeAtomicWriter());
+  useNewFileWriter(nativeNewFileWriter());
   const addresses = opts.hosts.map(parseListenAddress);
   for (const address of addresses) {
     if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {

@@ -3,6 +3,8 @@
  * containers with conmon and the OCI runtime.
  */
 import assert from 'node:assert/strict';
+import { existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import { eventually, runCommand, useEngine } from './harness.js';
 
@@ -243,6 +245,22 @@ describe('recovery', () => {
     await engine.dockerOk(['stop', 'survivor']);
     assert.equal((await engine.dockerOk(['inspect', '-f', '{{.State.ExitCode}}', 'survivor'])).trim(), '0');
     await engine.dockerOk(['rm', 'survivor', 'ender']);
+  });
+
+  test('a creation cut short by a crash (a torn record, or none) leaves nothing behind', async () => {
+    await engine.dockerOk(['create', '--name', 'kept', 'busybox', 'true']);
+    await engine.crash();
+    const containers = path.join(engine.dataRoot, 'containers');
+    const torn = path.join(containers, 'a'.repeat(64));
+    const empty = path.join(containers, 'b'.repeat(64));
+    await fs.mkdir(torn);
+    await fs.writeFile(path.join(torn, 'container.json'), '{"Id":"aaaa');
+    await fs.mkdir(empty);
+    await engine.start();
+    assert.equal((await engine.dockerOk(['ps', '-a', '--format', '{{.Names}}'])).trim(), 'kept');
+    assert.equal(existsSync(torn), false);
+    assert.equal(existsSync(empty), false);
+    await engine.dockerOk(['rm', 'kept']);
   });
 });
 

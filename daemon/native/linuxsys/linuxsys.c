@@ -737,11 +737,13 @@ static napi_value WriteFileAtomicAsync(napi_env env, napi_callback_info info) {
  *   ["mkdir", path, mode]      mkdir; an existing folder is fine
  *   ["unlink", path]           unlink; a missing file is fine
  *   ["write", path, buffer, mode]  a new file (unlinked first, so never a truncation in place) with that content
+ *   ["create", path, buffer, mode] a file that must not exist yet (EEXIST otherwise), written and fsynced: on a
+ *                              journaling file system its fsync commits its name and the folders made before it
  *   ["rename", from, to]       rename; a missing source is fine (reported as ENOENT in the results)
  *   ["exists", path]           lstat: 0 when it exists, ENOENT when not
  * They run in order; the first failure stops the batch. cb(results): one errno per step (0 done, -1 not run).
  */
-enum batch_kind { BATCH_MKDIR, BATCH_UNLINK, BATCH_WRITE, BATCH_RENAME, BATCH_EXISTS };
+enum batch_kind { BATCH_MKDIR, BATCH_UNLINK, BATCH_WRITE, BATCH_CREATE, BATCH_RENAME, BATCH_EXISTS };
 
 struct batch_op {
   enum batch_kind kind;
@@ -761,11 +763,12 @@ struct batch_work {
   struct batch_op *ops;
 };
 
-static int batch_write(struct batch_op *op) {
-  if (unlink(op->path) != 0 && errno != ENOENT) return errno;
+static int batch_write(struct batch_op *op, bool durable) {
+  if (!durable && unlink(op->path) != 0 && errno != ENOENT) return errno;
   int fd = open(op->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)op->mode);
   if (fd < 0) return errno;
   int err = write_all(fd, op->data, op->length);
+  if (!err && durable && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
   return err;
 }
@@ -786,7 +789,10 @@ static void batch_execute(napi_env env, void *data) {
         if (unlink(op->path) != 0 && errno != ENOENT) err = errno;
         break;
       case BATCH_WRITE:
-        err = batch_write(op);
+        err = batch_write(op, false);
+        break;
+      case BATCH_CREATE:
+        err = batch_write(op, true);
         break;
       case BATCH_RENAME:
         if (rename(op->path, op->to) != 0) {
@@ -888,10 +894,10 @@ static napi_value FsBatchAsync(napi_env env, napi_callback_info info) {
     } else if (ok && strcmp(kind, "rename") == 0) {
       op->kind = BATCH_RENAME;
       ok = napi_get_element(env, item, 2, &v) == napi_ok && (op->to = batch_string(env, v)) != NULL;
-    } else if (ok && strcmp(kind, "write") == 0) {
+    } else if (ok && (strcmp(kind, "write") == 0 || strcmp(kind, "create") == 0)) {
       bool is_buffer = false;
       void *bytes = NULL;
-      op->kind = BATCH_WRITE;
+      op->kind = kind[0] == 'w' ? BATCH_WRITE : BATCH_CREATE;
       ok = napi_get_element(env, item, 2, &v) == napi_ok && napi_is_buffer(env, v, &is_buffer) == napi_ok && is_buffer &&
            napi_get_buffer_info(env, v, &bytes, &op->length) == napi_ok && napi_get_element(env, item, 3, &v) == napi_ok &&
            napi_get_value_int32(env, v, &op->mode) == napi_ok;
@@ -901,7 +907,7 @@ static napi_value FsBatchAsync(napi_env env, napi_callback_info info) {
     }
     if (!ok) {
       batch_free(env, w);
-      napi_throw_type_error(env, NULL, "fsBatchAsync: each step is [\"mkdir\", path, mode], [\"unlink\", path], [\"write\", path, Buffer, mode], [\"rename\", from, to] or [\"exists\", path], with paths shorter than a page");
+      napi_throw_type_error(env, NULL, "fsBatchAsync: each step is [\"mkdir\", path, mode], [\"unlink\", path], [\"write\" or \"create\", path, Buffer, mode], [\"rename\", from, to] or [\"exists\", path], with paths shorter than a page");
       return NULL;
     }
   }

@@ -209,8 +209,7 @@ export class ContainerService implements ImageUsers {
     }
     this.store.add(record);
     try {
-      await fs.mkdir(this.store.dir(record.Id), { recursive: true, mode: 0o710 });
-      await this.store.save(record, { durable: true });
+      await this.store.create(record);
       // New volumes get the image's content at their place (from the container's root, mounted for the copy).
       if (volumes && volumes.copies.length > 0) {
         const rootfs = await this.host.mountRootfs(record.Id, this.images.lowerDirs(record.ImageChainIds));

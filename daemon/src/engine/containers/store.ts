@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Conflict, InvalidParameter, NotFound } from '../errors.js';
-import { writeJSONAtomic } from '../../util/atomic.js';
+import { createFileDurable, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
 
@@ -107,12 +107,20 @@ export class ContainerStore {
   }
 
   /**
-   * Writes the record. Creation is durable; later changes of state are atomic but not fsynced: after a power
+   * Writes a new container's record, durably (one fsync, no rename: see createFileDurable). A crash before it
+   * returns leaves a folder without a readable record, which load() removes as an unfinished creation.
+   */
+  async create(record: ContainerRecord): Promise<void> {
+    await createFileDurable(path.join(this.dir(record.Id), 'container.json'), JSON.stringify(record), { mode: 0o600, dirMode: 0o710 });
+  }
+
+  /**
+   * Writes the record after a change: atomic but not fsynced (creation is durable: see create). After a power
    * loss, load() reconciles a stale state with the runtime and conmon's exit files.
    */
-  async save(record: ContainerRecord, opts: { durable?: boolean } = {}): Promise<void> {
+  async save(record: ContainerRecord): Promise<void> {
     if (!this.byId.has(record.Id)) return; // removed meanwhile: never resurrect it on disk
-    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: opts.durable ?? false });
+    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: false });
   }
 
   async remove(record: ContainerRecord): Promise<void> {

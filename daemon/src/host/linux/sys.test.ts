@@ -4,8 +4,8 @@ import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { writeFileAtomic, writeJSONAtomic, useAtomicWriter } from '../../util/atomic.js';
-import { fsStepResults, fsSteps, linuxSys, nativeAtomicWriter, removeTree, type FsStep } from './sys.js';
+import { createFileDurable, writeFileAtomic, writeJSONAtomic, useAtomicWriter, useNewFileWriter } from '../../util/atomic.js';
+import { fsStepResults, fsSteps, linuxSys, nativeAtomicWriter, nativeNewFileWriter, removeTree, type FsStep } from './sys.js';
 
 describe('removeTree', () => {
   let root: string;
@@ -147,5 +147,48 @@ describe('fsSteps', () => {
     await fs.writeFile(path.join(root, 'file'), '');
     await assert.rejects(fsSteps([['mkdir', path.join(root, 'file'), 0o755]]), (err: NodeJS.ErrnoException) => err.code === 'EEXIST');
     assert.throws(() => linuxSys()!.fsBatchAsync!([['chmod', '/x'] as unknown as FsStep], () => undefined), /each step is/);
+  });
+});
+
+describe('createFileDurable', () => {
+  let root: string;
+  before(async () => {
+    root = await fs.mkdtemp(path.join(os.tmpdir(), 'bt-sys-'));
+  });
+  after(async () => {
+    useNewFileWriter(undefined);
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  for (const kind of ['native', 'portable'] as const) {
+    test(`${kind}: makes the folder and the file; refuses a file that exists, a missing parent, a file in the folder's place`, async () => {
+      const writer = kind === 'native' ? nativeNewFileWriter() : undefined;
+      if (kind === 'native') assert.equal(typeof writer, 'function');
+      useNewFileWriter(writer);
+      const dir = path.join(root, kind);
+      const file = path.join(dir, 'record.json');
+      await createFileDurable(file, '{"a":1}', { mode: 0o640, dirMode: 0o710 });
+      assert.equal(await fs.readFile(file, 'utf8'), '{"a":1}');
+      assert.equal((await fs.stat(file)).mode & 0o777, 0o640);
+      assert.equal((await fs.stat(dir)).mode & 0o777, 0o710);
+      // Never a replacement: the first content stays.
+      await assert.rejects(createFileDurable(file, 'other'), (err: NodeJS.ErrnoException) => err.code === 'EEXIST');
+      assert.equal(await fs.readFile(file, 'utf8'), '{"a":1}');
+      // An existing folder is fine.
+      await createFileDurable(path.join(dir, 'second'), Buffer.from('2'));
+      assert.deepEqual((await fs.readdir(dir)).sort(), ['record.json', 'second']);
+      // Only the last folder is made.
+      await assert.rejects(createFileDurable(path.join(root, `${kind}-no`, 'such', 'f'), 'x'), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+      await fs.writeFile(path.join(root, `${kind}-file`), '');
+      await assert.rejects(createFileDurable(path.join(root, `${kind}-file`, 'f'), 'x'), (err: NodeJS.ErrnoException) => err.code === 'EEXIST' || err.code === 'ENOTDIR');
+    });
+  }
+
+  test('the create step of a batch is exclusive and stops the batch when the file exists', async () => {
+    const file = path.join(root, 'batch-file');
+    assert.deepEqual(await fsStepResults([['create', file, Buffer.from('one'), 0o600], ['mkdir', path.join(root, 'after'), 0o700]]), [0, 0]);
+    assert.deepEqual(await fsStepResults([['create', file, Buffer.from('two'), 0o600], ['mkdir', path.join(root, 'after2'), 0o700]]), [os.constants.errno.EEXIST, -1]);
+    assert.equal(await fs.readFile(file, 'utf8'), 'one');
+    assert.equal(existsSync(path.join(root, 'after2')), false);
   });
 });

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AtomicWriter } from '../../util/atomic.js';
+import type { AtomicWriter, NewFileWriter } from '../../util/atomic.js';
 
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
@@ -76,15 +76,25 @@ export function nativeAtomicWriter(): AtomicWriter | undefined {
   return (tmp, file, data, mode, durable) => new Promise((resolve, reject) => write(tmp, file, data, mode, durable, (err) => (err ? reject(err) : resolve())));
 }
 
+/** createFileDurable's native writer: the folder and the file as one task of the pool. */
+export function nativeNewFileWriter(): NewFileWriter | undefined {
+  if (!linuxSys()?.fsBatchAsync) return undefined;
+  return async (file, data, mode, dirMode) => {
+    await fsSteps([['mkdir', path.dirname(file), dirMode], ['create', file, data, mode]]);
+  };
+}
+
 /**
  * A small file system step: a folder made (an existing one is fine), a file unlinked (a missing one is fine), a
- * new file written (unlinked first: never a truncation in place), a rename (a missing source is reported as
- * ENOENT), an existence check (ENOENT when missing).
+ * new file written (unlinked first: never a truncation in place), a file created that must not exist yet and
+ * fsynced (on a journaling file system that also commits its name and the folders made before it), a rename (a
+ * missing source is reported as ENOENT), an existence check (ENOENT when missing).
  */
 export type FsStep =
   | ['mkdir', string, number]
   | ['unlink', string]
   | ['write', string, Buffer, number]
+  | ['create', string, Buffer, number]
   | ['rename', string, string]
   | ['exists', string];
 
@@ -133,6 +143,14 @@ async function portableSteps(steps: FsStep[]): Promise<number[]> {
       else if (step[0] === 'write') {
         await fs.rm(step[1], { force: true });
         await fs.writeFile(step[1], step[2], { mode: step[3], flag: 'wx' });
+      } else if (step[0] === 'create') {
+        const handle = await fs.open(step[1], 'wx', step[3]);
+        try {
+          await handle.writeFile(step[2]);
+          await handle.sync();
+        } finally {
+          await handle.close();
+        }
       } else if (step[0] === 'rename') await fs.rename(step[1], step[2]);
       else await fs.lstat(step[1]);
       results[i] = 0;
