@@ -95,7 +95,16 @@ export class ContainerService implements ImageUsers {
   /** Serialises the state changes of one container. */
   private withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.locks.get(id) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
+    // While the section runs, views build the container afresh; once it settles, it has a new revision.
+    const run = async () => {
+      const changed = this.store.beginChange(id);
+      try {
+        return await fn();
+      } finally {
+        changed();
+      }
+    };
+    const next = prev.then(run, run);
     const settled = next.catch(() => undefined);
     this.locks.set(id, settled);
     void settled.then(() => {
@@ -109,6 +118,7 @@ export class ContainerService implements ImageUsers {
   }
 
   private publish(record: ContainerRecord, action: string, extra: Record<string, string> = {}): void {
+    this.store.touch(record);
     this.events.publish('container', action, record.Id, this.attributes(record, extra));
   }
 

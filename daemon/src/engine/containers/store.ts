@@ -15,6 +15,15 @@ const REMOVING = '.removing-';
 export class ContainerStore {
   private readonly byId = new Map<string, ContainerRecord>();
   private readonly byName = new Map<string, string>();
+  /**
+   * A number per record that changes whenever anything the container list shows of it may have changed
+   * (views cache what they build of a record against it). Kept beside the record, never in it: the record
+   * is what is written to disk.
+   */
+  private readonly revisions = new WeakMap<ContainerRecord, number>();
+  /** Records inside a change that is not settled yet (a section under the container's lock). */
+  private readonly changing = new WeakMap<ContainerRecord, number>();
+  private nextRevision = 1;
 
   constructor(readonly root: string) {}
 
@@ -96,6 +105,44 @@ export class ContainerStore {
     this.byName.set(record.Name, record.Id);
   }
 
+  /**
+   * The record's current revision, or undefined while a change of it is in progress (its fields may change
+   * at any await of that change, so nothing built of it can be kept).
+   */
+  revision(record: ContainerRecord): number | undefined {
+    if (this.changing.has(record)) return undefined;
+    let revision = this.revisions.get(record);
+    if (revision === undefined) {
+      revision = this.nextRevision++;
+      this.revisions.set(record, revision);
+    }
+    return revision;
+  }
+
+  /** Marks that the record may have changed. */
+  touch(record: ContainerRecord): void {
+    this.revisions.set(record, this.nextRevision++);
+  }
+
+  /**
+   * Marks the start of a change of the container that may span awaits (a section under its lock); the
+   * returned function marks its end. Until then revision() answers undefined; after, a new revision.
+   */
+  beginChange(id: string): () => void {
+    const record = this.byId.get(id);
+    if (!record) return () => undefined;
+    this.changing.set(record, (this.changing.get(record) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const left = this.changing.get(record)! - 1;
+      if (left > 0) this.changing.set(record, left);
+      else this.changing.delete(record);
+      this.touch(record);
+    };
+  }
+
   rename(record: ContainerRecord, newName: string): void {
     const holder = this.byName.get(newName);
     if (holder && holder !== record.Id) {
@@ -104,6 +151,7 @@ export class ContainerStore {
     this.byName.delete(record.Name);
     record.Name = newName;
     this.byName.set(newName, record.Id);
+    this.touch(record);
   }
 
   /**
@@ -119,6 +167,7 @@ export class ContainerStore {
    * loss, load() reconciles a stale state with the runtime and conmon's exit files.
    */
   async save(record: ContainerRecord): Promise<void> {
+    this.touch(record);
     if (!this.byId.has(record.Id)) return; // removed meanwhile: never resurrect it on disk
     await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: false });
   }
