@@ -348,7 +348,7 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     ContainerdCommit: { ID: '' },
     RuncCommit: { ID: defaultRuntime?.commit ?? '' },
     InitCommit: { ID: '' },
-    SecurityOptions: host.cgroupVersion === '2' ? ['name=cgroupns'] : [],
+    SecurityOptions: ['name=seccomp,profile=builtin', ...(host.cgroupVersion === '2' ? ['name=cgroupns'] : [])],
     DefaultAddressPools: deps.defaultAddressPools ?? [
       { Base: '172.17.0.0/16', Size: 16 },
       { Base: '172.18.0.0/16', Size: 16 },

@@ -3,8 +3,10 @@
  * builds it: default capabilities, masked and read-only paths, /dev, /dev/shm, cgroup limits, rlimits, the
  * bind-mounted hosts/hostname/resolv.conf files.
  */
+import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../errors.js';
 import type { ContainerRecord } from './model.js';
+import { parseSecurityOptions, seccompFor } from './seccomp.js';
 import { CAPABILITIES, daemonRlimits, normaliseCapability, parseBind, validateUlimits } from './validate.js';
 
 export const DEFAULT_CAPABILITIES = [
@@ -129,8 +131,27 @@ export interface SpecInputs {
   cgroupParent: string;
 }
 
+let heldCapabilities: string[] | undefined;
+
+/**
+ * Every capability the engine itself holds (its bounding set): a runtime cannot grant more, its capset would
+ * fail (machines without CAP_SYS_RESOURCE, for one). Read once.
+ */
+function allCapabilities(): string[] {
+  if (heldCapabilities) return heldCapabilities;
+  let bounding: bigint | undefined;
+  try {
+    const hex = /CapBnd:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    if (hex) bounding = BigInt(`0x${hex}`);
+  } catch {
+    // not Linux: keep them all
+  }
+  heldCapabilities = CAPABILITIES.filter((_, bit) => bounding === undefined || (bounding >> BigInt(bit)) & 1n).map((c) => `CAP_${c}`);
+  return heldCapabilities;
+}
+
 function capabilitiesFor(hc: Record<string, unknown>): string[] {
-  const all = CAPABILITIES.map((c) => `CAP_${c}`);
+  const all = allCapabilities();
   if (hc.Privileged === true) return all;
   const adds = ((hc.CapAdd as string[] | null) ?? []).map((c) => normaliseCapability('HostConfig.CapAdd', c));
   const drops = ((hc.CapDrop as string[] | null) ?? []).map((c) => normaliseCapability('HostConfig.CapDrop', c));
@@ -152,6 +173,7 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
   const config = record.Config;
   const hc = record.HostConfig as Record<string, any>;
   const caps = capabilitiesFor(hc);
+  const security = parseSecurityOptions(hc.SecurityOpt as string[] | null);
   const env = [...config.Env];
   const has = (k: string) => env.some((e) => e.startsWith(`${k}=`));
   if (!has('PATH')) env.unshift(`PATH=${DEFAULT_PATH}`);
@@ -267,7 +289,7 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
       cwd: config.WorkingDir || '/',
       capabilities: { bounding: caps, effective: caps, permitted: caps },
       rlimits,
-      noNewPrivileges: ((hc.SecurityOpt as string[] | null) ?? []).some((o) => /^no-new-privileges(:true|=true)?$/.test(o)),
+      noNewPrivileges: security.noNewPrivileges,
       oomScoreAdj: typeof hc.OomScoreAdj === 'number' && hc.OomScoreAdj !== 0 ? hc.OomScoreAdj : undefined,
     },
     root: { path: 'rootfs', readonly: hc.ReadonlyRootfs === true },
@@ -282,6 +304,7 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
       sysctl: hc.Sysctls ?? undefined,
       maskedPaths: hc.Privileged ? [] : (hc.MaskedPaths as string[] | undefined) ?? MASKED_PATHS,
       readonlyPaths: hc.Privileged ? [] : (hc.ReadonlyPaths as string[] | undefined) ?? READONLY_PATHS,
+      seccomp: seccompFor(security, hc.Privileged === true, caps),
     },
   };
 }
