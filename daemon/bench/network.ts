@@ -19,13 +19,21 @@
  * Transfers are timed by the sender (busybox `time -p`; the main process of a container for (2)), so that
  * container start-up is not counted; each kind runs --repeat times, interleaved, and the median counts.
  *
+ * The CPU placement differs: the reference's two ends are host processes in two scheduling entities (the
+ * receiver runs in a session of its own, hence in its own autogroup), while every container sits in the
+ * engine's cgroup (`/berth/<id>`, as Docker's `/docker/<id>`), whose weight is that of one host task or
+ * session. On a loaded machine the containers' two ends therefore share the CPU time one host session gets
+ * (so do the two ends of the MTU 1500 loopback, both in the benchmark's session). A diagnostic line shows
+ * the loopback transfer with both ends in one cgroup beside the containers' (cgroup v1 cpu or v2), and the
+ * load averages before and after are printed: a figure is only comparable with one of like load.
+ *
  *   node daemon/dist/bench/network.js [-n 20] [--mb 2048] [--repeat 5] [--small-writes] [--json] [--check] [--verbose]
  *
  * It starts a real berthd in a temporary root and removes everything it started when it ends.
  */
 import { spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Engine } from '../test/harness.js';
@@ -111,6 +119,38 @@ function smallWriteReceiverScript(port: number, fifo: string): string {
   return `rm -f ${fifo}; mkfifo ${fifo}; exec 3<>${fifo}; while true; do busybox nc -l -p ${port} <&3 >/dev/null; done`;
 }
 
+/**
+ * The cgroup folder of the cpu controller that holds `pid`, or undefined when it cannot be found (cgroup v1
+ * `cpu` or `cpu,cpuacct` mounted under /sys/fs/cgroup, or the v2 hierarchy at /sys/fs/cgroup).
+ */
+function cpuCgroupOf(pid: number | string): string | undefined {
+  let lines: string[];
+  try {
+    lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
+  } catch {
+    return undefined;
+  }
+  for (const line of lines) {
+    const [, controllers, rel] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
+    if (controllers === undefined || !controllers.split(',').includes('cpu')) continue;
+    for (const mount of [controllers, 'cpu', 'cpu,cpuacct']) {
+      const dir = path.join('/sys/fs/cgroup', mount, rel);
+      if (existsSync(path.join(dir, 'cgroup.procs'))) return dir;
+    }
+  }
+  const unified = lines.find((l) => l.startsWith('0::'));
+  if (unified && existsSync('/sys/fs/cgroup/cgroup.controllers')) {
+    const dir = path.join('/sys/fs/cgroup', unified.slice(3));
+    if (existsSync(path.join(dir, 'cpu.weight'))) return dir;
+  }
+  return undefined;
+}
+
+/** The 1-, 5- and 15-minute load averages. */
+function loadAverage(): string {
+  return os.loadavg().map((l) => l.toFixed(2)).join(' ');
+}
+
 async function main(): Promise<number> {
   const opts = parseOptions(process.argv.slice(2));
   if (!opts) {
@@ -120,6 +160,7 @@ async function main(): Promise<number> {
   const engine = new Engine({ verbose: opts.verbose });
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'berth-netbench-'));
   const hostReceivers: number[] = [];
+  let sharedCgroup: string | undefined;
   const cleanup = async () => {
     for (const pid of hostReceivers) {
       try {
@@ -128,10 +169,28 @@ async function main(): Promise<number> {
         // gone already
       }
     }
+    if (sharedCgroup) {
+      // Only this benchmark's transfers ever ran there: a receiver left by a failed one is stopped.
+      try {
+        for (const pid of readFileSync(path.join(sharedCgroup, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+      for (let i = 0; i < 50; i++) {
+        try {
+          rmdirSync(sharedCgroup);
+          break;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    }
     await engine.cleanup();
     rmSync(tmp, { recursive: true, force: true });
   };
   return withEngine(engine, async () => {
+    const loadBefore = loadAverage();
     await engine.loadBusybox();
     const docker = (args: string[]) => engine.dockerOk(args, { timeoutMs: 600_000 });
 
@@ -178,6 +237,18 @@ async function main(): Promise<number> {
     await docker(['run', '-d', '--name', 'bench-client', '--network', 'benchnet', 'busybox', 'sleep', '100000']);
     const clientPid = (await docker(['inspect', '-f', '{{.State.Pid}}', 'bench-client'])).trim();
     const serverIp = (await docker(['inspect', '-f', '{{.NetworkSettings.Networks.benchnet.IPAddress}}', 'bench-server'])).trim();
+    // A cgroup beside the containers' (a sibling of bench-server's) for the loopback transfer with both ends in it.
+    const serverCgroup = cpuCgroupOf((await docker(['inspect', '-f', '{{.State.Pid}}', 'bench-server'])).trim());
+    if (serverCgroup) {
+      const dir = path.join(path.dirname(serverCgroup), `netbench-${process.pid}`);
+      try {
+        mkdirSync(dir);
+        sharedCgroup = dir;
+      } catch {
+        // no such diagnostic then
+      }
+    }
+    const sharedPort = hostPort + 3;
     const hostReceiver = spawn('busybox', ['sh', '-c', receiverScript(refPort)], { stdio: 'ignore', detached: true });
     hostReceivers.push(hostReceiver.pid!);
     if (opts.smallWrites) {
@@ -191,6 +262,7 @@ async function main(): Promise<number> {
       containers: [] as number[],
       networkPath: [] as number[],
       loopback1500: [] as number[],
+      loopbackShared: [] as number[],
       jumbo: [] as number[],
       published: [] as number[],
       smallLoopback: [] as number[],
@@ -206,6 +278,9 @@ async function main(): Promise<number> {
           return ['busybox', sender(opts.mb, '127.0.0.1', refPort).slice(1)];
         case 'published':
           return ['busybox', sender(opts.mb, '127.0.0.1', hostPort).slice(1)];
+        case 'loopbackShared':
+          // The reference's transfer, its two ends in one cgroup beside the containers': their CPU placement.
+          return ['busybox', ['sh', '-c', `echo $$ > ${sharedCgroup}/cgroup.procs && { ${receiverOnce(sharedPort)} & } && sleep 0.3 && exec ${sender(opts.mb, '127.0.0.1', sharedPort).join(' ')}`]];
         case 'loopback1500':
           // A private network namespace whose loopback has the containers' MTU: no veth, no bridge, no rules.
           return ['unshare', ['-n', 'busybox', 'sh', '-c', `ip link set lo mtu 1500 up && { ${receiverOnce(refPort)} & } && sleep 0.3 && exec ${sender(opts.mb, '127.0.0.1', refPort).join(' ')}`]];
@@ -238,7 +313,16 @@ async function main(): Promise<number> {
         }
       }
     };
-    const kinds: Kind[] = ['loopback', 'loopback1500', 'containers', 'networkPath', 'jumbo', 'published', ...(opts.smallWrites ? (['smallLoopback', 'smallContainers'] as const) : [])];
+    const kinds: Kind[] = [
+      'loopback',
+      ...(sharedCgroup ? (['loopbackShared'] as const) : []),
+      'loopback1500',
+      'containers',
+      'networkPath',
+      'jumbo',
+      'published',
+      ...(opts.smallWrites ? (['smallLoopback', 'smallContainers'] as const) : []),
+    ];
     for (let i = 0; i < opts.repeat; i++) {
       // Alternating order, so that neither kind always runs after the other.
       for (const kind of i % 2 === 0 ? kinds : [...kinds].reverse()) await transfer(kind);
@@ -250,13 +334,24 @@ async function main(): Promise<number> {
     const published = rate(median(seconds.published));
     const networkPath = rate(median(seconds.networkPath));
     const loopback1500 = rate(median(seconds.loopback1500));
+    const loopbackShared = sharedCgroup ? rate(median(seconds.loopbackShared)) : undefined;
+    const loadAfter = loadAverage();
     const jumbo = rate(median(seconds.jumbo));
     const small = opts.smallWrites ? { loopback: rate(median(seconds.smallLoopback), smallMb), containers: rate(median(seconds.smallContainers), smallMb) } : undefined;
     const results = {
       startup: { bridge: bridgeSummary, none: noneSummary, overheadP50Ms: overhead, target: TARGETS.bridgeOverheadP50Ms },
       method: 'busybox nc -e dd, 1 MiB writes and reads',
-      throughputMBps: { loopback, loopback1500, containers, networkPath, jumbo, published },
-      ratios: { loopback1500: loopback1500 / loopback, containers: containers / loopback, networkPath: networkPath / loopback, jumbo: jumbo / loopback, published: published / loopback },
+      loadAverage: { before: loadBefore, after: loadAfter },
+      throughputMBps: { loopback, loopbackShared, loopback1500, containers, networkPath, jumbo, published },
+      ratios: {
+        loopbackShared: loopbackShared === undefined ? undefined : loopbackShared / loopback,
+        loopback1500: loopback1500 / loopback,
+        containers: containers / loopback,
+        networkPath: networkPath / loopback,
+        jumbo: jumbo / loopback,
+        published: published / loopback,
+        containersToShared: loopbackShared === undefined ? undefined : containers / loopbackShared,
+      },
       ...(small ? { smallWrites: { mb: smallMb, throughputMBps: small, ratio: small.containers / small.loopback } } : {}),
       targets: TARGETS,
       seconds,
@@ -274,11 +369,18 @@ async function main(): Promise<number> {
       console.log(`  network adds at p50                 ${fmt(overhead)} ms   (target <= ${TARGETS.bridgeOverheadP50Ms} ms)`);
       console.log(`TCP throughput, ${opts.mb} MB by busybox nc -e dd (1 MiB writes and reads), median of ${opts.repeat}`);
       console.log(`  host loopback (reference)          ${fmt(loopback)} MB/s`);
+      if (loopbackShared !== undefined) {
+        console.log(`  host loopback, ends in one cgroup  ${fmt(loopbackShared)} MB/s   ratio ${fmt(loopbackShared / loopback, 2)}   (beside the containers': their CPU share)`);
+      }
       console.log(`  host loopback at MTU 1500          ${fmt(loopback1500)} MB/s   ratio ${fmt(results.ratios.loopback1500, 2)}   (the cost of the MTU alone)`);
       console.log(`  container -> container (user net)  ${fmt(containers)} MB/s   ratio ${fmt(results.ratios.containers, 2)}   (target >= ${TARGETS.containerToContainer})`);
       console.log(`  same path, sender in host cgroup   ${fmt(networkPath)} MB/s   ratio ${fmt(results.ratios.networkPath, 2)}   (the network alone)`);
       console.log(`  container -> container, MTU 65520  ${fmt(jumbo)} MB/s   ratio ${fmt(results.ratios.jumbo, 2)}   (com.docker.network.driver.mtu)`);
       console.log(`  host -> published port             ${fmt(published)} MB/s   ratio ${fmt(results.ratios.published, 2)}   (target >= ${TARGETS.publishedPort})`);
+      if (loopbackShared !== undefined) {
+        console.log(`  container -> container / loopback with ends in one cgroup   ratio ${fmt(containers / loopbackShared, 2)}   (no target)`);
+      }
+      console.log(`load average ${loadBefore} before, ${loadAfter} after`);
       if (small) {
         console.log(`TCP throughput, ${smallMb} MB by dd | busybox nc (1 KiB writes: a packet each at MTU 1500), median of ${opts.repeat}`);
         console.log(`  host loopback                      ${fmt(small.loopback)} MB/s`);
