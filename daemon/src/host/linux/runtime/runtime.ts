@@ -22,6 +22,7 @@ import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
 import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
+import { SeccompProgramCache } from './seccompcache.js';
 import { log } from '../../../util/log.js';
 import { fsStepResults, fsSteps, removeTree, type FsStep } from '../sys.js';
 import os from 'node:os';
@@ -88,6 +89,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly unmounted = new Set<string>();
   private dirsReady: Promise<void> | undefined;
   private readonly control: RuntimeControl;
+  /** Seccomp programs crun compiled, reused by later containers with the same filter (crun only). */
+  private readonly seccompPrograms = new SeccompProgramCache();
 
   constructor(opts: LinuxRuntimeOptions) {
     this.layout = new RuntimeLayout(path.resolve(opts.dataRoot), path.resolve(opts.execRoot));
@@ -219,6 +222,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     await this.waitMonitorGone(id, 2000);
     // A previous run of this container that nobody cleaned up (e.g. the daemon crashed before cleanup).
     if (existsSync(path.join(l.runtimeState, id))) await this.oci.delete(id);
+    const seccompKey = this.oci.name === 'crun' ? this.seccompPrograms.keyOf(spec) : undefined;
     await fsSteps([
       ['unlink', l.exitFile(id)],
       ...(io.noLog ? [] : [['mkdir', path.dirname(io.logPath), 0o755] as FsStep]),
@@ -230,7 +234,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       ['unlink', path.join(bundle, 'oom')],
       // Not written atomically on purpose: the bundle is rewritten before every start and read only by create.
       // A new file (not a truncation in place, which ext4 flushes when it is closed).
-      ['write', path.join(bundle, 'config.json'), Buffer.from(JSON.stringify(withRoot(spec, merged, io.tty))), 0o600],
+      ['write', path.join(bundle, 'config.json'), Buffer.from(JSON.stringify(withRoot(this.seccompPrograms.withProgram(spec, seccompKey), merged, io.tty))), 0o600],
     ]);
 
     const sync = await launchConmon(
@@ -259,6 +263,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     }
     const pid = sync.pid;
     this.pids.set(id, pid);
+    if (seccompKey !== undefined && !this.seccompPrograms.has(seccompKey)) void this.seccompPrograms.learn(seccompKey, path.join(l.runtimeState, id));
     try {
       await hooks?.afterCreate?.(pid);
       await this.startCreated(id, spec);
