@@ -207,6 +207,27 @@ describe('containers on the predefined networks', () => {
     await engine.dockerOk(['rm', '-f', id]);
   });
 
+  it('containers on none and host are listed on those networks again after a daemon crash; a dead one is not', async () => {
+    const none = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sleep', '300'])).trim();
+    const host = (await engine.dockerOk(['run', '-d', '--network', 'host', 'busybox', 'sleep', '300'])).trim();
+    const dead = (await engine.dockerOk(['run', '-d', '--network', 'none', 'busybox', 'sleep', '300'])).trim();
+    try {
+      const endpoint = (await engine.dockerOk(['inspect', '-f', '{{.NetworkSettings.Networks.none.EndpointID}}', none])).trim();
+      const deadPid = Number((await engine.dockerOk(['inspect', '-f', '{{.State.Pid}}', dead])).trim());
+      await engine.crash();
+      process.kill(deadPid, 'SIGKILL');
+      await engine.start();
+      const noneNet = (await engine.request('GET', '/v1.53/networks/none')).json();
+      assert.deepEqual(Object.keys(noneNet.Containers), [none]);
+      assert.equal(noneNet.Containers[none].EndpointID, endpoint);
+      assert.deepEqual(Object.keys((await engine.request('GET', '/v1.53/networks/host')).json().Containers), [host]);
+      await engine.dockerOk(['stop', '-t', '0', none]);
+      assert.deepEqual((await engine.request('GET', '/v1.53/networks/none')).json().Containers, {});
+    } finally {
+      await engine.dockerOk(['rm', '-f', none, host, dead]);
+    }
+  });
+
   it('a live container keeps its endpoint across a daemon restart', async () => {
     const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '300'])).trim();
     try {

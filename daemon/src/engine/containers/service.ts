@@ -12,7 +12,7 @@ import { log } from '../../util/log.js';
 import { Conflict, errorMessage, InvalidParameter, NotModified } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
-import type { ContainerNetworking } from '../networks/types.js';
+import type { ContainerNetworking, LiveContainer } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
 import { logChunks } from './logs.js';
 import { writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
@@ -740,7 +740,7 @@ export class ContainerService implements ImageUsers {
    */
   async load(): Promise<void> {
     await this.store.load();
-    const live = new Set<string>();
+    const live = new Map<string, LiveContainer>();
     const toRestart: ContainerRecord[] = [];
     for (const record of this.store.all()) {
       if (record.State.Status === 'removing') {
@@ -750,7 +750,7 @@ export class ContainerService implements ImageUsers {
       if (record.State.Running || record.State.Paused) {
         const status = await this.host.isRunning(record.Id).catch(() => ({ running: false, pid: 0 }));
         if (status.running) {
-          live.add(record.Id);
+          live.set(record.Id, { name: record.Name, networks: record.Networks });
           record.State.Pid = status.pid;
           this.monitor(record);
           continue;

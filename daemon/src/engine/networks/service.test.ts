@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, promises as fs, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -240,7 +240,7 @@ test('allocations survive a restart: a live address is not handed out twice', as
   const plan = service.plan('bridge', undefined);
   await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 1);
   const again = await setup({}, host, root);
-  await again.service.recover(new Set(['a'.repeat(64)]));
+  await again.service.recover(new Map([['a'.repeat(64), { name: '/a', networks: {} }]]));
   const b = await again.service.connect({ id: 'b'.repeat(64), name: 'b' }, again.service.plan('bridge', undefined), 2);
   assert.equal(b.networks.bridge.IPAddress, '172.17.0.3');
   assert.equal(again.service.containerNetworks('a'.repeat(64)).bridge.IPAddress, '172.17.0.2');
@@ -252,11 +252,35 @@ test('recover releases what dead containers held and removes ports no live conta
   await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 1);
   await service.connect({ id: 'b'.repeat(64), name: 'b' }, plan, 2);
   host.ports.get('btest0')!.add('vethstray');
-  await service.recover(new Set(['b'.repeat(64)]));
+  await service.recover(new Map([['b'.repeat(64), { name: '/b', networks: {} }]]));
   assert.deepEqual(Object.keys(service.inspect('bridge').Containers), ['b'.repeat(64)]);
   assert.deepEqual(await host.bridgePorts('btest0'), [host.veths[1].hostInterface]);
   assert.ok(host.removed.includes('vethstray'));
   assert.ok(seen.some((e) => e.Type === 'network' && e.Action === 'disconnect' && e.Actor.Attributes.container === 'a'.repeat(64)));
+});
+
+test('endpoints on none and host live in memory and come back at restart from the running containers', async () => {
+  const { service, host, root } = await setup();
+  const files = async () => Object.fromEntries(await Promise.all((await fs.readdir(path.join(root, 'network'))).map(async (f) => [f, await fs.readFile(path.join(root, 'network', f), 'utf8')])));
+  const before = await files();
+  const n = await service.connect({ id: 'n'.repeat(64), name: 'n' }, service.plan('none', undefined), 5);
+  const h = await service.connect({ id: 'h'.repeat(64), name: 'h' }, service.plan('host', undefined), undefined);
+  await service.connect({ id: 'd'.repeat(64), name: 'd' }, service.plan('none', undefined), 6);
+  assert.deepEqual(await files(), before);
+  assert.deepEqual(Object.keys(service.inspect('none').Containers).sort(), ['d'.repeat(64), 'n'.repeat(64)]);
+  // After a restart, n and h still run; d ended while the daemon was down.
+  const again = await setup({}, host, root);
+  await again.service.recover(new Map([
+    ['n'.repeat(64), { name: '/n', networks: n.networks }],
+    ['h'.repeat(64), { name: '/h', networks: h.networks }],
+  ]));
+  const none = again.service.inspect('none').Containers as Record<string, { Name: string; EndpointID: string }>;
+  assert.deepEqual(Object.keys(none), ['n'.repeat(64)]);
+  assert.equal(none['n'.repeat(64)].Name, 'n');
+  assert.equal(none['n'.repeat(64)].EndpointID, n.networks.none.EndpointID);
+  assert.deepEqual(Object.keys(again.service.inspect('host').Containers), ['h'.repeat(64)]);
+  await again.service.disconnect('n'.repeat(64));
+  assert.deepEqual(again.service.inspect('none').Containers, {});
 });
 
 test('a failed attach releases its address', async () => {

@@ -34,6 +34,7 @@ import type {
   PlanOptions,
   PortMapping,
   EndpointRecord,
+  LiveContainer,
   EndpointRequest,
   EndpointSettings,
   NetworkHost,
@@ -127,6 +128,15 @@ export class NetworkService implements ContainerNetworking {
 
   private isPredefined(entry: NetworkEntry): boolean {
     return (PREDEFINED_NETWORKS as readonly string[]).includes(entry.network.Name);
+  }
+
+  /**
+   * Writes a network's endpoints after a change. Those of host and none hold nothing but their container, so
+   * they are kept in memory only (two writes fewer per container start and exit) and rebuilt at daemon
+   * start from the running containers' records (recover).
+   */
+  private async saveEndpoints(entry: NetworkEntry): Promise<void> {
+    if (entry.network.Driver === 'bridge') await this.store.save(entry);
   }
 
   /** Brings up the bridge of a user-defined network and installs its rules (idempotent). */
@@ -647,7 +657,7 @@ export class NetworkService implements ContainerNetworking {
         const ep = entry.endpoints.get(containerId);
         if (!ep) continue;
         ep.containerName = newName.replace(/^\//, '');
-        await this.store.save(entry);
+        await this.saveEndpoints(entry);
       }
     });
   }
@@ -727,7 +737,7 @@ export class NetworkService implements ContainerNetworking {
         this.host.stopDns(container.id);
         for (const { entry, endpoint } of joined.reverse()) {
           entry.endpoints.delete(container.id);
-          await this.store.save(entry).catch(() => undefined);
+          await this.saveEndpoints(entry).catch(() => undefined);
           if (endpoint.ports && endpoint.ports.length > 0) await this.unpublish(entry, endpoint).catch(() => undefined);
           if (endpoint.hostInterface) await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
         }
@@ -839,7 +849,7 @@ export class NetworkService implements ContainerNetworking {
     if (request.aliases) endpoint.aliases = [...request.aliases];
     if (entry.network.Driver !== 'bridge' || pid === undefined) {
       entry.endpoints.set(container.id, endpoint);
-      await this.store.save(entry);
+      await this.saveEndpoints(entry);
       return endpoint;
     }
     const { address, subnet, gateway } = this.allocate(entry, container.id, request.ipv4Address);
@@ -926,7 +936,7 @@ export class NetworkService implements ContainerNetworking {
           });
         }
         entry.endpoints.delete(containerId);
-        await this.store.save(entry);
+        await this.saveEndpoints(entry);
         // The veth normally dies with the namespace; the kernel may not have got to it yet. Nobody waits for
         // its removal: its name is never used again.
         if (ep.hostInterface) {
@@ -939,16 +949,23 @@ export class NetworkService implements ContainerNetworking {
     });
   }
 
-  recover(liveContainerIds: ReadonlySet<string>): Promise<void> {
+  recover(live: ReadonlyMap<string, LiveContainer>): Promise<void> {
     return this.lock.run(async () => {
       for (const entry of this.entries.values()) {
-        const gone = [...entry.endpoints.values()].filter((ep) => !liveContainerIds.has(ep.containerId));
+        const gone = [...entry.endpoints.values()].filter((ep) => !live.has(ep.containerId));
         for (const ep of gone) {
           if (ep.ports && ep.ports.length > 0) await this.unpublish(entry, ep).catch(() => undefined);
           entry.endpoints.delete(ep.containerId);
         }
+        if (entry.network.Driver !== 'bridge') {
+          for (const [id, c] of live) {
+            const settings = Object.values(c.networks).find((n) => n.NetworkID === entry.network.Id);
+            if (!settings || entry.endpoints.has(id)) continue;
+            entry.endpoints.set(id, { containerId: id, containerName: c.name.replace(/^\//, ''), endpointId: settings.EndpointID || newId(), ipv4: '', prefixLen: 0, macAddress: '' });
+          }
+        }
         if (gone.length > 0) {
-          await this.store.save(entry);
+          await this.saveEndpoints(entry);
           log.info('released network endpoints of containers that are not running', { network: entry.network.Name, count: gone.length });
         }
         for (const ep of gone) {

@@ -195,10 +195,17 @@ export interface ContainerNetworking {
   /** Disconnects a running container from one network (POST /networks/{id}/disconnect); NotFound when not connected. */
   disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>>;
   /**
-   * At daemon start: releases the allocations and removes the interfaces of every container not in
-   * `liveContainerIds` (what a crash left behind).
+   * At daemon start: releases the allocations and removes the interfaces of every container not in `live`
+   * (what a crash left behind), and gives the live containers back their endpoints on host and none, which
+   * are kept in memory only.
    */
-  recover(liveContainerIds: ReadonlySet<string>): Promise<void>;
+  recover(live: ReadonlyMap<string, LiveContainer>): Promise<void>;
+}
+
+/** A container found running at daemon start, with the networks its record names. */
+export interface LiveContainer {
+  name: string;
+  networks: Record<string, { NetworkID?: string; EndpointID?: string }>;
 }
 
 /** The default bridge as the host builds it. */
