@@ -87,6 +87,7 @@ describe('default profile', () => {
 
   test('is shared between containers with the same capabilities', () => {
     assert.equal(defaultSeccomp([...DEFAULT_CAPABILITIES].reverse(), amd64), profile);
+    assert.throws(() => profile.syscalls![0].names.push('kexec_load'), TypeError);
   });
 });
 

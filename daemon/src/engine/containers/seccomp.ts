@@ -251,17 +251,25 @@ function buildDefaultProfile(): Profile {
 }
 
 const DEFAULT_PROFILE = buildDefaultProfile();
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
 const defaultByCaps = new Map<string, OciSeccomp>();
 
 /**
  * The default profile for a container with these capabilities (CAP_ names, after CapAdd/CapDrop). The result
- * is shared between containers with the same set: callers must not change it.
+ * is shared between containers with the same set, and frozen.
  */
 export function defaultSeccomp(caps: string[], arch: HostArch = hostArch()): OciSeccomp {
   const key = `${arch.seccomp}\0${[...caps].sort().join(',')}`;
   let profile = defaultByCaps.get(key);
   if (!profile) {
-    profile = convertProfile(DEFAULT_PROFILE, caps, arch, os.release());
+    profile = deepFreeze(convertProfile(DEFAULT_PROFILE, caps, arch, os.release()));
     if (defaultByCaps.size >= 32) defaultByCaps.delete(defaultByCaps.keys().next().value!);
     defaultByCaps.set(key, profile);
   }
