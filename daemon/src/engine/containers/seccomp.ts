@@ -118,6 +118,9 @@ const ENOSYS = 38;
 const ORDINARY = {
   process: [
     'execve', 'execveat', 'exit', 'exit_group', 'fork', 'vfork', 'wait4', 'waitid', 'waitpid', 'getpid', 'getppid',
+    // Debuggers and strace work in a container as with Docker: since Linux 4.8 seccomp cannot be bypassed
+    // through ptrace, and the kernel's own ptrace checks still apply.
+    'ptrace',
     'gettid', 'getpgid', 'getpgrp', 'setpgid', 'getsid', 'setsid', 'set_tid_address', 'set_robust_list',
     'get_robust_list', 'rseq', 'arch_prctl', 'set_thread_area', 'get_thread_area', 'prctl', 'seccomp', 'uname',
     'sysinfo', 'getcpu', 'getrandom', 'restart_syscall', 'membarrier', 'capget', 'capset', 'times', 'getrusage',
@@ -197,9 +200,12 @@ const BY_CAPABILITY: Array<{ cap: string; names: string[] }> = [
       'mount', 'umount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'fsopen', 'fsconfig', 'fsmount',
       'fspick', 'open_tree', 'open_tree_attr', 'move_mount', 'mount_setattr', 'statmount', 'listmount', 'sethostname',
       'setdomainname', 'swapon', 'swapoff', 'quotactl', 'quotactl_fd', 'fanotify_init', 'lookup_dcookie',
+      'bpf', 'perf_event_open',
     ],
   },
-  { cap: 'CAP_SYS_PTRACE', names: ['ptrace', 'process_vm_readv', 'process_vm_writev', 'kcmp', 'pidfd_getfd', 'process_madvise'] },
+  { cap: 'CAP_BPF', names: ['bpf'] },
+  { cap: 'CAP_PERFMON', names: ['perf_event_open'] },
+  { cap: 'CAP_SYS_PTRACE', names: ['process_vm_readv', 'process_vm_writev', 'kcmp', 'pidfd_getfd', 'process_madvise'] },
   { cap: 'CAP_SYS_MODULE', names: ['init_module', 'finit_module', 'delete_module'] },
   { cap: 'CAP_SYS_BOOT', names: ['reboot'] },
   { cap: 'CAP_SYS_TIME', names: ['settimeofday', 'stime', 'clock_settime', 'clock_settime64'] },
@@ -213,13 +219,12 @@ const BY_CAPABILITY: Array<{ cap: string; names: string[] }> = [
 
 /**
  * Never allowed without --privileged, whatever the capabilities (listed for the reader and the tests; the
- * default action denies them): the kernel keyring (not namespaced), bpf and perf_event_open (kernel attack
- * surface, host-wide observation), userfaultfd (a tool for exploiting kernel races), kexec, open_by_handle_at
+ * default action denies them): the kernel keyring (not namespaced), userfaultfd (a tool for exploiting kernel races), kexec, open_by_handle_at
  * (opens any file of a mounted filesystem by handle, escaping bind mounts), io_uring (a large share of recent
  * kernel escalations), modify_ldt and vm86 (16-bit segments), and the obsolete or unimplemented calls.
  */
 export const NEVER_ALLOWED = [
-  'add_key', 'request_key', 'keyctl', 'bpf', 'perf_event_open', 'userfaultfd', 'kexec_load', 'kexec_file_load',
+  'add_key', 'request_key', 'keyctl', 'userfaultfd', 'kexec_load', 'kexec_file_load',
   'open_by_handle_at', 'io_uring_setup', 'io_uring_enter', 'io_uring_register', 'modify_ldt', 'vm86', 'vm86old',
   'uselib', 'ustat', 'sysfs', '_sysctl', 'create_module', 'get_kernel_syms', 'query_module', 'nfsservctl', 'getpmsg',
   'putpmsg', 'afs_syscall', 'tuxcall', 'security', 'vserver', 'epoll_ctl_old', 'epoll_wait_old', 'bdflush', 'idle',
