@@ -8,6 +8,7 @@ NODE_MAJOR_MIN=20
 
 # What the daemon and its tests call on the host.
 #   crun runc conmon            OCI runtimes and the per-container monitor
+#   tini                        the init of containers run with --init (tini-static, mounted as /sbin/docker-init)
 #   busybox-static              the root filesystem of test and first-run images (no pulls from the internet)
 #   iptables nftables iproute2  bridges, veth pairs, network namespaces, NAT and port publishing
 #   util-linux                  mount, umount, unshare, nsenter
@@ -19,7 +20,7 @@ NODE_MAJOR_MIN=20
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
 APT_PACKAGES=(
-  crun runc conmon busybox-static
+  crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
   docker-registry
   openssl ca-certificates curl procps psmisc

@@ -13,6 +13,7 @@ Options:
       --exec-root string       Root of the daemon's runtime state (default "/run/berth")
   -p, --pidfile string         Path of the daemon's PID file (default "/var/run/berthd.pid")
       --runtime string         OCI runtime: crun or runc (default "crun")
+      --init-path string       Init binary that --init runs as PID 1 (default: docker-init, tini-static or tini on PATH)
       --api-cors-header string Access-Control-Allow-Origin for the API (CORS off when unset)
   -b, --bridge string          Name of the default bridge (default "berth0")
       --bip string             Address and prefix of the default bridge (default: a free 172.17-31.0.1/16)
@@ -52,6 +53,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       'exec-root': { type: 'string' },
       pidfile: { type: 'string', short: 'p' },
       runtime: { type: 'string' },
+      'init-path': { type: 'string' },
       'api-cors-header': { type: 'string' },
       bridge: { type: 'string', short: 'b' },
       bip: { type: 'string' },
@@ -83,6 +85,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     execRoot: (v['exec-root'] as string | undefined) ?? '/run/berth',
     pidfile: (v.pidfile as string | undefined) ?? '/var/run/berthd.pid',
     runtime,
+    initPath: v['init-path'] as string | undefined,
     corsOrigin: v['api-cors-header'] as string | undefined,
     bridgeName: (v.bridge as string | undefined) ?? 'berth0',
     bridgeCidr: v.bip as string | undefined,

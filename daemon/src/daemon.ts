@@ -40,6 +40,8 @@ import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
+import { findInitBinary, readInitVersion } from './host/linux/init.js';
+import { setInitBinary } from './engine/containers/init.js';
 import { nativeAtomicWriter, nativeNewFileWriter } from './host/linux/sys.js';
 import { useAtomicWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
@@ -59,6 +61,8 @@ export interface DaemonOptions {
   execRoot: string;
   pidfile: string;
   runtime: 'crun' | 'runc';
+  /** `--init-path`: the init binary of containers with HostConfig.Init (default: looked up by name). */
+  initPath?: string;
   corsOrigin?: string;
   bridgeName: string;
   bridgeCidr?: string;
@@ -164,6 +168,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // reconciles them with what runs (reattach, exit codes of those that ended, crash leftovers, restarts).
   const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
   for (const warning of host.warnings) log.warn(warning);
+  // The init binary of containers started with HostConfig.Init; without one, only those fail to start.
+  const initBinary = await findInitBinary(opts.initPath);
+  setInitBinary(initBinary);
+  if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
   // Volumes of the local driver under <data-root>/volumes; the container engine says who uses them.
   const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events);
@@ -317,7 +325,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   registerSystemRoutes(router, {
     backend: systemBackend,
     hostInfo: () => readHostInfo(hostInfoOptions),
-    components: () => (componentVersions ??= readComponentVersions([runtimeInUse, runtimeInUse === 'crun' ? 'runc' : 'crun', 'conmon'])),
+    components: () =>
+      (componentVersions ??= Promise.all([
+        readComponentVersions([runtimeInUse, runtimeInUse === 'crun' ? 'runc' : 'crun', 'conmon']),
+        readInitVersion(initBinary),
+      ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
+    initBinary: initBinary.name,
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',

@@ -98,6 +98,8 @@ export interface SystemDeps {
   diskUsage?: DiskUsageBackend;
   /** The RegistryConfig section of /info (insecure registries, mirrors). */
   registryConfig?(): Record<string, unknown>;
+  /** What /info shows as InitBinary (its version is the `docker-init` component). */
+  initBinary?: string;
 }
 
 const INACTIVE_SWARM: SwarmStatus = {
@@ -277,6 +279,7 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
   ]);
   const caps = host.capabilities;
   const defaultRuntime = components.find((c) => c.name === host.defaultRuntime);
+  const init = components.find((c) => c.name === 'docker-init');
   const runtimes: Record<string, { path: string }> = {};
   for (const name of host.runtimes) runtimes[name] = { path: name };
   const warnings: string[] = [];
@@ -344,10 +347,11 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     // Containers run under conmon and survive a daemon restart.
     LiveRestoreEnabled: true,
     Isolation: '',
-    InitBinary: '',
+    InitBinary: deps.initBinary ?? '',
     ContainerdCommit: { ID: '' },
     RuncCommit: { ID: defaultRuntime?.commit ?? '' },
-    InitCommit: { ID: '' },
+    // As dockerd: the git commit of tini's version line ("" for a build that has none), N/A when it cannot run.
+    InitCommit: { ID: init ? init.commit ?? '' : deps.initBinary ? 'N/A' : '' },
     SecurityOptions: ['name=seccomp,profile=builtin', ...(host.cgroupVersion === '2' ? ['name=cgroupns'] : [])],
     DefaultAddressPools: deps.defaultAddressPools ?? [
       { Base: '172.17.0.0/16', Size: 16 },

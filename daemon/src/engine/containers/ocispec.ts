@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../errors.js';
+import { withInit } from './init.js';
 import type { ContainerRecord } from './model.js';
 import { parseSecurityOptions, seccompFor } from './seccomp.js';
 import { CAPABILITIES, daemonRlimits, normaliseCapability, parseBind, validateUlimits } from './validate.js';
@@ -277,7 +278,13 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
   if (typeof hc.PidsLimit === 'number' && hc.PidsLimit > 0) resources.pids = { limit: hc.PidsLimit };
   if (hc.BlkioWeight > 0) resources.blockIO = { weight: hc.BlkioWeight };
 
-  const args = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
+  let args = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
+  if (hc.Init === true) {
+    // The init binary as PID 1, the command its child (inspect keeps showing the command).
+    const init = withInit(args);
+    args = init.args;
+    mounts.push(init.mount);
+  }
   return {
     ociVersion: '1.0.2',
     process: {
