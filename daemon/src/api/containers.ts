@@ -165,6 +165,9 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     // HealthConfig.StartInterval came with API 1.44: an older client's value is ignored, as Docker does.
     const healthcheck = (body as { Healthcheck?: { StartInterval?: unknown } } | null)?.Healthcheck;
     if (req.version < 44 && healthcheck && typeof healthcheck === 'object') delete healthcheck.StartInterval;
+    // HostConfig.KernelMemory went with API 1.42: a newer client's value is ignored, as Docker does.
+    const hostConfig = (body as { HostConfig?: { KernelMemory?: unknown } } | null)?.HostConfig;
+    if (req.version >= 42 && hostConfig && typeof hostConfig === 'object' && !Array.isArray(hostConfig)) delete hostConfig.KernelMemory;
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../errors.js';
+import type { ResolvedDevices } from './devices.js';
 import { withInit } from './init.js';
 import type { ContainerRecord } from './model.js';
 import { parseSecurityOptions, seccompFor } from './seccomp.js';
@@ -130,6 +131,8 @@ export interface SpecInputs {
   network: 'new' | 'host' | { path: string };
   /** The cgroup parent path (absolute, below the cgroup root). */
   cgroupParent: string;
+  /** The container's devices, device rules and block IO, read from the host at start (devices.ts). */
+  devices?: ResolvedDevices;
 }
 
 let heldCapabilities: string[] | undefined;
@@ -170,7 +173,7 @@ function tmpfsOptions(options: string): { options: string[] } {
   return { options: out };
 }
 
-export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): Record<string, unknown> {
+export function buildSpec({ record, user, network, cgroupParent, devices }: SpecInputs): Record<string, unknown> {
   const config = record.Config;
   const hc = record.HostConfig as Record<string, any>;
   const caps = capabilitiesFor(hc);
@@ -277,6 +280,10 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
   if (Object.keys(cpu).length > 0) resources.cpu = cpu;
   if (typeof hc.PidsLimit === 'number' && hc.PidsLimit > 0) resources.pids = { limit: hc.PidsLimit };
   if (hc.BlkioWeight > 0) resources.blockIO = { weight: hc.BlkioWeight };
+  if (devices) {
+    if (devices.rules.length > 0) resources.devices = [...(resources.devices as object[]), ...devices.rules];
+    if (Object.keys(devices.blockIO).length > 0) resources.blockIO = { ...(resources.blockIO as object | undefined), ...devices.blockIO };
+  }
 
   let args = [...(config.Entrypoint ?? []), ...(config.Cmd ?? [])];
   if (hc.Init === true) {
@@ -306,6 +313,7 @@ export function buildSpec({ record, user, network, cgroupParent }: SpecInputs): 
     annotations: hc.Annotations ?? undefined,
     linux: {
       namespaces,
+      devices: devices && devices.devices.length > 0 ? devices.devices : undefined,
       cgroupsPath: `${cgroupParent}/${record.Id}`,
       resources,
       sysctl: hc.Sysctls ?? undefined,

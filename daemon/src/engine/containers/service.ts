@@ -14,6 +14,7 @@ import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
 import type { ContainerNetworking, LiveContainer } from '../networks/types.js';
 import { buildRecord, generateName } from './create.js';
+import { discardUnsupported, resolveDevices } from './devices.js';
 import { logChunks } from './logs.js';
 import { writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
 import type { ContainerRecord, MountPoint } from './model.js';
@@ -184,6 +185,7 @@ export class ContainerService implements ImageUsers {
     const hc = (request.HostConfig ?? {}) as Record<string, any>;
     const warnings: string[] = [];
     this.checkUnsupported(request, hc);
+    warnings.push(...discardUnsupported(hc));
     // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
     // try to pull the image and hide the real error.
     const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, {
@@ -303,7 +305,8 @@ export class ContainerService implements ImageUsers {
       }
       // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.
       await writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns });
-      const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth' });
+      const devices = await resolveDevices(hc);
+      const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices });
       const pending = this.pendingAttach.get(record.Id);
       const { pid } = await this.host.start(
         record.Id,

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../errors.js';
+import { validateDeviceFields } from './devices.js';
 import { parseSecurityOptions } from './seccomp.js';
 
 type Kind = 'string' | 'bool' | 'int' | 'strings' | 'stringMap' | 'object' | 'array' | 'cmd' | 'intOrNull' | 'stringOrInt' | 'objectMap' | 'boolOrNull';
@@ -317,6 +318,7 @@ export function validateCreateBody(body: unknown): void {
   }
   for (const key of ['CapAdd', 'CapDrop']) for (const cap of (hc[key] as string[] | null) ?? []) normaliseCapability(`HostConfig.${key}`, cap);
   validateUlimits(hc.Ulimits as unknown[] | null);
+  validateDeviceFields(hc);
   parseSecurityOptions(hc.SecurityOpt as string[] | null);
 
   const policy = (hc.RestartPolicy ?? {}) as { Name?: unknown; MaximumRetryCount?: unknown };
