@@ -200,4 +200,25 @@ describe('devices', () => {
     assert.deepEqual(current.json().Warnings, []);
     await engine.dockerOk(['rm', current.json().Id]);
   });
+
+  test('docker update: block IO weights and kernel memory the host cannot apply are discarded with a warning', async () => {
+    const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sleep', '600'])).trim();
+    const weightFile = ['blkio.weight', 'blkio.bfq.weight'].find((f) => existsSync(`/sys/fs/cgroup/blkio/${f}`));
+    const r = await engine.docker(['update', '--blkio-weight', '300', id]);
+    assert.equal(r.code, 0, r.stderr);
+    const hc = (await engine.request('GET', `/containers/${id}/json`)).json().HostConfig;
+    if (weightFile) assert.equal(hc.BlkioWeight, 300);
+    else if (existsSync('/sys/fs/cgroup/blkio')) {
+      assert.match(r.stdout + r.stderr, /Your kernel does not support Block I\/O weight or the cgroup is not mounted\. Weight discarded\./);
+      assert.equal(hc.BlkioWeight, 0);
+    }
+    const old = await engine.request('POST', `/v1.41/containers/${id}/update`, { body: { KernelMemory: 64 * 1024 * 1024 } });
+    assert.equal(old.status, 200, old.text);
+    assert.deepEqual(old.json().Warnings, ['Your kernel does not support kernel memory limit capabilities or the cgroup is not mounted. Limitation discarded.']);
+    const current = await engine.request('POST', `/containers/${id}/update`, { body: { KernelMemory: 64 * 1024 * 1024 } });
+    assert.equal(current.status, 200, current.text);
+    assert.deepEqual(current.json().Warnings, []);
+    assert.equal((await engine.request('GET', `/containers/${id}/json`)).json().State.Running, true);
+    await engine.dockerOk(['rm', '-f', id]);
+  });
 });

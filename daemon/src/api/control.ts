@@ -26,6 +26,8 @@ export function registerContainerControlRoutes(router: Router, backend: Containe
 
   router.post('/containers/:id/update', async (req, res) => {
     const body = await req.json();
+    // KernelMemory went with API 1.42: a newer client's value is ignored without a warning, as Docker does.
+    if (req.version >= 42 && body && typeof body === 'object' && !Array.isArray(body)) delete (body as { KernelMemory?: unknown }).KernelMemory;
     res.json(200, await backend.update(req.params.id, body));
   });
 

@@ -4,6 +4,7 @@
  * (PidsLimit: null keeps it, 0 or -1 lift the limit).
  */
 import { Conflict, InvalidParameter } from '../errors.js';
+import { discardUnsupported } from './devices.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec } from './ocispec.js';
 import { validateCreateBody } from './validate.js';
@@ -97,10 +98,14 @@ export async function updateContainer(containers: UpdateContainers, host: Resour
     throw new InvalidParameter('the update request needs a JSON object body with the resources to change');
   }
   const record = containers.get(ref);
-  const warnings: string[] = [];
+  // Limits this host cannot apply are left out with Docker's warnings (kernel memory, blkio weights here),
+  // once the values as given have passed their checks.
+  const applicable = { ...(body as Record<string, any>) };
+  const warnings = discardUnsupported(applicable);
   await containers.serialised(record.Id, async () => {
     if (record.State.Status === 'removing') throw new Conflict(`container ${record.Id} is marked for removal and cannot be updated`);
-    const next = mergeUpdate(record.HostConfig as Record<string, any>, body as Record<string, any>, record.HostConfig.AutoRemove === true);
+    mergeUpdate(record.HostConfig as Record<string, any>, body as Record<string, any>, record.HostConfig.AutoRemove === true);
+    const next = mergeUpdate(record.HostConfig as Record<string, any>, applicable, record.HostConfig.AutoRemove === true);
     if (record.State.Running) await host.updateResources(record.Id, liveResources(record, next));
     record.HostConfig = next as ContainerRecord['HostConfig'];
     await containers.store.save(record);
