@@ -55,6 +55,19 @@ describe('devices', () => {
     await engine.dockerOk(['rm', inspect.json().Id]);
   });
 
+  test('--device /dev/fuse overrides the default rule that refuses it; a default device at its own place is fine', { skip: existsSync('/dev/fuse') ? false : 'no /dev/fuse here' }, async () => {
+    const out = await engine.dockerOk(['run', '--rm', '--device', '/dev/fuse', '--device', '/dev/null', 'busybox', 'sh', '-c', 'ls -l /dev/fuse && (exec 3<>/dev/fuse) && echo fuse-opened && echo x > /dev/null && echo null-written']);
+    assert.match(out, /\b10,\s+229\b.*\/dev\/fuse$/m);
+    assert.match(out, /^fuse-opened$/m);
+    assert.match(out, /^null-written$/m);
+  });
+
+  test('runc makes the same devices', async () => {
+    const out = await engine.dockerOk(['run', '--rm', '--runtime', 'runc', '--device', '/dev/null:/dev/mynull:rw', 'busybox', 'sh', '-c', 'ls -l /dev/mynull && echo x > /dev/mynull && echo written']);
+    assert.match(out, /\b1,\s+3\b.*\/dev\/mynull$/m);
+    assert.match(out, /^written$/m);
+  });
+
   test('a read-only device (:r) can be opened for reading but not for writing', { skip: loopControl }, async () => {
     const script = '(exec 3</dev/lc) && echo opened-r; (exec 3>/dev/lc) && echo opened-w; true';
     const ro = await engine.docker(['run', '--rm', '--device', '/dev/loop-control:/dev/lc:r', 'busybox', 'sh', '-c', script]);
