@@ -70,6 +70,9 @@ describe('embedded DNS and name resolution', () => {
     await engine.dockerOk(['rename', 'other', 'renamed']);
     const renamed = await run(['--network', 'back', 'busybox', 'sh', '-c', 'ping -c1 -W5 renamed >/dev/null && echo renamed-ok']);
     assert.match(renamed.stdout, /renamed-ok/);
+    // And inspect says so.
+    const renamedEp = (await engine.request('GET', '/containers/renamed/json')).json().NetworkSettings.Networks.back;
+    assert.equal(renamedEp.DNSNames[0], 'renamed');
     // inspect shows the alias and the DNS names.
     const ep = (await engine.request('GET', '/containers/web/json')).json().NetworkSettings.Networks.front;
     assert.ok(!fromBack.stdout.includes(ep.IPAddress), fromBack.stdout);

@@ -633,6 +633,14 @@ export class ContainerService implements ImageUsers {
         throw err;
       }
       await this.networking.renamed(record.Id, newName);
+      // A running container's endpoints now answer to the new name: its record shows their DNSNames.
+      if (record.State.Running) {
+        const networks = this.networking.containerNetworks(record.Id);
+        if (Object.keys(networks).length > 0) {
+          record.Networks = networks;
+          await this.store.save(record);
+        }
+      }
     });
     this.publish(record, 'rename', { oldName });
   }
