@@ -247,6 +247,20 @@ describe('recovery', () => {
     await engine.dockerOk(['rm', 'survivor', 'ender']);
   });
 
+  test('a removed container\'s folders are deleted soon after, in the data root and the exec root', async () => {
+    const id = (await engine.dockerOk(['run', '-d', 'busybox', 'true'])).trim();
+    await engine.dockerOk(['wait', id]);
+    await engine.dockerOk(['rm', id]);
+    const holding = async () => {
+      const found: string[] = [];
+      for (const dir of [path.join(engine.dataRoot, 'containers'), path.join(engine.dataRoot, 'runtime'), path.join(engine.execRoot, 'conmon')]) {
+        for (const name of await fs.readdir(dir).catch(() => [] as string[])) if (name.includes(id)) found.push(path.join(dir, name));
+      }
+      return found;
+    };
+    await eventually(async () => (await holding()).length === 0, 15_000);
+  });
+
   test('a creation cut short by a crash (a torn record, or none) leaves nothing behind', async () => {
     await engine.dockerOk(['create', '--name', 'kept', 'busybox', 'true']);
     await engine.crash();

@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Conflict, InvalidParameter, NotFound } from '../errors.js';
 import { createFileDurable, writeJSONAtomic } from '../../util/atomic.js';
+import { removeLater } from '../../util/later.js';
 import { log } from '../../util/log.js';
 import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
 
@@ -175,7 +176,7 @@ export class ContainerStore {
   async remove(record: ContainerRecord): Promise<void> {
     this.byId.delete(record.Id);
     if (this.byName.get(record.Name) === record.Id) this.byName.delete(record.Name);
-    // Renamed aside at once and deleted in the background: the removal answers without waiting for its files.
+    // Renamed aside at once and deleted later in a batch (util/later.ts): the removal answers without waiting.
     const aside = path.join(this.root, `${REMOVING}${record.Id}`);
     try {
       await fs.rename(this.dir(record.Id), aside);
@@ -183,6 +184,6 @@ export class ContainerStore {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await fs.rm(this.dir(record.Id), { recursive: true, force: true });
       return;
     }
-    void fs.rm(aside, { recursive: true, force: true }).catch((err) => log.warn('cannot delete the files of a removed container', { id: record.Id, error: (err as Error).message }));
+    removeLater(aside, (p) => fs.rm(p, { recursive: true, force: true }), (err) => log.warn('cannot delete the files of a removed container', { id: record.Id, error: (err as Error).message }));
   }
 }

@@ -25,6 +25,7 @@ import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './r
 import { SeccompProgramCache } from './seccompcache.js';
 import { log } from '../../../util/log.js';
 import { fsStepResults, fsSteps, removeTree, type FsStep } from '../sys.js';
+import { removeLater } from '../../../util/later.js';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -154,8 +155,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   }
 
   /**
-   * Unmounts and removes the container's files. Its folders are renamed aside at once and deleted in the
-   * background: a writable layer can hold many files, and the removal need not wait for them.
+   * Unmounts and removes the container's files. Its folders are renamed aside at once and deleted later, in a
+   * batch (util/later.ts): a writable layer can hold many files, and the removal need not wait for them.
    */
   async removeContainerFiles(id: string): Promise<void> {
     const dir = this.layout.containerDir(id);
@@ -176,7 +177,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const results = await fsStepResults([['unlink', this.layout.exitFile(id)], ...asides.map(([from, aside]): FsStep => ['rename', from, aside])]);
     for (const [i, [from, aside]] of asides.entries()) {
       const moved = results[i + 1];
-      if (moved === 0) void removeTree(aside).catch((err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+      if (moved === 0) removeLater(aside, removeTree, (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
       else if (moved !== ENOENT) await removeTree(from);
     }
   }
