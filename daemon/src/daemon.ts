@@ -212,7 +212,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {
     get: (ref) => containers.get(ref),
-    setNetworks: (id, endpoints) => containers.setNetworks(id, endpoints),
+    configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
   closers.push(() => containers.close());
   const containerSizes = async (record: ContainerRecord) => {

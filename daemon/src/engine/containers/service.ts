@@ -9,10 +9,11 @@ import { Readable } from 'node:stream';
 import type { AttachStreams, ContainerRuntimeHost, ExitInfo } from '../../host/host.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage, InvalidParameter, NotModified } from '../errors.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
 import type { ContainerNetworking, LiveContainer } from '../networks/types.js';
+import type { ContainerNetworkChange, ContainerNetworkConfig } from '../networks/connect.js';
 import { buildRecord, generateName } from './create.js';
 import { discardUnsupported, resolveDevices } from './devices.js';
 import { logChunks } from './logs.js';
@@ -649,6 +650,45 @@ export class ContainerService implements ImageUsers {
   async setNetworks(id: string, networks: ContainerRecord['Networks']): Promise<void> {
     const record = this.store.get(id);
     await this.withLock(record.Id, async () => {
+      record.Networks = networks;
+      await this.store.save(record);
+    });
+  }
+
+  /**
+   * Changes a container's network configuration (network connect and disconnect), serialised with its
+   * other state changes: `change` sees the configuration and whether the container runs, and returns the new
+   * one. For a container that is not running, the endpoints shown are the planned ones (no address yet).
+   */
+  async configureNetworks(ref: string, change: (current: ContainerNetworkConfig) => Promise<ContainerNetworkChange | undefined>): Promise<void> {
+    const record = this.store.get(ref);
+    await this.withLock(record.Id, async () => {
+      if (!this.store.find(record.Id)) throw new NotFound(`No such container: ${ref}`);
+      const hc = record.HostConfig as Record<string, any>;
+      const next = await change({
+        Id: record.Id,
+        Name: record.Name,
+        Running: record.State.Running,
+        Pid: record.State.Pid,
+        NetworkMode: (hc.NetworkMode as string | undefined) ?? '',
+        EndpointsConfig: structuredClone(record.EndpointsConfig ?? {}),
+      });
+      if (!next) return;
+      const networkMode = next.NetworkMode ?? hc.NetworkMode;
+      const networks =
+        next.Networks ??
+        this.networking.plannedNetworks(
+          this.networking.plan(networkMode, { EndpointsConfig: next.EndpointsConfig }, {
+            macAddress: record.Config.MacAddress,
+            deferUnknownNetwork: true,
+            portBindings: hc.PortBindings,
+            publishAllPorts: hc.PublishAllPorts === true,
+            exposedPorts: Object.keys(record.Config.ExposedPorts ?? {}),
+            dns: hc.Dns ?? undefined,
+          }),
+        );
+      hc.NetworkMode = networkMode;
+      record.EndpointsConfig = next.EndpointsConfig as ContainerRecord['EndpointsConfig'];
       record.Networks = networks;
       await this.store.save(record);
     });

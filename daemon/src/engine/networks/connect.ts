@@ -1,16 +1,42 @@
 /**
- * Connecting and disconnecting a running container to and from a network after it started
- * (POST /networks/{id}/connect and /disconnect). The container engine supplies the narrow lookup below.
+ * Connecting and disconnecting a container to and from a network (POST /networks/{id}/connect and
+ * /disconnect). A running container joins or leaves at once; for one that is not running (created, exited)
+ * only its configuration changes, as Docker does: it joins its configured networks at its next start. In
+ * both cases the container's configuration (HostConfig.NetworkMode and its EndpointsConfig) keeps the
+ * change, so that the next start plans the same networks. The container engine supplies the narrow lookup
+ * below and serialises each change with the container's other state changes.
  */
-import { Conflict } from '../errors.js';
+import { InvalidParameter, NotFound, Forbidden } from '../errors.js';
 import type { ContainerNetworking, EndpointSettings } from './types.js';
+
+/** The container's network configuration as a change sees it (under the container's lock). */
+export interface ContainerNetworkConfig {
+  Id: string;
+  Name: string;
+  Running: boolean;
+  Pid: number;
+  /** HostConfig.NetworkMode as stored. */
+  NetworkMode: string;
+  /** The endpoint configs by network name (a copy: the change returns the new one). */
+  EndpointsConfig: Record<string, unknown>;
+}
+
+/** What a change gives back; `Networks` undefined: the engine shows the planned (not yet joined) endpoints. */
+export interface ContainerNetworkChange {
+  NetworkMode?: string;
+  EndpointsConfig: Record<string, unknown>;
+  Networks?: Record<string, EndpointSettings>;
+}
 
 /** What connect and disconnect need of the container engine. */
 export interface ContainerLookup {
   /** The container by id, name or unique id prefix; throws NotFound. */
-  get(ref: string): { Id: string; Name: string; State: { Running: boolean; Pid: number } };
-  /** Records the container's endpoints after a change, so that inspect and list show them. */
-  setNetworks(id: string, networks: Record<string, EndpointSettings>): Promise<void>;
+  get(ref: string): { Id: string; Name: string };
+  /**
+   * Runs `change` under the container's lock and records what it returns (undefined: nothing changes):
+   * the network configuration, and the endpoints inspect and list show.
+   */
+  configureNetworks(id: string, change: (current: ContainerNetworkConfig) => Promise<ContainerNetworkChange | undefined>): Promise<void>;
 }
 
 export interface NetworkContainerBackend {
@@ -18,25 +44,102 @@ export interface NetworkContainerBackend {
   disconnectContainer(networkRef: string, containerRef: string, force: boolean): Promise<void>;
 }
 
-export function containerConnector(
-  networking: Pick<ContainerNetworking, 'connectRunning' | 'disconnectOne'> & { find(ref: string): unknown },
-  containers: ContainerLookup,
-): NetworkContainerBackend {
+/** The networking parts used here. */
+export type ConnectorNetworking = Pick<ContainerNetworking, 'connectRunning' | 'disconnectOne'> & {
+  find(ref: string): { network: { Id: string; Name: string; Driver: string } };
+  /** Validates an EndpointConfig for the network; throws InvalidParameter naming `field`. */
+  checkEndpoint(networkRef: string, endpointConfig: unknown, field: string): void;
+  /** Publishes `network disconnect` for a container that left a network's configuration while not running. */
+  disconnectedConfigured(containerId: string, networkRef: string): void;
+};
+
+// Docker's messages for the combinations a container's network namespace cannot take.
+const SHARED_NETWORK = 'container sharing network namespace with another container or host cannot be connected to any other network';
+const HOST_NETWORK = 'container cannot be disconnected from host network or connected to host network';
+const NONE_NETWORK = 'container cannot be connected to multiple networks with one of the networks in private (none) mode';
+
+function modeOf(networkMode: string): string {
+  return networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
+}
+
+export function containerConnector(networking: ConnectorNetworking, containers: ContainerLookup): NetworkContainerBackend {
+  const tryFind = (ref: string) => {
+    try {
+      return networking.find(ref).network;
+    } catch (err) {
+      if (err instanceof NotFound) return undefined;
+      throw err;
+    }
+  };
+  /** The network ids the container is configured with: its NetworkMode's first, then its EndpointsConfig's. */
+  const configured = (current: ContainerNetworkConfig): { modeId?: string; modeDriver?: string; keysById: Map<string, string[]> } => {
+    const mode = modeOf(current.NetworkMode);
+    const modeNetwork = mode.startsWith('container:') ? undefined : tryFind(mode);
+    const keysById = new Map<string, string[]>();
+    if (modeNetwork) keysById.set(modeNetwork.Id, []);
+    for (const key of Object.keys(current.EndpointsConfig)) {
+      const network = key === 'default' && modeNetwork?.Name === 'bridge' ? modeNetwork : tryFind(key);
+      if (!network) continue;
+      keysById.set(network.Id, [...(keysById.get(network.Id) ?? []), key]);
+    }
+    return { modeId: modeNetwork?.Id, modeDriver: modeNetwork?.Driver, keysById };
+  };
+
   return {
     async connectContainer(networkRef, containerRef, endpointConfig) {
-      networking.find(networkRef);
+      const target = networking.find(networkRef).network;
       const c = containers.get(containerRef);
-      if (!c.State.Running || c.State.Pid <= 0) {
-        throw new Conflict(`container ${c.Name.replace(/^\//, '')} is not running: connecting a stopped container is not supported yet`);
-      }
-      const networks = await networking.connectRunning({ id: c.Id, name: c.Name }, networkRef, endpointConfig, c.State.Pid);
-      await containers.setNetworks(c.Id, networks);
+      await containers.configureNetworks(c.Id, async (current) => {
+        const name = current.Name.replace(/^\//, '');
+        const endpointsConfig = { ...current.EndpointsConfig };
+        if (current.Running && current.Pid > 0) {
+          const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid);
+          return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} }, Networks: networks };
+        }
+        if (modeOf(current.NetworkMode).startsWith('container:')) throw new InvalidParameter(SHARED_NETWORK);
+        const { modeDriver, keysById } = configured(current);
+        // Docker's order: the endpoint config, then host, then a network already configured (left as it is,
+        // without an error), then the combinations.
+        networking.checkEndpoint(target.Id, endpointConfig, 'EndpointConfig');
+        if (target.Driver === 'host' && modeDriver !== 'host') throw new InvalidParameter(HOST_NETWORK);
+        if (keysById.has(target.Id)) return undefined;
+        if (modeDriver === 'host') throw new InvalidParameter(SHARED_NETWORK);
+        if (modeDriver === 'null' || target.Driver === 'null') throw new InvalidParameter(NONE_NETWORK);
+        return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} } };
+      });
     },
+
     async disconnectContainer(networkRef, containerRef, _force) {
-      networking.find(networkRef);
+      const target = networking.find(networkRef).network;
       const c = containers.get(containerRef);
-      const networks = await networking.disconnectOne(c.Id, networkRef);
-      await containers.setNetworks(c.Id, networks);
+      let leftConfiguration = false;
+      await containers.configureNetworks(c.Id, async (current) => {
+        const name = current.Name.replace(/^\//, '');
+        const { modeId, keysById } = configured(current);
+        const running = current.Running && current.Pid > 0;
+        if (!running && !keysById.has(target.Id)) throw new NotFound(`container ${name} is not connected to the network ${target.Name}`);
+        // The rest of the configuration: without the network's entries; when the network was the container's
+        // NetworkMode, the next configured network becomes the first (eth0, default route) at the next start.
+        const endpointsConfig = { ...current.EndpointsConfig };
+        for (const key of keysById.get(target.Id) ?? []) delete endpointsConfig[key];
+        let networkMode: string | undefined;
+        if (target.Id === modeId) {
+          const next = [...keysById.entries()].find(([id, keys]) => id !== target.Id && keys.length > 0);
+          if (next) networkMode = networking.find(next[0]).network.Name;
+          else if (!running) {
+            throw new Forbidden(`container ${name} would be left without a network: connect it to another network before disconnecting it from ${target.Name}`);
+          }
+        }
+        if (running) {
+          const networks = await networking.disconnectOne(current.Id, networkRef);
+          return { NetworkMode: networkMode, EndpointsConfig: endpointsConfig, Networks: networks };
+        }
+        leftConfiguration = true;
+        return { NetworkMode: networkMode, EndpointsConfig: endpointsConfig };
+      });
+      // As Docker: leaving a stopped container's configuration is a `disconnect` too (joining one is not:
+      // `connect` comes when the container joins at its start).
+      if (leftConfiguration) networking.disconnectedConfigured(c.Id, target.Id);
     },
   };
 }

@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import { EventBus, type EngineEvent } from '../events.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import { NetworkService, type NetworkServiceOptions } from './service.js';
-import { containerConnector } from './connect.js';
+import { containerConnector, type ContainerNetworkChange, type ContainerNetworkConfig } from './connect.js';
 import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from './types.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
@@ -445,13 +445,18 @@ test('connect and disconnect a running container: eth1 without default route, ev
   await service.create({ Name: 'extra', IPAM: { Config: [{ Subnet: '10.60.0.0/24' }] } });
   const id = 'r'.repeat(64);
   const recorded: Array<Record<string, unknown>> = [];
+  const state = { running: true, networkMode: 'bridge', endpointsConfig: {} as Record<string, unknown> };
   const lookup = {
     get(ref: string) {
       if (ref !== 'runner' && ref !== id) throw new NotFound(`No such container: ${ref}`);
-      return { Id: id, Name: '/runner', State: { Running: true, Pid: 77 } };
+      return { Id: id, Name: '/runner' };
     },
-    async setNetworks(_id: string, networks: Record<string, unknown>) {
-      recorded.push(networks);
+    async configureNetworks(_id: string, change: (c: ContainerNetworkConfig) => Promise<ContainerNetworkChange | undefined>) {
+      const next = await change({ Id: id, Name: '/runner', Running: state.running, Pid: state.running ? 77 : 0, NetworkMode: state.networkMode, EndpointsConfig: { ...state.endpointsConfig } });
+      if (!next) return;
+      state.networkMode = next.NetworkMode ?? state.networkMode;
+      state.endpointsConfig = next.EndpointsConfig;
+      recorded.push(next.Networks ?? state.endpointsConfig);
     },
   };
   const connector = containerConnector(service, lookup);
@@ -476,8 +481,33 @@ test('connect and disconnect a running container: eth1 without default route, ev
   const actions = seen.filter((e) => e.Type === 'network' && e.Actor.Attributes.container === id).map((e) => `${e.Action}:${e.Actor.Attributes.name}`);
   assert.deepEqual(actions, ['connect:bridge', 'connect:extra', 'disconnect:extra', 'connect:extra']);
 
-  const stopped = containerConnector(service, { ...lookup, get: () => ({ Id: id, Name: '/runner', State: { Running: false, Pid: 0 } }) });
-  await assert.rejects(stopped.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof Conflict && /not running/.test(e.message));
+  assert.deepEqual(Object.keys(state.endpointsConfig), ['extra']);
+
+  // Not running: only the configuration changes, checked as Docker checks it.
+  state.running = false;
+  const veths = host.veths.length;
+  await connector.connectContainer('extra', 'runner', { IPAMConfig: { IPv4Address: '10.60.0.9' } });
+  assert.deepEqual(Object.keys(state.endpointsConfig), ['extra'], 'already configured: left as it is');
+  await assert.rejects(connector.connectContainer('host', 'runner', {}), (e: Error) => e instanceof InvalidParameter && /connected to host network/.test(e.message));
+  await assert.rejects(connector.connectContainer('none', 'runner', {}), (e: Error) => e instanceof InvalidParameter && /private \(none\) mode/.test(e.message));
+  await connector.disconnectContainer('extra', 'runner', false);
+  assert.deepEqual(state.endpointsConfig, {});
+  await assert.rejects(connector.disconnectContainer('extra', 'runner', false), (e: Error) => e instanceof NotFound && /not connected/.test(e.message));
+  await assert.rejects(connector.connectContainer('extra', 'runner', { IPAMConfig: { IPv4Address: '10.61.0.7' } }), (e: Error) => e instanceof InvalidParameter && /EndpointConfig.IPAMConfig.IPv4Address: 10.61.0.7 is not in the subnet/.test(e.message));
+  await connector.connectContainer('extra', 'runner', { Aliases: ['db'] });
+  assert.deepEqual(state.endpointsConfig, { extra: { Aliases: ['db'] } });
+  // Leaving the first network: the next one takes its place; the last one cannot be left.
+  await connector.disconnectContainer('bridge', 'runner', false);
+  assert.equal(state.networkMode, 'extra');
+  await assert.rejects(connector.disconnectContainer('extra', 'runner', false), Forbidden);
+  assert.equal(host.veths.length, veths, 'no interface made for a container that is not running');
+  state.endpointsConfig = {};
+  state.networkMode = 'host';
+  await assert.rejects(connector.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof InvalidParameter && /sharing network namespace/.test(e.message));
+  state.networkMode = 'none';
+  await assert.rejects(connector.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof InvalidParameter && /private \(none\) mode/.test(e.message));
+  state.networkMode = 'container:other';
+  await assert.rejects(connector.connectContainer('extra', 'runner', {}), (e: Error) => e instanceof InvalidParameter && /sharing network namespace/.test(e.message));
 });
 
 function names(list: string[]): string[] {

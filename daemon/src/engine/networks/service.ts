@@ -909,6 +909,17 @@ export class NetworkService implements ContainerNetworking {
     });
   }
 
+  /** Validates an endpoint config (network connect of a container that is not running) for the network. */
+  checkEndpoint(networkRef: string, endpointConfig: unknown, field: string): void {
+    this.parseEndpoint(this.find(networkRef), endpointConfig, field);
+  }
+
+  /** A container that is not running left the network's configuration: `network disconnect`, as Docker. */
+  disconnectedConfigured(containerId: string, networkRef: string): void {
+    const entry = this.find(networkRef);
+    this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+  }
+
   disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>> {
     const entry = this.find(networkRef);
     return this.lock.run(async () => {
