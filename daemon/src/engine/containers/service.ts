@@ -646,15 +646,6 @@ export class ContainerService implements ImageUsers {
     this.publish(record, 'rename', { oldName });
   }
 
-  /** Records a running container's endpoints after a network connect or disconnect. */
-  async setNetworks(id: string, networks: ContainerRecord['Networks']): Promise<void> {
-    const record = this.store.get(id);
-    await this.withLock(record.Id, async () => {
-      record.Networks = networks;
-      await this.store.save(record);
-    });
-  }
-
   /**
    * Changes a container's network configuration (network connect and disconnect), serialised with its
    * other state changes: `change` sees the configuration and whether the container runs, and returns the new
