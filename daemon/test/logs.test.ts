@@ -73,8 +73,9 @@ describe('container logs', () => {
   test('timestamps: each line once, RFC 3339 in UTC with nine digits', async () => {
     const stamped = await logs('stdout=1&stderr=1&timestamps=1');
     const lines = stamped.map(([, t]) => t).join('').split('\n').filter(Boolean);
-    // A line's first frame carries its time, the rest of a long line follows without.
-    assert.ok(stamped.every(([, t]) => /^\d{4}-/.test(t) || /^x+\n?$/.test(t)));
+    // A line's first frame carries its time, the rest of a long line follows without (its end may come as a
+    // frame of its own, even the newline alone, where conmon's read of the pipe happened to stop).
+    assert.ok(stamped.every(([, t]) => /^\d{4}-/.test(t) || (t.length > 0 && /^x*\n?$/.test(t))), JSON.stringify(stamped.map(([, t]) => t.slice(0, 40))));
     assert.equal(lines.length, 5);
     for (const line of lines) assert.ok(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (one|two|err|x+|last)$/.test(line), line.slice(0, 80));
     const first = lines[0].split(' ')[0];
