@@ -189,16 +189,6 @@ describe('LinuxNetworkHost', () => {
     }
   });
 
-  test('none: loopback only', async () => {
-    const pid = await sleeper();
-    assert.doesNotMatch(inNs(pid, ['ip', '-o', 'link', 'show', 'dev', 'lo']).stdout, /[<,]UP[,>]/);
-    await host.setupLoopback(pid);
-    const links = inNs(pid, ['ip', '-o', 'link']).stdout.trim().split('\n');
-    assert.equal(links.length, 1);
-    assert.match(links[0], /lo: <LOOPBACK,UP/);
-    assert.ok(ping(pid, '127.0.0.1'));
-  });
-
   test('removeNat removes exactly the bridge\'s rules, not those of a bridge with a longer name', async () => {
     const other = `${bridge}x`.slice(0, 15);
     await host.ensureNat({ bridge: other, subnet: '10.199.199.0/24' });

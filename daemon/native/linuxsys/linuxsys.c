@@ -2,7 +2,6 @@
  * System calls on the hot path of a container start that would otherwise each cost a process spawn:
  *   mountOverlay(target, options)  mount -t overlay overlay -o OPTIONS TARGET
  *   unmount(target, lazy)          umount [-l] TARGET
- *   loopbackUp(pid)                bring `lo` up in the network namespace of PID
  *   unmountAsync(target, lazy, cb) umount [-l] TARGET on a thread of the pool, then cb(err|null): unmounting
  *                                  an overlay syncs its upper filesystem, which can take long on a busy disk
  *   mountOverlayAsync(target, options, cb)   the overlay mount on a thread of the pool, then cb(err|null)
@@ -31,16 +30,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -130,60 +125,6 @@ static napi_value Unmount(napi_env env, napi_callback_info info) {
   }
   if (argc > 1) napi_get_value_bool(env, argv[1], &lazy);
   if (umount2(target, lazy ? MNT_DETACH : 0) != 0) return fail(env, errno, "umount", target);
-  return NULL;
-}
-
-/*
- * Joins the network namespace of `pid` on this thread only, sets `lo` up there, and returns to the thread's
- * own namespace before returning; nothing else runs on the thread meanwhile (the call is synchronous).
- */
-static napi_value LoopbackUp(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  int32_t pid = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0) {
-    napi_throw_type_error(env, NULL, "loopbackUp(pid) needs a process id");
-    return NULL;
-  }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/ns/net", pid);
-  int own = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  if (own < 0) return fail(env, errno, "open", "/proc/thread-self/ns/net");
-  int target = open(path, O_RDONLY | O_CLOEXEC);
-  if (target < 0) {
-    int err = errno;
-    close(own);
-    return fail(env, err, "open", path);
-  }
-  if (setns(target, CLONE_NEWNET) != 0) {
-    int err = errno;
-    close(own);
-    close(target);
-    return fail(env, err, "setns", path);
-  }
-  close(target);
-  int err = 0;
-  int sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (sock < 0) {
-    err = errno;
-  } else {
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-    if (ioctl(sock, SIOCGIFFLAGS, &ifr) != 0) err = errno;
-    else {
-      ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-      if (ioctl(sock, SIOCSIFFLAGS, &ifr) != 0) err = errno;
-    }
-    close(sock);
-  }
-  if (setns(own, CLONE_NEWNET) != 0) {
-    /* The thread cannot go back: nothing sane can continue on it. */
-    perror("berthd: cannot return to the daemon's network namespace");
-    abort();
-  }
-  close(own);
-  if (err) return fail(env, err, "set lo up in", path);
   return NULL;
 }
 
@@ -927,8 +868,6 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "mountOverlay", fn);
   napi_create_function(env, "unmount", NAPI_AUTO_LENGTH, Unmount, NULL, &fn);
   napi_set_named_property(env, exports, "unmount", fn);
-  napi_create_function(env, "loopbackUp", NAPI_AUTO_LENGTH, LoopbackUp, NULL, &fn);
-  napi_set_named_property(env, exports, "loopbackUp", fn);
   napi_create_function(env, "unmountAsync", NAPI_AUTO_LENGTH, UnmountAsync, NULL, &fn);
   napi_set_named_property(env, exports, "unmountAsync", fn);
   napi_create_function(env, "mountOverlayAsync", NAPI_AUTO_LENGTH, MountOverlayAsync, NULL, &fn);

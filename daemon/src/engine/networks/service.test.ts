@@ -16,7 +16,6 @@ class FakeNetworkHost implements NetworkHost {
   ports = new Map<string, Set<string>>();
   nat = new Map<string, string>();
   veths: VethSpec[] = [];
-  loopbacks: number[] = [];
   removed: string[] = [];
   failAttach = false;
   onEnsureBridge?: (spec: BridgeSpec) => void;
@@ -46,9 +45,6 @@ class FakeNetworkHost implements NetworkHost {
     if (this.failAttach) throw new Error('no such process');
     this.veths.push(spec);
     this.ports.get(spec.bridge)!.add(spec.hostInterface);
-  }
-  async setupLoopback(pid: number) {
-    this.loopbacks.push(pid);
   }
   async removeInterface(name: string) {
     this.removed.push(name);
@@ -290,10 +286,9 @@ test('a failed attach releases its address', async () => {
   assert.deepEqual(service.inspect('bridge').Containers, {});
 });
 
-test('none leaves the loopback to the runtime; host touches nothing; container mode has no networks', async () => {
+test('none has no address; host touches nothing; container mode has no networks', async () => {
   const { service, host } = await setup();
   const none = await service.connect({ id: 'n'.repeat(64), name: 'n' }, service.plan('none', undefined), 55);
-  assert.deepEqual(host.loopbacks, []);
   assert.equal(none.networks.none.IPAddress, '');
   assert.equal(none.hostsAddress, undefined);
   const h = await service.connect({ id: 'h'.repeat(64), name: 'h' }, service.plan('host', undefined), undefined);

@@ -291,8 +291,6 @@ export interface NetworkHost {
   removeNat(bridge: string): Promise<void>;
   /** Creates the veth pair, moves the container end into the namespace and configures both ends. */
   attachVeth(spec: VethSpec): Promise<void>;
-  /** Brings up loopback in the namespace of `pid`. */
-  setupLoopback(pid: number): Promise<void>;
   /** Deletes a host interface if it exists. */
   removeInterface(name: string): Promise<void>;
   /** Names of the interfaces attached to the bridge. */

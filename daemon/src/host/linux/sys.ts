@@ -1,6 +1,6 @@
 /**
- * System calls of the native addon `daemon/native/linuxsys`: mount, umount and loopback up in a container's
- * network namespace, each sparing a process spawn on the path of a container start; and file system work done
+ * System calls of the native addon `daemon/native/linuxsys`: mount and umount, each sparing a process spawn
+ * on the path of a container start; and file system work done
  * as one task of the thread pool (state files, the small steps of a start or removal, folder trees). Callers
  * fall back to the command-line tools or to node:fs when the addon is not built.
  */
@@ -14,7 +14,6 @@ import type { AtomicWriter, NewFileWriter } from '../../util/atomic.js';
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
   unmount(target: string, lazy: boolean): void;
-  loopbackUp(pid: number): void;
   /** umount2 on a thread of the pool (an overlay's unmount syncs its upper filesystem); absent in older builds. */
   unmountAsync?(target: string, lazy: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
   /** mountOverlay on a thread of the pool; absent in older builds. */

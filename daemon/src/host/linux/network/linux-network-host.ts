@@ -5,7 +5,6 @@
  * Firewall rules carry the comment `berth:<bridge>`, so that removing a bridge's rules removes exactly
  * ours and nothing another engine (or another daemon with another bridge) installed.
  */
-import { linuxSys } from '../sys.js';
 import dgram from 'node:dgram';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
@@ -334,13 +333,6 @@ export class LinuxNetworkHost implements NetworkHost {
       await this.removeInterface(spec.hostInterface).catch(() => undefined);
       throw err;
     }
-  }
-
-  async setupLoopback(pid: number): Promise<void> {
-    if (!Number.isInteger(pid) || pid <= 0) throw new Error(`invalid pid ${pid}`);
-    const sys = linuxSys();
-    if (sys) sys.loopbackUp(pid);
-    else await run('nsenter', ['-t', String(pid), '-n', 'ip', 'link', 'set', 'lo', 'up']);
   }
 
   async removeInterface(name: string): Promise<void> {
