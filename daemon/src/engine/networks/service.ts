@@ -130,6 +130,11 @@ export class NetworkService implements ContainerNetworking {
     return (PREDEFINED_NETWORKS as readonly string[]).includes(entry.network.Name);
   }
 
+  /** The `network connect` or `disconnect` event of a container on this network. */
+  private publishEndpoint(action: 'connect' | 'disconnect', entry: NetworkEntry, containerId: string): void {
+    this.events.publish('network', action, entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+  }
+
   /**
    * Writes a network's endpoints after a change. Those of host and none hold nothing but their container, so
    * they are kept in memory only (two writes fewer per container start and exit) and rebuilt at daemon
@@ -746,7 +751,7 @@ export class NetworkService implements ContainerNetworking {
       const networks: Record<string, EndpointSettings> = {};
       for (const { entry, endpoint } of joined) {
         networks[entry.network.Name] = this.endpointSettings(entry.network.Id, endpoint);
-        this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+        this.publishEndpoint('connect', entry, container.id);
       }
       const primary = joined[0];
       return {
@@ -904,7 +909,7 @@ export class NetworkService implements ContainerNetworking {
       while (used.has(`eth${index}`)) index++;
       // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
       await this.join(entry, container, request, pid, index, index === 0 && current.length === 0);
-      this.events.publish('network', 'connect', entry.network.Id, { container: container.id, name: entry.network.Name, type: entry.network.Driver });
+      this.publishEndpoint('connect', entry, container.id);
       return this.containerNetworks(container.id);
     });
   }
@@ -917,7 +922,7 @@ export class NetworkService implements ContainerNetworking {
   /** A container that is not running left the network's configuration: `network disconnect`, as Docker. */
   disconnectedConfigured(containerId: string, networkRef: string): void {
     const entry = this.find(networkRef);
-    this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+    this.publishEndpoint('disconnect', entry, containerId);
   }
 
   disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>> {
@@ -930,7 +935,7 @@ export class NetworkService implements ContainerNetworking {
       await this.store.save(entry);
       // Deleting the host end takes the container's end with it.
       if (ep.hostInterface) await this.host.removeInterface(ep.hostInterface);
-      this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+      this.publishEndpoint('disconnect', entry, containerId);
       return this.containerNetworks(containerId);
     });
   }
@@ -955,7 +960,7 @@ export class NetworkService implements ContainerNetworking {
             log.warn('cannot remove a container interface', { interface: ep.hostInterface, error: errorMessage(err) });
           });
         }
-        this.events.publish('network', 'disconnect', entry.network.Id, { container: containerId, name: entry.network.Name, type: entry.network.Driver });
+        this.publishEndpoint('disconnect', entry, containerId);
       }
     });
   }
@@ -980,7 +985,7 @@ export class NetworkService implements ContainerNetworking {
           log.info('released network endpoints of containers that are not running', { network: entry.network.Name, count: gone.length });
         }
         for (const ep of gone) {
-          this.events.publish('network', 'disconnect', entry.network.Id, { container: ep.containerId, name: entry.network.Name, type: entry.network.Driver });
+          this.publishEndpoint('disconnect', entry, ep.containerId);
         }
         const bridge = entry.network.Driver === 'bridge' ? (entry.bridge ?? (entry.network.Name === 'bridge' ? this.opts.bridgeName : undefined)) : undefined;
         if (!bridge) continue;
