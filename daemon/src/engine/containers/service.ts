@@ -12,7 +12,7 @@ import { log } from '../../util/log.js';
 import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
-import type { ContainerNetworking, LiveContainer } from '../networks/types.js';
+import type { ContainerNetworking, LiveContainer, PlanOptions } from '../networks/types.js';
 import type { ContainerNetworkChange, ContainerNetworkConfig } from '../networks/connect.js';
 import { buildRecord, generateName } from './create.js';
 import { discardUnsupported, resolveDevices } from './devices.js';
@@ -63,6 +63,17 @@ const RESTART_RESET_AFTER_MS = 10_000;
 interface PendingAttach {
   resolve(streams: AttachStreams): void;
   reject(err: unknown): void;
+}
+
+/** What planning a container's networks takes from its configuration (the create body's or the record's). */
+function planOptions(config: { MacAddress?: string; ExposedPorts?: Record<string, unknown> | null }, hc: Record<string, any>): PlanOptions {
+  return {
+    macAddress: config.MacAddress,
+    portBindings: hc.PortBindings,
+    publishAllPorts: hc.PublishAllPorts === true,
+    exposedPorts: Object.keys(config.ExposedPorts ?? {}),
+    dns: hc.Dns ?? undefined,
+  };
 }
 
 export class ContainerService implements ImageUsers {
@@ -189,14 +200,7 @@ export class ContainerService implements ImageUsers {
     warnings.push(...discardUnsupported(hc));
     // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
     // try to pull the image and hide the real error.
-    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, {
-      macAddress: request.MacAddress,
-      deferUnknownNetwork: true,
-      portBindings: hc.PortBindings,
-      publishAllPorts: hc.PublishAllPorts === true,
-      exposedPorts: Object.keys(request.ExposedPorts ?? {}),
-      dns: hc.Dns ?? undefined,
-    });
+    const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { ...planOptions(request, hc), deferUnknownNetwork: true });
     if (plan.mode === 'container') this.store.get(plan.container);
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       const b = parseBind(bind);
@@ -277,13 +281,7 @@ export class ContainerService implements ImageUsers {
     let connected = false;
     try {
       // Planned again at every start: the network may have gone or changed since create.
-      const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, {
-        macAddress: record.Config.MacAddress,
-        portBindings: hc.PortBindings,
-        publishAllPorts: hc.PublishAllPorts === true,
-        exposedPorts: Object.keys(record.Config.ExposedPorts ?? {}),
-        dns: hc.Dns ?? undefined,
-      });
+      const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, planOptions(record.Config, hc));
       const links = this.legacyLinks(record);
       let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
       if (plan.mode === 'container') {
@@ -669,14 +667,7 @@ export class ContainerService implements ImageUsers {
       const networks =
         next.Networks ??
         this.networking.plannedNetworks(
-          this.networking.plan(networkMode, { EndpointsConfig: next.EndpointsConfig }, {
-            macAddress: record.Config.MacAddress,
-            deferUnknownNetwork: true,
-            portBindings: hc.PortBindings,
-            publishAllPorts: hc.PublishAllPorts === true,
-            exposedPorts: Object.keys(record.Config.ExposedPorts ?? {}),
-            dns: hc.Dns ?? undefined,
-          }),
+          this.networking.plan(networkMode, { EndpointsConfig: next.EndpointsConfig }, { ...planOptions(record.Config, hc), deferUnknownNetwork: true }),
         );
       hc.NetworkMode = networkMode;
       record.EndpointsConfig = next.EndpointsConfig as ContainerRecord['EndpointsConfig'];
