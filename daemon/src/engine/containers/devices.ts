@@ -7,6 +7,7 @@
  */
 import { existsSync, promises as fs, readFileSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
+import { devMajor, devMinor } from '../../util/devnum.js';
 import { InvalidParameter } from '../errors.js';
 
 export interface LinuxDevice {
@@ -176,12 +177,8 @@ export function discardUnsupported(hc: Record<string, any>): string[] {
   return warnings;
 }
 
-/** Linux's dev_t split into major and minor (glibc's gnu_dev_major/minor). */
 function majorMinor(rdev: bigint): { major: number; minor: number } {
-  return {
-    major: Number(((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn)),
-    minor: Number((rdev & 0xffn) | ((rdev >> 12n) & ~0xffn)),
-  };
+  return { major: devMajor(rdev), minor: devMinor(rdev) };
 }
 
 const ERRNO_TEXT: Record<string, string> = {

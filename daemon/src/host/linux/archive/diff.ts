@@ -14,7 +14,8 @@ import { pipeline } from 'node:stream/promises';
 import type tar from 'tar-stream';
 import { tarStream } from '../../../util/tar.js';
 import { opaqueFolders } from './changes.js';
-import { devMajor, devMinor, exactBytes } from './pack.js';
+import { devMajor, devMinor } from '../../../util/devnum.js';
+import { exactBytes } from './pack.js';
 
 const CHUNK = 256 * 1024;
 

@@ -10,18 +10,11 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type tar from 'tar-stream';
+import { devMajor, devMinor } from '../../../util/devnum.js';
 import { tarStream } from '../../../util/tar.js';
 import { ContainerFilesystem, type FilesystemMount } from './resolve.js';
 
 const CHUNK = 64 * 1024;
-
-/** Linux dev_t split into major and minor (glibc's gnu_dev_major / gnu_dev_minor). */
-export function devMajor(rdev: number): number {
-  return Number(((BigInt(rdev) >> 8n) & 0xfffn) | ((BigInt(rdev) >> 32n) & ~0xfffn));
-}
-export function devMinor(rdev: number): number {
-  return Number((BigInt(rdev) & 0xffn) | ((BigInt(rdev) >> 12n) & ~0xffn));
-}
 
 /**
  * A file's first `size` bytes in pieces of `chunk`. A file that shrank while it was read is padded with
