@@ -169,7 +169,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
   for (const warning of host.warnings) log.warn(warning);
   // The init binary of containers started with HostConfig.Init; without one, only those fail to start.
-  const initBinary = await findInitBinary(opts.initPath);
+  const initBinary = findInitBinary(opts.initPath);
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());

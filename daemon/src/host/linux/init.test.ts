@@ -21,32 +21,32 @@ test('parseInitVersion reads Docker builds (with a git commit) and Debian builds
   assert.equal(parseInitVersion('something else 1.0'), undefined);
 });
 
-test('the default lookup prefers docker-init, then tini-static, then tini, on PATH', async () => {
+test('the default lookup prefers docker-init, then tini-static, then tini, on PATH', () => {
   const bin = mkdtempSync(path.join(dir, 'bin-'));
   const put = (name: string) => {
     writeFileSync(path.join(bin, name), '#!/bin/sh\n');
     chmodSync(path.join(bin, name), 0o755);
   };
-  assert.match((await findInitBinary(undefined, bin, [])).problem ?? '', /no init binary found.*--init-path/);
+  assert.match((findInitBinary(undefined, bin, [])).problem ?? '', /no init binary found.*--init-path/);
   put('tini');
-  assert.deepEqual(await findInitBinary(undefined, bin, []), { name: 'docker-init', path: path.join(bin, 'tini') });
+  assert.deepEqual(findInitBinary(undefined, bin, []), { name: 'docker-init', path: path.join(bin, 'tini') });
   put('tini-static');
-  assert.equal((await findInitBinary(undefined, bin, [])).path, path.join(bin, 'tini-static'));
+  assert.equal((findInitBinary(undefined, bin, [])).path, path.join(bin, 'tini-static'));
   put('docker-init');
-  assert.equal((await findInitBinary(undefined, bin, [])).path, path.join(bin, 'docker-init'));
+  assert.equal((findInitBinary(undefined, bin, [])).path, path.join(bin, 'docker-init'));
 });
 
-test('--init-path: a path must be an executable file; a name is looked up on PATH', async () => {
+test('--init-path: a path must be an executable file; a name is looked up on PATH', () => {
   const file = executable('my-init');
-  assert.deepEqual(await findInitBinary(file, '', []), { name: file, path: file });
-  const missing = await findInitBinary(path.join(dir, 'nope'), '', []);
+  assert.deepEqual(findInitBinary(file, '', []), { name: file, path: file });
+  const missing = findInitBinary(path.join(dir, 'nope'), '', []);
   assert.equal(missing.path, undefined);
   assert.match(missing.problem ?? '', /nope.*--init-path does not exist/);
   writeFileSync(path.join(dir, 'plain'), 'not executable');
-  assert.equal((await findInitBinary(path.join(dir, 'plain'), '', [])).path, undefined);
-  assert.equal((await findInitBinary(dir, '', [])).path, undefined);
-  assert.deepEqual(await findInitBinary('my-init', dir, []), { name: 'my-init', path: file });
-  assert.match((await findInitBinary('other-init', dir, [])).problem ?? '', /"other-init".*not found on PATH/);
+  assert.equal((findInitBinary(path.join(dir, 'plain'), '', [])).path, undefined);
+  assert.equal((findInitBinary(dir, '', [])).path, undefined);
+  assert.deepEqual(findInitBinary('my-init', dir, []), { name: 'my-init', path: file });
+  assert.match((findInitBinary('other-init', dir, [])).problem ?? '', /"other-init".*not found on PATH/);
 });
 
 test('readInitVersion runs the binary with --version', async () => {

@@ -3,8 +3,8 @@
  * found once at daemon start, from `--init-path` or by name, and its version for /info and /version.
  */
 import { execFile } from 'node:child_process';
-import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
+import { findExecutable, isExecutableFile } from './runtime/ociruntime.js';
 
 /** The names looked up when no `--init-path` is given, in this order (tini-static runs in any image). */
 export const DEFAULT_INIT_NAMES = ['docker-init', 'tini-static', 'tini'] as const;
@@ -21,48 +21,28 @@ export interface InitBinary {
   problem?: string;
 }
 
-async function isExecutableFile(file: string): Promise<boolean> {
-  try {
-    const st = await fs.stat(file);
-    if (!st.isFile()) return false;
-    await fs.access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function lookPath(name: string, dirs: readonly string[]): Promise<string | undefined> {
-  for (const dir of dirs) {
-    if (!dir) continue;
-    const file = path.join(dir, name);
-    if (await isExecutableFile(file)) return file;
-  }
-  return undefined;
-}
-
 /**
  * Finds the init binary: `requested` (a path, or a name looked up like a command) when given, else the
  * first of DEFAULT_INIT_NAMES found in Docker's libexec folders or on PATH.
  */
-export async function findInitBinary(
+export function findInitBinary(
   requested: string | undefined,
   envPath = process.env.PATH ?? '',
   libexecDirs: readonly string[] = LIBEXEC_DIRS,
-): Promise<InitBinary> {
+): InitBinary {
   const searchDirs = [...libexecDirs, ...envPath.split(':').filter(Boolean)];
   if (requested !== undefined && requested !== '') {
     if (requested.includes('/')) {
       const file = path.resolve(requested);
-      if (await isExecutableFile(file)) return { name: requested, path: file };
+      if (isExecutableFile(file)) return { name: requested, path: file };
       return { name: requested, problem: `the init binary ${JSON.stringify(requested)} given by --init-path does not exist or is not an executable file` };
     }
-    const found = await lookPath(requested, searchDirs);
+    const found = findExecutable(requested, searchDirs);
     if (found) return { name: requested, path: found };
     return { name: requested, problem: `the init binary ${JSON.stringify(requested)} given by --init-path was not found on PATH` };
   }
   for (const name of DEFAULT_INIT_NAMES) {
-    const found = await lookPath(name, searchDirs);
+    const found = findExecutable(name, searchDirs);
     if (found) return { name: 'docker-init', path: found };
   }
   return {

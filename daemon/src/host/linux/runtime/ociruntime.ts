@@ -3,7 +3,7 @@
  * daemon's exec root. Creation itself runs under conmon (see conmon.ts).
  */
 import { execFile } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 export type RuntimeName = 'crun' | 'runc';
@@ -61,18 +61,29 @@ export function isUnknownContainer(stderr: string): boolean {
   return /does not exist|not exist|no such file or directory|container .* not found/i.test(stderr);
 }
 
-/** The executable's path, from PATH or the usual sbin folders (runc lives in /usr/sbin on Debian). */
-export function findExecutable(name: string): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
+/** Whether `file` is a regular file (or a link to one) that this process may execute. */
+export function isExecutableFile(file: string): boolean {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The first executable called `name` in `dirs`: by default PATH, then the usual sbin folders (runc lives in
+ * /usr/sbin on Debian).
+ */
+export function findExecutable(
+  name: string,
+  dirs: readonly string[] = [...(process.env.PATH ?? '').split(':'), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'],
+): string | undefined {
   for (const dir of dirs) {
     if (!dir) continue;
     const candidate = path.join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
+    if (isExecutableFile(candidate)) return candidate;
   }
   return undefined;
 }
