@@ -75,12 +75,22 @@ export async function createFileDurable(file: string, data: string | Buffer, opt
   const { mode = 0o600, dirMode = 0o700 } = opts;
   const bytes = typeof data === 'string' ? Buffer.from(data) : data;
   if (newFileWriter) return newFileWriter(file, bytes, mode, dirMode);
-  await fs.mkdir(path.dirname(file), { mode: dirMode }).catch(async (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EEXIST' || !(await fs.stat(path.dirname(file))).isDirectory()) throw err;
+  await mkdirOrExisting(path.dirname(file), dirMode);
+  await writeNewFileSynced(file, bytes, mode);
+}
+
+/** Makes a folder; an existing folder is fine, anything else in its place is not (EEXIST). */
+export async function mkdirOrExisting(dir: string, mode: number): Promise<void> {
+  await fs.mkdir(dir, { mode }).catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST' || !(await fs.stat(dir)).isDirectory()) throw err;
   });
+}
+
+/** Writes a file that must not exist yet (EEXIST otherwise) and fsyncs it. */
+export async function writeNewFileSynced(file: string, data: Uint8Array, mode: number): Promise<void> {
   const handle = await fs.open(file, 'wx', mode);
   try {
-    await handle.writeFile(bytes);
+    await handle.writeFile(data);
     await handle.sync();
   } finally {
     await handle.close();

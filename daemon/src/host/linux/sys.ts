@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { AtomicWriter, NewFileWriter } from '../../util/atomic.js';
+import { mkdirOrExisting, writeNewFileSynced, type AtomicWriter, type NewFileWriter } from '../../util/atomic.js';
 
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
@@ -132,25 +132,13 @@ async function portableSteps(steps: FsStep[]): Promise<number[]> {
   const results = steps.map(() => -1);
   for (const [i, step] of steps.entries()) {
     try {
-      if (step[0] === 'mkdir') {
-        // An existing folder is fine; anything else in its place is not (as in the native steps).
-        await fs.mkdir(step[1], { mode: step[2] }).catch(async (err: NodeJS.ErrnoException) => {
-          if (err.code !== 'EEXIST' || !(await fs.stat(step[1])).isDirectory()) throw err;
-        });
-      }
+      if (step[0] === 'mkdir') await mkdirOrExisting(step[1], step[2]);
       else if (step[0] === 'unlink') await fs.rm(step[1], { force: true });
       else if (step[0] === 'write') {
         await fs.rm(step[1], { force: true });
         await fs.writeFile(step[1], step[2], { mode: step[3], flag: 'wx' });
-      } else if (step[0] === 'create') {
-        const handle = await fs.open(step[1], 'wx', step[3]);
-        try {
-          await handle.writeFile(step[2]);
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-      } else if (step[0] === 'rename') await fs.rename(step[1], step[2]);
+      } else if (step[0] === 'create') await writeNewFileSynced(step[1], step[2], step[3]);
+      else if (step[0] === 'rename') await fs.rename(step[1], step[2]);
       else await fs.lstat(step[1]);
       results[i] = 0;
     } catch (err) {
