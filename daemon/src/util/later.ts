@@ -46,7 +46,7 @@ function sweep(): Promise<void> {
   return sweeping;
 }
 
-/** Deletes what is queued now without waiting for the batch's time (for tests, and a daemon's shutdown). */
+/** Deletes what is queued now without waiting for the batch's time (for tests: a stopping daemon leaves the rest to its next start). */
 export async function removeQueuedNow(): Promise<void> {
   if (timer) {
     clearTimeout(timer);
