@@ -4,6 +4,7 @@
  */
 import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import { contains, formatSubnet, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
+import { contains6, formatIPv6, formatSubnet6, isIPv6Text, parseCIDR6, parseIPv6, type Subnet6 } from './ipv6.js';
 
 export interface NetworkCreateSpec {
   name: string;
@@ -18,6 +19,10 @@ export interface NetworkCreateSpec {
   masquerade: boolean;
   /** The IPv4 pool when the client gave one; otherwise the service picks a free range. */
   pool?: { subnet: Subnet; gateway: number; ipRange?: Subnet; auxiliary: Record<string, string> };
+  /** EnableIPv6: the network has an IPv6 subnet too (the client's pool6, else one from the engine's ULA prefix). */
+  enableIPv6: boolean;
+  /** The IPv6 pool when the client gave one. */
+  pool6?: { subnet: Subnet6; gateway: bigint; ipRange?: Subnet6; auxiliary: Record<string, string> };
   ipamOptions: Record<string, string>;
 }
 
@@ -55,7 +60,6 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
   if (driver === 'host' || driver === 'null') throw new Forbidden(`only one instance of "${driver}" network is allowed`);
   if (['overlay', 'macvlan', 'ipvlan'].includes(driver)) throw new NotImplemented(`the ${driver} network driver is not supported yet; use bridge`);
   if (driver !== 'bridge') throw new NotFound(`plugin "${driver}" not found`);
-  if (bool(body.EnableIPv6, 'EnableIPv6')) throw new NotImplemented('IPv6 networks are not supported yet');
   if (body.EnableIPv4 === false) throw new InvalidParameter('EnableIPv4 cannot be false: a network without IPv4 is not supported');
   if (bool(body.Ingress, 'Ingress')) throw new Forbidden('an ingress network can only be created in swarm mode');
   if (bool(body.ConfigOnly, 'ConfigOnly') || (isObject(body.ConfigFrom) && body.ConfigFrom.Network)) {
@@ -74,6 +78,7 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
     options,
     masquerade: true,
     ipamOptions: {},
+    enableIPv6: bool(body.EnableIPv6, 'EnableIPv6'),
   };
   const bridgeName = options['com.docker.network.bridge.name'];
   if (bridgeName !== undefined) {
@@ -101,10 +106,74 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
     spec.ipamOptions = stringMap(ipam.Options, 'IPAM.Options');
     const configs = ipam.Config ?? [];
     if (!Array.isArray(configs)) throw new InvalidParameter('IPAM.Config must be a list');
-    if (configs.length > 1) throw new NotImplemented('more than one IPAM pool per network is not supported yet');
-    if (configs.length === 1) spec.pool = parsePool(configs[0], 'IPAM.Config[0]');
+    for (const [i, raw] of configs.entries()) {
+      const field = `IPAM.Config[${i}]`;
+      if (!isObject(raw)) throw new InvalidParameter(`${field} must be an object`);
+      // The family of a pool is its subnet's; a pool without a subnet is refused by the IPv4 parser.
+      if (typeof raw.Subnet === 'string' && isIPv6Text(raw.Subnet)) {
+        if (!spec.enableIPv6) {
+          throw new InvalidParameter(`invalid ${field}.Subnet ${raw.Subnet}: IPv6 has not been enabled for this network, but an IPv6 subnet has been provided`);
+        }
+        if (spec.pool6) throw new NotImplemented('more than one IPv6 pool per network is not supported yet');
+        spec.pool6 = parsePool6(raw, field);
+      } else {
+        if (spec.pool) throw new NotImplemented('more than one IPv4 pool per network is not supported yet');
+        spec.pool = parsePool(raw, field);
+      }
+    }
   }
   return spec;
+}
+
+/** The family mismatch of one field of a pool, in Docker's words. */
+function familyMismatch(field: string, value: string, valueFamily: 'IPv4' | 'IPv6'): InvalidParameter {
+  const other = valueFamily === 'IPv4' ? 'IPv6' : 'IPv4';
+  return new InvalidParameter(`invalid ${field}: ${value} is an ${valueFamily} address whereas it is associated to an ${other} subnet`);
+}
+
+function parsePool6(raw: Record<string, unknown>, field: string): NonNullable<NetworkCreateSpec['pool6']> {
+  const text = (key: string): string | undefined => {
+    const v = raw[key];
+    if (v === undefined || v === null || v === '') return undefined;
+    if (typeof v !== 'string') throw new InvalidParameter(`${field}.${key} must be a string`);
+    return v;
+  };
+  const subnetText = text('Subnet')!;
+  const parsed = parseCIDR6(subnetText);
+  if (!parsed) throw new InvalidParameter(`invalid ${field}.Subnet ${JSON.stringify(subnetText)}: expected CIDR notation such as fd00:1::/64`);
+  const subnet = parsed.subnet;
+  if (parsed.address !== subnet.base) throw new InvalidParameter(`invalid ${field}.Subnet ${subnetText}: it has host bits set (did you mean ${formatSubnet6(subnet)}?)`);
+  if (subnet.prefix > 126) throw new InvalidParameter(`invalid ${field}.Subnet ${subnetText}: the prefix must be at most /126 to hold a gateway and a container`);
+  if (subnet.prefix < 8) throw new InvalidParameter(`invalid ${field}.Subnet ${subnetText}: the prefix must be at least /8`);
+  if (subnet.base >> 120n === 0xffn) throw new InvalidParameter(`invalid ${field}.Subnet ${subnetText}: it is a multicast range`);
+  if (subnet.base >> 118n === 0x3fan) throw new InvalidParameter(`invalid ${field}.Subnet ${subnetText}: link-local addresses (fe80::/10) cannot be a network's subnet`);
+  const inside = (key: string, value: string): bigint => {
+    const a = parseIPv6(value);
+    if (a === undefined) {
+      if (parseIPv4(value) !== undefined) throw familyMismatch(key, value, 'IPv4');
+      throw new InvalidParameter(`invalid ${key} ${JSON.stringify(value)}: expected an IPv6 address`);
+    }
+    if (!contains6(subnet, a)) throw new InvalidParameter(`invalid ${key} ${value}: it is not in the subnet ${subnetText}`);
+    if (a === subnet.base) throw new InvalidParameter(`invalid ${key} ${value}: it is the network address (subnet-router anycast) of ${subnetText}`);
+    return a;
+  };
+  const gatewayText = text('Gateway');
+  const gateway = gatewayText ? inside(`${field}.Gateway`, gatewayText) : subnet.base + 1n;
+  let ipRange: Subnet6 | undefined;
+  const rangeText = text('IPRange');
+  if (rangeText) {
+    const r = parseCIDR6(rangeText);
+    if (!r) {
+      if (parseCIDR(rangeText)) throw familyMismatch(`${field}.IPRange`, rangeText, 'IPv4');
+      throw new InvalidParameter(`invalid ${field}.IPRange ${JSON.stringify(rangeText)}: expected a subnet in CIDR notation`);
+    }
+    if (r.address !== r.subnet.base) throw new InvalidParameter(`invalid ${field}.IPRange ${rangeText}: it has host bits set (did you mean ${formatSubnet6(r.subnet)}?)`);
+    if (r.subnet.prefix < subnet.prefix || !contains6(subnet, r.subnet.base)) throw new InvalidParameter(`invalid ${field}.IPRange ${rangeText}: it is not inside the subnet ${subnetText}`);
+    ipRange = r.subnet;
+  }
+  const auxiliary = stringMap(raw.AuxiliaryAddresses ?? raw.AuxAddress, `${field}.AuxiliaryAddresses`);
+  for (const [k, v] of Object.entries(auxiliary)) auxiliary[k] = formatIPv6(inside(`${field}.AuxiliaryAddresses.${k}`, v));
+  return { subnet, gateway, ipRange, auxiliary };
 }
 
 function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['pool']> {
@@ -117,7 +186,6 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
   };
   const subnetText = text('Subnet');
   if (!subnetText) throw new InvalidParameter(`${field}.Subnet is required when a pool is given`);
-  if (subnetText.includes(':')) throw new NotImplemented('IPv6 pools are not supported yet');
   const parsed = parseCIDR(subnetText);
   if (!parsed) throw new InvalidParameter(`invalid ${field}.Subnet ${JSON.stringify(subnetText)}: expected CIDR notation such as 172.28.0.0/16`);
   const subnet = parsed.subnet;
@@ -126,6 +194,7 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
   const broadcast = subnet.base + subnetSize(subnet) - 1;
   const inside = (key: string, value: string): number => {
     const a = parseIPv4(value);
+    if (a === undefined && parseIPv6(value) !== undefined) throw familyMismatch(key, value, 'IPv6');
     if (a === undefined) throw new InvalidParameter(`invalid ${key} ${JSON.stringify(value)}: expected an IPv4 address`);
     if (!contains(subnet, a)) throw new InvalidParameter(`invalid ${key} ${value}: it is not in the subnet ${subnetText}`);
     if (a === subnet.base || a === broadcast) throw new InvalidParameter(`invalid ${key} ${value}: it is the network or broadcast address of ${subnetText}`);
@@ -137,6 +206,7 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
   const rangeText = text('IPRange');
   if (rangeText) {
     const r = parseCIDR(rangeText);
+    if (!r && parseCIDR6(rangeText)) throw familyMismatch(`${field}.IPRange`, rangeText, 'IPv6');
     if (!r || r.address !== r.subnet.base) throw new InvalidParameter(`invalid ${field}.IPRange ${JSON.stringify(rangeText)}: expected a subnet in CIDR notation`);
     if (r.subnet.prefix < subnet.prefix || !contains(subnet, r.subnet.base)) throw new InvalidParameter(`invalid ${field}.IPRange ${rangeText}: it is not inside the subnet ${subnetText}`);
     ipRange = r.subnet;

@@ -35,6 +35,14 @@ class FakeNetworkHost implements NetworkHost {
     this.bridges.delete(name);
   }
   async enableForwarding() {}
+  ipv6SubnetsInUse: string[] = [];
+  ipv6Forwarding = false;
+  async usedIPv6Subnets() {
+    return [...this.ipv6SubnetsInUse];
+  }
+  async enableIPv6Forwarding() {
+    this.ipv6Forwarding = true;
+  }
   async ensureNat(spec: { bridge: string; subnet: string }) {
     this.nat.set(spec.bridge, spec.subnet);
   }
@@ -398,13 +406,96 @@ test('user-defined networks: pools, IP ranges, auxiliary addresses, internal and
   await bad({ Name: 'x', Driver: 'weird' }, /plugin "weird" not found/, NotFound);
   await bad({ Name: 'x', Driver: 'overlay' }, /overlay/, NotImplemented);
   await bad({ Name: 'x', Driver: 'host' }, /only one instance/, Forbidden);
-  await bad({ Name: 'x', EnableIPv6: true }, /IPv6/, NotImplemented);
+  await bad({ Name: 'x', IPAM: { Config: [{ Subnet: 'fd00:40::/64' }] } }, /IPv6 has not been enabled for this network, but an IPv6 subnet has been provided/);
+  const v6 = (config: object) => ({ Name: 'x', EnableIPv6: true, IPAM: { Config: [config] } });
+  await bad(v6({ Subnet: 'fd00:40::1/64' }), /host bits set \(did you mean fd00:40::\/64\?\)/);
+  await bad(v6({ Subnet: 'fd00:40::/127' }), /at most \/126/);
+  await bad(v6({ Subnet: 'fd00:40:::/64' }), /CIDR notation/);
+  await bad(v6({ Subnet: 'fd00:40::/64', Gateway: 'fd00:41::1' }), /Gateway fd00:41::1: it is not in the subnet fd00:40::\/64/);
+  await bad(v6({ Subnet: 'fd00:40::/64', Gateway: '10.0.0.1' }), /10\.0\.0\.1 is an IPv4 address whereas it is associated to an IPv6 subnet/);
+  await bad(v6({ Subnet: 'fd00:40::/64', Gateway: 'fd00:40::' }), /network address/);
+  await bad(v6({ Subnet: 'fd00:40::/64', IPRange: 'fd00:41::/80' }), /IPRange fd00:41::\/80: it is not inside/);
+  await bad(v6({ Subnet: 'fe80::/64' }), /link-local/);
+  await bad(v6({ Subnet: '10.40.0.0/24', Gateway: 'fd00::1' }), /is an IPv6 address whereas it is associated to an IPv4 subnet/);
+  await bad({ Name: 'x', EnableIPv6: true, IPAM: { Config: [{ Subnet: 'fd00:40::/64' }, { Subnet: 'fd00:41::/64' }] } }, /more than one IPv6 pool/, NotImplemented);
+  await bad({ Name: 'x', EnableIPv6: 'yes' }, /EnableIPv6 must be a boolean/);
   await bad({ Name: 'x', Options: { 'com.docker.network.driver.mtu': 'big' } }, /mtu/);
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'a-name-that-is-too-long' } }, /bridge\.name/);
   await bad({ Name: 'x', Labels: { a: 1 } }, /Labels\.a must be a string/);
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'btest0' } }, /already used/, Conflict);
   host.bridges.set('brforeign', '10.99.0.1/24');
   await bad({ Name: 'x', Options: { 'com.docker.network.bridge.name': 'brforeign' } }, /already exists on the host/, Conflict);
+});
+
+test('IPv6 networks: the default /64 from the engine\'s ULA prefix, pools of both families, addresses, static ones, DNS, release', async () => {
+  const { service, host } = await setup();
+  host.ipv6SubnetsInUse = ['fd00::/64'];
+  const auto = await service.create({ Name: 'auto6', EnableIPv6: true });
+  const autoView = service.inspect(auto.Id);
+  assert.equal(autoView.EnableIPv6, true);
+  assert.equal(autoView.IPAM.Config.length, 2);
+  const [p4, p6] = autoView.IPAM.Config;
+  assert.ok(!p4.Subnet.includes(':'));
+  assert.match(p6.Subnet, /^fd[0-9a-f]{2}:[0-9a-f]{1,4}:[0-9a-f]{1,4}::\/64$/);
+  assert.equal(p6.Gateway, p6.Subnet.replace('::/64', '::1'));
+  assert.ok(host.ipv6Forwarding, 'IPv6 forwarding on');
+  // A second network takes the next /64; a client subnet overlapping one of ours is refused.
+  const second = service.inspect((await service.create({ Name: 'auto6b', EnableIPv6: true })).Id).IPAM.Config[1];
+  assert.notEqual(second.Subnet, p6.Subnet);
+  await assert.rejects(service.create({ Name: 'clash', EnableIPv6: true, IPAM: { Config: [{ Subnet: p6.Subnet.replace('::/64', '::/80') }] } }), Forbidden);
+  // A static IPv6 address needs a subnet the user gave.
+  assert.throws(() => service.plan('auto6', { EndpointsConfig: { auto6: { IPAMConfig: { IPv6Address: p6.Subnet.replace('::/64', '::9') } } } }), /user configured subnets/);
+
+  const { Id } = await service.create({
+    Name: 'dual',
+    EnableIPv6: true,
+    IPAM: { Config: [{ Subnet: '10.60.0.0/24' }, { Subnet: 'fd00:60::/64', Gateway: 'fd00:60::1', IPRange: 'fd00:60::100/120' }] },
+  });
+  const dual = service.inspect(Id);
+  assert.deepEqual(dual.IPAM.Config, [
+    { Subnet: '10.60.0.0/24', Gateway: '10.60.0.1' },
+    { Subnet: 'fd00:60::/64', Gateway: 'fd00:60::1', IPRange: 'fd00:60::100/120' },
+  ]);
+  assert.throws(() => service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'fd00:61::5' } } } }), /not in the subnet fd00:60::\/64/);
+  assert.throws(() => service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'fd00:60::1' } } } }), /gateway/);
+  assert.throws(() => service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'nope' } } } }), /invalid IPv6 address/);
+  assert.throws(() => service.plan('bridge', { EndpointsConfig: { bridge: { IPAMConfig: { IPv6Address: 'fd00:60::5' } } } }), /IPv6 is not enabled on network bridge/);
+
+  const a = await service.connect({ id: 'a'.repeat(64), name: 'a6' }, service.plan('dual', { EndpointsConfig: { dual: {} } }), 41);
+  const b = await service.connect(
+    { id: 'b'.repeat(64), name: 'b6' },
+    service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'fd00:60:0:0::0:42' } } } }),
+    42,
+  );
+  const ea = a.networks.dual;
+  assert.equal(ea.GlobalIPv6Address, 'fd00:60::100', 'the first address of the IP range');
+  assert.equal(ea.GlobalIPv6PrefixLen, 64);
+  assert.equal(ea.IPv6Gateway, 'fd00:60::1');
+  assert.equal(ea.IPAMConfig, null);
+  assert.equal(b.networks.dual.GlobalIPv6Address, 'fd00:60::42');
+  assert.deepEqual(b.networks.dual.IPAMConfig, { IPv6Address: 'fd00:60::42' });
+  const vethA = host.veths.find((v) => v.pid === 41)!;
+  assert.deepEqual(vethA.ipv6, { address: 'fd00:60::100', prefixLen: 64, gateway: 'fd00:60::1' });
+  const view = service.inspect('dual');
+  assert.equal(view.Containers['a'.repeat(64)].IPv6Address, 'fd00:60::100/64');
+  assert.equal(view.Status!.IPAM.Subnets['fd00:60::/64'].IPsInUse, 4);
+  // The same address cannot be taken twice.
+  await assert.rejects(
+    service.connect({ id: 'c'.repeat(64), name: 'c6' }, service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'fd00:60::42' } } } }), 43),
+    Conflict,
+  );
+  // The embedded DNS answers both families.
+  assert.deepEqual(host.dnsServed.get('a'.repeat(64))!.answers.lookup('b6'), [b.networks.dual.IPAddress, 'fd00:60::42']);
+  // Released at disconnect: the next container gets the next address of the range, a freed static one is free again.
+  await service.disconnect('b'.repeat(64));
+  const c = await service.connect({ id: 'c'.repeat(64), name: 'c6' }, service.plan('dual', { EndpointsConfig: { dual: { IPAMConfig: { IPv6Address: 'fd00:60::42' } } } }), 43);
+  assert.equal(c.networks.dual.GlobalIPv6Address, 'fd00:60::42');
+  const d = await service.connect({ id: 'd'.repeat(64), name: 'd6' }, service.plan('dual', {}), 44);
+  assert.equal(d.networks.dual.GlobalIPv6Address, 'fd00:60::101');
+  // IPv4-only networks show no IPv6.
+  const plain = await service.connect({ id: 'e'.repeat(64), name: 'e4' }, service.plan('bridge', {}), 45);
+  assert.equal(plain.networks.bridge.GlobalIPv6Address, '');
+  assert.equal(host.veths.find((v) => v.pid === 45)!.ipv6, undefined);
 });
 
 test('several networks at create: eth0 with the default route, then eth1; a failure undoes them all', async () => {

@@ -22,6 +22,7 @@ import {
   subnetSize,
   type Subnet,
 } from './ipv4.js';
+import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6, poolSubnets, subnetSize6, ulaPrefix, type Subnet6 } from './ipv6.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
@@ -40,6 +41,7 @@ import type {
   NetworkHost,
   NetworkPlan,
   NetworkRecord,
+  IPAMPool,
 } from './types.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
@@ -57,6 +59,26 @@ export interface NetworkServiceOptions {
   /** Install NAT and forward rules (`--iptables`). */
   iptables: boolean;
   mtu?: number;
+  /** What the engine's unique local IPv6 prefix is drawn from (default: the data root and the machine's id). */
+  ipv6Seed?: string;
+}
+
+/** The IPv4 pool of a network (its first pool whose subnet is not IPv6). */
+export function ipv4Pool(network: NetworkRecord): IPAMPool | undefined {
+  return network.IPAM.Config.find((p) => !p.Subnet.includes(':'));
+}
+
+/** The IPv6 pool of a network with EnableIPv6. */
+export function ipv6Pool(network: NetworkRecord): IPAMPool | undefined {
+  return network.IPAM.Config.find((p) => p.Subnet.includes(':'));
+}
+
+function machineId(): string {
+  try {
+    return readFileSync('/etc/machine-id', 'utf8').trim();
+  } catch {
+    return '';
+  }
 }
 
 /** A network in the API's shape with its containers (and allocation status). */
@@ -95,6 +117,8 @@ export class NetworkService implements ContainerNetworking {
   private readonly entries = new Map<string, NetworkEntry>();
   private readonly lock = new Mutex();
   private readonly mtu: number;
+  /** The /48 the default IPv6 subnets of new networks come from. */
+  private readonly ulaPool: Subnet6;
 
   constructor(
     private readonly host: NetworkHost,
@@ -103,6 +127,7 @@ export class NetworkService implements ContainerNetworking {
   ) {
     this.store = new NetworkStore(opts.dataRoot);
     this.mtu = opts.mtu ?? DEFAULT_MTU;
+    this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineId()}`);
   }
 
   // ---------------------------------------------------------------- daemon start
@@ -146,19 +171,24 @@ export class NetworkService implements ContainerNetworking {
 
   /** Brings up the bridge of a user-defined network and installs its rules (idempotent). */
   private async setUpBridge(entry: NetworkEntry): Promise<void> {
-    const pool = entry.network.IPAM.Config[0];
+    const pool = ipv4Pool(entry.network)!;
     const parsed = parseCIDR(pool.Subnet)!;
+    const pool6 = entry.network.EnableIPv6 ? ipv6Pool(entry.network) : undefined;
     await this.host.ensureBridge({
       name: entry.bridge!,
       gateway: pool.Gateway!,
       prefixLen: parsed.subnet.prefix,
       subnet: pool.Subnet,
       mtu: this.mtuOf(entry),
+      ...(pool6 ? { ipv6: { gateway: pool6.Gateway!, prefixLen: parseCIDR6(pool6.Subnet)!.subnet.prefix, subnet: pool6.Subnet } } : {}),
     });
+    // As dockerd: IPv6 forwarding is turned on (for the whole host) when a network needs it.
+    if (pool6) await this.host.enableIPv6Forwarding();
     if (this.opts.iptables) {
       await this.host.ensureNat({
         bridge: entry.bridge!,
         subnet: pool.Subnet,
+        ...(pool6 ? { subnet6: pool6.Subnet } : {}),
         masquerade: entry.network.Options['com.docker.network.bridge.enable_ip_masquerade'] !== 'false',
         internal: entry.network.Internal,
         isolateFrom: this.isolationOf(entry),
@@ -307,11 +337,19 @@ export class NetworkService implements ContainerNetworking {
           EndpointID: ep.endpointId,
           MacAddress: ep.macAddress,
           IPv4Address: ep.ipv4 ? `${ep.ipv4}/${ep.prefixLen}` : '',
-          IPv6Address: '',
+          IPv6Address: ep.ipv6 ? `${ep.ipv6}/${ep.prefixLen6}` : '',
         };
       }
       const subnets: Record<string, { IPsInUse: number; DynamicIPsAvailable: number }> = {};
       for (const pool of entry.network.IPAM.Config) {
+        const subnet6 = parseCIDR6(pool.Subnet)?.subnet;
+        if (subnet6) {
+          // The network address (subnet-router anycast) and the gateway are reserved.
+          const inUse = 2 + [...entry.endpoints.values()].filter((ep) => ep.ipv6).length;
+          const available = subnetSize6(subnet6) - BigInt(inUse);
+          subnets[pool.Subnet] = { IPsInUse: inUse, DynamicIPsAvailable: Number(available > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : available) };
+          continue;
+        }
         const subnet = parseCIDR(pool.Subnet)?.subnet;
         if (!subnet) continue;
         // Network address, gateway and broadcast are reserved.
@@ -403,6 +441,7 @@ export class NetworkService implements ContainerNetworking {
       // A new network never takes over an interface that is already there (another engine's bridge).
       if ((await this.host.bridgeAddress(bridge)) !== undefined) throw new Conflict(`the bridge ${bridge} already exists on the host`);
       const pool = await this.choosePool(spec);
+      const pool6 = spec.enableIPv6 ? await this.choosePool6(spec) : undefined;
       const network: NetworkRecord = {
         Name: spec.name,
         Id: id,
@@ -410,8 +449,8 @@ export class NetworkService implements ContainerNetworking {
         Scope: 'local',
         Driver: 'bridge',
         EnableIPv4: true,
-        EnableIPv6: false,
-        IPAM: { Driver: 'default', Options: spec.ipamOptions, Config: [pool] },
+        EnableIPv6: spec.enableIPv6,
+        IPAM: { Driver: 'default', Options: spec.ipamOptions, Config: pool6 ? [pool, pool6] : [pool] },
         Internal: spec.internal,
         Attachable: spec.attachable,
         Ingress: false,
@@ -421,6 +460,7 @@ export class NetworkService implements ContainerNetworking {
         Labels: spec.labels,
       };
       const entry: NetworkEntry = { network, endpoints: new Map(), bridge };
+      if (pool6 && !spec.pool6) entry.engineSubnet6 = true;
       try {
         await this.setUpBridge(entry);
         await this.store.save(entry);
@@ -438,7 +478,7 @@ export class NetworkService implements ContainerNetworking {
   /** The pool a new network gets: the client's (if it overlaps no other network), or a free range. */
   private async choosePool(spec: NetworkCreateSpec): Promise<NetworkRecord['IPAM']['Config'][number]> {
     const ours = [...this.entries.values()]
-      .flatMap((e) => e.network.IPAM.Config.map((p) => ({ name: e.network.Name, subnet: parseCIDR(p.Subnet)?.subnet })))
+      .flatMap((e) => e.network.IPAM.Config.filter((p) => !p.Subnet.includes(':')).map((p) => ({ name: e.network.Name, subnet: parseCIDR(p.Subnet)?.subnet })))
       .filter((o): o is { name: string; subnet: Subnet } => o.subnet !== undefined);
     if (spec.pool) {
       const clash = ours.find((o) => overlaps(o.subnet, spec.pool!.subnet));
@@ -455,6 +495,33 @@ export class NetworkService implements ContainerNetworking {
     const subnet = defaultBridgeCandidates().find((c) => !used.some((u) => overlaps(u, c)));
     if (!subnet) throw new Forbidden('all predefined address pools have been fully subnetted: give the network a subnet (IPAM.Config)');
     return { Subnet: formatSubnet(subnet), Gateway: formatIPv4(subnet.base + 1) };
+  }
+
+  /**
+   * The IPv6 pool of a new network: the client's (if it overlaps no other network's), or the first /64 of the
+   * engine's unique local /48 that no network and no route or address of the host uses.
+   */
+  private async choosePool6(spec: NetworkCreateSpec): Promise<IPAMPool> {
+    const ours = [...this.entries.values()]
+      .map((e) => ({ name: e.network.Name, pool: ipv6Pool(e.network) }))
+      .map((o) => ({ name: o.name, subnet: o.pool ? parseCIDR6(o.pool.Subnet)?.subnet : undefined }))
+      .filter((o): o is { name: string; subnet: Subnet6 } => o.subnet !== undefined);
+    if (spec.pool6) {
+      const clash = ours.find((o) => overlaps6(o.subnet, spec.pool6!.subnet));
+      if (clash) throw new Forbidden(`invalid pool request: Pool overlaps with other one on this address space (network ${clash.name} has ${formatSubnet6(clash.subnet)})`);
+      const pool: IPAMPool = { Subnet: formatSubnet6(spec.pool6.subnet), Gateway: formatIPv6(spec.pool6.gateway) };
+      if (spec.pool6.ipRange) pool.IPRange = formatSubnet6(spec.pool6.ipRange);
+      if (Object.keys(spec.pool6.auxiliary).length > 0) pool.AuxiliaryAddresses = spec.pool6.auxiliary;
+      return pool;
+    }
+    const used = [
+      ...(await this.host.usedIPv6Subnets()).map((s) => parseCIDR6(s)?.subnet).filter((s): s is Subnet6 => s !== undefined),
+      ...ours.map((o) => o.subnet),
+    ];
+    for (const candidate of poolSubnets(this.ulaPool)) {
+      if (!used.some((u) => overlaps6(u, candidate))) return { Subnet: formatSubnet6(candidate), Gateway: formatIPv6(candidate.base + 1n) };
+    }
+    throw new Forbidden(`all the IPv6 subnets of ${formatSubnet6(this.ulaPool)} are in use: give the network an IPv6 subnet (IPAM.Config)`);
   }
 
   /** Removes the user-defined networks no container uses (filters: until, label, label!). */
@@ -484,7 +551,8 @@ export class NetworkService implements ContainerNetworking {
   plan(networkMode: string | undefined, networkingConfig: unknown, opts: PlanOptions = {}): NetworkPlan {
     const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
     const ports = parsePortRequests(opts.portBindings, opts.publishAllPorts === true, opts.exposedPorts ?? []);
-    const extras: PlanExtras = { hostGateway: this.byName('bridge')?.network.IPAM.Config[0]?.Gateway };
+    const bridgeNetwork = this.byName('bridge')?.network;
+    const extras: PlanExtras = { hostGateway: bridgeNetwork ? ipv4Pool(bridgeNetwork)?.Gateway : undefined };
     if (opts.dns && opts.dns.length > 0) extras.dnsServers = [...opts.dns];
     if (mode.startsWith('container:')) {
       if (ports.length > 0) throw new InvalidParameter('conflicting options: port publishing and the container type network mode');
@@ -573,7 +641,7 @@ export class NetworkService implements ContainerNetworking {
         endpoint.ipv4Address = this.validateStaticIPv4(entry, IPv4Address, `${field}.IPAMConfig.IPv4Address`);
       }
       if (IPv6Address !== undefined && IPv6Address !== '') {
-        throw new InvalidParameter(`${field}.IPAMConfig.IPv6Address: IPv6 is not enabled on network ${name}`);
+        endpoint.ipv6Address = this.validateStaticIPv6(entry, IPv6Address, `${field}.IPAMConfig.IPv6Address`);
       }
       if (Array.isArray(LinkLocalIPs) && LinkLocalIPs.length > 0) {
         throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: link-local addresses are not supported`);
@@ -613,7 +681,7 @@ export class NetworkService implements ContainerNetworking {
     const address = parseIPv4(value);
     if (address === undefined) throw new InvalidParameter(`${field}: invalid IPv4 address ${JSON.stringify(value)}`);
     if (entry.network.Driver !== 'bridge') throw new InvalidParameter(`${field}: a static address cannot be given on network ${name}`);
-    const pool = entry.network.IPAM.Config[0];
+    const pool = ipv4Pool(entry.network)!;
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
     if (!subnet || !contains(subnet, address)) {
       throw new InvalidParameter(`${field}: ${value} is not in the subnet ${pool?.Subnet ?? '(none)'} of network ${name}`);
@@ -622,6 +690,23 @@ export class NetworkService implements ContainerNetworking {
     if (address === subnet.base || address === broadcast) throw new InvalidParameter(`${field}: ${value} is the network or broadcast address of ${pool.Subnet}`);
     if (pool.Gateway && address === parseIPv4(pool.Gateway)) throw new InvalidParameter(`${field}: ${value} is the gateway of network ${name}`);
     return value;
+  }
+
+  private validateStaticIPv6(entry: NetworkEntry, value: unknown, field: string): string {
+    const name = entry.network.Name;
+    if (typeof value !== 'string') throw new InvalidParameter(`${field} must be a string`);
+    const address = parseIPv6(value);
+    if (address === undefined) throw new InvalidParameter(`${field}: invalid IPv6 address ${JSON.stringify(value)}`);
+    const pool = entry.network.EnableIPv6 ? ipv6Pool(entry.network) : undefined;
+    if (entry.network.Driver !== 'bridge' || !pool) throw new InvalidParameter(`${field}: IPv6 is not enabled on network ${name}`);
+    if (entry.engineSubnet6) {
+      throw new InvalidParameter(`${field}: user specified IP address is supported only when connecting to networks with user configured subnets (network ${name} has no IPv6 subnet of the user's)`);
+    }
+    const subnet = parseCIDR6(pool.Subnet)!.subnet;
+    if (!contains6(subnet, address)) throw new InvalidParameter(`${field}: ${value} is not in the subnet ${pool.Subnet} of network ${name}`);
+    if (address === subnet.base) throw new InvalidParameter(`${field}: ${value} is the network address of ${pool.Subnet}`);
+    if (pool.Gateway && address === parseIPv6(pool.Gateway)) throw new InvalidParameter(`${field}: ${value} is the gateway of network ${name}`);
+    return formatIPv6(address);
   }
 
   plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings> {
@@ -633,12 +718,17 @@ export class NetworkService implements ContainerNetworking {
 
   private endpointSettings(networkId: string, ep: EndpointRecord | undefined, request?: EndpointRequest): EndpointSettings {
     const entry = this.entries.get(networkId);
-    const gateway = ep?.ipv4 ? (entry?.network.IPAM.Config[0]?.Gateway ?? '') : '';
+    const gateway = ep?.ipv4 && entry ? (ipv4Pool(entry.network)?.Gateway ?? '') : '';
+    const gateway6 = ep?.ipv6 && entry ? (ipv6Pool(entry.network)?.Gateway ?? '') : '';
     const staticIPv4 = ep ? (ep.staticIPv4 ? ep.ipv4 : undefined) : request?.ipv4Address;
+    const staticIPv6 = ep ? (ep.staticIPv6 ? ep.ipv6 : undefined) : request?.ipv6Address;
+    const ipamConfig: EndpointSettings['IPAMConfig'] = staticIPv4 || staticIPv6 ? {} : null;
+    if (staticIPv4) ipamConfig!.IPv4Address = staticIPv4;
+    if (staticIPv6) ipamConfig!.IPv6Address = staticIPv6;
     const aliases = ep ? ep.aliases : request?.aliases;
     const userDefined = entry !== undefined && !this.isPredefined(entry);
     return {
-      IPAMConfig: staticIPv4 ? { IPv4Address: staticIPv4 } : null,
+      IPAMConfig: ipamConfig,
       Links: null,
       Aliases: aliases && aliases.length > 0 ? [...aliases] : null,
       MacAddress: ep?.macAddress ?? '',
@@ -649,9 +739,9 @@ export class NetworkService implements ContainerNetworking {
       Gateway: gateway,
       IPAddress: ep?.ipv4 ?? '',
       IPPrefixLen: ep?.ipv4 ? ep.prefixLen : 0,
-      IPv6Gateway: '',
-      GlobalIPv6Address: '',
-      GlobalIPv6PrefixLen: 0,
+      IPv6Gateway: gateway6,
+      GlobalIPv6Address: ep?.ipv6 ?? '',
+      GlobalIPv6PrefixLen: ep?.ipv6 ? (ep.prefixLen6 ?? 0) : 0,
       DNSNames: ep && userDefined ? [ep.containerName, ...(ep.aliases ?? []), ep.containerId.slice(0, 12)] : null,
     };
   }
@@ -677,7 +767,7 @@ export class NetworkService implements ContainerNetworking {
   }
 
   private allocate(entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
-    const pool = entry.network.IPAM.Config[0];
+    const pool = ipv4Pool(entry.network)!;
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
     const gateway = pool?.Gateway ? parseIPv4(pool.Gateway) : undefined;
     if (!subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
@@ -707,6 +797,39 @@ export class NetworkService implements ContainerNetworking {
       return { address: candidate, subnet, gateway };
     }
     throw new Conflict(`no available IPv4 address on network ${entry.network.Name} (${pool.Subnet})`);
+  }
+
+  /** An IPv6 address for the container on a network with EnableIPv6 (the requested one, or the next free one). */
+  private allocate6(entry: NetworkEntry, containerId: string, requested: string | undefined): { address: bigint; subnet: Subnet6; gateway: bigint } {
+    const pool = ipv6Pool(entry.network);
+    const subnet = pool ? parseCIDR6(pool.Subnet)?.subnet : undefined;
+    const gateway = pool?.Gateway ? parseIPv6(pool.Gateway) : undefined;
+    if (!pool || !subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv6 subnet`);
+    const inUse = new Set<bigint>();
+    for (const ep of entry.endpoints.values()) if (ep.ipv6 && ep.containerId !== containerId) inUse.add(parseIPv6(ep.ipv6)!);
+    for (const aux of Object.values(pool.AuxiliaryAddresses ?? {})) {
+      const a = parseIPv6(aux);
+      if (a !== undefined) inUse.add(a);
+    }
+    if (requested) {
+      const address = parseIPv6(requested)!;
+      if (!contains6(subnet, address)) throw new InvalidParameter(`${requested} is not in the subnet ${pool.Subnet} of network ${entry.network.Name}`);
+      if (inUse.has(address)) throw new Conflict(`address ${requested} is already in use on network ${entry.network.Name}`);
+      return { address, subnet, gateway };
+    }
+    const range = (pool.IPRange ? parseCIDR6(pool.IPRange)?.subnet : undefined) ?? subnet;
+    const size = subnetSize6(range);
+    const last = entry.lastAllocated6 ? parseIPv6(entry.lastAllocated6) : undefined;
+    let offset = last !== undefined && contains6(range, last) ? last - range.base : size - 1n;
+    // The containers of one network are few next to a range: the scan ends long before the range does.
+    const tries = size < 65536n ? Number(size) : 65536 + inUse.size;
+    for (let i = 0; i < tries; i++) {
+      offset = (offset + 1n) % size;
+      const candidate = range.base + offset;
+      if (candidate === subnet.base || candidate === gateway || inUse.has(candidate)) continue;
+      return { address: candidate, subnet, gateway };
+    }
+    throw new Conflict(`no available IPv6 address on network ${entry.network.Name} (${pool.Subnet})`);
   }
 
   connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
@@ -807,7 +930,9 @@ export class NetworkService implements ContainerNetworking {
             const names = [ep.containerName, ...(ep.aliases ?? [])].map((n) => n.toLowerCase());
             const matches =
               names.some((n) => n === name || `${n}.${network}` === name) || (name.length === 12 && ep.containerId.startsWith(name));
-            if (matches && !found.includes(ep.ipv4)) found.push(ep.ipv4);
+            if (!matches) continue;
+            if (!found.includes(ep.ipv4)) found.push(ep.ipv4);
+            if (ep.ipv6 && !found.includes(ep.ipv6)) found.push(ep.ipv6);
           }
         }
         return found.length > 0 ? found : undefined;
@@ -858,6 +983,7 @@ export class NetworkService implements ContainerNetworking {
       return endpoint;
     }
     const { address, subnet, gateway } = this.allocate(entry, container.id, request.ipv4Address);
+    const v6 = entry.network.EnableIPv6 && ipv6Pool(entry.network) ? this.allocate6(entry, container.id, request.ipv6Address) : undefined;
     endpoint.ipv4 = formatIPv4(address);
     endpoint.prefixLen = subnet.prefix;
     endpoint.macAddress = request.macAddress ?? macFromIPv4(address);
@@ -865,6 +991,12 @@ export class NetworkService implements ContainerNetworking {
     endpoint.containerInterface = `eth${index}`;
     if (request.ipv4Address) endpoint.staticIPv4 = true;
     else entry.lastAllocated = endpoint.ipv4;
+    if (v6) {
+      endpoint.ipv6 = formatIPv6(v6.address);
+      endpoint.prefixLen6 = v6.subnet.prefix;
+      if (request.ipv6Address) endpoint.staticIPv6 = true;
+      else entry.lastAllocated6 = endpoint.ipv6;
+    }
     // The allocation is written while the interface is made: a crash in between leaves either a record that
     // recovery releases or an interface on the bridge that no record owns, which recovery removes.
     entry.endpoints.set(container.id, endpoint);
@@ -880,6 +1012,9 @@ export class NetworkService implements ContainerNetworking {
         gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv4(gateway),
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
+        ...(v6
+          ? { ipv6: { address: endpoint.ipv6!, prefixLen: v6.subnet.prefix, gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv6(v6.gateway) } }
+          : {}),
       }),
     ]);
     if (saved.status === 'rejected' || attached.status === 'rejected') {
@@ -1016,7 +1151,7 @@ export class NetworkService implements ContainerNetworking {
 
   /** The default bridge's name, subnet and gateway (for /info and tests). */
   defaultBridge(): { name: string; subnet: string; gateway: string } {
-    const pool = this.byName('bridge')!.network.IPAM.Config[0];
+    const pool = ipv4Pool(this.byName('bridge')!.network)!;
     return { name: this.opts.bridgeName, subnet: pool.Subnet, gateway: pool.Gateway ?? '' };
   }
 

@@ -6,6 +6,8 @@
  *     "network": NetworkRecord (the API shape, without Containers),
  *     "endpoints": { "<container id>": EndpointRecord },   // who holds which address
  *     "lastAllocated": "172.17.0.5",                         // where the next dynamic allocation starts
+ *     "lastAllocated6": "fd12:3456:789a::5",                 // the same for IPv6 (EnableIPv6)
+ *     "engineSubnet6": true,                                 // the engine chose the IPv6 subnet
  *     "bridge": "br-0123456789ab" }                          // the Linux bridge of a bridge network
  * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
  * address a live container holds.
@@ -22,6 +24,10 @@ export interface NetworkEntry {
   network: NetworkRecord;
   endpoints: Map<string, EndpointRecord>;
   lastAllocated?: string;
+  /** Where the next dynamic IPv6 allocation starts. */
+  lastAllocated6?: string;
+  /** The engine chose the IPv6 subnet (no static IPv6 addresses then, as Docker). */
+  engineSubnet6?: boolean;
   /** Name of the Linux bridge (bridge driver). */
   bridge?: string;
 }
@@ -31,6 +37,8 @@ interface NetworkFile {
   network: NetworkRecord;
   endpoints: Record<string, EndpointRecord>;
   lastAllocated?: string;
+  lastAllocated6?: string;
+  engineSubnet6?: boolean;
   bridge?: string;
 }
 
@@ -66,6 +74,8 @@ export class NetworkStore {
         network: file.network,
         endpoints: new Map(Object.entries(file.endpoints ?? {})),
         lastAllocated: file.lastAllocated,
+        lastAllocated6: file.lastAllocated6,
+        engineSubnet6: file.engineSubnet6,
         bridge: file.bridge,
       });
     }
@@ -79,6 +89,8 @@ export class NetworkStore {
       network: entry.network,
       endpoints: Object.fromEntries(entry.endpoints),
       lastAllocated: entry.lastAllocated,
+      lastAllocated6: entry.lastAllocated6,
+      engineSubnet6: entry.engineSubnet6,
       bridge: entry.bridge,
     };
     const def = definition(entry.network, entry.bridge);

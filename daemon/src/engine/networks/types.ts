@@ -46,6 +46,11 @@ export interface EndpointRecord {
   containerInterface?: string;
   /** The address was asked for by the client (IPAMConfig.IPv4Address). */
   staticIPv4?: boolean;
+  /** IPv6 address without prefix, on a network with EnableIPv6 (RFC 5952 text). */
+  ipv6?: string;
+  prefixLen6?: number;
+  /** The IPv6 address was asked for by the client (IPAMConfig.IPv6Address). */
+  staticIPv6?: boolean;
   /** The container's init pid when it joined (for SandboxKey). */
   pid?: number;
   /** Network-scoped aliases (EndpointsConfig.Aliases, `--network-alias`), resolved by the embedded DNS. */
@@ -107,6 +112,7 @@ export type NetworkPlan = PlanExtras &
 
 export interface EndpointRequest {
   ipv4Address?: string;
+  ipv6Address?: string;
   macAddress?: string;
   aliases?: string[];
 }
@@ -217,6 +223,8 @@ export interface BridgeSpec {
   /** Subnet in CIDR notation. */
   subnet: string;
   mtu: number;
+  /** The bridge's IPv6 gateway address and subnet (networks with EnableIPv6); without it the bridge has none of ours. */
+  ipv6?: { gateway: string; prefixLen: number; subnet: string };
 }
 
 export interface VethSpec {
@@ -232,12 +240,16 @@ export interface VethSpec {
   gateway?: string;
   macAddress: string;
   mtu: number;
+  /** The container end's IPv6 address and, when `gateway` is given, its default IPv6 route. */
+  ipv6?: { address: string; prefixLen: number; gateway?: string };
 }
 
 /** The firewall rules of one bridge. */
 export interface BridgeRules {
   bridge: string;
   subnet: string;
+  /** The IPv6 subnet (EnableIPv6): the same rules in ip6tables. */
+  subnet6?: string;
   /** Masquerade traffic leaving the host from the subnet (default true). */
   masquerade?: boolean;
   /** Internal network: no traffic in or out of the bridge, only between its containers. */
@@ -262,8 +274,9 @@ export interface PublishSpec {
 /** What the embedded DNS server asks the engine. */
 export interface DnsAnswers {
   /**
-   * The IPv4 addresses `name` stands for, as seen by the container: its own networks' containers by name,
-   * alias or short id. Undefined when the name is not the engine's (the server forwards it).
+   * The addresses `name` stands for, as seen by the container: its own networks' containers by name, alias
+   * or short id, IPv4 (A) and IPv6 (AAAA) mixed. Undefined when the name is not the engine's (the server
+   * forwards it).
    */
   lookup(name: string): string[] | undefined;
   /** Upstream servers (`ip` or `ip:port`) for the names the engine does not know. */
@@ -274,6 +287,8 @@ export interface DnsAnswers {
 export interface NetworkHost {
   /** IPv4 subnets the host already uses (routes and interface addresses), except those of `exceptDevice`. */
   usedSubnets(exceptDevice?: string): Promise<string[]>;
+  /** IPv6 subnets the host already uses (routes and interface addresses, link-local and multicast left out). */
+  usedIPv6Subnets(): Promise<string[]>;
   /**
    * The IPv4 address (a.b.c.d/n) of the named bridge: undefined when no link has that name, null when
    * the bridge exists without an address. Throws Conflict when the link exists but is not a bridge.
@@ -285,9 +300,11 @@ export interface NetworkHost {
   removeBridge(name: string): Promise<void>;
   /** Turns on IPv4 forwarding. */
   enableForwarding(): Promise<void>;
+  /** Turns on IPv6 forwarding (all and default), as dockerd does for its IPv6 networks. */
+  enableIPv6Forwarding(): Promise<void>;
   /** Installs the bridge's NAT and forward rules, replacing earlier ones of the same bridge. */
   ensureNat(spec: BridgeRules): Promise<void>;
-  /** Removes every firewall rule tagged with the bridge's name. Idempotent. */
+  /** Removes every firewall rule (iptables and ip6tables) tagged with the bridge's name. Idempotent. */
   removeNat(bridge: string): Promise<void>;
   /** Creates the veth pair, moves the container end into the namespace and configures both ends. */
   attachVeth(spec: VethSpec): Promise<void>;

@@ -13,11 +13,12 @@ import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, Publi
 import { DnsServers } from './dns/server.js';
 import { netnsAddon } from './netns.js';
 import { CommandError, run } from './run.js';
+import { log } from '../../../util/log.js';
 
 interface IpLink {
   ifname: string;
   linkinfo?: { info_kind?: string };
-  addr_info?: Array<{ family: string; local: string; prefixlen: number }>;
+  addr_info?: Array<{ family: string; local: string; prefixlen: number; scope?: string }>;
 }
 
 interface IpRoute {
@@ -45,6 +46,14 @@ function portComment(bridge: string, containerId: string): string {
 }
 
 const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+const IPV6 = /^[0-9a-f:]{2,39}$/;
+const IPV6_CIDR = /^[0-9a-f:]{2,39}\/\d{1,3}$/;
+
+/** Addresses of the host's own links that never make a subnet another network could clash with. */
+function isLinkScoped6(address: string): boolean {
+  const a = address.toLowerCase();
+  return a === '::1' || a.startsWith('fe8') || a.startsWith('fe9') || a.startsWith('fea') || a.startsWith('feb') || a.startsWith('ff');
+}
 
 /**
  * The rules forwarding a container's published ports (as Docker installs them with the userland proxy off):
@@ -102,6 +111,19 @@ export class LinuxNetworkHost implements NetworkHost {
     return [...out];
   }
 
+  async usedIPv6Subnets(): Promise<string[]> {
+    const [routes, links] = await Promise.all([run('ip', ['-j', '-6', 'route', 'show']), run('ip', ['-j', '-6', 'addr', 'show'])]);
+    const out = new Set<string>();
+    for (const route of JSON.parse(routes || '[]') as IpRoute[]) {
+      if (route.dst === 'default' || isLinkScoped6(route.dst)) continue;
+      out.add(route.dst.includes('/') ? route.dst : `${route.dst}/128`);
+    }
+    for (const link of JSON.parse(links || '[]') as IpLink[]) {
+      for (const a of link.addr_info ?? []) if (a.family === 'inet6' && !isLinkScoped6(a.local)) out.add(`${a.local}/${a.prefixlen}`);
+    }
+    return [...out];
+  }
+
   async bridgeAddress(name: string): Promise<string | null | undefined> {
     checkInterfaceName(name);
     let text: string;
@@ -121,10 +143,12 @@ export class LinuxNetworkHost implements NetworkHost {
   async ensureBridge(spec: BridgeSpec): Promise<void> {
     checkInterfaceName(spec.name);
     const wanted = `${spec.gateway}/${spec.prefixLen}`;
+    const wanted6 = spec.ipv6 ? `${spec.ipv6.gateway}/${spec.ipv6.prefixLen}` : undefined;
+    if (wanted6 && !IPV6_CIDR.test(wanted6)) throw new Error(`invalid IPv6 gateway ${JSON.stringify(wanted6)}`);
     const lines: string[] = [];
     let current: IpLink | undefined;
     try {
-      [current] = JSON.parse((await run('ip', ['-j', '-d', '-4', 'addr', 'show', 'dev', spec.name])) || '[]') as IpLink[];
+      [current] = JSON.parse((await run('ip', ['-j', '-d', ...(wanted6 ? [] : ['-4']), 'addr', 'show', 'dev', spec.name])) || '[]') as IpLink[];
     } catch (err) {
       if (!isMissingDevice(err)) throw err;
     }
@@ -136,8 +160,23 @@ export class LinuxNetworkHost implements NetworkHost {
     const addresses = (current?.addr_info ?? []).filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen}`);
     for (const a of addresses) if (a !== wanted) lines.push(`addr del ${a} dev ${spec.name}`);
     if (!addresses.includes(wanted)) lines.push(`addr add ${wanted} dev ${spec.name}`);
+    if (wanted6) {
+      // The gateway's address without duplicate address detection: it is ours, and usable at once.
+      const global6 = (current?.addr_info ?? []).filter((a) => a.family === 'inet6' && a.scope === 'global').map((a) => `${a.local}/${a.prefixlen}`);
+      if (!global6.includes(wanted6)) {
+        if (current) await this.allowIPv6(spec.name);
+        lines.push(`addr add ${wanted6} dev ${spec.name} nodad`);
+      }
+    }
     lines.push(`link set ${spec.name} up`);
     await run('ip', ['-batch', '-'], lines.join('\n') + '\n');
+  }
+
+  /** Clears disable_ipv6 on an interface where something set it (an IPv6 address cannot be added otherwise). */
+  private async allowIPv6(name: string): Promise<void> {
+    const file = `/proc/sys/net/ipv6/conf/${name}/disable_ipv6`;
+    const value = await fs.readFile(file, 'utf8').catch(() => '0');
+    if (value.trim() !== '0') await fs.writeFile(file, '0\n');
   }
 
   async removeBridge(name: string): Promise<void> {
@@ -149,10 +188,30 @@ export class LinuxNetworkHost implements NetworkHost {
     if ((await fs.readFile(file, 'utf8')).trim() !== '1') await fs.writeFile(file, '1\n');
   }
 
+  async enableIPv6Forwarding(): Promise<void> {
+    const all = '/proc/sys/net/ipv6/conf/all/forwarding';
+    if ((await fs.readFile(all, 'utf8')).trim() === '1') return;
+    // The kernel stops accepting router advertisements on interfaces whose accept_ra is 1 once forwarding is
+    // on (2 keeps them): say which, as the host's own IPv6 configuration may depend on them.
+    const interfaces = await fs.readdir('/proc/sys/net/ipv6/conf').catch(() => [] as string[]);
+    const accepting: string[] = [];
+    for (const name of interfaces) {
+      if (['all', 'default', 'lo'].includes(name)) continue;
+      const value = await fs.readFile(`/proc/sys/net/ipv6/conf/${name}/accept_ra`, 'utf8').catch(() => '0');
+      if (value.trim() === '1') accepting.push(name);
+    }
+    await fs.writeFile('/proc/sys/net/ipv6/conf/default/forwarding', '1\n');
+    await fs.writeFile(all, '1\n');
+    log.warn('IPv6 forwarding enabled for the IPv6 networks (net.ipv6.conf.all.forwarding=1)', {
+      ...(accepting.length > 0 ? { routerAdvertisementsIgnoredOn: accepting.join(','), hint: 'set accept_ra=2 on them to keep accepting router advertisements' } : {}),
+    });
+  }
+
   async ensureNat(spec: BridgeRules): Promise<void> {
     checkInterfaceName(spec.bridge);
     const br = spec.bridge;
     const comment = `-m comment --comment ${ruleComment(br)}`;
+    if (spec.subnet6 !== undefined && !IPV6_CIDR.test(spec.subnet6)) throw new Error(`invalid IPv6 subnet ${JSON.stringify(spec.subnet6)}`);
     const old = rulesTaggedFor(await run('iptables-save', []), br);
     const del = (table: string) => (old.get(table) ?? []).map((line) => line.replace(/^-A /, '-D '));
     // -I puts each rule first, so the last inserted rule is the first to match.
@@ -179,6 +238,14 @@ export class LinuxNetworkHost implements NetworkHost {
     if (nat.length > 0) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
     const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
     await run('iptables-restore', ['--noflush', '--wait'], input);
+    if (spec.subnet6) {
+      // The same forward rules for IPv6, and the masquerade of the IPv6 subnet (no loopback case: ::1 is never routed).
+      const old6 = rulesTaggedFor(await run('ip6tables-save', []), br);
+      const del6 = (table: string) => (old6.get(table) ?? []).map((line) => line.replace(/^-A /, '-D '));
+      const nat6 = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet6} ! -o ${br} ${comment} -j MASQUERADE`];
+      const input6 = ['*nat', ...del6('nat'), ...nat6, 'COMMIT', '*filter', ...del6('filter'), ...forward, 'COMMIT', ''].join('\n');
+      await run('ip6tables-restore', ['--noflush', '--wait'], input6);
+    }
     if (!spec.internal) {
       // Rules may be installed before their bridge exists: route_localnet then waits for the bridge's next ensureNat.
       await fs.writeFile(`/proc/sys/net/ipv4/conf/${br}/route_localnet`, '1\n').catch((err: NodeJS.ErrnoException) => {
@@ -285,11 +352,13 @@ export class LinuxNetworkHost implements NetworkHost {
 
   async removeNat(bridge: string): Promise<void> {
     checkInterfaceName(bridge);
-    const old = rulesTaggedFor(await run('iptables-save', []), bridge);
-    if (old.size === 0) return;
-    const input: string[] = [];
-    for (const [table, lines] of old) input.push(`*${table}`, ...lines.map((l) => l.replace(/^-A /, '-D ')), 'COMMIT');
-    await run('iptables-restore', ['--noflush', '--wait'], input.join('\n') + '\n');
+    for (const [save, restore] of [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']]) {
+      const old = rulesTaggedFor(await run(save, []), bridge);
+      if (old.size === 0) continue;
+      const input: string[] = [];
+      for (const [table, lines] of old) input.push(`*${table}`, ...lines.map((l) => l.replace(/^-A /, '-D ')), 'COMMIT');
+      await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
+    }
   }
 
   async attachVeth(spec: VethSpec): Promise<void> {
@@ -298,6 +367,33 @@ export class LinuxNetworkHost implements NetworkHost {
     checkInterfaceName(spec.bridge);
     if (!Number.isInteger(spec.pid) || spec.pid <= 0) throw new Error(`invalid pid ${spec.pid}`);
     if (!/^([0-9a-f]{2}:){5}[0-9a-f]{2}$/i.test(spec.macAddress)) throw new Error(`invalid MAC address ${JSON.stringify(spec.macAddress)}`);
+    if (spec.ipv6) {
+      const { address, prefixLen, gateway } = spec.ipv6;
+      if (!IPV6.test(address) || !Number.isInteger(prefixLen) || prefixLen < 1 || prefixLen > 128 || (gateway !== undefined && !IPV6.test(gateway))) {
+        throw new Error(`invalid IPv6 configuration ${JSON.stringify(spec.ipv6)}`);
+      }
+    }
+    await this.attachVeth4(spec);
+    if (!spec.ipv6) return;
+    try {
+      await this.configureIPv6(spec.pid, spec.containerInterface, spec.ipv6);
+    } catch (err) {
+      await this.removeInterface(spec.hostInterface).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /**
+   * The container end's IPv6 address (without duplicate address detection, as Docker: the engine hands out
+   * each address once, and a tentative address would not answer for a second) and its default route.
+   */
+  private async configureIPv6(pid: number, ifname: string, v6: NonNullable<VethSpec['ipv6']>): Promise<void> {
+    const lines = [`addr add ${v6.address}/${v6.prefixLen} dev ${ifname} nodad`];
+    if (v6.gateway) lines.push(`route add default via ${v6.gateway} dev ${ifname}`);
+    await run('nsenter', ['-t', String(pid), '-n', 'ip', '-6', '-batch', '-'], lines.join('\n') + '\n');
+  }
+
+  private async attachVeth4(spec: VethSpec): Promise<void> {
     const addon = netnsAddon();
     // The container end is created directly inside the namespace, so its name never meets the host's.
     if (addon) addon.createVeth(spec.hostInterface, spec.bridge, spec.mtu, spec.containerInterface, spec.macAddress, spec.pid);

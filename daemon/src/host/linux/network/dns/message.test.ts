@@ -64,3 +64,19 @@ test('answerQuery: engine names answered (AAAA empty), garbage FORMERR, unknown 
     upstream.close();
   }
 });
+
+test('answerQuery: a name with IPv4 and IPv6 addresses gets A records for A, AAAA records for AAAA, both for ANY', async () => {
+  const known = { lookup: (n: string) => (n === 'web' ? ['10.0.0.2', 'fd00:1::2'] : undefined), upstreams: () => [] as string[] };
+  const a = (await answerQuery(query('web'), known, 'udp'))!;
+  assert.equal(answers(a), 1);
+  assert.equal(a.readUInt16BE(a.length - 14), 1, 'type A');
+  assert.deepEqual([...a.subarray(a.length - 4)], [10, 0, 0, 2]);
+  const aaaa = (await answerQuery(query('web', 28), known, 'udp'))!;
+  assert.equal(rcode(aaaa), 0);
+  assert.equal(answers(aaaa), 1);
+  assert.equal(aaaa.readUInt16BE(aaaa.length - 26), 28, 'type AAAA');
+  assert.equal(aaaa.readUInt16BE(aaaa.length - 18), 16, 'rdlength 16');
+  assert.deepEqual([...aaaa.subarray(aaaa.length - 16)], [0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+  const any = (await answerQuery(query('web', 255), known, 'udp'))!;
+  assert.equal(answers(any), 2);
+});

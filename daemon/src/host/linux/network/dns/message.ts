@@ -50,7 +50,25 @@ export function parseQuery(msg: Buffer): Question | undefined {
   return { id, flags, name, type: msg.readUInt16BE(offset), qclass: msg.readUInt16BE(offset + 2), end: offset + 4 };
 }
 
-/** An answer to `query` (whose question ends at q.end) with the given A records and response code. */
+/** The 16 bytes of an IPv6 address in its text form (with `::`); undefined when it is not one. */
+function ipv6Bytes(text: string): Buffer | undefined {
+  const halves = text.split('::');
+  if (halves.length > 2) return undefined;
+  const groups = (part: string) => (part === '' ? [] : part.split(':'));
+  const head = groups(halves[0]);
+  const tail = halves.length === 2 ? groups(halves[1]) : [];
+  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
+  const all = [...head, ...new Array<string>(Math.max(0, fill)).fill('0'), ...tail];
+  if (all.length !== 8 || all.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) return undefined;
+  const out = Buffer.alloc(16);
+  all.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2));
+  return out;
+}
+
+/**
+ * An answer to `query` (whose question ends at q.end) with the given addresses and response code: A records
+ * for the IPv4 addresses and AAAA records for the IPv6 ones (the caller picks those the question asks for).
+ */
 export function buildAnswer(query: Buffer, q: Question, addresses: readonly string[], rcode = RCODE_NOERROR, ttl = 600): Buffer {
   const header = Buffer.alloc(12);
   header.writeUInt16BE(q.id, 0);
@@ -59,13 +77,15 @@ export function buildAnswer(query: Buffer, q: Question, addresses: readonly stri
   header.writeUInt16BE(1, 4);
   header.writeUInt16BE(addresses.length, 6);
   const records = addresses.map((address) => {
-    const rr = Buffer.alloc(16);
+    const v6 = address.includes(':') ? ipv6Bytes(address) : undefined;
+    const rr = Buffer.alloc(v6 ? 28 : 16);
     rr.writeUInt16BE(0xc00c, 0); // the name: a pointer to the question's
-    rr.writeUInt16BE(TYPE_A, 2);
+    rr.writeUInt16BE(v6 ? TYPE_AAAA : TYPE_A, 2);
     rr.writeUInt16BE(CLASS_IN, 4);
     rr.writeUInt32BE(ttl, 6);
-    rr.writeUInt16BE(4, 10);
-    address.split('.').forEach((octet, i) => rr.writeUInt8(Number(octet) & 0xff, 12 + i));
+    rr.writeUInt16BE(v6 ? 16 : 4, 10);
+    if (v6) v6.copy(rr, 12);
+    else address.split('.').forEach((octet, i) => rr.writeUInt8(Number(octet) & 0xff, 12 + i));
     return rr;
   });
   return Buffer.concat([header, query.subarray(12, q.end), ...records]);

@@ -88,8 +88,12 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
   if (!q) return buildError(query, RCODE_FORMERR);
   if (q.qclass === CLASS_IN && (q.type === TYPE_A || q.type === TYPE_AAAA || q.type === ANY)) {
     const addresses = answers.lookup(q.name);
-    // The engine's containers have IPv4 addresses only: an AAAA question gets an empty answer, not a forward.
-    if (addresses) return buildAnswer(query, q, q.type === TYPE_AAAA ? [] : addresses);
+    // A known name is answered here even when it has no address of the asked family (an empty answer, not a
+    // forward): AAAA with the IPv6 addresses of containers on IPv6 networks, A with the IPv4 ones.
+    if (addresses) {
+      const wanted = q.type === ANY ? addresses : addresses.filter((a) => a.includes(':') === (q.type === TYPE_AAAA));
+      return buildAnswer(query, q, wanted);
+    }
   }
   for (const upstream of answers.upstreams()) {
     const answer = await (transport === 'tcp' ? forwardTcp(query, upstream) : forwardUdp(query, upstream));
