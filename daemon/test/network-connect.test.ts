@@ -2,7 +2,8 @@
  * `docker network connect` and `disconnect` of containers that are not running, end to end with the docker
  * CLI against a real berthd: the configuration takes the network (aliases, static address), inspect shows
  * it without an address, the container joins at its start as eth1 and is reached by its alias; disconnect
- * takes the network out of the configuration; Docker's refusals answer 4xx; a daemon restart keeps the
+ * takes the network out of the configuration (the last one too: the container then runs with loopback only);
+ * Docker's refusals answer 4xx; a daemon restart keeps the
  * configuration; a network connected while running is joined again after a restart of the container.
  */
 import assert from 'node:assert/strict';
@@ -92,21 +93,45 @@ describe('network connect and disconnect of containers that are not running', ()
     assert.match(out, /\beth0[@:]/, out);
     assert.doesNotMatch(out, /\beth1[@:]/, out);
 
-    // Leaving the first network hands eth0 to the next one; the last network cannot be left.
+    // Leaving the first network hands eth0 to the next one.
     await engine.dockerOk(['network', 'connect', 'conn-b', 'leaver']);
     await engine.dockerOk(['stop', '-t', '0', 'leaver']);
     await engine.dockerOk(['network', 'disconnect', 'conn-a', 'leaver']);
     const moved = await inspect('leaver');
     assert.deepEqual(Object.keys(moved.NetworkSettings.Networks), ['conn-b']);
-    const last = await engine.docker(['network', 'disconnect', 'conn-b', 'leaver']);
-    assert.notEqual(last.code, 0);
-    assert.match(last.stderr, /without a network/);
     await engine.dockerOk(['start', 'leaver']);
     const after = await engine.dockerOk(['exec', 'leaver', 'sh', '-c', 'ip -o -4 addr; ip route']);
     assert.match(after, new RegExp(`eth0\\s+inet ${SUB_B.replace(/\./g, '\\.')}\\.\\d+/24`), after);
     assert.match(after, new RegExp(`default via ${SUB_B.replace(/\./g, '\\.')}\\.1 dev eth0`), after);
     assert.doesNotMatch(after, /\beth1\b/, after);
     await engine.dockerOk(['rm', '-f', 'leaver']);
+  });
+
+  test('a stopped container may leave its last network, as Docker: it starts with loopback only and keeps its NetworkMode', async () => {
+    const id = (await engine.dockerOk(['run', '-d', '--name', 'alone', '--network', 'conn-a', 'busybox', 'sleep', '300'])).trim();
+    await engine.dockerOk(['stop', '-t', '0', 'alone']);
+    const since = Date.now();
+    await engine.dockerOk(['network', 'disconnect', 'conn-a', 'alone']);
+    assert.deepEqual(await networkEvents(since, id), ['disconnect:conn-a']);
+    const stopped = await inspect('alone');
+    assert.deepEqual(stopped.NetworkSettings.Networks, {});
+    assert.equal(stopped.HostConfig.NetworkMode, 'conn-a');
+    await engine.dockerOk(['start', 'alone']);
+    const links = await engine.dockerOk(['exec', 'alone', 'sh', '-c', 'ip -o link; ip -o -4 addr']);
+    assert.match(links, /^1: lo:/m, links);
+    assert.doesNotMatch(links, /eth\d/, links);
+    const running = await inspect('alone');
+    assert.deepEqual(running.NetworkSettings.Networks, {});
+    assert.equal(running.HostConfig.NetworkMode, 'conn-a');
+    assert.deepEqual((await engine.request('GET', '/v1.53/networks/conn-a')).json().Containers, {});
+    // Joining a network again (here while it runs) gives it eth0 with the default route, kept across a restart.
+    await engine.dockerOk(['network', 'connect', 'conn-b', 'alone']);
+    await engine.dockerOk(['restart', '-t', '0', 'alone']);
+    const rejoined = await engine.dockerOk(['exec', 'alone', 'sh', '-c', 'ip -o -4 addr; ip route']);
+    assert.match(rejoined, new RegExp(`eth0\\s+inet ${SUB_B.replace(/\./g, '\\.')}\\.\\d+/24`), rejoined);
+    assert.match(rejoined, new RegExp(`default via ${SUB_B.replace(/\./g, '\\.')}\\.1 dev eth0`), rejoined);
+    assert.deepEqual(Object.keys((await inspect('alone')).NetworkSettings.Networks), ['conn-b']);
+    await engine.dockerOk(['rm', '-f', 'alone']);
   });
 
   test('a network connected while running is joined again after a restart of the container', async () => {

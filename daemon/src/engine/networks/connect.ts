@@ -6,7 +6,8 @@
  * change, so that the next start plans the same networks. The container engine supplies the narrow lookup
  * below and serialises each change with the container's other state changes.
  */
-import { InvalidParameter, NotFound, Forbidden } from '../errors.js';
+import { InvalidParameter, NotFound } from '../errors.js';
+import { DETACHED_KEY } from './service.js';
 import type { ContainerNetworking, EndpointSettings } from './types.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
@@ -76,7 +77,8 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
     const mode = modeOf(current.NetworkMode);
     const modeNetwork = mode.startsWith('container:') ? undefined : tryFind(mode);
     const keysById = new Map<string, string[]>();
-    if (modeNetwork) keysById.set(modeNetwork.Id, []);
+    // A container that left its NetworkMode's network is configured with its EndpointsConfig's only.
+    if (modeNetwork && current.EndpointsConfig[DETACHED_KEY] !== true) keysById.set(modeNetwork.Id, []);
     for (const key of Object.keys(current.EndpointsConfig)) {
       const network = key === 'default' && modeNetwork?.Name === 'bridge' ? modeNetwork : tryFind(key);
       if (!network) continue;
@@ -93,11 +95,13 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
         const name = current.Name.replace(/^\//, '');
         const endpointsConfig = { ...current.EndpointsConfig };
         if (current.Running && current.Pid > 0) {
-          const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid);
+          const detached = endpointsConfig[DETACHED_KEY] === true;
+          const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid, { ownNamespace: detached });
+          if (detached && tryFind(modeOf(current.NetworkMode))?.Id === target.Id) delete endpointsConfig[DETACHED_KEY];
           return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} }, Networks: networks };
         }
         if (modeOf(current.NetworkMode).startsWith('container:')) throw new InvalidParameter(SHARED_NETWORK);
-        const { modeDriver, keysById } = configured(current);
+        const { modeId, modeDriver, keysById } = configured(current);
         // Docker's order: the endpoint config, then host, then a network already configured (left as it is,
         // without an error), then the combinations.
         networking.checkEndpoint(target.Id, endpointConfig, 'EndpointConfig');
@@ -105,6 +109,8 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
         if (keysById.has(target.Id)) return undefined;
         if (modeDriver === 'host') throw new InvalidParameter(SHARED_NETWORK);
         if (modeDriver === 'null' || target.Driver === 'null') throw new InvalidParameter(NONE_NETWORK);
+        // Back on its NetworkMode's network, a container that had left it is configured as before.
+        if (modeId === target.Id) delete endpointsConfig[DETACHED_KEY];
         return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} } };
       });
     },
@@ -120,15 +126,15 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
         if (!running && !keysById.has(target.Id)) throw new NotFound(`container ${name} is not connected to the network ${target.Name}`);
         // The rest of the configuration: without the network's entries; when the network was the container's
         // NetworkMode, the next configured network becomes the first (eth0, default route) at the next start.
+        // Leaving the last network is allowed, as Docker: the container keeps its NetworkMode and runs with
+        // loopback only (the EndpointsConfig says its NetworkMode's network is left) until it joins one again.
         const endpointsConfig = { ...current.EndpointsConfig };
         for (const key of keysById.get(target.Id) ?? []) delete endpointsConfig[key];
         let networkMode: string | undefined;
         if (target.Id === modeId) {
           const next = [...keysById.entries()].find(([id, keys]) => id !== target.Id && keys.length > 0);
           if (next) networkMode = networking.find(next[0]).network.Name;
-          else if (!running) {
-            throw new Forbidden(`container ${name} would be left without a network: connect it to another network before disconnecting it from ${target.Name}`);
-          }
+          else endpointsConfig[DETACHED_KEY] = true;
         }
         if (running) {
           const networks = await networking.disconnectOne(current.Id, networkRef);

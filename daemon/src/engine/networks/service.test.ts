@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { EventBus, type EngineEvent } from '../events.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
-import { NetworkService, type NetworkServiceOptions } from './service.js';
+import { DETACHED_KEY, NetworkService, type NetworkServiceOptions } from './service.js';
 import { containerConnector, type ContainerNetworkChange, type ContainerNetworkConfig } from './connect.js';
 import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from './types.js';
 
@@ -582,10 +582,29 @@ test('connect and disconnect a running container: eth1 without default route, ev
   await assert.rejects(connector.connectContainer('extra', 'runner', { IPAMConfig: { IPv4Address: '10.61.0.7' } }), (e: Error) => e instanceof InvalidParameter && /EndpointConfig.IPAMConfig.IPv4Address: 10.61.0.7 is not in the subnet/.test(e.message));
   await connector.connectContainer('extra', 'runner', { Aliases: ['db'] });
   assert.deepEqual(state.endpointsConfig, { extra: { Aliases: ['db'] } });
-  // Leaving the first network: the next one takes its place; the last one cannot be left.
+  // Leaving the first network: the next one takes its place; the last one can be left too, as Docker: the
+  // container keeps its NetworkMode and is planned with loopback only.
   await connector.disconnectContainer('bridge', 'runner', false);
   assert.equal(state.networkMode, 'extra');
-  await assert.rejects(connector.disconnectContainer('extra', 'runner', false), Forbidden);
+  await connector.disconnectContainer('extra', 'runner', false);
+  assert.equal(state.networkMode, 'extra');
+  assert.deepEqual(state.endpointsConfig, { [DETACHED_KEY]: true });
+  const detached = service.plan(state.networkMode, { EndpointsConfig: state.endpointsConfig });
+  assert.equal(detached.mode === 'none' && detached.detached, true);
+  assert.deepEqual(service.plannedNetworks(detached), {});
+  const alone = await service.connect({ id: 'f'.repeat(64), name: 'alone' }, detached, 77);
+  assert.deepEqual(alone.networks, {});
+  assert.equal(alone.sandboxKey, '/proc/77/ns/net');
+  await assert.rejects(connector.disconnectContainer('extra', 'runner', false), NotFound);
+  // Joining another network: that one becomes its first; back on its NetworkMode's network, as before.
+  await connector.connectContainer('bridge', 'runner', {});
+  const onBridge = service.plan(state.networkMode, { EndpointsConfig: state.endpointsConfig });
+  assert.equal(onBridge.mode === 'bridge' && onBridge.networkName, 'bridge');
+  assert.equal(onBridge.mode === 'bridge' && onBridge.extra, undefined);
+  await connector.connectContainer('extra', 'runner', {});
+  assert.deepEqual(Object.keys(state.endpointsConfig).sort(), ['bridge', 'extra']);
+  const back = service.plan(state.networkMode, { EndpointsConfig: state.endpointsConfig });
+  assert.equal(back.mode === 'bridge' && back.networkName, 'extra');
   assert.equal(host.veths.length, veths, 'no interface made for a container that is not running');
   state.endpointsConfig = {};
   state.networkMode = 'host';

@@ -50,6 +50,13 @@ const DRIVER_OF: Record<PredefinedName, string> = { bridge: 'bridge', host: 'hos
 
 export const DEFAULT_MTU = 1500;
 
+/**
+ * The key of a container's EndpointsConfig that says its NetworkMode's network is not joined: the container
+ * left it (network disconnect) and joins only the networks its EndpointsConfig names, loopback only when none.
+ * No network can have this name (a name starts with a letter or digit).
+ */
+export const DETACHED_KEY = '.detached';
+
 export interface NetworkServiceOptions {
   dataRoot: string;
   /** Name of the default bridge on the host (`--bridge`). */
@@ -574,6 +581,14 @@ export class NetworkService implements ContainerNetworking {
       return { ...extras, mode: 'container', container: ref };
     }
     let entry: NetworkEntry;
+    const configured = this.endpointsConfig(networkingConfig);
+    if (configured[DETACHED_KEY] === true) {
+      // The NetworkMode's network was left: the first network of the EndpointsConfig is the first one now.
+      const rest = Object.entries(configured).filter(([key]) => key !== DETACHED_KEY);
+      if (rest.length === 0) return { ...extras, mode: 'none', networkId: '', networkName: '', endpoint: {}, detached: true };
+      const [[first]] = rest;
+      return this.plan(first, { EndpointsConfig: Object.fromEntries(rest) }, { ...opts, deferUnknownNetwork: opts.deferUnknownNetwork });
+    }
     try {
       entry = this.find(mode);
     } catch (err) {
@@ -591,7 +606,7 @@ export class NetworkService implements ContainerNetworking {
     if (opts.macAddress) endpoint.macAddress = parseMac(opts.macAddress, 'Config.MacAddress');
     const extra: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }> = [];
 
-    for (const [key, raw] of Object.entries(this.endpointsConfig(networkingConfig))) {
+    for (const [key, raw] of Object.entries(configured)) {
       const field = `NetworkingConfig.EndpointsConfig.${key}`;
       let target: NetworkEntry;
       if (key === mode || (key === 'default' && entry.network.Name === 'bridge')) target = entry;
@@ -710,7 +725,7 @@ export class NetworkService implements ContainerNetworking {
   }
 
   plannedNetworks(plan: NetworkPlan): Record<string, EndpointSettings> {
-    if (plan.mode === 'container') return {};
+    if (plan.mode === 'container' || plan.detached) return {};
     const out: Record<string, EndpointSettings> = { [plan.networkName]: this.endpointSettings(plan.networkId, undefined, plan.endpoint) };
     for (const e of plan.extra ?? []) out[e.networkName] = this.endpointSettings(e.networkId, undefined, e.endpoint);
     return out;
@@ -834,6 +849,8 @@ export class NetworkService implements ContainerNetworking {
 
   connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
     if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '', ports: {} });
+    // Loopback only, which the runtime brought up in the container's own namespace.
+    if (plan.detached) return Promise.resolve({ networks: {}, sandboxKey: pid === undefined ? '' : `/proc/${pid}/ns/net`, bridge: '', ports: {} });
     return this.lock.run(async () => {
       const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
       const entries = joins.map((j) => {
@@ -1027,13 +1044,19 @@ export class NetworkService implements ContainerNetworking {
     return endpoint;
   }
 
-  connectRunning(container: { id: string; name: string }, networkRef: string, endpointConfig: unknown, pid: number): Promise<Record<string, EndpointSettings>> {
+  connectRunning(
+    container: { id: string; name: string },
+    networkRef: string,
+    endpointConfig: unknown,
+    pid: number,
+    opts: { ownNamespace?: boolean } = {},
+  ): Promise<Record<string, EndpointSettings>> {
     const entry = this.find(networkRef);
     const current = [...this.entries.values()].filter((e) => e.endpoints.has(container.id));
     if (entry.network.Driver !== 'bridge' || current.some((e) => e.network.Driver !== 'bridge')) {
       throw new Forbidden('container cannot be disconnected from host network or connected to host network');
     }
-    if (current.length === 0) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);
+    if (current.length === 0 && !opts.ownNamespace) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);
     const request = this.parseEndpoint(entry, endpointConfig, 'EndpointConfig');
     return this.lock.run(async () => {
       if (entry.endpoints.has(container.id)) {

@@ -105,6 +105,11 @@ export type NetworkPlan = PlanExtras &
       endpoint: EndpointRequest;
       /** Further bridge networks joined at create (EndpointsConfig naming several networks), as eth1... */
       extra?: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }>;
+      /**
+       * The container left every network (network disconnect of its last one): it runs with loopback only, in
+       * a namespace of its own (mode 'none', no network named), while its NetworkMode stays the user's.
+       */
+      detached?: boolean;
     }
   /** Shares the network namespace of another container (`container:<id|name>`); the engine resolves the reference. */
   | { mode: 'container'; container: string }
@@ -194,10 +199,17 @@ export interface ContainerNetworking {
   renamed(containerId: string, newName: string): Promise<void>;
   /**
    * Connects a running container (init pid `pid`) to one more bridge network (POST /networks/{id}/connect):
-   * a new interface eth<N> without default route. `endpointConfig` is the request's EndpointConfig.
+   * a new interface eth<N> without default route. `endpointConfig` is the request's EndpointConfig. With
+   * `ownNamespace`, a container on no network (it left its last one) has its own namespace: it joins as eth0.
    * Resolves with the container's endpoints after the change.
    */
-  connectRunning(container: { id: string; name: string }, networkRef: string, endpointConfig: unknown, pid: number): Promise<Record<string, EndpointSettings>>;
+  connectRunning(
+    container: { id: string; name: string },
+    networkRef: string,
+    endpointConfig: unknown,
+    pid: number,
+    opts?: { ownNamespace?: boolean },
+  ): Promise<Record<string, EndpointSettings>>;
   /** Disconnects a running container from one network (POST /networks/{id}/disconnect); NotFound when not connected. */
   disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>>;
   /**
