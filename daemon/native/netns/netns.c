@@ -13,6 +13,9 @@
  * one RTM_NEWLINK over rtnetlink: a veth pair whose host end HOSTNAME is up on BRIDGE and whose other end
  * PEERNAME (with MAC) is created inside the network namespace of PID (what `ip link add ... type veth peer
  * ... netns PID` asks, without the process).
+ *   configureIPv6(pid, ifname, address, prefixLen, gateway)
+ * in the network namespace of PID: the IPv6 address (no duplicate address detection) and, when GATEWAY is
+ * not empty, a default IPv6 route (rtnetlink, sparing `nsenter ip -6`).
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -315,6 +318,114 @@ static napi_value CreateVeth(napi_env env, napi_callback_info info) {
   }
 }
 
+/* Sends one rtnetlink request on sock and waits for its acknowledgement; returns 0 or an errno. */
+static int netlink_ask(int sock, struct nlmsghdr *nh) {
+  struct sockaddr_nl kernel;
+  memset(&kernel, 0, sizeof kernel);
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(sock, nh, nh->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return errno;
+  char answer[4096];
+  for (;;) {
+    ssize_t n = recv(sock, answer, sizeof answer, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    for (struct nlmsghdr *h = (struct nlmsghdr *)answer; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_seq == nh->nlmsg_seq) return -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+    }
+  }
+}
+
+struct addrreq {
+  struct nlmsghdr nh;
+  struct ifaddrmsg ifa;
+  char attrs[256];
+};
+
+struct routereq {
+  struct nlmsghdr nh;
+  struct rtmsg rtm;
+  char attrs[256];
+};
+
+/*
+ *   configureIPv6(pid, ifname, address, prefixLen, gateway)
+ * in the network namespace of PID: gives IFNAME the IPv6 address with its prefix, without duplicate address
+ * detection (IFA_F_NODAD: usable at once), and, when GATEWAY is not empty, a default IPv6 route through it
+ * (RTM_NEWADDR and RTM_NEWROUTE over rtnetlink, as `ip -6 addr add ... nodad` and `ip -6 route add default`).
+ */
+static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  int32_t pid = 0, prefix = 0;
+  char ifname[IFNAMSIZ + 1], address[64], gateway[64];
+  size_t len = 0;
+  struct in6_addr addr, gw;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
+      napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0 ||
+      napi_get_value_string_utf8(env, argv[1], ifname, sizeof ifname, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
+      napi_get_value_string_utf8(env, argv[2], address, sizeof address, &len) != napi_ok || inet_pton(AF_INET6, address, &addr) != 1 ||
+      napi_get_value_int32(env, argv[3], &prefix) != napi_ok || prefix < 1 || prefix > 128 ||
+      napi_get_value_string_utf8(env, argv[4], gateway, sizeof gateway, &len) != napi_ok || (len > 0 && inet_pton(AF_INET6, gateway, &gw) != 1)) {
+    napi_throw_type_error(env, NULL, "configureIPv6(pid, ifname, address, prefixLen, gateway) needs a pid, an interface name, an IPv6 address, a prefix length and a gateway or ''");
+    return NULL;
+  }
+  bool with_gateway = len > 0;
+  char path[64];
+  int own = enter_netns(pid, path, sizeof path);
+  if (own < 0) return fail(env, errno, "enter the network namespace", path);
+  int err = 0;
+  const char *step = "open rtnetlink in";
+  int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (sock < 0) err = errno;
+  unsigned int index = 0;
+  if (!err) {
+    index = if_nametoindex(ifname);
+    if (index == 0) { err = errno; step = "find the interface in"; }
+  }
+  if (!err) {
+    struct addrreq req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg));
+    req.nh.nlmsg_type = RTM_NEWADDR;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+    req.nh.nlmsg_seq = 1;
+    req.ifa.ifa_family = AF_INET6;
+    req.ifa.ifa_prefixlen = (unsigned char)prefix;
+    req.ifa.ifa_flags = IFA_F_NODAD;
+    req.ifa.ifa_scope = RT_SCOPE_UNIVERSE;
+    req.ifa.ifa_index = index;
+    add_attr(&req.nh, IFA_LOCAL, &addr, sizeof addr);
+    add_attr(&req.nh, IFA_ADDRESS, &addr, sizeof addr);
+    err = netlink_ask(sock, &req.nh);
+    if (err) step = "add the IPv6 address in";
+  }
+  if (!err && with_gateway) {
+    struct routereq req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+    req.nh.nlmsg_type = RTM_NEWROUTE;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+    req.nh.nlmsg_seq = 2;
+    req.rtm.rtm_family = AF_INET6;
+    req.rtm.rtm_dst_len = 0;
+    req.rtm.rtm_table = RT_TABLE_MAIN;
+    req.rtm.rtm_protocol = RTPROT_BOOT;
+    req.rtm.rtm_scope = RT_SCOPE_UNIVERSE;
+    req.rtm.rtm_type = RTN_UNICAST;
+    add_attr(&req.nh, RTA_GATEWAY, &gw, sizeof gw);
+    uint32_t oif = index;
+    add_attr(&req.nh, RTA_OIF, &oif, sizeof oif);
+    err = netlink_ask(sock, &req.nh);
+    if (err) step = "add the default IPv6 route in";
+  }
+  if (sock >= 0) close(sock);
+  leave_netns(own);
+  if (err) return fail(env, err, step, path);
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "bindInNetns", NAPI_AUTO_LENGTH, BindInNetns, NULL, &fn);
@@ -323,6 +434,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "configureInterface", fn);
   napi_create_function(env, "createVeth", NAPI_AUTO_LENGTH, CreateVeth, NULL, &fn);
   napi_set_named_property(env, exports, "createVeth", fn);
+  napi_create_function(env, "configureIPv6", NAPI_AUTO_LENGTH, ConfigureIPv6, NULL, &fn);
+  napi_set_named_property(env, exports, "configureIPv6", fn);
   return exports;
 }
 

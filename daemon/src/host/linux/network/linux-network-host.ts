@@ -388,6 +388,11 @@ export class LinuxNetworkHost implements NetworkHost {
    * each address once, and a tentative address would not answer for a second) and its default route.
    */
   private async configureIPv6(pid: number, ifname: string, v6: NonNullable<VethSpec['ipv6']>): Promise<void> {
+    const addon = netnsAddon();
+    if (addon?.configureIPv6) {
+      addon.configureIPv6(pid, ifname, v6.address, v6.prefixLen, v6.gateway ?? '');
+      return;
+    }
     const lines = [`addr add ${v6.address}/${v6.prefixLen} dev ${ifname} nodad`];
     if (v6.gateway) lines.push(`route add default via ${v6.gateway} dev ${ifname}`);
     await run('nsenter', ['-t', String(pid), '-n', 'ip', '-6', '-batch', '-'], lines.join('\n') + '\n');

@@ -11,6 +11,8 @@ export interface NetnsAddon {
   bindInNetns(pid: number, stream: boolean, address: string, port: number): number;
   configureInterface(pid: number, ifname: string, address: string, prefixLen: number, gateway: string): void;
   createVeth(hostName: string, bridge: string, mtu: number, peerName: string, mac: string, pid: number): void;
+  /** Absent from builds that predate it (callers fall back to `nsenter ip -6`). */
+  configureIPv6?(pid: number, ifname: string, address: string, prefixLen: number, gateway: string): void;
 }
 
 let addon: NetnsAddon | null | undefined;
