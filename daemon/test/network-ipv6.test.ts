@@ -235,6 +235,13 @@ describe('IPv6 networks', () => {
     assert.match(joined, new RegExp(`default via ${SUB6_A}1 dev eth0`), joined);
     assert.doesNotMatch(joined, /default via .* dev eth1/, joined);
     assert.equal((await inspect('joiner')).NetworkSettings.Networks.sixb.GlobalIPv6Address, `${SUB6_B}77`);
+    // A container without IPv6 takes its IPv6 default route from the IPv6 network it joins (its IPv4 one stays).
+    await engine.dockerOk(['run', '-d', '--name', 'v4first', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['network', 'connect', 'six', 'v4first']);
+    const routes = await engine.dockerOk(['exec', 'v4first', 'sh', '-c', 'ip -6 route; ip -4 route']);
+    assert.match(routes, new RegExp(`default via ${SUB6_A}1 dev eth1`), routes);
+    assert.match(routes, /default via \S+ dev eth0/, routes);
+    await engine.dockerOk(['rm', '-f', 'v4first']);
     const badConnect = await engine.docker(['network', 'connect', '--ip6', `${SUB6_A}9`, 'sixb', 'fixed6']);
     assert.notEqual(badConnect.code, 0);
     assert.match(badConnect.stderr, /is not in the subnet/);

@@ -496,6 +496,22 @@ test('IPv6 networks: the default /64 from the engine\'s ULA prefix, pools of bot
   const plain = await service.connect({ id: 'e'.repeat(64), name: 'e4' }, service.plan('bridge', {}), 45);
   assert.equal(plain.networks.bridge.GlobalIPv6Address, '');
   assert.equal(host.veths.find((v) => v.pid === 45)!.ipv6, undefined);
+
+  // The IPv6 default route comes from the first network with IPv6, even when it is not the first network.
+  await service.connect({ id: '1'.repeat(64), name: 'mixed' }, service.plan('bridge', { EndpointsConfig: { dual: {} } }), 46);
+  const mixed = host.veths.filter((v) => v.pid === 46);
+  assert.equal(mixed[0].gateway, '172.17.0.1');
+  assert.equal(mixed[0].ipv6, undefined);
+  assert.equal(mixed[1].gateway, undefined);
+  assert.equal(mixed[1].ipv6?.gateway, 'fd00:60::1');
+  // So does a running container without IPv6 that joins an IPv6 network; one that has IPv6 already does not.
+  await service.connectRunning({ id: 'e'.repeat(64), name: 'e4' }, 'dual', {}, 45);
+  assert.equal(host.veths.filter((v) => v.pid === 45).at(-1)!.ipv6?.gateway, 'fd00:60::1');
+  await service.connectRunning({ id: 'e'.repeat(64), name: 'e4' }, 'auto6', {}, 45);
+  const third = host.veths.filter((v) => v.pid === 45).at(-1)!;
+  assert.equal(third.containerInterface, 'eth2');
+  assert.ok(third.ipv6?.address);
+  assert.equal(third.ipv6?.gateway, undefined);
 });
 
 test('several networks at create: eth0 with the default route, then eth1; a failure undoes them all', async () => {

@@ -814,6 +814,10 @@ export class NetworkService implements ContainerNetworking {
     throw new Conflict(`no available IPv4 address on network ${entry.network.Name} (${pool.Subnet})`);
   }
 
+  private hasIPv6(entry: NetworkEntry): boolean {
+    return entry.network.EnableIPv6 && ipv6Pool(entry.network) !== undefined;
+  }
+
   /** An IPv6 address for the container on a network with EnableIPv6 (the requested one, or the next free one). */
   private allocate6(entry: NetworkEntry, containerId: string, requested: string | undefined): { address: bigint; subnet: Subnet6; gateway: bigint } {
     const pool = ipv6Pool(entry.network);
@@ -865,7 +869,9 @@ export class NetworkService implements ContainerNetworking {
       try {
         for (const [i, entry] of entries.entries()) {
           // The first network is the container's eth0 and holds its default route; the others come as eth1...
-          const endpoint = await this.join(entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i);
+          // The IPv6 default route goes through the first network with IPv6, which need not be the first one.
+          const firstWithIPv6 = entries.findIndex((e) => this.hasIPv6(e));
+          const endpoint = await this.join(entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
           joined.push({ entry, endpoint });
         }
         if (plan.mode === 'bridge' && pid !== undefined) {
@@ -987,6 +993,7 @@ export class NetworkService implements ContainerNetworking {
     pid: number | undefined,
     index: number,
     defaultRoute = index === 0,
+    defaultRoute6 = defaultRoute,
   ): Promise<EndpointRecord> {
     const containerName = container.name.replace(/^\//, '');
     // A record left by an earlier run of this container (never disconnected) is replaced.
@@ -1000,7 +1007,7 @@ export class NetworkService implements ContainerNetworking {
       return endpoint;
     }
     const { address, subnet, gateway } = this.allocate(entry, container.id, request.ipv4Address);
-    const v6 = entry.network.EnableIPv6 && ipv6Pool(entry.network) ? this.allocate6(entry, container.id, request.ipv6Address) : undefined;
+    const v6 = this.hasIPv6(entry) ? this.allocate6(entry, container.id, request.ipv6Address) : undefined;
     endpoint.ipv4 = formatIPv4(address);
     endpoint.prefixLen = subnet.prefix;
     endpoint.macAddress = request.macAddress ?? macFromIPv4(address);
@@ -1030,7 +1037,7 @@ export class NetworkService implements ContainerNetworking {
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
         ...(v6
-          ? { ipv6: { address: endpoint.ipv6!, prefixLen: v6.subnet.prefix, gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv6(v6.gateway) } }
+          ? { ipv6: { address: endpoint.ipv6!, prefixLen: v6.subnet.prefix, gateway: !defaultRoute6 || entry.network.Internal ? undefined : formatIPv6(v6.gateway) } }
           : {}),
       }),
     ]);
@@ -1066,7 +1073,9 @@ export class NetworkService implements ContainerNetworking {
       let index = 0;
       while (used.has(`eth${index}`)) index++;
       // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
-      await this.join(entry, container, request, pid, index, index === 0 && current.length === 0);
+      // A container without IPv6 so far takes its IPv6 default route from the network it joins now.
+      const withIPv6 = current.some((e) => e.endpoints.get(container.id)?.ipv6);
+      await this.join(entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
       this.publishEndpoint('connect', entry, container.id);
       return this.containerNetworks(container.id);
     });
