@@ -90,6 +90,14 @@ export class ContainerService implements ImageUsers {
   private readonly restartDelays = new Map<string, number>();
   /** Containers whose runtime state and network the exit already released (only until they start again). */
   private readonly released = new Set<string>();
+  /** Sections under each container's lock, running or queued (see withLock). */
+  private readonly lockUsers = new Map<string, number>();
+  /** Containers whose exit is releasing their runtime, network and root filesystem (under their lock). */
+  private readonly releasing = new Set<string>();
+  /** The network release of each exit in progress (a removal waits for it: see removeAtOnce). */
+  private readonly networkReleases = new Map<string, Promise<void>>();
+  /** Removals answered whose clean-up (runtime, root filesystem, files) still runs, by container id. */
+  private readonly finishing = new Map<string, Promise<void>>();
   /**
    * Called after every signal sent to a container's process (pause.ts thaws a frozen container there, so
    * that a stop or kill reaches it, as Docker does).
@@ -108,6 +116,7 @@ export class ContainerService implements ImageUsers {
   /** Serialises the state changes of one container. */
   private withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.locks.get(id) ?? Promise.resolve();
+    this.lockUsers.set(id, (this.lockUsers.get(id) ?? 0) + 1);
     // While the section runs, views build the container afresh; once it settles, it has a new revision.
     const run = async () => {
       const changed = this.store.beginChange(id);
@@ -115,6 +124,9 @@ export class ContainerService implements ImageUsers {
         return await fn();
       } finally {
         changed();
+        const left = this.lockUsers.get(id)! - 1;
+        if (left > 0) this.lockUsers.set(id, left);
+        else this.lockUsers.delete(id);
       }
     };
     const next = prev.then(run, run);
@@ -423,6 +435,7 @@ export class ContainerService implements ImageUsers {
     // As Docker: the waiters have their answer as soon as the exit is known; the network, the volumes, the
     // record on disk, the runtime's state and the root filesystem follow, still under the container's lock (a
     // start, remove or copy that follows waits for them; recovery reads the exit from the monitor's file).
+    this.releasing.add(record.Id);
     this.signals.emit(`exit:${record.Id}`, exit.exitCode);
     let released = true;
     const warn = (what: string, releases: boolean) => (err: unknown) => {
@@ -431,15 +444,19 @@ export class ContainerService implements ImageUsers {
     };
     // Independent of one another, so done together; the volumes are unmounted before the root filesystem
     // they sit in.
+    const network = this.networking.disconnect(record.Id).catch(warn('network disconnect', true));
+    this.networkReleases.set(record.Id, network);
     const [saved] = await Promise.allSettled([
       this.store.save(record),
-      this.networking.disconnect(record.Id).catch(warn('network disconnect', true)),
+      network,
       this.host.cleanup(record.Id).catch(warn('runtime cleanup', true)),
       (async () => {
         await this.deps.volumes?.unmountAll(record).catch(warn('volume unmount', false));
         await this.host.unmountRootfs(record.Id).catch(warn('unmount', false));
       })(),
     ]);
+    this.releasing.delete(record.Id);
+    this.networkReleases.delete(record.Id);
     if (released) this.released.add(record.Id);
     if (saved.status === 'rejected') throw saved.reason;
     if (restart) {
@@ -593,7 +610,69 @@ export class ContainerService implements ImageUsers {
       await this.signalled(record, 9);
       await (this.exited.get(record.Id) ?? Promise.resolve());
     }
+    if (this.canRemoveAtOnce(record)) {
+      await this.removeAtOnce(record);
+      return;
+    }
     await this.withLock(record.Id, () => this.removeLocked(record, opts));
+  }
+
+  /**
+   * Whether a removal may answer before the container's clean-up: the container does not run, nothing but its
+   * exit's release holds its lock (a start, a copy or a commit in progress is waited for), and it has no
+   * volumes (`rm -v` removes them before it answers, and a volume is free once the container is gone).
+   */
+  private canRemoveAtOnce(record: ContainerRecord): boolean {
+    if (record.State.Running || record.State.Paused || record.State.Restarting) return false;
+    if (record.Mounts.some((m) => m.Type === 'volume')) return false;
+    const users = this.lockUsers.get(record.Id) ?? 0;
+    return users === 0 || (users === 1 && this.releasing.has(record.Id));
+  }
+
+  /**
+   * Removes the container as users see it (its record, durably, and its name; the destroy event; its network
+   * endpoints, addresses and published ports, which the next container may ask for), and leaves the release of
+   * the rest (runtime state, cgroups, root filesystem, folders) to a section under its lock, after its exit's
+   * own. Until that section is done the record's folder stays aside as a tombstone, so that a daemon stopped
+   * meanwhile finishes the clean-up at its next start (load()).
+   */
+  private async removeAtOnce(record: ContainerRecord): Promise<void> {
+    const id = record.Id;
+    this.cancelRestart(id);
+    record.State.Status = 'removing';
+    const network = this.networkReleases.get(id);
+    // Taken from the index now (the name is free at once); the folder goes aside, durably, below.
+    const gone = this.store.remove(record, { tombstone: true });
+    const finished = this.withLock(id, async () => {
+      await gone.catch(() => undefined);
+      await this.releaseRemoved(id);
+      await this.store.dropTombstone(id);
+    })
+      .catch((err) => log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) }))
+      .finally(() => {
+        if (this.finishing.get(id) === finished) this.finishing.delete(id);
+      });
+    this.finishing.set(id, finished);
+    await Promise.all([gone, network]);
+    this.restartDelays.delete(id);
+    this.publish(record, 'destroy');
+    this.signals.emit(`removed:${id}`);
+  }
+
+  /** Releases what a removed container held, whatever its exit released already. */
+  private async releaseRemoved(id: string): Promise<void> {
+    if (!this.released.has(id)) {
+      await this.networking.disconnect(id).catch(() => undefined);
+      await this.host.cleanup(id).catch((err) => log.warn('runtime clean-up of a removed container failed', { id, error: errorMessage(err) }));
+    }
+    this.released.delete(id);
+    await this.host.unmountRootfs(id).catch(() => undefined);
+    await this.host.removeContainerFiles(id);
+  }
+
+  /** Resolves once the clean-up of every removal answered so far is done (tests, shutdown). */
+  async removalsFinished(): Promise<void> {
+    while (this.finishing.size > 0) await Promise.all([...this.finishing.values()]);
   }
 
   private async removeLocked(record: ContainerRecord, opts: { force: boolean; volumes?: boolean }): Promise<void> {
@@ -772,7 +851,15 @@ export class ContainerService implements ImageUsers {
    * restart policy says so are started.
    */
   async load(): Promise<void> {
-    await this.store.load();
+    // Removals answered before their clean-up, which a stop of the daemon interrupted: finished first.
+    for (const id of await this.store.load()) {
+      try {
+        await this.releaseRemoved(id);
+        await this.store.dropTombstone(id);
+      } catch (err) {
+        log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) });
+      }
+    }
     const live = new Map<string, LiveContainer>();
     const toRestart: ContainerRecord[] = [];
     for (const record of this.store.all()) {

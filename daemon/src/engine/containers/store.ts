@@ -32,12 +32,18 @@ export class ContainerStore {
     return path.join(this.root, id);
   }
 
-  async load(): Promise<void> {
+  /**
+   * Reads the records. Answers the ids of removed containers whose clean-up a stop of the daemon may have
+   * interrupted (their folders are still aside): the caller releases what they held, then dropTombstone().
+   */
+  async load(): Promise<string[]> {
     await fs.mkdir(this.root, { recursive: true, mode: 0o710 });
+    const removed: string[] = [];
     for (const entry of await fs.readdir(this.root)) {
       if (entry.startsWith(REMOVING)) {
-        // A removed container's folder whose deletion a stop of the daemon interrupted.
-        void fs.rm(path.join(this.root, entry), { recursive: true, force: true }).catch(() => undefined);
+        const id = entry.slice(REMOVING.length);
+        if (/^[0-9a-f]{64}$/.test(id)) removed.push(id);
+        else void fs.rm(path.join(this.root, entry), { recursive: true, force: true }).catch(() => undefined);
         continue;
       }
       const file = path.join(this.root, entry, 'container.json');
@@ -57,6 +63,7 @@ export class ContainerStore {
       this.byId.set(record.Id, record);
       this.byName.set(record.Name, record.Id);
     }
+    return removed;
   }
 
   all(): ContainerRecord[] {
@@ -173,17 +180,46 @@ export class ContainerStore {
     await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: false });
   }
 
-  async remove(record: ContainerRecord): Promise<void> {
+  /**
+   * Takes the record out of the index at once (before the first await: its name is free for the next create),
+   * then out of the disk, durably: its folder is renamed aside (`.removing-<id>`) and the rename synced, so that
+   * a crash never brings a removed container back. The folder is deleted later in a batch (util/later.ts);
+   * with `tombstone` it stays until dropTombstone(), as the mark of a clean-up still to finish.
+   */
+  async remove(record: ContainerRecord, opts: { tombstone?: boolean } = {}): Promise<void> {
     this.byId.delete(record.Id);
     if (this.byName.get(record.Name) === record.Id) this.byName.delete(record.Name);
-    // Renamed aside at once and deleted later in a batch (util/later.ts): the removal answers without waiting.
-    const aside = path.join(this.root, `${REMOVING}${record.Id}`);
+    const aside = this.tombstone(record.Id);
     try {
       await fs.rename(this.dir(record.Id), aside);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await fs.rm(this.dir(record.Id), { recursive: true, force: true });
       return;
     }
-    removeLater(aside, (p) => fs.rm(p, { recursive: true, force: true }), (err) => log.warn('cannot delete the files of a removed container', { id: record.Id, error: (err as Error).message }));
+    await syncFolder(this.root);
+    if (!opts.tombstone) this.deleteLater(record.Id);
+  }
+
+  /** Deletes the folder of a removed container kept by remove({ tombstone: true }) or found by load(). */
+  async dropTombstone(id: string): Promise<void> {
+    this.deleteLater(id);
+  }
+
+  private tombstone(id: string): string {
+    return path.join(this.root, `${REMOVING}${id}`);
+  }
+
+  private deleteLater(id: string): void {
+    removeLater(this.tombstone(id), (p) => fs.rm(p, { recursive: true, force: true }), (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+  }
+}
+
+/** fsync of a folder: the renames and unlinks in it survive a crash of the machine. */
+async function syncFolder(dir: string): Promise<void> {
+  const handle = await fs.open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
