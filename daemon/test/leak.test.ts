@@ -66,6 +66,13 @@ describe('nothing leaks', () => {
   });
   after(async () => {
     await engine?.cleanup();
+    // The harness removes the bridges and their iptables rules; the IPv6 network's ip6tables rules go here.
+    for (const table of ['nat', 'filter']) {
+      for (const rule of lines('ip6tables-save', ['-t', table])) {
+        if (!rule.startsWith('-A ') || !bridges?.some((b) => rule.includes(`berth:${b}`))) continue;
+        spawnSync('ip6tables', ['-t', table, '-D', ...rule.slice(3).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''))]);
+      }
+    }
   });
 
   const body = {
