@@ -42,6 +42,7 @@ test('conmon args name the container, runtime, bundle, files and the runtime roo
   assert.equal(flagValue(args, '-l'), `k8s-file:${base.logPath}`);
   assert.equal(flagValue(args, '--runtime-arg'), '--root=/run/berth/runtime');
   for (const flag of ['-t', '-i', '--leave-stdin-open']) assert.ok(!args.includes(flag), `${flag} without tty or stdin`);
+  assert.ok(args.includes('--no-sync-log'), 'the log is not synced at exit');
 });
 
 test('conmon args for tty, open stdin and StdinOnce', () => {

@@ -48,6 +48,9 @@ export function conmonArgs(o: ConmonOptions): string[] {
     '--persist-dir', o.persistDir,
     '--socket-dir-path', o.socketDir,
     '-l', o.logPath === undefined ? 'none:' : `k8s-file:${o.logPath}`,
+    // No fsync of the log when the container ends (on the path of every exit to its waiters), as Docker's log
+    // drivers: the log is output kept for reading, not state that recovery needs (the exit file is).
+    '--no-sync-log',
     '--log-level', o.logLevel ?? 'error',
     '--runtime-arg', `--root=${o.runtimeState}`,
   ];
