@@ -293,6 +293,35 @@ describe('IPv6 networks', () => {
     await engine.dockerOk(['network', 'rm', 'inside6', 'noicc6']);
   });
 
+  test('published ports reach a container with IPv6 on the host\'s IPv6 addresses too (ip6tables), shown on 0.0.0.0 and ::', async () => {
+    const id = (await engine.dockerOk(['run', '-d', '--name', 'web6', '--network', 'six', '-p', '8080', '-p', '[::]::8081', 'busybox', 'sh', '-c',
+      'while true; do echo web-v6 | nc -l -p 8080; done & while true; do echo only-v6 | nc -l -p 8081; done'])).trim();
+    const ports = (await inspect('web6')).NetworkSettings.Ports;
+    const [v4, v6] = ports['8080/tcp'];
+    assert.equal(v4.HostIp, '0.0.0.0');
+    assert.deepEqual(v6, { HostIp: '::', HostPort: v4.HostPort });
+    assert.equal(ports['8081/tcp'].length, 1);
+    assert.equal(ports['8081/tcp'][0].HostIp, '::');
+    const cli = await engine.dockerOk(['port', 'web6', '8080']);
+    assert.match(cli, new RegExp(`\\[::\\]:${v4.HostPort}`), cli);
+    // From the host to one of its IPv6 addresses (the bridge's gateway): DNAT to the container's IPv6 address.
+    const fetch = async (address: string, port: string): Promise<string> =>
+      eventually(async () => {
+        const r = sh('busybox', ['nc', '-w', '3', address, port]);
+        return r.out.includes('web-v6') || r.out.includes('only-v6') ? r.out : '';
+      }, 15_000);
+    assert.match(await fetch(`${SUB6_A}1`, v4.HostPort), /web-v6/);
+    assert.match(await fetch(`${SUB6_A}1`, ports['8081/tcp'][0].HostPort), /only-v6/);
+    const rules = ip6Rules([`br-${(await inspectNetwork('six')).Id.slice(0, 12)}`]).filter((r) => r.includes(id.slice(0, 12)));
+    assert.ok(rules.some((r) => r.includes('DNAT') && r.includes(`--dport ${v4.HostPort}`)), rules.join('\n'));
+    // '::' on a network without IPv6 is refused with a clear message.
+    const refused = await engine.docker(['run', '--rm', '-p', '[::]:18089:80', 'busybox', 'true']);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /publishes on IPv6 and network bridge has no IPv6/);
+    await engine.dockerOk(['rm', '-f', 'web6']);
+    assert.deepEqual(ip6Rules([`br-${(await inspectNetwork('six')).Id.slice(0, 12)}`]).filter((r) => r.includes(id.slice(0, 12))), []);
+  });
+
   test('a crash and a restart keep addresses and rules (once); removing the networks leaves no address, rule or route', async () => {
     await engine.dockerOk(['run', '-d', '--name', 'survivor', '--network', 'six', 'busybox', 'sleep', '300']);
     const address = (await inspect('survivor')).NetworkSettings.Networks.six.GlobalIPv6Address;

@@ -5,6 +5,7 @@
  */
 import { Conflict, InvalidParameter } from '../errors.js';
 import { parseIPv4 } from './ipv4.js';
+import { formatIPv6, parseIPv6 } from './ipv6.js';
 import type { PortMapping, PortProto, PortRequest } from './types.js';
 
 const PORT_KEY = /^(\d{1,5})(?:-(\d{1,5}))?(?:\/([a-z]+))?$/;
@@ -33,8 +34,13 @@ export function parsePortKey(key: string, field: string): { proto: PortProto; fi
 function hostIpOf(value: unknown, field: string): string {
   if (value === undefined || value === null || value === '') return '';
   if (typeof value !== 'string') throw new InvalidParameter(`${field}.HostIp must be a string`);
-  if (value.includes(':')) throw new InvalidParameter(`invalid ${field}.HostIp ${JSON.stringify(value)}: IPv6 host addresses are not supported`);
-  if (parseIPv4(value) === undefined) throw new InvalidParameter(`invalid ${field}.HostIp ${JSON.stringify(value)}: expected an IPv4 address`);
+  if (value.includes(':')) {
+    // An IPv6 host address ('::' for all of them): published to the container's IPv6 address.
+    const v6 = parseIPv6(value);
+    if (v6 === undefined) throw new InvalidParameter(`invalid ${field}.HostIp ${JSON.stringify(value)}: expected an IPv4 or IPv6 address`);
+    return formatIPv6(v6);
+  }
+  if (parseIPv4(value) === undefined) throw new InvalidParameter(`invalid ${field}.HostIp ${JSON.stringify(value)}: expected an IPv4 or IPv6 address`);
   return value === '0.0.0.0' ? '' : value;
 }
 
@@ -92,19 +98,34 @@ export function parsePortRequests(portBindings: unknown, publishAll: boolean, ex
   return out;
 }
 
-/** NetworkSettings.Ports of the published ports (exposed ports without binding are added by the view). */
-export function portMap(mappings: readonly PortMapping[]): Record<string, Array<{ HostIp: string; HostPort: string }>> {
+/** Whether a published port's host address is an IPv6 one ('::' for all of them). */
+export function isIPv6HostIp(hostIp: string): boolean {
+  return hostIp.includes(':');
+}
+
+/**
+ * NetworkSettings.Ports of the published ports (exposed ports without binding are added by the view). A port
+ * published on every host address of a container with IPv6 is shown twice, as Docker shows it: on 0.0.0.0
+ * and on ::.
+ */
+export function portMap(mappings: readonly PortMapping[], opts: { ipv6?: boolean } = {}): Record<string, Array<{ HostIp: string; HostPort: string }>> {
   const out: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
   for (const m of mappings) {
     const key = `${m.containerPort}/${m.proto}`;
     (out[key] ??= []).push({ HostIp: m.hostIp || '0.0.0.0', HostPort: String(m.hostPort) });
+    if (m.hostIp === '' && opts.ipv6) out[key].push({ HostIp: '::', HostPort: String(m.hostPort) });
   }
   return out;
 }
 
-/** Whether two published ports would take the same host port. */
+/**
+ * Whether two published ports would take the same host port: '' stands for every address of both families,
+ * '::' for every IPv6 address.
+ */
 function clashes(a: { proto: string; hostIp: string; hostPort: number }, b: { proto: string; hostIp: string; hostPort: number }): boolean {
-  return a.proto === b.proto && a.hostPort === b.hostPort && (a.hostIp === '' || b.hostIp === '' || a.hostIp === b.hostIp);
+  if (a.proto !== b.proto || a.hostPort !== b.hostPort) return false;
+  if (a.hostIp === '' || b.hostIp === '' || a.hostIp === b.hostIp) return true;
+  return (a.hostIp === '::' && isIPv6HostIp(b.hostIp)) || (b.hostIp === '::' && isIPv6HostIp(a.hostIp));
 }
 
 export interface PortAllocatorDeps {
@@ -123,7 +144,7 @@ export async function allocatePorts(requests: readonly PortRequest[], taken: rea
   const inUse = (m: { proto: string; hostIp: string; hostPort: number }) => taken.some((t) => clashes(t, m)) || chosen.some((c) => clashes(c, m));
   let ephemeral: { first: number; last: number } | undefined;
   for (const r of requests) {
-    const shown = `${r.hostIp || '0.0.0.0'}`;
+    const shown = isIPv6HostIp(r.hostIp) ? `[${r.hostIp}]` : `${r.hostIp || '0.0.0.0'}`;
     if (r.hostPortFirst !== 0 && r.hostPortFirst === r.hostPortLast) {
       const candidate = { proto: r.proto, hostIp: r.hostIp, hostPort: r.hostPortFirst };
       if (inUse(candidate) || !(await deps.isFree(r.proto, r.hostIp, r.hostPortFirst))) {

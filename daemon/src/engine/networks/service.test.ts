@@ -497,6 +497,26 @@ test('IPv6 networks: the default /64 from the engine\'s ULA prefix, pools of bot
   assert.equal(plain.networks.bridge.GlobalIPv6Address, '');
   assert.equal(host.veths.find((v) => v.pid === 45)!.ipv6, undefined);
 
+  // Published ports: on every address, also forwarded to the IPv6 address and shown on :: too; '::' alone
+  // needs a network with IPv6.
+  const bindings = { '80/tcp': [{ HostPort: '18080' }], '81/tcp': [{ HostIp: '::', HostPort: '18081' }], '82/tcp': [{ HostIp: '0:0::1', HostPort: '18082' }] };
+  const published = await service.connect({ id: '2'.repeat(64), name: 'pub6' }, service.plan('dual', {}, { portBindings: bindings }), 47);
+  assert.deepEqual(published.ports['80/tcp'], [{ HostIp: '0.0.0.0', HostPort: '18080' }, { HostIp: '::', HostPort: '18080' }]);
+  assert.deepEqual(published.ports['81/tcp'], [{ HostIp: '::', HostPort: '18081' }]);
+  assert.deepEqual(published.ports['82/tcp'], [{ HostIp: '::1', HostPort: '18082' }]);
+  assert.equal(host.published.get('2'.repeat(64))!.address6, published.networks.dual.GlobalIPv6Address);
+  assert.throws(() => service.plan('bridge', {}, { portBindings: { '81/tcp': [{ HostIp: '::', HostPort: '18083' }] } }), /HostIp :: publishes on IPv6 and network bridge has no IPv6/);
+  assert.throws(() => service.plan('dual', {}, { portBindings: { '81/tcp': [{ HostIp: 'fd00::zz', HostPort: '1' }] } }), /expected an IPv4 or IPv6 address/);
+  // '::' and '' take the same port; '::' and an IPv4 address do not.
+  await assert.rejects(
+    service.connect({ id: '3'.repeat(64), name: 'pub6b' }, service.plan('dual', {}, { portBindings: { '90/tcp': [{ HostIp: '::', HostPort: '18080' }] } }), 48),
+    /Bind for \[::\]:18080 failed: port is already allocated/,
+  );
+  const v4only = await service.connect({ id: '3'.repeat(64), name: 'pub6b' }, service.plan('dual', {}, { portBindings: { '90/tcp': [{ HostIp: '127.0.0.1', HostPort: '18081' }] } }), 48);
+  assert.deepEqual(v4only.ports['90/tcp'], [{ HostIp: '127.0.0.1', HostPort: '18081' }]);
+  await service.disconnect('2'.repeat(64));
+  assert.equal(host.published.has('2'.repeat(64)), false);
+
   // The IPv6 default route comes from the first network with IPv6, even when it is not the first network.
   await service.connect({ id: '1'.repeat(64), name: 'mixed' }, service.plan('bridge', { EndpointsConfig: { dual: {} } }), 46);
   const mixed = host.veths.filter((v) => v.pid === 46);
@@ -675,7 +695,7 @@ test('published ports: bad input is refused at plan time', async () => {
     [{ '80/sctpx': [{ HostPort: '80' }] }, /unknown protocol "sctpx"/],
     [{ '70000/tcp': [{ HostPort: '80' }] }, /not a port number/],
     [{ '80/tcp': [{ HostPort: '99999' }] }, /not a port number/],
-    [{ '80/tcp': [{ HostIp: 'nope', HostPort: '80' }] }, /HostIp "nope": expected an IPv4 address/],
+    [{ '80/tcp': [{ HostIp: 'nope', HostPort: '80' }] }, /HostIp "nope": expected an IPv4 or IPv6 address/],
     [{ '80-82/tcp': [{ HostPort: '90-91' }] }, /needs a host range of the same size/],
   ];
   for (const [portBindings, message] of bad) {

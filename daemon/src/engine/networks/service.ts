@@ -24,7 +24,7 @@ import {
 } from './ipv4.js';
 import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6, poolSubnets, subnetSize6, ulaPrefix, type Subnet6 } from './ipv6.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
-import { allocatePorts, parsePortRequests, portMap } from './ports.js';
+import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import type {
@@ -636,7 +636,16 @@ export class NetworkService implements ContainerNetworking {
     const plan: NetworkPlan = { ...extras, mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
     if (extra.length > 0) plan.extra = extra;
     // Ports are published on the bridge networks only; with host networking the container's own sockets are the host's.
-    if (kind === 'bridge' && ports.length > 0) plan.ports = ports;
+    if (kind === 'bridge' && ports.length > 0) {
+      // An IPv6 host address forwards to the container's IPv6 address: its first network must have IPv6.
+      const v6Binding = ports.find((p) => isIPv6HostIp(p.hostIp));
+      if (v6Binding && !this.hasIPv6(entry)) {
+        throw new InvalidParameter(
+          `invalid HostConfig.PortBindings ${v6Binding.containerPort}/${v6Binding.proto}: HostIp ${v6Binding.hostIp} publishes on IPv6 and network ${name} has no IPv6 (create it with --ipv6)`,
+        );
+      }
+      plan.ports = ports;
+    }
     if (kind === 'bridge' && [entry, ...extra.map((e) => this.entries.get(e.networkId)!)].some((e) => !this.isPredefined(e))) plan.embeddedDns = true;
     return plan;
   }
@@ -905,7 +914,7 @@ export class NetworkService implements ContainerNetworking {
         hostsAddress: primary.endpoint.ipv4 || undefined,
         sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
         bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
-        ports: portMap(primary.endpoint.ports ?? []),
+        ports: portMap(primary.endpoint.ports ?? [], { ipv6: Boolean(primary.endpoint.ipv6) }),
       };
     });
   }
@@ -928,12 +937,24 @@ export class NetworkService implements ContainerNetworking {
     });
     endpoint.ports = mappings;
     await this.store.save(entry);
-    await this.host.publishPorts({ bridge: entry.bridge ?? this.opts.bridgeName, containerId: endpoint.containerId, address: endpoint.ipv4, ports: mappings });
+    await this.host.publishPorts({
+      bridge: entry.bridge ?? this.opts.bridgeName,
+      containerId: endpoint.containerId,
+      address: endpoint.ipv4,
+      ...(endpoint.ipv6 ? { address6: endpoint.ipv6 } : {}),
+      ports: mappings,
+    });
   }
 
   private async unpublish(entry: NetworkEntry, endpoint: EndpointRecord): Promise<void> {
     const bridge = entry.bridge ?? this.opts.bridgeName;
-    await this.host.unpublishPorts({ bridge, containerId: endpoint.containerId, address: endpoint.ipv4, ports: endpoint.ports ?? [] });
+    await this.host.unpublishPorts({
+      bridge,
+      containerId: endpoint.containerId,
+      address: endpoint.ipv4,
+      ...(endpoint.ipv6 ? { address6: endpoint.ipv6 } : {}),
+      ports: endpoint.ports ?? [],
+    });
   }
 
   /**
@@ -1158,7 +1179,7 @@ export class NetworkService implements ContainerNetworking {
         if (!bridge) continue;
         if (this.opts.iptables) {
           const holders = new Set([...entry.endpoints.values()].filter((ep) => (ep.ports ?? []).length > 0).map((ep) => ep.containerId));
-          await this.host.removeStalePortRules(bridge, holders).catch((err) => log.warn('cannot remove stale port rules', { bridge, error: errorMessage(err) }));
+          await this.host.removeStalePortRules(bridge, holders, { ipv6: this.hasIPv6(entry) }).catch((err) => log.warn('cannot remove stale port rules', { bridge, error: errorMessage(err) }));
         }
         const owned = new Set([...entry.endpoints.values()].map((ep) => ep.hostInterface).filter(Boolean));
         for (const port of await this.host.bridgePorts(bridge)) {

@@ -65,7 +65,10 @@ export interface EndpointRecord {
 
 export type PortProto = 'tcp' | 'udp' | 'sctp';
 
-/** A container port published on a host port. `hostIp` '' stands for every address of the host. */
+/**
+ * A container port published on a host port. `hostIp` '' stands for every address of the host (IPv6 ones too
+ * when the container has an IPv6 address), '::' for every IPv6 address.
+ */
 export interface PortMapping {
   proto: PortProto;
   containerPort: number;
@@ -280,6 +283,11 @@ export interface PublishSpec {
   bridge: string;
   containerId: string;
   address: string;
+  /**
+   * The container's IPv6 address (a network with IPv6): ports published on every host address ('') or on
+   * IPv6 ones are forwarded to it by ip6tables; those on IPv4 addresses go to `address`.
+   */
+  address6?: string;
   ports: PortMapping[];
 }
 
@@ -333,7 +341,7 @@ export interface NetworkHost {
   /** Removes the container's port forwarding rules. Idempotent. */
   unpublishPorts(spec: PublishSpec): Promise<void>;
   /** Removes the port rules of the bridge that belong to none of `keepContainerIds` (a crash's leftovers). */
-  removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>): Promise<void>;
+  removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>, opts?: { ipv6?: boolean }): Promise<void>;
   /** Serves DNS on 127.0.0.11:53 (UDP and TCP) inside the network namespace of `pid`, answering with `answers`. */
   startDns(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
   /** Closes the container's DNS listeners. Idempotent. */

@@ -72,6 +72,8 @@ export function portRules(spec: PublishSpec): { nat: string[]; filter: string[] 
   const filter: string[] = [];
   for (const m of spec.ports) {
     if (!['tcp', 'udp', 'sctp'].includes(m.proto)) throw new Error(`invalid protocol ${JSON.stringify(m.proto)}`);
+    // Ports on IPv6 host addresses are ip6tables' (portRules6).
+    if (IPV6.test(m.hostIp)) continue;
     if (m.hostIp !== '' && !IPV4.test(m.hostIp)) throw new Error(`invalid host address ${JSON.stringify(m.hostIp)}`);
     for (const port of [m.hostPort, m.containerPort]) if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${port}`);
     const dst = m.hostIp ? `-d ${m.hostIp}/32` : '-m addrtype --dst-type LOCAL';
@@ -80,6 +82,35 @@ export function portRules(spec: PublishSpec): { nat: string[]; filter: string[] 
     nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
     nat.push(`POSTROUTING -s ${spec.address}/32 -d ${spec.address}/32 -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
     filter.push(`FORWARD -d ${spec.address}/32 ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
+  }
+  return { nat, filter };
+}
+
+/**
+ * The ip6tables rules of a container's published ports, for a container with an IPv6 address: those on every
+ * host address ('') and on IPv6 ones ('::' for all of them), DNAT to the container's IPv6 address, as
+ * portRules does for IPv4 (the host's own ::1 cannot be forwarded: the kernel never routes it out).
+ */
+export function portRules6(spec: PublishSpec): { nat: string[]; filter: string[] } {
+  const nat: string[] = [];
+  const filter: string[] = [];
+  if (!spec.address6) return { nat, filter };
+  const br = spec.bridge;
+  checkInterfaceName(br);
+  if (!IPV6.test(spec.address6)) throw new Error(`invalid container address ${JSON.stringify(spec.address6)}`);
+  if (!/^[0-9a-f]{12,64}$/.test(spec.containerId)) throw new Error(`invalid container id ${JSON.stringify(spec.containerId)}`);
+  const comment = `-m comment --comment ${portComment(br, spec.containerId)}`;
+  const address = spec.address6;
+  for (const m of spec.ports) {
+    if (!['tcp', 'udp', 'sctp'].includes(m.proto)) throw new Error(`invalid protocol ${JSON.stringify(m.proto)}`);
+    if (m.hostIp !== '' && !IPV6.test(m.hostIp)) continue;
+    for (const port of [m.hostPort, m.containerPort]) if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${port}`);
+    const dst = m.hostIp && m.hostIp !== '::' ? `-d ${m.hostIp}/128` : '-m addrtype --dst-type LOCAL';
+    const to = `-j DNAT --to-destination [${address}]:${m.containerPort}`;
+    nat.push(`PREROUTING ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
+    nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
+    nat.push(`POSTROUTING -s ${address}/128 -d ${address}/128 -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
+    filter.push(`FORWARD -d ${address}/128 ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
   }
   return { nat, filter };
 }
@@ -262,16 +293,20 @@ export class LinuxNetworkHost implements NetworkHost {
 
   hostPortFree(proto: PortProto, hostIp: string, port: number): Promise<boolean> {
     const address = hostIp || '0.0.0.0';
+    const v6 = address.includes(':');
     // Node has no SCTP sockets: an SCTP port is taken only by another container's rules.
     if (proto === 'sctp') return Promise.resolve(true);
     return new Promise((resolve, reject) => {
       // Taken is false; an address the host does not have is the client's mistake.
       const failed = (err: NodeJS.ErrnoException) => {
-        if (err.code === 'EADDRNOTAVAIL') reject(new InvalidParameter(`Bind for ${address}:${port} failed: ${address} is not an address of this host`));
+        if (err.code === 'EADDRNOTAVAIL') {
+          const shown = v6 ? `[${address}]` : address;
+          reject(new InvalidParameter(`Bind for ${shown}:${port} failed: ${address} is not an address of this host`));
+        }
         else resolve(false);
       };
       if (proto === 'udp') {
-        const socket = dgram.createSocket({ type: 'udp4', reuseAddr: false });
+        const socket = dgram.createSocket({ type: v6 ? 'udp6' : 'udp4', reuseAddr: false, ipv6Only: v6 });
         socket.once('error', (err) => {
           socket.close();
           failed(err);
@@ -281,53 +316,60 @@ export class LinuxNetworkHost implements NetworkHost {
       }
       const server = net.createServer();
       server.once('error', failed);
-      server.listen({ port, host: address, exclusive: true }, () => server.close(() => resolve(true)));
+      server.listen({ port, host: address, exclusive: true, ipv6Only: v6 }, () => server.close(() => resolve(true)));
     });
   }
 
   async publishPorts(spec: PublishSpec): Promise<void> {
     if (spec.ports.length === 0) return;
-    const { nat, filter } = portRules(spec);
-    const input = ['*nat', ...nat.map((r) => `-A ${r}`), 'COMMIT', '*filter', ...filter.map((r) => `-I ${r}`), 'COMMIT', ''].join('\n');
-    await run('iptables-restore', ['--noflush', '--wait'], input);
+    for (const [rules, restore] of [[portRules(spec), 'iptables-restore'], [portRules6(spec), 'ip6tables-restore']] as const) {
+      if (rules.nat.length === 0) continue;
+      const input = ['*nat', ...rules.nat.map((r) => `-A ${r}`), 'COMMIT', '*filter', ...rules.filter.map((r) => `-I ${r}`), 'COMMIT', ''].join('\n');
+      await run(restore, ['--noflush', '--wait'], input);
+    }
   }
 
   async unpublishPorts(spec: PublishSpec): Promise<void> {
     if (spec.ports.length === 0) return;
-    const { nat, filter } = portRules(spec);
-    const input = ['*nat', ...nat.map((r) => `-D ${r}`), 'COMMIT', '*filter', ...filter.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
-    try {
-      await run('iptables-restore', ['--noflush', '--wait'], input);
-    } catch {
-      // Some rule was gone already (removed by hand, or half installed): remove what carries the tag.
-      await this.removeTagged(portComment(spec.bridge, spec.containerId));
+    for (const [rules, restore, save] of [[portRules(spec), 'iptables-restore', 'iptables-save'], [portRules6(spec), 'ip6tables-restore', 'ip6tables-save']] as const) {
+      if (rules.nat.length === 0) continue;
+      const input = ['*nat', ...rules.nat.map((r) => `-D ${r}`), 'COMMIT', '*filter', ...rules.filter.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
+      try {
+        await run(restore, ['--noflush', '--wait'], input);
+      } catch {
+        // Some rule was gone already (removed by hand, or half installed): remove what carries the tag.
+        await this.removeTagged(portComment(spec.bridge, spec.containerId), save, restore);
+      }
     }
   }
 
-  async removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>): Promise<void> {
+  async removeStalePortRules(bridge: string, keepContainerIds: ReadonlySet<string>, opts: { ipv6?: boolean } = {}): Promise<void> {
     checkInterfaceName(bridge);
     const keep = new Set([...keepContainerIds].map((id) => portComment(bridge, id)));
     const prefix = `berth:${bridge}:`;
-    const stale = new Map<string, string[]>();
-    let table = '';
-    for (const line of (await run('iptables-save', [])).split('\n')) {
-      if (line.startsWith('*')) table = line.slice(1).trim();
-      const tag = /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1];
-      if (!line.startsWith('-A ') || !tag?.startsWith(prefix) || keep.has(tag)) continue;
-      stale.set(table, [...(stale.get(table) ?? []), line.replace(/^-A /, '-D ')]);
+    const tools = opts.ipv6 ? [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']] : [['iptables-save', 'iptables-restore']];
+    for (const [save, restore] of tools) {
+      const stale = new Map<string, string[]>();
+      let table = '';
+      for (const line of (await run(save, [])).split('\n')) {
+        if (line.startsWith('*')) table = line.slice(1).trim();
+        const tag = /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1];
+        if (!line.startsWith('-A ') || !tag?.startsWith(prefix) || keep.has(tag)) continue;
+        stale.set(table, [...(stale.get(table) ?? []), line.replace(/^-A /, '-D ')]);
+      }
+      if (stale.size === 0) continue;
+      const input: string[] = [];
+      for (const [t, lines] of stale) input.push(`*${t}`, ...lines, 'COMMIT');
+      await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
     }
-    if (stale.size === 0) return;
-    const input: string[] = [];
-    for (const [t, lines] of stale) input.push(`*${t}`, ...lines, 'COMMIT');
-    await run('iptables-restore', ['--noflush', '--wait'], input.join('\n') + '\n');
   }
 
-  /** Removes every rule whose comment is exactly `tag`. */
-  private async removeTagged(tag: string): Promise<void> {
+  /** Removes every rule whose comment is exactly `tag` (from iptables, or ip6tables with its tools). */
+  private async removeTagged(tag: string, save = 'iptables-save', restore = 'iptables-restore'): Promise<void> {
     const input: string[] = [];
     let table = '';
     let lines: string[] = [];
-    for (const line of (await run('iptables-save', [])).split('\n')) {
+    for (const line of (await run(save, [])).split('\n')) {
       if (line.startsWith('*')) {
         table = line.slice(1).trim();
         lines = [];
@@ -337,7 +379,7 @@ export class LinuxNetworkHost implements NetworkHost {
         lines.push(line.replace(/^-A /, '-D '));
       }
     }
-    if (input.length > 0) await run('iptables-restore', ['--noflush', '--wait'], input.join('\n') + '\n');
+    if (input.length > 0) await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
   }
 
   private readonly dns = new DnsServers();
