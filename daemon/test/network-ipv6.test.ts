@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { eventually, startEngine, type Engine } from './harness.js';
 
 const hex = () => randomBytes(2).toString('hex');
@@ -173,6 +174,10 @@ describe('IPv6 networks', () => {
     assert.equal(legacy.NetworkSettings.IPv6Gateway, `${SUB6_A}1`);
     const net = await inspectNetwork('six');
     assert.equal(net.Containers[id].IPv6Address, `${ep.GlobalIPv6Address}/64`);
+    // Network inspect with an IPv6 endpoint conforms to the published schemas, old and new.
+    for (const version of ['1.25', '1.41', '1.44', '1.48', '1.53']) {
+      await expectConforms(version, 'GET', '/networks/{id}', 200, (await engine.request('GET', `/v${version}/networks/six`)).json());
+    }
 
     const inside = await engine.dockerOk(['exec', 'srv6', 'sh', '-c', 'ip -6 -o addr show dev eth0; ip -6 route']);
     assert.match(inside, new RegExp(`inet6 ${ep.GlobalIPv6Address}/64 scope global`), inside);
