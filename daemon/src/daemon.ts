@@ -42,8 +42,8 @@ import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { findInitBinary, readInitVersion } from './host/linux/init.js';
 import { setInitBinary } from './engine/containers/init.js';
-import { nativeAtomicWriter, nativeNewFileWriter } from './host/linux/sys.js';
-import { useAtomicWriter, useNewFileWriter } from './util/atomic.js';
+import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter } from './host/linux/sys.js';
+import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { CommitService } from './engine/containers/commit.js';
@@ -123,6 +123,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Every state file is written by one native task of the thread pool when the addon is built.
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
+  useFreshFilesWriter(nativeFreshFilesWriter());
   const addresses = opts.hosts.map(parseListenAddress);
   for (const address of addresses) {
     if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {

@@ -79,6 +79,31 @@ export async function createFileDurable(file: string, data: string | Buffer, opt
   await writeNewFileSynced(file, bytes, mode);
 }
 
+/** Writes small files anew: each one unlinked, then created (never truncated and rewritten in place). */
+export type FreshFilesWriter = (files: ReadonlyArray<{ file: string; data: Buffer; mode: number }>) => Promise<void>;
+
+let freshFilesWriter: FreshFilesWriter | undefined;
+
+/** Sets the writer writeFreshFiles uses (the host's native one: all the files as one task of the pool). */
+export function useFreshFilesWriter(w: FreshFilesWriter | undefined): void {
+  freshFilesWriter = w;
+}
+
+/**
+ * See FreshFilesWriter. Not atomic and not durable: for files that are written again before they are read
+ * (those of a container's start). On ext4 a file truncated and rewritten in place is flushed when closed.
+ */
+export async function writeFreshFiles(files: ReadonlyArray<{ file: string; data: string | Buffer; mode?: number }>): Promise<void> {
+  const all = files.map(({ file, data, mode = 0o644 }) => ({ file, data: typeof data === 'string' ? Buffer.from(data) : data, mode }));
+  if (freshFilesWriter) return freshFilesWriter(all);
+  await Promise.all(
+    all.map(async ({ file, data, mode }) => {
+      await fs.rm(file, { force: true });
+      await fs.writeFile(file, data, { flag: 'wx', mode });
+    }),
+  );
+}
+
 /** Makes a folder; an existing folder is fine, anything else in its place is not (EEXIST). */
 export async function mkdirOrExisting(dir: string, mode: number): Promise<void> {
   await fs.mkdir(dir, { mode }).catch(async (err: NodeJS.ErrnoException) => {

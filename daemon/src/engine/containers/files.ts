@@ -3,6 +3,7 @@
  * /etc/resolv.conf, as Docker writes them.
  */
 import { promises as fs, readFileSync } from 'node:fs';
+import { writeFreshFiles } from '../../util/atomic.js';
 import type { ContainerRecord } from './model.js';
 
 const HOSTS_HEADER = [
@@ -89,22 +90,18 @@ export async function writeHostsFile(record: ContainerRecord, address: string | 
 }
 
 /**
- * A small file written anew, before the runtime bind-mounts it: unlinked first (ext4 flushes a file truncated
- * and rewritten in place when it is closed, milliseconds on the start path).
+ * The files are written anew before the runtime bind-mounts them (unlinked first: ext4 flushes a file truncated
+ * and rewritten in place when it is closed, milliseconds on the start path), together as one task of the pool.
  */
-async function writeFresh(file: string, data: string): Promise<void> {
-  await fs.rm(file, { force: true });
-  await fs.writeFile(file, data, { flag: 'wx' });
-}
-
 export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string, opts: { embeddedDns?: boolean } = {}): Promise<void> {
   const hostname = record.Config.Hostname || 'localhost';
-  // The three at once: each is a few trips through the thread pool.
+  const hostNetwork = record.HostConfig.NetworkMode === 'host';
   await Promise.all([
-    record.HostConfig.NetworkMode === 'host'
-      ? fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined)))
-      : writeFresh(record.HostsPath, hostsFile(record, address, hostGateway)),
-    writeFresh(record.HostnamePath, `${hostname}\n`),
-    writeFresh(record.ResolvConfPath, resolvConf(record, undefined, opts)),
+    hostNetwork ? fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined))) : undefined,
+    writeFreshFiles([
+      ...(hostNetwork ? [] : [{ file: record.HostsPath, data: hostsFile(record, address, hostGateway) }]),
+      { file: record.HostnamePath, data: `${hostname}\n` },
+      { file: record.ResolvConfPath, data: resolvConf(record, undefined, opts) },
+    ]),
   ]);
 }

@@ -302,20 +302,27 @@ export class ContainerService implements ImageUsers {
         network = { path: `/proc/${other.State.Pid}/ns/net` };
       }
       const lowerDirs = this.images.lowerDirs(record.ImageChainIds);
-      await fs.mkdir(this.store.dir(record.Id), { recursive: true });
-      const [passwd, group] = await Promise.all([
+      const [, passwd, group] = await Promise.all([
+        fs.mkdir(this.store.dir(record.Id), { recursive: true }),
         this.host.readFileFromLayers(lowerDirs, '/etc/passwd'),
         this.host.readFileFromLayers(lowerDirs, '/etc/group'),
       ]);
       const user = resolveUser(record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
-      const rootfs = await this.host.mountRootfs(record.Id, lowerDirs);
+      // Independent steps, done together: the root filesystem's mount, and the files the runtime bind-mounts at
+      // create (/etc/hosts is written again, in place, once the address is known).
+      // Both settle before going on: a mount that succeeds beside a failure is undone below.
+      const [mount, files] = await Promise.allSettled([
+        this.host.mountRootfs(record.Id, lowerDirs),
+        writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
+      ]);
+      if (mount.status === 'rejected') throw mount.reason;
       mounted = true;
+      if (files.status === 'rejected') throw files.reason;
+      const rootfs = mount.value;
       if (this.deps.volumes) {
         await this.deps.volumes.mountAll(record, rootfs);
         volumesMounted = true;
       }
-      // The runtime bind-mounts these at create; /etc/hosts is written again, in place, once the address is known.
-      await writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns });
       const devices = await resolveDevices(hc);
       const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices });
       const pending = this.pendingAttach.get(record.Id);

@@ -4,8 +4,8 @@ import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { createFileDurable, writeFileAtomic, writeJSONAtomic, useAtomicWriter, useNewFileWriter } from '../../util/atomic.js';
-import { fsStepResults, fsSteps, linuxSys, nativeAtomicWriter, nativeNewFileWriter, removeTree, type FsStep } from './sys.js';
+import { createFileDurable, writeFileAtomic, writeFreshFiles, writeJSONAtomic, useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from '../../util/atomic.js';
+import { fsStepResults, fsSteps, linuxSys, nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, removeTree, type FsStep } from './sys.js';
 
 
 /** A temporary folder for the tests of the enclosing describe, removed after them. */
@@ -180,4 +180,32 @@ describe('createFileDurable', () => {
     assert.equal(await fs.readFile(file, 'utf8'), 'one');
     assert.equal(existsSync(path.join(root(), 'after2')), false);
   });
+});
+
+describe('writeFreshFiles', () => {
+  const root = tempRoot();
+  after(() => useFreshFilesWriter(undefined));
+
+  for (const kind of ['native', 'portable'] as const) {
+    test(`${kind}: writes each file as a new one (a link to the old one keeps the old content); a missing folder fails`, async () => {
+      const writer = kind === 'native' ? nativeFreshFilesWriter() : undefined;
+      if (kind === 'native') assert.equal(typeof writer, 'function');
+      useFreshFilesWriter(writer);
+      const dir = path.join(root(), kind);
+      await fs.mkdir(dir);
+      const hosts = path.join(dir, 'hosts');
+      await fs.writeFile(hosts, 'old hosts\n');
+      // What a running container's bind mount of the file holds: the old inode.
+      await fs.link(hosts, path.join(dir, 'mounted'));
+      await writeFreshFiles([
+        { file: hosts, data: 'new hosts\n' },
+        { file: path.join(dir, 'hostname'), data: Buffer.from('box\n'), mode: 0o600 },
+      ]);
+      assert.equal(await fs.readFile(hosts, 'utf8'), 'new hosts\n');
+      assert.equal(await fs.readFile(path.join(dir, 'mounted'), 'utf8'), 'old hosts\n');
+      assert.equal(await fs.readFile(path.join(dir, 'hostname'), 'utf8'), 'box\n');
+      assert.equal((await fs.stat(path.join(dir, 'hostname'))).mode & 0o777, 0o600);
+      await assert.rejects(writeFreshFiles([{ file: path.join(dir, 'missing', 'resolv.conf'), data: 'x' }]), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    });
+  }
 });

@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { mkdirOrExisting, writeNewFileSynced, type AtomicWriter, type NewFileWriter } from '../../util/atomic.js';
+import { mkdirOrExisting, writeNewFileSynced, type AtomicWriter, type FreshFilesWriter, type NewFileWriter } from '../../util/atomic.js';
 
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
@@ -80,6 +80,14 @@ export function nativeNewFileWriter(): NewFileWriter | undefined {
   if (!linuxSys()?.fsBatchAsync) return undefined;
   return async (file, data, mode, dirMode) => {
     await fsSteps([['mkdir', path.dirname(file), dirMode], ['create', file, data, mode]]);
+  };
+}
+
+/** util/atomic's writeFreshFiles as one native task (each file a 'write' step), when the addon has batches. */
+export function nativeFreshFilesWriter(): FreshFilesWriter | undefined {
+  if (!linuxSys()?.fsBatchAsync) return undefined;
+  return async (files) => {
+    await fsSteps(files.map(({ file, data, mode }): FsStep => ['write', file, data, mode]));
   };
 }
 
