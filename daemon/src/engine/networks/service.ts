@@ -912,6 +912,7 @@ export class NetworkService implements ContainerNetworking {
       return {
         networks,
         hostsAddress: primary.endpoint.ipv4 || undefined,
+        ...(primary.endpoint.ipv6 ? { hostsAddress6: primary.endpoint.ipv6 } : {}),
         sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
         bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
         ports: portMap(primary.endpoint.ports ?? [], { ipv6: Boolean(primary.endpoint.ipv6) }),

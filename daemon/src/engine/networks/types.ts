@@ -163,6 +163,8 @@ export interface ContainerNetworkAttachment {
   networks: Record<string, EndpointSettings>;
   /** The address /etc/hosts maps the container's hostname to (undefined: only loopback entries). */
   hostsAddress?: string;
+  /** The container's IPv6 address on its first network, when that network has IPv6 (Docker lists it in /etc/hosts too). */
+  hostsAddress6?: string;
   /** NetworkSettings.SandboxKey. */
   sandboxKey: string;
   /** Name of the bridge on the host the container is attached to ('' otherwise). */
