@@ -131,6 +131,14 @@ describe('network connect and disconnect of containers that are not running', ()
     assert.match(rejoined, new RegExp(`eth0\\s+inet ${SUB_B.replace(/\./g, '\\.')}\\.\\d+/24`), rejoined);
     assert.match(rejoined, new RegExp(`default via ${SUB_B.replace(/\./g, '\\.')}\\.1 dev eth0`), rejoined);
     assert.deepEqual(Object.keys((await inspect('alone')).NetworkSettings.Networks), ['conn-b']);
+    // A running container leaves its last network at once, and restarts without one.
+    await engine.dockerOk(['network', 'disconnect', 'conn-b', 'alone']);
+    assert.deepEqual((await inspect('alone')).NetworkSettings.Networks, {});
+    assert.doesNotMatch(await engine.dockerOk(['exec', 'alone', 'ip', '-o', 'link']), /eth\d/);
+    await engine.dockerOk(['restart', '-t', '0', 'alone']);
+    const restarted = await engine.dockerOk(['exec', 'alone', 'ip', '-o', 'link']);
+    assert.doesNotMatch(restarted, /eth\d/, restarted);
+    assert.deepEqual((await inspect('alone')).NetworkSettings.Networks, {});
     await engine.dockerOk(['rm', '-f', 'alone']);
   });
 
