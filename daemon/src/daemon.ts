@@ -4,6 +4,8 @@
  */
 import { promises as fs, readFileSync } from 'node:fs';
 import type http from 'node:http';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
 import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
@@ -25,8 +27,7 @@ import { registerDistributionRoutes } from './api/distribution.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
-import { ContainerFiles } from './engine/containers/archive.js';
-import { LinuxContainerFiles } from './host/linux/archive/index.js';
+import { ContainerFiles, type ContainerFilesHost } from './engine/containers/archive.js';
 import { registerStatsRoutes } from './api/stats.js';
 import { ContainerStats } from './engine/containers/stats.js';
 import { CgroupStats } from './host/linux/cgroups/stats.js';
@@ -48,7 +49,6 @@ import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
-import { upperDiffTar } from './host/linux/archive/diff.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
@@ -101,6 +101,36 @@ async function writePidfile(pidfile: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   await fs.writeFile(pidfile, `${process.pid}\n`);
+}
+
+/** A stream that a promise gives later: its bytes, or its error. */
+function streamLater(source: Promise<Readable>): Readable {
+  const out = new PassThrough();
+  source.then(
+    (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
+    (err: unknown) => out.destroy(err as Error),
+  );
+  return out;
+}
+
+/** A ContainerFilesHost whose implementation `load` gives at the first call. */
+function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): ContainerFilesHost {
+  let loaded: Promise<ContainerFilesHost> | undefined;
+  const get = () =>
+    (loaded ??= load().catch((err: unknown) => {
+      loaded = undefined;
+      throw err;
+    }));
+  return {
+    mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
+    unmountRootfs: async (id) => (await get()).unmountRootfs(id),
+    readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),
+    statPath: async (view, file) => (await get()).statPath(view, file),
+    archivePath: async (view, file, signal) => (await get()).archivePath(view, file, signal),
+    extractArchive: async (view, file, tar, opts) => (await get()).extractArchive(view, file, tar, opts),
+    exportRootfs: (root, signal) => streamLater(get().then((h) => h.exportRootfs(root, signal))),
+    changes: async (id, lowerDirs, ignoreAdded) => (await get()).changes(id, lowerDirs, ignoreAdded),
+  };
 }
 
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
@@ -262,19 +292,24 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
   });
 
-  // Container files: docker cp (archive), export and changes.
+  // Container files: docker cp (archive), export and changes. Their host part (tar packing and unpacking, path
+  // resolution in a container root) is loaded at its first use: an idle daemon does not carry it.
   const containerFiles = new ContainerFiles({
     containers: { get: (ref) => containers.get(ref), serialised: (id, fn) => containers.serialised(id, fn) },
-    host: new LinuxContainerFiles(host.containers),
+    host: lazyContainerFilesHost(() => import('./host/linux/archive/index.js').then(({ LinuxContainerFiles }) => new LinuxContainerFiles(host.containers))),
     images,
     events,
   });
   registerArchiveRoutes(router, containerFiles);
 
   // Commit and build: images from a container's writable layer, and from a Dockerfile (RUN steps are
-  // containers of the container engine, committed the same way).
+  // containers of the container engine, committed the same way). The layer's packer is loaded at its first use.
   const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) =>
-    upperDiffTar(path.join(host.containers.layout.containerDir(id), 'upper'), lowerDirs, RUNTIME_MOUNT_POINTS, signal);
+    streamLater(
+      import('./host/linux/archive/diff.js').then(({ upperDiffTar }) =>
+        upperDiffTar(path.join(host.containers.layout.containerDir(id), 'upper'), lowerDirs, RUNTIME_MOUNT_POINTS, signal),
+      ),
+    );
   const commits = new CommitService({
     containers: {
       get: (ref) => containers.get(ref),
