@@ -587,7 +587,7 @@ export class NetworkService implements ContainerNetworking {
       const rest = Object.entries(configured).filter(([key]) => key !== DETACHED_KEY);
       if (rest.length === 0) return { ...extras, mode: 'none', networkId: '', networkName: '', endpoint: {}, detached: true };
       const [[first]] = rest;
-      return this.plan(first, { EndpointsConfig: Object.fromEntries(rest) }, { ...opts, deferUnknownNetwork: opts.deferUnknownNetwork });
+      return this.plan(first, { EndpointsConfig: Object.fromEntries(rest) }, opts);
     }
     try {
       entry = this.find(mode);
@@ -705,9 +705,9 @@ export class NetworkService implements ContainerNetworking {
     const address = parseIPv4(value);
     if (address === undefined) throw new InvalidParameter(`${field}: invalid IPv4 address ${JSON.stringify(value)}`);
     if (entry.network.Driver !== 'bridge') throw new InvalidParameter(`${field}: a static address cannot be given on network ${name}`);
-    const pool = ipv4Pool(entry.network)!;
+    const pool = ipv4Pool(entry.network);
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
-    if (!subnet || !contains(subnet, address)) {
+    if (!pool || !subnet || !contains(subnet, address)) {
       throw new InvalidParameter(`${field}: ${value} is not in the subnet ${pool?.Subnet ?? '(none)'} of network ${name}`);
     }
     const broadcast = subnet.base + subnetSize(subnet) - 1;
@@ -791,10 +791,10 @@ export class NetworkService implements ContainerNetworking {
   }
 
   private allocate(entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
-    const pool = ipv4Pool(entry.network)!;
+    const pool = ipv4Pool(entry.network);
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
     const gateway = pool?.Gateway ? parseIPv4(pool.Gateway) : undefined;
-    if (!subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
+    if (!pool || !subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
     const inUse = new Set<number>();
     for (const ep of entry.endpoints.values()) if (ep.ipv4 && ep.containerId !== containerId) inUse.add(parseIPv4(ep.ipv4)!);
     // Auxiliary addresses are reserved for devices outside the engine.
