@@ -136,6 +136,18 @@ describe('container removal', () => {
     await eventually(async () => (await leftovers(engine, id)).length === 0, 15_000);
   });
 
+  test('a daemon stopped right after rm answered has released the container when it exits', async () => {
+    const id = await run(engine, ['busybox', 'true']);
+    await engine.request('POST', `/containers/${id}/wait`);
+    assert.equal((await engine.request('DELETE', `/containers/${id}`)).status, 204);
+    await engine.stop();
+    // Folders go later (their names aside); mounts, runtime state and cgroups are gone with the stop.
+    const held = (await leftovers(engine, id)).filter((l) => !path.basename(l).startsWith('.removing-'));
+    assert.deepEqual(held, []);
+    await engine.start();
+    await eventually(async () => (await leftovers(engine, id)).length === 0, 15_000);
+  });
+
   test('a crash right after rm answered leaves nothing behind once the daemon is back', async () => {
     const id = await run(engine, ['--name', 'crash-rm', 'busybox', 'true']);
     await engine.request('POST', `/containers/${id}/wait`);

@@ -55,6 +55,9 @@ export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
 /** Output beyond this is not re-read from the log when an attach socket lost its tail. */
 const RECONCILE_LIMIT = 16 * 1024 * 1024;
 
+/** How long a stopping daemon waits for the clean-up of removals already answered. */
+const CLOSE_WAIT_MS = 5000;
+
 const RESTART_BASE_DELAY_MS = 100;
 const RESTART_MAX_DELAY_MS = 60_000;
 /** A container that ran this long before exiting restarts with the base delay again. */
@@ -677,11 +680,6 @@ export class ContainerService implements ImageUsers {
     await this.host.removeContainerFiles(id);
   }
 
-  /** Resolves once the clean-up of every removal answered so far is done (tests, shutdown). */
-  async removalsFinished(): Promise<void> {
-    while (this.finishing.size > 0) await Promise.all([...this.finishing.values()]);
-  }
-
   private async removeLocked(record: ContainerRecord, opts: { force: boolean; volumes?: boolean }): Promise<void> {
     if (!this.store.find(record.Id)) return;
     this.cancelRestart(record.Id);
@@ -912,9 +910,17 @@ export class ContainerService implements ImageUsers {
     }
   }
 
-  /** At daemon shutdown: pending restarts are dropped (the containers themselves keep running). */
-  close(): void {
+  /**
+   * At daemon shutdown: pending restarts are dropped (the containers themselves keep running), and the clean-up
+   * of removals already answered is given a few seconds to end (what it leaves, the next start finishes).
+   */
+  async close(): Promise<void> {
     for (const { timer } of this.restartTimers.values()) clearTimeout(timer);
     this.restartTimers.clear();
+    const pending = [...this.finishing.values()];
+    if (pending.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(pending), new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 }

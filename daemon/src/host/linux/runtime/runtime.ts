@@ -379,6 +379,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   }
 
   async listRuntimeContainers(): Promise<string[]> {
+    // Asked at every start of the daemon: the folders of removed containers that a stop left aside go too.
+    await this.ensureDirs().catch(() => undefined);
     try {
       const entries = await fs.readdir(this.layout.runtimeState, { withFileTypes: true });
       return entries.filter((e) => e.isDirectory()).map((e) => e.name);
