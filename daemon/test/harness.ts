@@ -348,15 +348,17 @@ function networkBridgesOf(dataRoot: string): string[] {
   return bridges;
 }
 
-/** Removes a test bridge and every iptables rule whose text names it. */
+/** Removes a test bridge and every iptables and ip6tables rule whose text names it. */
 export function removeBridge(bridge: string): void {
   spawnSync('ip', ['link', 'del', bridge]);
-  for (const table of ['nat', 'filter']) {
-    const rules = spawnSync('iptables', ['-t', table, '-S'], { encoding: 'utf8' }).stdout ?? '';
-    for (const rule of rules.split('\n')) {
-      if (!rule.startsWith('-A ') || !rule.includes(bridge)) continue;
-      const args = rule.slice(3).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
-      spawnSync('iptables', ['-t', table, '-D', ...args]);
+  for (const tool of ['iptables', 'ip6tables']) {
+    for (const table of ['nat', 'filter']) {
+      const rules = spawnSync(tool, ['-t', table, '-S'], { encoding: 'utf8' }).stdout ?? '';
+      for (const rule of rules.split('\n')) {
+        if (!rule.startsWith('-A ') || !rule.includes(bridge)) continue;
+        const args = rule.slice(3).match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"|"$/g, ''));
+        spawnSync(tool, ['-t', table, '-D', ...args]);
+      }
     }
   }
 }
