@@ -101,6 +101,26 @@ describe('container removal', () => {
     await engine.dockerOk(['network', 'rm', 'rmnet']);
   });
 
+  test('run --rm: the container is gone when the client returns, with its anonymous volumes, and nothing stays', async () => {
+    const since = Math.floor(Date.now() / 1000) - 1;
+    const ran = await engine.docker(['run', '--rm', '--name', 'self-rm', '--network', 'none', 'busybox', 'sh', '-c', 'echo bye; exit 3']);
+    assert.equal(ran.code, 3);
+    assert.equal(ran.stdout, 'bye\n');
+    assert.equal((await engine.docker(['inspect', 'self-rm'])).code, 1);
+    const events = await engine.dockerOk(['events', '--since', String(since), '--until', String(Math.floor(Date.now() / 1000) + 1), '--filter', 'container=self-rm', '--format', '{{.Action}}']);
+    assert.deepEqual(events.split('\n').filter(Boolean).slice(-2), ['die', 'destroy']);
+    const volumesBefore = (await engine.dockerOk(['volume', 'ls', '-q'])).trim();
+    await engine.dockerOk(['run', '--rm', '-v', '/scratch', 'busybox', 'true']);
+    assert.equal((await engine.dockerOk(['volume', 'ls', '-q'])).trim(), volumesBefore);
+    // The name is free at once.
+    await engine.dockerOk(['run', '--rm', '--name', 'self-rm', '--network', 'none', 'busybox', 'true']);
+    const held: string[] = [];
+    for (const dir of [path.join(engine.dataRoot, 'containers'), path.join(engine.dataRoot, 'runtime'), path.join(engine.execRoot, 'runtime')]) {
+      held.push(...(await fs.readdir(dir).catch(() => [] as string[])).filter((n) => /^[0-9a-f]{64}$/.test(n)));
+    }
+    assert.deepEqual(held, []);
+  });
+
   test('rm -v of a container with an anonymous volume removes the volume before it answers', async () => {
     const id = await run(engine, ['-v', '/data', 'busybox', 'true']);
     await engine.dockerOk(['wait', id]);

@@ -454,10 +454,14 @@ export class ContainerService implements ImageUsers {
     };
     // Independent of one another, so done together; the volumes are unmounted before the root filesystem
     // they sit in.
+    // A container that removes itself on exit (without volumes, which `rm -v` removes in order) leaves the
+    // index now and its record the disk beside the release, instead of after it: nobody reads the exited state.
+    const removeNow = !restart && record.HostConfig.AutoRemove && !record.Mounts.some((m) => m.Type === 'volume');
+    if (removeNow) record.State.Status = 'removing';
     const network = this.networking.disconnect(record.Id).catch(warn('network disconnect', true));
     this.networkReleases.set(record.Id, network);
     const [saved] = await Promise.allSettled([
-      this.store.save(record),
+      removeNow ? this.store.remove(record, { tombstone: true }) : this.store.save(record),
       network,
       this.host.cleanup(record.Id).catch(warn('runtime cleanup', true)),
       (async () => {
@@ -468,12 +472,31 @@ export class ContainerService implements ImageUsers {
     this.releasing.delete(record.Id);
     this.networkReleases.delete(record.Id);
     if (released) this.released.add(record.Id);
+    if (removeNow) {
+      if (saved.status === 'rejected') log.warn('auto-remove failed', { id: record.Id, error: errorMessage(saved.reason) });
+      await this.finishAutoRemove(record);
+      return;
+    }
     if (saved.status === 'rejected') throw saved.reason;
     if (restart) {
       this.scheduleRestart(record, this.restartDelays.get(record.Id)!);
     } else if (record.HostConfig.AutoRemove) {
       await this.removeLocked(record, { force: true, volumes: true }).catch((err) => log.warn('auto-remove failed', { id: record.Id, error: errorMessage(err) }));
     }
+  }
+
+  /** The rest of an auto-removal whose record went beside the exit's release (see handleExit). */
+  private async finishAutoRemove(record: ContainerRecord): Promise<void> {
+    const id = record.Id;
+    try {
+      await this.releaseRemoved(id);
+      await this.store.dropTombstone(id);
+    } catch (err) {
+      log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) });
+    }
+    this.restartDelays.delete(id);
+    this.publish(record, 'destroy');
+    this.signals.emit(`removed:${id}`);
   }
 
   private shouldRestart(record: ContainerRecord, exitCode: number): boolean {
