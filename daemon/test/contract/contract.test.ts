@@ -18,6 +18,8 @@ function notServed(r: HttpResult): boolean {
 describe('contract: responses conform to the published schemas', () => {
   let engine: Engine;
   let containerId: string | undefined;
+  /** Containers the docker CLI created (it sends "" and null for fields it leaves to the daemon), one privileged. */
+  const cliIds: string[] = [];
   let containersServed = false;
   let imagesServed = false;
   const startedAt = Date.now() / 1000 - 1;
@@ -35,6 +37,7 @@ describe('contract: responses conform to the published schemas', () => {
       containerId = created.json().Id;
       const started = await engine.request('POST', `/containers/${containerId}/start`);
       assert.equal(started.status, 204, started.text);
+      for (const flags of [[], ['--privileged']]) cliIds.push((await engine.dockerOk(['create', ...flags, 'busybox:latest', 'true'])).trim());
     }
   });
   after(async () => {
@@ -89,6 +92,7 @@ describe('contract: responses conform to the published schemas', () => {
         if (!containerId) return t.skip('containers are not served by this build');
         await check(v, `/containers/${containerId}/json`, '/containers/{id}/json', 'container.inspect');
         await check(v, `/containers/${containerId}/json?size=1`, '/containers/{id}/json', 'container.inspect');
+        for (const id of cliIds) await check(v, `/containers/${id}/json`, '/containers/{id}/json', 'container.inspect');
       });
 
       test('GET /networks', async (t) => {

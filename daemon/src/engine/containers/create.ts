@@ -4,6 +4,7 @@ import { nowNano, rfc3339Nano } from '../../util/json.js';
 import type { ImageForContainer } from '../images/types.js';
 import { mergeHealthcheck } from './health.js';
 import { CONTAINER_FORMAT_VERSION, initialState, type ContainerConfig, type ContainerRecord, type HostConfig } from './model.js';
+import { MASKED_PATHS, READONLY_PATHS } from './ocispec.js';
 
 const toList = (v: unknown): string[] | null => (v === undefined || v === null ? null : typeof v === 'string' ? [v] : (v as string[]));
 
@@ -84,8 +85,17 @@ export function buildRecord(body: Record<string, any>, name: string, image: Imag
   if (!hostConfig.RestartPolicy.Name) hostConfig.RestartPolicy = { Name: 'no', MaximumRetryCount: hostConfig.RestartPolicy.MaximumRetryCount ?? 0 };
   if (hostConfig.ShmSize === 0) hostConfig.ShmSize = 64 * 1024 * 1024;
   if (!hostConfig.LogConfig || !(hostConfig.LogConfig as { Type?: string }).Type) hostConfig.LogConfig = { Type: 'json-file', Config: {} };
-  if (hostConfig.MaskedPaths === undefined) delete hostConfig.MaskedPaths;
-  if (hostConfig.ReadonlyPaths === undefined) delete hostConfig.ReadonlyPaths;
+  // As dockerd: an empty cgroup namespace mode is the daemon's default, and a container that is not privileged
+  // records the default masked and read-only paths when it names none (the real CLI sends "" and null).
+  if (!hostConfig.CgroupnsMode) hostConfig.CgroupnsMode = 'host';
+  if (hostConfig.MaskedPaths == null) {
+    if (hostConfig.Privileged) delete hostConfig.MaskedPaths;
+    else hostConfig.MaskedPaths = [...MASKED_PATHS];
+  }
+  if (hostConfig.ReadonlyPaths == null) {
+    if (hostConfig.Privileged) delete hostConfig.ReadonlyPaths;
+    else hostConfig.ReadonlyPaths = [...READONLY_PATHS];
+  }
 
   const dir = path.join(containersRoot, id);
   const args = [...(entrypoint ?? []), ...(cmd ?? [])];
