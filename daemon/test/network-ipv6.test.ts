@@ -182,6 +182,11 @@ describe('IPv6 networks', () => {
     const inside = await engine.dockerOk(['exec', 'srv6', 'sh', '-c', 'ip -6 -o addr show dev eth0; ip -6 route']);
     assert.match(inside, new RegExp(`inet6 ${ep.GlobalIPv6Address}/64 scope global`), inside);
     assert.match(inside, new RegExp(`default via ${SUB6_A}1 dev eth0`), inside);
+    // /etc/hosts names the container at both of its addresses, as dockerd writes it.
+    const hosts = await engine.dockerOk(['exec', 'srv6', 'cat', '/etc/hosts']);
+    const hostname = c.Config.Hostname;
+    assert.match(hosts, new RegExp(`^${ep.IPAddress.replace(/\./g, '\\.')}\t${hostname}$`, 'm'), hosts);
+    assert.match(hosts, new RegExp(`^${ep.GlobalIPv6Address}\t${hostname}$`, 'm'), hosts);
 
     const client = await engine.docker([
       'run', '--rm', '--network', 'six', 'busybox', 'sh', '-c',

@@ -24,7 +24,7 @@ export interface LinkEntry {
 /** The address of the embedded DNS server inside a container's namespace. */
 export const EMBEDDED_DNS = '127.0.0.11';
 
-export function hostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): string {
+export function hostsFile(record: ContainerRecord, address: string | readonly string[] | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): string {
   const lines = [...HOSTS_HEADER];
   for (const link of links) lines.push(`${link.address}\t${link.names.join(' ')}`);
   for (const entry of (record.HostConfig.ExtraHosts as string[] | null) ?? []) {
@@ -35,7 +35,9 @@ export function hostsFile(record: ContainerRecord, address: string | undefined, 
     lines.push(`${ip}\t${name}`);
   }
   const { Hostname, Domainname } = record.Config;
-  if (address && Hostname) lines.push(`${address}\t${Domainname ? `${Hostname}.${Domainname} ` : ''}${Hostname}`);
+  // One line per address of the container (IPv4, then IPv6 on a network that has it), as dockerd writes them.
+  const addresses = typeof address === 'string' ? [address] : address ?? [];
+  if (Hostname) for (const a of addresses) if (a) lines.push(`${a}\t${Domainname ? `${Hostname}.${Domainname} ` : ''}${Hostname}`);
   return lines.join('\n') + '\n';
 }
 
@@ -84,7 +86,7 @@ export function resolvConf(record: ContainerRecord, hostResolv?: string, opts: {
 }
 
 /** Rewrites /etc/hosts in place (same inode, so that the container's bind mount sees the new content). */
-export async function writeHostsFile(record: ContainerRecord, address: string | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): Promise<void> {
+export async function writeHostsFile(record: ContainerRecord, address: string | readonly string[] | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): Promise<void> {
   if (record.HostConfig.NetworkMode === 'host') return;
   await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway, links));
 }

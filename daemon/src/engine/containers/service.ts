@@ -346,7 +346,8 @@ export class ContainerService implements ImageUsers {
             record.Networks = attachment.networks;
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
             record.Ports = attachment.ports;
-            if (attachment.hostsAddress || links.length > 0) await writeHostsFile(record, attachment.hostsAddress, plan.hostGateway, links);
+            const hostsAddresses = [attachment.hostsAddress, attachment.hostsAddress6].filter((a): a is string => !!a);
+            if (hostsAddresses.length > 0 || links.length > 0) await writeHostsFile(record, hostsAddresses, plan.hostGateway, links);
             // Clients that attached before start get the stream from the first byte on.
             if (pending) {
               this.pendingAttach.delete(record.Id);
