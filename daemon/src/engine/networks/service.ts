@@ -23,6 +23,7 @@ import {
   type Subnet,
 } from './ipv4.js';
 import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6, poolSubnets, subnetSize6, ulaPrefix, type Subnet6 } from './ipv6.js';
+import { IPV4, IPV6, pickAddress } from './addresses.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
@@ -795,32 +796,19 @@ export class NetworkService implements ContainerNetworking {
     const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
     const gateway = pool?.Gateway ? parseIPv4(pool.Gateway) : undefined;
     if (!pool || !subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv4 subnet`);
-    const inUse = new Set<number>();
-    for (const ep of entry.endpoints.values()) if (ep.ipv4 && ep.containerId !== containerId) inUse.add(parseIPv4(ep.ipv4)!);
-    // Auxiliary addresses are reserved for devices outside the engine.
-    for (const aux of Object.values(pool.AuxiliaryAddresses ?? {})) {
-      const a = parseIPv4(aux);
-      if (a !== undefined) inUse.add(a);
+    const taken = this.otherAddresses(entry, containerId, (ep) => ep.ipv4);
+    const address = pickAddress(IPV4, pool, BigInt(gateway), entry.network.Name, taken, requested, entry.lastAllocated);
+    return { address: Number(address), subnet, gateway };
+  }
+
+  /** The addresses of one family held by the network's endpoints other than the container's. */
+  private otherAddresses(entry: NetworkEntry, containerId: string, address: (ep: EndpointRecord) => string | undefined): string[] {
+    const out: string[] = [];
+    for (const ep of entry.endpoints.values()) {
+      const a = address(ep);
+      if (a && ep.containerId !== containerId) out.push(a);
     }
-    if (requested) {
-      const address = parseIPv4(requested)!;
-      if (!contains(subnet, address)) throw new InvalidParameter(`${requested} is not in the subnet ${pool.Subnet} of network ${entry.network.Name}`);
-      if (inUse.has(address)) throw new Conflict(`address ${requested} is already in use on network ${entry.network.Name}`);
-      return { address, subnet, gateway };
-    }
-    const broadcast = subnet.base + subnetSize(subnet) - 1;
-    // Dynamic addresses come from IPRange when the pool has one, else from the whole subnet.
-    const range = (pool.IPRange ? parseCIDR(pool.IPRange)?.subnet : undefined) ?? subnet;
-    const size = subnetSize(range);
-    const last = entry.lastAllocated ? parseIPv4(entry.lastAllocated) : undefined;
-    let offset = last !== undefined && contains(range, last) ? last - range.base : size - 1;
-    for (let i = 0; i < size; i++) {
-      offset = (offset + 1) % size;
-      const candidate = (range.base + offset) >>> 0;
-      if (candidate === subnet.base || candidate === broadcast || candidate === gateway || inUse.has(candidate)) continue;
-      return { address: candidate, subnet, gateway };
-    }
-    throw new Conflict(`no available IPv4 address on network ${entry.network.Name} (${pool.Subnet})`);
+    return out;
   }
 
   private hasIPv6(entry: NetworkEntry): boolean {
@@ -833,31 +821,9 @@ export class NetworkService implements ContainerNetworking {
     const subnet = pool ? parseCIDR6(pool.Subnet)?.subnet : undefined;
     const gateway = pool?.Gateway ? parseIPv6(pool.Gateway) : undefined;
     if (!pool || !subnet || gateway === undefined) throw new Conflict(`network ${entry.network.Name} has no IPv6 subnet`);
-    const inUse = new Set<bigint>();
-    for (const ep of entry.endpoints.values()) if (ep.ipv6 && ep.containerId !== containerId) inUse.add(parseIPv6(ep.ipv6)!);
-    for (const aux of Object.values(pool.AuxiliaryAddresses ?? {})) {
-      const a = parseIPv6(aux);
-      if (a !== undefined) inUse.add(a);
-    }
-    if (requested) {
-      const address = parseIPv6(requested)!;
-      if (!contains6(subnet, address)) throw new InvalidParameter(`${requested} is not in the subnet ${pool.Subnet} of network ${entry.network.Name}`);
-      if (inUse.has(address)) throw new Conflict(`address ${requested} is already in use on network ${entry.network.Name}`);
-      return { address, subnet, gateway };
-    }
-    const range = (pool.IPRange ? parseCIDR6(pool.IPRange)?.subnet : undefined) ?? subnet;
-    const size = subnetSize6(range);
-    const last = entry.lastAllocated6 ? parseIPv6(entry.lastAllocated6) : undefined;
-    let offset = last !== undefined && contains6(range, last) ? last - range.base : size - 1n;
-    // The containers of one network are few next to a range: the scan ends long before the range does.
-    const tries = size < 65536n ? Number(size) : 65536 + inUse.size;
-    for (let i = 0; i < tries; i++) {
-      offset = (offset + 1n) % size;
-      const candidate = range.base + offset;
-      if (candidate === subnet.base || candidate === gateway || inUse.has(candidate)) continue;
-      return { address: candidate, subnet, gateway };
-    }
-    throw new Conflict(`no available IPv6 address on network ${entry.network.Name} (${pool.Subnet})`);
+    const taken = this.otherAddresses(entry, containerId, (ep) => ep.ipv6);
+    const address = pickAddress(IPV6, pool, gateway, entry.network.Name, taken, requested, entry.lastAllocated6);
+    return { address, subnet, gateway };
   }
 
   connect(container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
