@@ -18,6 +18,8 @@ export interface LinuxSys {
   unmountAsync?(target: string, lazy: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
   /** mountOverlay on a thread of the pool; absent in older builds. */
   mountOverlayAsync?(target: string, options: string, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** A close-on-exec memfd holding a copy of the file, sealed against any change. Absent in older builds. */
+  sealedCopy?(file: string): number;
   /** A pipe, both ends close-on-exec: [readFd, writeFd]. Absent in older builds, as spawn and waitpid. */
   pipe?(): [number, number];
   /**

@@ -57,6 +57,8 @@ export interface ExecSession {
 export interface ExecEnvironment {
   conmonPath: string;
   runtimePath: string;
+  /** argv[0] of the runtime where the daemon starts it itself: its name, when runtimePath is its sealed copy. */
+  runtimeName?: string;
   runtimeState: string;
   execDir: string;
   socketDir: string;
@@ -369,7 +371,7 @@ interface RuntimeChild {
  * any fd above 2 in the container's process), and only then the child is reaped on a thread of the pool, which a
  * wait for a long-running process would otherwise hold.
  */
-async function spawnRuntime(file: string, args: string[], cwd: string): Promise<RuntimeChild> {
+async function spawnRuntime(file: string, args: string[], cwd: string, argv0 = file): Promise<RuntimeChild> {
   const sys = linuxSys();
   if (sys?.spawnAsync && sys.pipe && sys.waitpid) {
     const { spawnAsync, waitpid } = sys;
@@ -381,7 +383,7 @@ async function spawnRuntime(file: string, args: string[], cwd: string): Promise<
       for (let i = 0; i < 3; i++) fds.push(...sys.pipe());
       const env = Object.entries(process.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
       pid = await new Promise<number>((resolve, reject) =>
-        spawnAsync(file, [file, ...args], env, cwd, [-1, fds[1], fds[3], fds[5]], true, (err, p) => (err ? reject(err) : resolve(p!))),
+        spawnAsync(file, [argv0, ...args], env, cwd, [-1, fds[1], fds[3], fds[5]], true, (err, p) => (err ? reject(err) : resolve(p!))),
       );
     } catch (err) {
       for (const fd of readEnds()) closeSync(fd);
@@ -406,7 +408,7 @@ async function spawnRuntime(file: string, args: string[], cwd: string): Promise<
     });
     return { stdout, stderr, exited };
   }
-  const child = spawn(file, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(file, args, { argv0, cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   child.unref();
   const exited = new Promise<number>((resolve) => {
     // The runtime exits with the process's status, 128+n for a signal; killed itself, it says so by its signal.
@@ -436,6 +438,7 @@ async function startDirectExec(env: ExecEnvironment, o: ExecOptions): Promise<Ex
       env.runtimePath,
       [`--root=${env.runtimeState}`, `--log=${logFile}`, '--log-format=json', 'exec', '--process', processFile, '--pid-file', pidFile, o.containerId],
       dir,
+      env.runtimeName,
     );
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });

@@ -10,7 +10,7 @@
  */
 import { constants, existsSync, promises as fs, readdirSync, readFileSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
-import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
 import { DirectUnavailable, removeStopped, startCreated } from './direct.js';
 import { RuntimeControl } from './control.js';
@@ -24,7 +24,7 @@ import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type Ru
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import { SeccompProgramCache } from './seccompcache.js';
 import { log } from '../../../util/log.js';
-import { fsStepResults, fsSteps, removeTree, type FsStep } from '../sys.js';
+import { fsStepResults, fsSteps, linuxSys, removeTree, type FsStep } from '../sys.js';
 import { removeLater } from '../../../util/later.js';
 import os from 'node:os';
 import path from 'node:path';
@@ -90,6 +90,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly unmounted = new Set<string>();
   private dirsReady: Promise<void> | undefined;
   private readonly control: RuntimeControl;
+  /** The runtime's binary as conmon runs it for creates and execs: its sealed copy, or its path without the addon. */
+  private readonly launchPath: string;
   /** Seccomp programs crun compiled, reused by later containers with the same filter (crun only). */
   private readonly seccompPrograms = new SeccompProgramCache();
 
@@ -98,6 +100,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const choice = selectRuntime(opts.runtime, opts.cgroupRoot);
     this.runtimeWarning = choice.warning;
     this.oci = new OciRuntime(choice.name, choice.path, this.layout.runtimeState);
+    this.launchPath = sealedRuntimeCopy(choice.path) ?? choice.path;
     const conmon = opts.conmonPath ?? findExecutable('conmon');
     if (!conmon) throw new Error('conmon is not installed');
     this.conmonPath = conmon;
@@ -243,7 +246,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       {
         id,
         socketKey: l.socketKey(id),
-        runtimePath: this.oci.path,
+        runtimePath: this.launchPath,
         runtimeState: l.runtimeState,
         bundle,
         containerPidFile: path.join(files, 'pid'),
@@ -473,7 +476,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private execEnvironment(): ExecEnvironment {
     return {
       conmonPath: this.conmonPath,
-      runtimePath: this.oci.path,
+      runtimePath: this.launchPath,
+      runtimeName: this.oci.name,
       runtimeState: this.layout.runtimeState,
       execDir: this.layout.execDir,
       socketDir: this.layout.socketDir,
@@ -503,4 +507,23 @@ export function withRoot(spec: object, rootPath: string, tty: boolean): object {
     root: { ...(s.root ?? {}), path: rootPath },
     ...(s.process ? { process: { ...s.process, terminal: tty } } : {}),
   };
+}
+
+/**
+ * `/proc/<daemon pid>/fd/N` of a sealed in-memory copy of the OCI runtime's binary, or undefined without the
+ * addon. crun and runc protect the host's binary from the container (CVE-2019-5736) by running from a copy of
+ * themselves unless they already run from a sealed memfd; making that copy costs every create and exec a bind
+ * mount and a lazy unmount, which waits for an RCU grace period (milliseconds, more under load). The copy made
+ * once here gives the same protection: nothing can write to it. The daemon holds it open while it runs; conmon
+ * runs the runtime only while the daemon waits for it.
+ */
+export function sealedRuntimeCopy(file: string): string | undefined {
+  const sys = linuxSys();
+  if (!sys?.sealedCopy) return undefined;
+  try {
+    return `/proc/${process.pid}/fd/${sys.sealedCopy(file)}`;
+  } catch (err) {
+    log.warn(`runtime: no sealed copy of ${file}, containers' creates run it from its path: ${errorMessage(err)}`);
+    return undefined;
+  }
 }
