@@ -6,8 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { closeSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { findExecutable } from '../src/host/linux/runtime/ociruntime.js';
+import { sealedRuntimeCopy, sealedRuntimeOpen } from '../src/host/linux/runtime/runtime.js';
+import { linuxSys } from '../src/host/linux/sys.js';
 import { startEngine, type Engine } from './harness.js';
 
 /** `/proc/<pid>/fd/N` of the daemon's sealed runtime copies. */
@@ -81,3 +83,14 @@ for (const runtime of ['crun', 'runc'] as const) {
     });
   });
 }
+
+describe('a sealed runtime copy', { skip: !linuxSys()?.sealedCopy && 'the linuxsys addon is not built' }, () => {
+  test('is known to be open under its number until that number is closed', () => {
+    const sealed = sealedRuntimeCopy('/bin/busybox')!;
+    assert.ok(sealed, 'a copy was made');
+    assert.equal(sealed.path, `/proc/${process.pid}/fd/${sealed.fd}`);
+    assert.equal(sealedRuntimeOpen(sealed), true);
+    closeSync(sealed.fd);
+    assert.equal(sealedRuntimeOpen(sealed), false);
+  });
+});

@@ -8,7 +8,7 @@
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
-import { constants, existsSync, promises as fs, readdirSync, readFileSync } from 'node:fs';
+import { constants, existsSync, promises as fs, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
 import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { connectAttach } from './attach.js';
@@ -90,8 +90,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly unmounted = new Set<string>();
   private dirsReady: Promise<void> | undefined;
   private readonly control: RuntimeControl;
-  /** The runtime's binary as conmon runs it for creates and execs: its sealed copy, or its path without the addon. */
-  private readonly launchPath: string;
+  /** The runtime's sealed copy that conmon runs for creates and execs (see sealedRuntimeCopy). */
+  private sealedRuntime: SealedRuntime | undefined;
   /** Seccomp programs crun compiled, reused by later containers with the same filter (crun only). */
   private readonly seccompPrograms = new SeccompProgramCache();
 
@@ -100,7 +100,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const choice = selectRuntime(opts.runtime, opts.cgroupRoot);
     this.runtimeWarning = choice.warning;
     this.oci = new OciRuntime(choice.name, choice.path, this.layout.runtimeState);
-    this.launchPath = sealedRuntimeCopy(choice.path) ?? choice.path;
+    this.sealedRuntime = sealedRuntimeCopy(choice.path);
     const conmon = opts.conmonPath ?? findExecutable('conmon');
     if (!conmon) throw new Error('conmon is not installed');
     this.conmonPath = conmon;
@@ -246,7 +246,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       {
         id,
         socketKey: l.socketKey(id),
-        runtimePath: this.launchPath,
+        runtimePath: this.launchPath(),
         runtimeState: l.runtimeState,
         bundle,
         containerPidFile: path.join(files, 'pid'),
@@ -473,10 +473,24 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     return releaseExec(this.execEnvironment(), execId);
   }
 
+  /**
+   * The runtime's binary as conmon runs it: its sealed copy, or its path without the addon. The copy is checked
+   * to be still open under its number (a stray close elsewhere in the daemon would otherwise hand conmon another
+   * file), and made again when it is not.
+   */
+  private launchPath(): string {
+    const sealed = this.sealedRuntime;
+    if (!sealed) return this.oci.path;
+    if (sealedRuntimeOpen(sealed)) return sealed.path;
+    log.warn(`runtime: the sealed copy of ${this.oci.path} is no longer open as fd ${sealed.fd}; making it again`);
+    this.sealedRuntime = sealedRuntimeCopy(this.oci.path);
+    return this.sealedRuntime?.path ?? this.oci.path;
+  }
+
   private execEnvironment(): ExecEnvironment {
     return {
       conmonPath: this.conmonPath,
-      runtimePath: this.launchPath,
+      runtimePath: this.launchPath(),
       runtimeName: this.oci.name,
       runtimeState: this.layout.runtimeState,
       execDir: this.layout.execDir,
@@ -517,13 +531,31 @@ export function withRoot(spec: object, rootPath: string, tty: boolean): object {
  * once here gives the same protection: nothing can write to it. The daemon holds it open while it runs; conmon
  * runs the runtime only while the daemon waits for it.
  */
-export function sealedRuntimeCopy(file: string): string | undefined {
+export function sealedRuntimeCopy(file: string): SealedRuntime | undefined {
   const sys = linuxSys();
   if (!sys?.sealedCopy) return undefined;
   try {
-    return `/proc/${process.pid}/fd/${sys.sealedCopy(file)}`;
+    const fd = sys.sealedCopy(file);
+    return { fd, path: `/proc/${process.pid}/fd/${fd}` };
   } catch (err) {
     log.warn(`runtime: no sealed copy of ${file}, containers' creates run it from its path: ${errorMessage(err)}`);
     return undefined;
+  }
+}
+
+export interface SealedRuntime {
+  fd: number;
+  /** `/proc/<daemon pid>/fd/<fd>`, what conmon executes. */
+  path: string;
+}
+
+const SEALED_NAME = '/memfd:berth-runtime';
+
+/** Whether the daemon's fd still is the sealed copy. */
+export function sealedRuntimeOpen(sealed: SealedRuntime): boolean {
+  try {
+    return readlinkSync(`/proc/self/fd/${sealed.fd}`).startsWith(SEALED_NAME);
+  } catch {
+    return false;
   }
 }
