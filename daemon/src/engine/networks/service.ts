@@ -486,7 +486,8 @@ export class NetworkService implements ContainerNetworking {
   /** The pool a new network gets: the client's (if it overlaps no other network), or a free range. */
   private async choosePool(spec: NetworkCreateSpec): Promise<NetworkRecord['IPAM']['Config'][number]> {
     const ours = [...this.entries.values()]
-      .flatMap((e) => e.network.IPAM.Config.filter((p) => !p.Subnet.includes(':')).map((p) => ({ name: e.network.Name, subnet: parseCIDR(p.Subnet)?.subnet })))
+      .map((e) => ({ name: e.network.Name, pool: ipv4Pool(e.network) }))
+      .map((o) => ({ name: o.name, subnet: o.pool ? parseCIDR(o.pool.Subnet)?.subnet : undefined }))
       .filter((o): o is { name: string; subnet: Subnet } => o.subnet !== undefined);
     if (spec.pool) {
       const clash = ours.find((o) => overlaps(o.subnet, spec.pool!.subnet));
@@ -841,11 +842,11 @@ export class NetworkService implements ContainerNetworking {
       if (plan.mode === 'bridge' && pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
       // For none, the runtime made the namespace and brought its loopback up (crun and runc both do).
       const joined: Array<{ entry: NetworkEntry; endpoint: EndpointRecord }> = [];
+      // The first network is the container's eth0 and holds its default route; the others come as eth1...
+      // The IPv6 default route goes through the first network with IPv6, which need not be the first one.
+      const firstWithIPv6 = entries.findIndex((e) => this.hasIPv6(e));
       try {
         for (const [i, entry] of entries.entries()) {
-          // The first network is the container's eth0 and holds its default route; the others come as eth1...
-          // The IPv6 default route goes through the first network with IPv6, which need not be the first one.
-          const firstWithIPv6 = entries.findIndex((e) => this.hasIPv6(e));
           const endpoint = await this.join(entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
           joined.push({ entry, endpoint });
         }
