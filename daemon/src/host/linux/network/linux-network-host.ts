@@ -63,27 +63,7 @@ function isLinkScoped6(address: string): boolean {
  * built again, so that `-D` of the same lines removes them.
  */
 export function portRules(spec: PublishSpec): { nat: string[]; filter: string[] } {
-  const br = spec.bridge;
-  checkInterfaceName(br);
-  if (!IPV4.test(spec.address)) throw new Error(`invalid container address ${JSON.stringify(spec.address)}`);
-  if (!/^[0-9a-f]{12,64}$/.test(spec.containerId)) throw new Error(`invalid container id ${JSON.stringify(spec.containerId)}`);
-  const comment = `-m comment --comment ${portComment(br, spec.containerId)}`;
-  const nat: string[] = [];
-  const filter: string[] = [];
-  for (const m of spec.ports) {
-    if (!['tcp', 'udp', 'sctp'].includes(m.proto)) throw new Error(`invalid protocol ${JSON.stringify(m.proto)}`);
-    // Ports on IPv6 host addresses are ip6tables' (portRules6).
-    if (IPV6.test(m.hostIp)) continue;
-    if (m.hostIp !== '' && !IPV4.test(m.hostIp)) throw new Error(`invalid host address ${JSON.stringify(m.hostIp)}`);
-    for (const port of [m.hostPort, m.containerPort]) if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${port}`);
-    const dst = m.hostIp ? `-d ${m.hostIp}/32` : '-m addrtype --dst-type LOCAL';
-    const to = `-j DNAT --to-destination ${spec.address}:${m.containerPort}`;
-    nat.push(`PREROUTING ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
-    nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
-    nat.push(`POSTROUTING -s ${spec.address}/32 -d ${spec.address}/32 -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
-    filter.push(`FORWARD -d ${spec.address}/32 ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
-  }
-  return { nat, filter };
+  return forwardRules(spec, spec.address, false);
 }
 
 /**
@@ -92,39 +72,87 @@ export function portRules(spec: PublishSpec): { nat: string[]; filter: string[] 
  * portRules does for IPv4 (the host's own ::1 cannot be forwarded: the kernel never routes it out).
  */
 export function portRules6(spec: PublishSpec): { nat: string[]; filter: string[] } {
-  const nat: string[] = [];
-  const filter: string[] = [];
-  if (!spec.address6) return { nat, filter };
+  if (!spec.address6) return { nat: [], filter: [] };
+  return forwardRules(spec, spec.address6, true);
+}
+
+/** The rules of portRules (IPv4) or portRules6 (v6) forwarding the ports of one family to `address`. */
+function forwardRules(spec: PublishSpec, address: string, v6: boolean): { nat: string[]; filter: string[] } {
   const br = spec.bridge;
   checkInterfaceName(br);
-  if (!IPV6.test(spec.address6)) throw new Error(`invalid container address ${JSON.stringify(spec.address6)}`);
+  if (!(v6 ? IPV6 : IPV4).test(address)) throw new Error(`invalid container address ${JSON.stringify(address)}`);
   if (!/^[0-9a-f]{12,64}$/.test(spec.containerId)) throw new Error(`invalid container id ${JSON.stringify(spec.containerId)}`);
   const comment = `-m comment --comment ${portComment(br, spec.containerId)}`;
-  const address = spec.address6;
+  const bits = v6 ? 128 : 32;
+  const nat: string[] = [];
+  const filter: string[] = [];
   for (const m of spec.ports) {
     if (!['tcp', 'udp', 'sctp'].includes(m.proto)) throw new Error(`invalid protocol ${JSON.stringify(m.proto)}`);
-    if (m.hostIp !== '' && !IPV6.test(m.hostIp)) continue;
+    // Each family forwards the ports on every host address ('') and those on its own host addresses.
+    if (m.hostIp !== '') {
+      if (IPV6.test(m.hostIp) !== v6) continue;
+      if (!v6 && !IPV4.test(m.hostIp)) throw new Error(`invalid host address ${JSON.stringify(m.hostIp)}`);
+    }
     for (const port of [m.hostPort, m.containerPort]) if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port ${port}`);
-    const dst = m.hostIp && m.hostIp !== '::' ? `-d ${m.hostIp}/128` : '-m addrtype --dst-type LOCAL';
-    const to = `-j DNAT --to-destination [${address}]:${m.containerPort}`;
+    const everyAddress = m.hostIp === '' || (v6 && m.hostIp === '::');
+    const dst = everyAddress ? '-m addrtype --dst-type LOCAL' : `-d ${m.hostIp}/${bits}`;
+    const to = `-j DNAT --to-destination ${v6 ? `[${address}]` : address}:${m.containerPort}`;
     nat.push(`PREROUTING ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
     nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
-    nat.push(`POSTROUTING -s ${address}/128 -d ${address}/128 -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
-    filter.push(`FORWARD -d ${address}/128 ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
+    nat.push(`POSTROUTING -s ${address}/${bits} -d ${address}/${bits} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
+    filter.push(`FORWARD -d ${address}/${bits} ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
   }
   return { nat, filter };
 }
 
-/** Lines of `iptables-save` output (`-A CHAIN ...`) that carry the bridge's comment, per table. */
-export function rulesTaggedFor(saved: string, bridge: string): Map<string, string[]> {
-  const tag = new RegExp(`--comment "?${ruleComment(bridge).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"?(\\s|$)`);
+/** A family's firewall tools: iptables for IPv4, ip6tables for IPv6. */
+interface Firewall {
+  save: string;
+  restore: string;
+}
+
+const IPTABLES: Firewall = { save: 'iptables-save', restore: 'iptables-restore' };
+const IP6TABLES: Firewall = { save: 'ip6tables-save', restore: 'ip6tables-restore' };
+
+/** Lines of a save output (`-A CHAIN ...`) whose `berth:` comment `select` picks, per table. */
+function taggedLines(saved: string, select: (tag: string) => boolean): Map<string, string[]> {
   const byTable = new Map<string, string[]>();
   let table = '';
   for (const line of saved.split('\n')) {
     if (line.startsWith('*')) table = line.slice(1).trim();
-    else if (line.startsWith('-A ') && tag.test(line)) byTable.set(table, [...(byTable.get(table) ?? []), line]);
+    else if (line.startsWith('-A ')) {
+      const tag = /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1];
+      if (tag !== undefined && select(tag)) byTable.set(table, [...(byTable.get(table) ?? []), line]);
+    }
   }
   return byTable;
+}
+
+/** Lines of `iptables-save` output (`-A CHAIN ...`) that carry the bridge's comment, per table. */
+export function rulesTaggedFor(saved: string, bridge: string): Map<string, string[]> {
+  const tag = ruleComment(bridge);
+  return taggedLines(saved, (t) => t === tag);
+}
+
+/** The `-D` line that deletes the rule of a saved `-A` line. */
+function deletion(line: string): string {
+  return line.replace(/^-A /, '-D ');
+}
+
+/** Deletes the rules of saved `-A` lines (per table) with one restore of the firewall. */
+async function deleteRules(fw: Firewall, byTable: Map<string, string[]>): Promise<void> {
+  if (byTable.size === 0) return;
+  const input: string[] = [];
+  for (const [table, lines] of byTable) input.push(`*${table}`, ...lines.map(deletion), 'COMMIT');
+  await run(fw.restore, ['--noflush', '--wait'], input.join('\n') + '\n');
+}
+
+/** Swaps the bridge's tagged rules for `nat` and `filter` (`-I` lines) in one restore of the firewall. */
+async function replaceBridgeRules(fw: Firewall, bridge: string, nat: readonly string[], filter: readonly string[]): Promise<void> {
+  const old = rulesTaggedFor(await run(fw.save, []), bridge);
+  const del = (table: string) => (old.get(table) ?? []).map(deletion);
+  const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...filter, 'COMMIT', ''].join('\n');
+  await run(fw.restore, ['--noflush', '--wait'], input);
 }
 
 export class LinuxNetworkHost implements NetworkHost {
@@ -243,8 +271,6 @@ export class LinuxNetworkHost implements NetworkHost {
     const br = spec.bridge;
     const comment = `-m comment --comment ${ruleComment(br)}`;
     if (spec.subnet6 !== undefined && !IPV6_CIDR.test(spec.subnet6)) throw new Error(`invalid IPv6 subnet ${JSON.stringify(spec.subnet6)}`);
-    const old = rulesTaggedFor(await run('iptables-save', []), br);
-    const del = (table: string) => (old.get(table) ?? []).map((line) => line.replace(/^-A /, '-D '));
     // -I puts each rule first, so the last inserted rule is the first to match.
     const forward = spec.internal
       ? [
@@ -267,15 +293,11 @@ export class LinuxNetworkHost implements NetworkHost {
     // Published ports reached from the host's loopback: the DNATed packets leave through the bridge with a
     // 127.0.0.0/8 source, which route_localnet lets through and the masquerade gives the bridge's address.
     if (nat.length > 0) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
-    const input = ['*nat', ...del('nat'), ...nat, 'COMMIT', '*filter', ...del('filter'), ...forward, 'COMMIT', ''].join('\n');
-    await run('iptables-restore', ['--noflush', '--wait'], input);
+    await replaceBridgeRules(IPTABLES, br, nat, forward);
     if (spec.subnet6) {
       // The same forward rules for IPv6, and the masquerade of the IPv6 subnet (no loopback case: ::1 is never routed).
-      const old6 = rulesTaggedFor(await run('ip6tables-save', []), br);
-      const del6 = (table: string) => (old6.get(table) ?? []).map((line) => line.replace(/^-A /, '-D '));
       const nat6 = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet6} ! -o ${br} ${comment} -j MASQUERADE`];
-      const input6 = ['*nat', ...del6('nat'), ...nat6, 'COMMIT', '*filter', ...del6('filter'), ...forward, 'COMMIT', ''].join('\n');
-      await run('ip6tables-restore', ['--noflush', '--wait'], input6);
+      await replaceBridgeRules(IP6TABLES, br, nat6, forward);
     }
     if (!spec.internal) {
       // Rules may be installed before their bridge exists: route_localnet then waits for the bridge's next ensureNat.
@@ -322,23 +344,24 @@ export class LinuxNetworkHost implements NetworkHost {
 
   async publishPorts(spec: PublishSpec): Promise<void> {
     if (spec.ports.length === 0) return;
-    for (const [rules, restore] of [[portRules(spec), 'iptables-restore'], [portRules6(spec), 'ip6tables-restore']] as const) {
+    for (const [rules, fw] of [[portRules(spec), IPTABLES], [portRules6(spec), IP6TABLES]] as const) {
       if (rules.nat.length === 0) continue;
       const input = ['*nat', ...rules.nat.map((r) => `-A ${r}`), 'COMMIT', '*filter', ...rules.filter.map((r) => `-I ${r}`), 'COMMIT', ''].join('\n');
-      await run(restore, ['--noflush', '--wait'], input);
+      await run(fw.restore, ['--noflush', '--wait'], input);
     }
   }
 
   async unpublishPorts(spec: PublishSpec): Promise<void> {
     if (spec.ports.length === 0) return;
-    for (const [rules, restore, save] of [[portRules(spec), 'iptables-restore', 'iptables-save'], [portRules6(spec), 'ip6tables-restore', 'ip6tables-save']] as const) {
+    for (const [rules, fw] of [[portRules(spec), IPTABLES], [portRules6(spec), IP6TABLES]] as const) {
       if (rules.nat.length === 0) continue;
       const input = ['*nat', ...rules.nat.map((r) => `-D ${r}`), 'COMMIT', '*filter', ...rules.filter.map((r) => `-D ${r}`), 'COMMIT', ''].join('\n');
       try {
-        await run(restore, ['--noflush', '--wait'], input);
+        await run(fw.restore, ['--noflush', '--wait'], input);
       } catch {
         // Some rule was gone already (removed by hand, or half installed): remove what carries the tag.
-        await this.removeTagged(portComment(spec.bridge, spec.containerId), save, restore);
+        const tag = portComment(spec.bridge, spec.containerId);
+        await deleteRules(fw, taggedLines(await run(fw.save, []), (t) => t === tag));
       }
     }
   }
@@ -347,39 +370,9 @@ export class LinuxNetworkHost implements NetworkHost {
     checkInterfaceName(bridge);
     const keep = new Set([...keepContainerIds].map((id) => portComment(bridge, id)));
     const prefix = `berth:${bridge}:`;
-    const tools = opts.ipv6 ? [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']] : [['iptables-save', 'iptables-restore']];
-    for (const [save, restore] of tools) {
-      const stale = new Map<string, string[]>();
-      let table = '';
-      for (const line of (await run(save, [])).split('\n')) {
-        if (line.startsWith('*')) table = line.slice(1).trim();
-        const tag = /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1];
-        if (!line.startsWith('-A ') || !tag?.startsWith(prefix) || keep.has(tag)) continue;
-        stale.set(table, [...(stale.get(table) ?? []), line.replace(/^-A /, '-D ')]);
-      }
-      if (stale.size === 0) continue;
-      const input: string[] = [];
-      for (const [t, lines] of stale) input.push(`*${t}`, ...lines, 'COMMIT');
-      await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
+    for (const fw of opts.ipv6 ? [IPTABLES, IP6TABLES] : [IPTABLES]) {
+      await deleteRules(fw, taggedLines(await run(fw.save, []), (tag) => tag.startsWith(prefix) && !keep.has(tag)));
     }
-  }
-
-  /** Removes every rule whose comment is exactly `tag` (from iptables, or ip6tables with its tools). */
-  private async removeTagged(tag: string, save = 'iptables-save', restore = 'iptables-restore'): Promise<void> {
-    const input: string[] = [];
-    let table = '';
-    let lines: string[] = [];
-    for (const line of (await run(save, [])).split('\n')) {
-      if (line.startsWith('*')) {
-        table = line.slice(1).trim();
-        lines = [];
-      } else if (line === 'COMMIT' && lines.length > 0) {
-        input.push(`*${table}`, ...lines, 'COMMIT');
-      } else if (line.startsWith('-A ') && /--comment "?(berth:[^"\s]+)"?/.exec(line)?.[1] === tag) {
-        lines.push(line.replace(/^-A /, '-D '));
-      }
-    }
-    if (input.length > 0) await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
   }
 
   private readonly dns = new DnsServers();
@@ -394,13 +387,7 @@ export class LinuxNetworkHost implements NetworkHost {
 
   async removeNat(bridge: string): Promise<void> {
     checkInterfaceName(bridge);
-    for (const [save, restore] of [['iptables-save', 'iptables-restore'], ['ip6tables-save', 'ip6tables-restore']]) {
-      const old = rulesTaggedFor(await run(save, []), bridge);
-      if (old.size === 0) continue;
-      const input: string[] = [];
-      for (const [table, lines] of old) input.push(`*${table}`, ...lines.map((l) => l.replace(/^-A /, '-D ')), 'COMMIT');
-      await run(restore, ['--noflush', '--wait'], input.join('\n') + '\n');
-    }
+    for (const fw of [IPTABLES, IP6TABLES]) await deleteRules(fw, rulesTaggedFor(await run(fw.save, []), bridge));
   }
 
   async attachVeth(spec: VethSpec): Promise<void> {
