@@ -47,6 +47,8 @@ static napi_value fail(napi_env env, int err, const char *what, const char *arg)
   return NULL;
 }
 
+static void leave_netns(int own);
+
 static napi_value BindInNetns(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -102,12 +104,7 @@ static napi_value BindInNetns(napi_env env, napi_callback_info info) {
       sock = -1;
     }
   }
-  if (setns(own, CLONE_NEWNET) != 0) {
-    /* The thread cannot go back: nothing sane can continue on it. */
-    perror("berthd: cannot return to the daemon's network namespace");
-    abort();
-  }
-  close(own);
+  leave_netns(own);
   if (err) return fail(env, err, step, path);
   napi_value result;
   napi_create_int32(env, sock, &result);
@@ -162,23 +159,45 @@ static void fill_in(struct sockaddr *sa, struct in_addr addr) {
   sin->sin_addr = addr;
 }
 
-static napi_value ConfigureInterface(napi_env env, napi_callback_info info) {
+/* The arguments (pid, ifname, address, prefixLen, gateway) of configureInterface and configureIPv6. */
+struct iface_args {
+  int32_t pid, prefix;
+  char ifname[IFNAMSIZ + 1];
+  bool with_gateway;
+  union {
+    struct in_addr v4;
+    struct in6_addr v6;
+  } addr, gw;
+};
+
+/* Reads them for FAMILY (AF_INET or AF_INET6); false, with a TypeError saying `usage`, when they are not that. */
+static bool iface_args(napi_env env, napi_callback_info info, int family, const char *usage, struct iface_args *a) {
   size_t argc = 5;
   napi_value argv[5];
-  int32_t pid = 0, prefix = 0;
-  char ifname[IFNAMSIZ + 1], address[64], gateway[64];
+  char address[64], gateway[64];
   size_t len = 0;
-  struct in_addr addr, gw, mask;
+  int32_t min_prefix = family == AF_INET ? 0 : 1, max_prefix = family == AF_INET ? 32 : 128;
+  memset(a, 0, sizeof *a);
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
-      napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0 ||
-      napi_get_value_string_utf8(env, argv[1], ifname, sizeof ifname, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
-      napi_get_value_string_utf8(env, argv[2], address, sizeof address, &len) != napi_ok || inet_pton(AF_INET, address, &addr) != 1 ||
-      napi_get_value_int32(env, argv[3], &prefix) != napi_ok || prefix < 0 || prefix > 32 ||
-      napi_get_value_string_utf8(env, argv[4], gateway, sizeof gateway, &len) != napi_ok || (len > 0 && inet_pton(AF_INET, gateway, &gw) != 1)) {
-    napi_throw_type_error(env, NULL, "configureInterface(pid, ifname, address, prefixLen, gateway) needs a pid, an interface name, an IPv4 address, a prefix length and a gateway or ''");
-    return NULL;
+      napi_get_value_int32(env, argv[0], &a->pid) != napi_ok || a->pid <= 0 ||
+      napi_get_value_string_utf8(env, argv[1], a->ifname, sizeof a->ifname, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
+      napi_get_value_string_utf8(env, argv[2], address, sizeof address, &len) != napi_ok || inet_pton(family, address, &a->addr) != 1 ||
+      napi_get_value_int32(env, argv[3], &a->prefix) != napi_ok || a->prefix < min_prefix || a->prefix > max_prefix ||
+      napi_get_value_string_utf8(env, argv[4], gateway, sizeof gateway, &len) != napi_ok || (len > 0 && inet_pton(family, gateway, &a->gw) != 1)) {
+    napi_throw_type_error(env, NULL, usage);
+    return false;
   }
-  bool with_gateway = len > 0;
+  a->with_gateway = len > 0;
+  return true;
+}
+
+static napi_value ConfigureInterface(napi_env env, napi_callback_info info) {
+  struct iface_args a;
+  if (!iface_args(env, info, AF_INET, "configureInterface(pid, ifname, address, prefixLen, gateway) needs a pid, an interface name, an IPv4 address, a prefix length and a gateway or ''", &a)) return NULL;
+  int32_t pid = a.pid, prefix = a.prefix;
+  char *ifname = a.ifname;
+  struct in_addr addr = a.addr.v4, gw = a.gw.v4, mask;
+  bool with_gateway = a.with_gateway;
   mask.s_addr = prefix == 0 ? 0 : htonl(0xffffffffu << (32 - prefix));
   char path[64];
   int own = enter_netns(pid, path, sizeof path);
@@ -238,6 +257,33 @@ static void end_nest(struct nlmsghdr *nh, struct rtattr *nest) {
   nest->rta_len = (unsigned short)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len) - (char *)nest);
 }
 
+/* What failed in netlink_ask: the kernel refused the request, or the socket failed to send it or read the answer. */
+enum netlink_failure { NETLINK_REFUSED, NETLINK_SEND, NETLINK_RECEIVE };
+
+/* Sends one rtnetlink request on sock and waits for its acknowledgement; returns 0 or an errno (*failed says where). */
+static int netlink_ask(int sock, struct nlmsghdr *nh, enum netlink_failure *failed) {
+  struct sockaddr_nl kernel;
+  memset(&kernel, 0, sizeof kernel);
+  kernel.nl_family = AF_NETLINK;
+  *failed = NETLINK_SEND;
+  if (sendto(sock, nh, nh->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return errno;
+  *failed = NETLINK_RECEIVE;
+  char answer[4096];
+  for (;;) {
+    ssize_t n = recv(sock, answer, sizeof answer, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    for (struct nlmsghdr *h = (struct nlmsghdr *)answer; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_seq == nh->nlmsg_seq) {
+        *failed = NETLINK_REFUSED;
+        return -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+      }
+    }
+  }
+}
+
 static napi_value CreateVeth(napi_env env, napi_callback_info info) {
   size_t argc = 6;
   napi_value argv[6];
@@ -290,51 +336,11 @@ static napi_value CreateVeth(napi_env env, napi_callback_info info) {
 
   int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (sock < 0) return fail(env, errno, "open", "rtnetlink");
-  struct sockaddr_nl kernel;
-  memset(&kernel, 0, sizeof kernel);
-  kernel.nl_family = AF_NETLINK;
-  if (sendto(sock, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
-    int err = errno;
-    close(sock);
-    return fail(env, err, "send RTM_NEWLINK for", host);
-  }
-  char answer[4096];
-  for (;;) {
-    ssize_t n = recv(sock, answer, sizeof answer, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(sock);
-      return fail(env, err, "read the answer for", host);
-    }
-    for (struct nlmsghdr *nh = (struct nlmsghdr *)answer; NLMSG_OK(nh, (size_t)n); nh = NLMSG_NEXT(nh, n)) {
-      if (nh->nlmsg_type == NLMSG_ERROR) {
-        int err = -((struct nlmsgerr *)NLMSG_DATA(nh))->error;
-        close(sock);
-        if (err) return fail(env, err, "create the veth pair", host);
-        return NULL;
-      }
-    }
-  }
-}
-
-/* Sends one rtnetlink request on sock and waits for its acknowledgement; returns 0 or an errno. */
-static int netlink_ask(int sock, struct nlmsghdr *nh) {
-  struct sockaddr_nl kernel;
-  memset(&kernel, 0, sizeof kernel);
-  kernel.nl_family = AF_NETLINK;
-  if (sendto(sock, nh, nh->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) return errno;
-  char answer[4096];
-  for (;;) {
-    ssize_t n = recv(sock, answer, sizeof answer, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    for (struct nlmsghdr *h = (struct nlmsghdr *)answer; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
-      if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_seq == nh->nlmsg_seq) return -((struct nlmsgerr *)NLMSG_DATA(h))->error;
-    }
-  }
+  enum netlink_failure failed;
+  int err = netlink_ask(sock, &req.nh, &failed);
+  close(sock);
+  if (!err) return NULL;
+  return fail(env, err, failed == NETLINK_SEND ? "send RTM_NEWLINK for" : failed == NETLINK_RECEIVE ? "read the answer for" : "create the veth pair", host);
 }
 
 struct addrreq {
@@ -356,26 +362,17 @@ struct routereq {
  * (RTM_NEWADDR and RTM_NEWROUTE over rtnetlink, as `ip -6 addr add ... nodad` and `ip -6 route add default`).
  */
 static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
-  napi_value argv[5];
-  int32_t pid = 0, prefix = 0;
-  char ifname[IFNAMSIZ + 1], address[64], gateway[64];
-  size_t len = 0;
-  struct in6_addr addr, gw;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
-      napi_get_value_int32(env, argv[0], &pid) != napi_ok || pid <= 0 ||
-      napi_get_value_string_utf8(env, argv[1], ifname, sizeof ifname, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
-      napi_get_value_string_utf8(env, argv[2], address, sizeof address, &len) != napi_ok || inet_pton(AF_INET6, address, &addr) != 1 ||
-      napi_get_value_int32(env, argv[3], &prefix) != napi_ok || prefix < 1 || prefix > 128 ||
-      napi_get_value_string_utf8(env, argv[4], gateway, sizeof gateway, &len) != napi_ok || (len > 0 && inet_pton(AF_INET6, gateway, &gw) != 1)) {
-    napi_throw_type_error(env, NULL, "configureIPv6(pid, ifname, address, prefixLen, gateway) needs a pid, an interface name, an IPv6 address, a prefix length and a gateway or ''");
-    return NULL;
-  }
-  bool with_gateway = len > 0;
+  struct iface_args a;
+  if (!iface_args(env, info, AF_INET6, "configureIPv6(pid, ifname, address, prefixLen, gateway) needs a pid, an interface name, an IPv6 address, a prefix length and a gateway or ''", &a)) return NULL;
+  int32_t pid = a.pid, prefix = a.prefix;
+  const char *ifname = a.ifname;
+  struct in6_addr addr = a.addr.v6, gw = a.gw.v6;
+  bool with_gateway = a.with_gateway;
   char path[64];
   int own = enter_netns(pid, path, sizeof path);
   if (own < 0) return fail(env, errno, "enter the network namespace", path);
   int err = 0;
+  enum netlink_failure failed;
   const char *step = "open rtnetlink in";
   int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (sock < 0) err = errno;
@@ -398,7 +395,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
     req.ifa.ifa_index = index;
     add_attr(&req.nh, IFA_LOCAL, &addr, sizeof addr);
     add_attr(&req.nh, IFA_ADDRESS, &addr, sizeof addr);
-    err = netlink_ask(sock, &req.nh);
+    err = netlink_ask(sock, &req.nh, &failed);
     if (err) step = "add the IPv6 address in";
   }
   if (!err && with_gateway) {
@@ -417,7 +414,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
     add_attr(&req.nh, RTA_GATEWAY, &gw, sizeof gw);
     uint32_t oif = index;
     add_attr(&req.nh, RTA_OIF, &oif, sizeof oif);
-    err = netlink_ask(sock, &req.nh);
+    err = netlink_ask(sock, &req.nh, &failed);
     if (err) step = "add the default IPv6 route in";
   }
   if (sock >= 0) close(sock);
