@@ -488,16 +488,15 @@ export class ContainerService implements ImageUsers {
 
   /** The rest of an auto-removal whose record went beside the exit's release (see handleExit). */
   private async finishAutoRemove(record: ContainerRecord): Promise<void> {
-    const id = record.Id;
-    try {
-      await this.releaseRemoved(id);
-      await this.store.dropTombstone(id);
-    } catch (err) {
-      log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) });
-    }
-    this.restartDelays.delete(id);
+    await this.finishRemoval(record.Id);
+    this.removed(record);
+  }
+
+  /** What users see once a container is removed: the destroy event, and the answer of its `removed` waiters. */
+  private removed(record: ContainerRecord): void {
+    this.restartDelays.delete(record.Id);
     this.publish(record, 'destroy');
-    this.signals.emit(`removed:${id}`);
+    this.signals.emit(`removed:${record.Id}`);
   }
 
   private shouldRestart(record: ContainerRecord, exitCode: number): boolean {
@@ -679,18 +678,26 @@ export class ContainerService implements ImageUsers {
     const gone = this.store.remove(record, { tombstone: true });
     const finished = this.withLock(id, async () => {
       await gone.catch(() => undefined);
-      await this.releaseRemoved(id);
-      await this.store.dropTombstone(id);
-    })
-      .catch((err) => log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) }))
-      .finally(() => {
-        if (this.finishing.get(id) === finished) this.finishing.delete(id);
-      });
+      await this.finishRemoval(id);
+    }).finally(() => {
+      if (this.finishing.get(id) === finished) this.finishing.delete(id);
+    });
     this.finishing.set(id, finished);
     await Promise.all([gone, network]);
-    this.restartDelays.delete(id);
-    this.publish(record, 'destroy');
-    this.signals.emit(`removed:${id}`);
+    this.removed(record);
+  }
+
+  /**
+   * The clean-up of a removed container whose folder is kept aside (a tombstone) until it is done: what it held
+   * is released, then the folder goes. A failure is logged; the tombstone stays for the next start of the daemon.
+   */
+  private async finishRemoval(id: string): Promise<void> {
+    try {
+      await this.releaseRemoved(id);
+      await this.store.dropTombstone(id);
+    } catch (err) {
+      log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) });
+    }
   }
 
   /** Releases what a removed container held, whatever its exit released already. */
@@ -720,9 +727,7 @@ export class ContainerService implements ImageUsers {
     await this.store.remove(record);
     // As Docker: `rm -v` (and AutoRemove) removes the container's anonymous volumes; named ones stay.
     if (opts.volumes) await this.deps.volumes?.removeAnonymous(record);
-    this.restartDelays.delete(record.Id);
-    this.publish(record, 'destroy');
-    this.signals.emit(`removed:${record.Id}`);
+    this.removed(record);
   }
 
   async rename(ref: string, newNameParam: string): Promise<void> {
@@ -881,14 +886,7 @@ export class ContainerService implements ImageUsers {
    */
   async load(): Promise<void> {
     // Removals answered before their clean-up, which a stop of the daemon interrupted: finished first.
-    for (const id of await this.store.load()) {
-      try {
-        await this.releaseRemoved(id);
-        await this.store.dropTombstone(id);
-      } catch (err) {
-        log.warn('clean-up of a removed container failed', { id, error: errorMessage(err) });
-      }
-    }
+    for (const id of await this.store.load()) await this.finishRemoval(id);
     const live = new Map<string, LiveContainer>();
     const toRestart: ContainerRecord[] = [];
     for (const record of this.store.all()) {
