@@ -46,12 +46,16 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array, o
     await fs.rm(tmp, { force: true });
     throw err;
   }
-  if (!durable) return;
-  const dir = await fs.open(path.dirname(file), 'r');
+  if (durable) await syncFolder(path.dirname(file));
+}
+
+/** fsync of a folder: the renames and unlinks in it survive a crash of the machine. */
+export async function syncFolder(dir: string): Promise<void> {
+  const handle = await fs.open(dir, 'r');
   try {
-    await dir.sync();
+    await handle.sync();
   } finally {
-    await dir.close();
+    await handle.close();
   }
 }
 
@@ -96,12 +100,13 @@ export function useFreshFilesWriter(w: FreshFilesWriter | undefined): void {
 export async function writeFreshFiles(files: ReadonlyArray<{ file: string; data: string | Buffer; mode?: number }>): Promise<void> {
   const all = files.map(({ file, data, mode = 0o644 }) => ({ file, data: typeof data === 'string' ? Buffer.from(data) : data, mode }));
   if (freshFilesWriter) return freshFilesWriter(all);
-  await Promise.all(
-    all.map(async ({ file, data, mode }) => {
-      await fs.rm(file, { force: true });
-      await fs.writeFile(file, data, { flag: 'wx', mode });
-    }),
-  );
+  await Promise.all(all.map(({ file, data, mode }) => writeFreshFile(file, data, mode)));
+}
+
+/** One file of writeFreshFiles: unlinked (a missing one is fine), then created with `data`. */
+export async function writeFreshFile(file: string, data: Uint8Array, mode: number): Promise<void> {
+  await fs.rm(file, { force: true });
+  await fs.writeFile(file, data, { flag: 'wx', mode });
 }
 
 /** Makes a folder; an existing folder is fine, anything else in its place is not (EEXIST). */

@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Conflict, InvalidParameter, NotFound } from '../errors.js';
-import { createFileDurable, writeJSONAtomic } from '../../util/atomic.js';
+import { createFileDurable, syncFolder, writeJSONAtomic } from '../../util/atomic.js';
 import { removeLater } from '../../util/later.js';
 import { log } from '../../util/log.js';
 import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
@@ -211,15 +211,5 @@ export class ContainerStore {
 
   private deleteLater(id: string): void {
     removeLater(this.tombstone(id), (p) => fs.rm(p, { recursive: true, force: true }), (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
-  }
-}
-
-/** fsync of a folder: the renames and unlinks in it survive a crash of the machine. */
-async function syncFolder(dir: string): Promise<void> {
-  const handle = await fs.open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

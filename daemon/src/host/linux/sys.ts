@@ -9,7 +9,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { mkdirOrExisting, writeNewFileSynced, type AtomicWriter, type FreshFilesWriter, type NewFileWriter } from '../../util/atomic.js';
+import { mkdirOrExisting, writeFreshFile, writeNewFileSynced, type AtomicWriter, type FreshFilesWriter, type NewFileWriter } from '../../util/atomic.js';
 
 export interface LinuxSys {
   mountOverlay(target: string, options: string): void;
@@ -144,10 +144,8 @@ async function portableSteps(steps: FsStep[]): Promise<number[]> {
     try {
       if (step[0] === 'mkdir') await mkdirOrExisting(step[1], step[2]);
       else if (step[0] === 'unlink') await fs.rm(step[1], { force: true });
-      else if (step[0] === 'write') {
-        await fs.rm(step[1], { force: true });
-        await fs.writeFile(step[1], step[2], { mode: step[3], flag: 'wx' });
-      } else if (step[0] === 'create') await writeNewFileSynced(step[1], step[2], step[3]);
+      else if (step[0] === 'write') await writeFreshFile(step[1], step[2], step[3]);
+      else if (step[0] === 'create') await writeNewFileSynced(step[1], step[2], step[3]);
       else if (step[0] === 'rename') await fs.rename(step[1], step[2]);
       else await fs.lstat(step[1]);
       results[i] = 0;
