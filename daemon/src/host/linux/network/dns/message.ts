@@ -1,7 +1,8 @@
 /**
  * The few parts of the DNS wire format (RFC 1035) the embedded server needs: the header and question of a
- * query, and an answer of A records built for it. Everything else is forwarded as bytes.
+ * query, and an answer of A and AAAA records built for it. Everything else is forwarded as bytes.
  */
+import { parseIPv6 } from '../../../../engine/networks/ipv6.js';
 
 export const TYPE_A = 1;
 export const TYPE_AAAA = 28;
@@ -50,18 +51,13 @@ export function parseQuery(msg: Buffer): Question | undefined {
   return { id, flags, name, type: msg.readUInt16BE(offset), qclass: msg.readUInt16BE(offset + 2), end: offset + 4 };
 }
 
-/** The 16 bytes of an IPv6 address in its text form (with `::`); undefined when it is not one. */
+/** The 16 bytes of an IPv6 address in its text form; undefined when it is not one. */
 function ipv6Bytes(text: string): Buffer | undefined {
-  const halves = text.split('::');
-  if (halves.length > 2) return undefined;
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  const head = groups(halves[0]);
-  const tail = halves.length === 2 ? groups(halves[1]) : [];
-  const fill = halves.length === 2 ? 8 - head.length - tail.length : 0;
-  const all = [...head, ...new Array<string>(Math.max(0, fill)).fill('0'), ...tail];
-  if (all.length !== 8 || all.some((g) => !/^[0-9a-fA-F]{1,4}$/.test(g))) return undefined;
+  const n = parseIPv6(text);
+  if (n === undefined) return undefined;
   const out = Buffer.alloc(16);
-  all.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2));
+  out.writeBigUInt64BE(n >> 64n, 0);
+  out.writeBigUInt64BE(n & 0xffff_ffff_ffff_ffffn, 8);
   return out;
 }
 
