@@ -244,6 +244,14 @@ struct nlreq {
   char attrs[1024];
 };
 
+/* Starts an rtnetlink request that creates something (NLM_F_CREATE | NLM_F_EXCL) and asks for an acknowledgement. */
+static void new_request(struct nlmsghdr *nh, unsigned short type, size_t payload, unsigned int seq) {
+  nh->nlmsg_len = NLMSG_LENGTH(payload);
+  nh->nlmsg_type = type;
+  nh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+  nh->nlmsg_seq = seq;
+}
+
 static struct rtattr *add_attr(struct nlmsghdr *nh, unsigned short type, const void *data, size_t len) {
   struct rtattr *rta = (struct rtattr *)((char *)nh + NLMSG_ALIGN(nh->nlmsg_len));
   rta->rta_type = type;
@@ -310,10 +318,7 @@ static napi_value CreateVeth(napi_env env, napi_callback_info info) {
 
   struct nlreq req;
   memset(&req, 0, sizeof req);
-  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifinfomsg));
-  req.nh.nlmsg_type = RTM_NEWLINK;
-  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
-  req.nh.nlmsg_seq = 1;
+  new_request(&req.nh, RTM_NEWLINK, sizeof(struct ifinfomsg), 1);
   req.ifi.ifi_family = AF_UNSPEC;
   req.ifi.ifi_flags = IFF_UP;
   req.ifi.ifi_change = IFF_UP;
@@ -384,10 +389,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   if (!err) {
     struct addrreq req;
     memset(&req, 0, sizeof req);
-    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct ifaddrmsg));
-    req.nh.nlmsg_type = RTM_NEWADDR;
-    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
-    req.nh.nlmsg_seq = 1;
+    new_request(&req.nh, RTM_NEWADDR, sizeof(struct ifaddrmsg), 1);
     req.ifa.ifa_family = AF_INET6;
     req.ifa.ifa_prefixlen = (unsigned char)prefix;
     req.ifa.ifa_flags = IFA_F_NODAD;
@@ -401,10 +403,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   if (!err && with_gateway) {
     struct routereq req;
     memset(&req, 0, sizeof req);
-    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-    req.nh.nlmsg_type = RTM_NEWROUTE;
-    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
-    req.nh.nlmsg_seq = 2;
+    new_request(&req.nh, RTM_NEWROUTE, sizeof(struct rtmsg), 2);
     req.rtm.rtm_family = AF_INET6;
     req.rtm.rtm_dst_len = 0;
     req.rtm.rtm_table = RT_TABLE_MAIN;
