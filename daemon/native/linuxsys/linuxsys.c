@@ -28,6 +28,8 @@
  *   removeTreeAsync(path, cb)      rm -rf --one-file-system PATH on a thread of the pool, then cb(err|null): one
  *                                  task instead of a trip through the pool per entry; symlinks are removed, never
  *                                  followed, and a mount point below PATH is an error (EXDEV), never entered
+ *   syncfsAsync(path, cb)          syncfs(2) of the file system holding PATH on a thread of the pool, then
+ *                                  cb(err|null)
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -556,16 +558,19 @@ static int remove_at(int parent, const char *name, dev_t dev, int depth) {
   return 0;
 }
 
-struct remove_work {
+/* A task of the pool on one absolute path (removeTreeAsync, syncfsAsync). */
+struct path_work {
   napi_async_work work;
   napi_ref callback;
+  /* What the error message says was done to the path. */
+  const char *what;
   char target[4096];
   int err;
 };
 
 static void remove_execute(napi_env env, void *data) {
   (void)env;
-  struct remove_work *w = data;
+  struct path_work *w = data;
   struct stat st;
   if (lstat(w->target, &st) != 0) {
     w->err = errno == ENOENT ? 0 : errno;
@@ -590,18 +595,32 @@ static void remove_execute(napi_env env, void *data) {
   close(parent);
 }
 
-static void remove_complete(napi_env env, napi_status status, void *data) {
-  struct remove_work *w = data;
-  call_back(env, w->callback, status != napi_ok ? ECANCELED : w->err, "remove", w->target);
+static void syncfs_execute(napi_env env, void *data) {
+  (void)env;
+  struct path_work *w = data;
+  int fd = open(w->target, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    w->err = errno;
+    return;
+  }
+  w->err = syncfs(fd) != 0 ? errno : 0;
+  close(fd);
+}
+
+static void path_complete(napi_env env, napi_status status, void *data) {
+  struct path_work *w = data;
+  call_back(env, w->callback, status != napi_ok ? ECANCELED : w->err, w->what, w->target);
   napi_delete_async_work(env, w->work);
   free(w);
 }
 
-static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
+/* Queues `execute` on the absolute path of argv[0], calling back argv[1]; `usage` is the TypeError's message. */
+static napi_value path_task(napi_env env, napi_callback_info info, const char *usage, const char *resource, const char *what,
+                            napi_async_execute_callback execute) {
   size_t argc = 2;
   napi_value argv[2];
   napi_valuetype type = napi_undefined;
-  struct remove_work *w = calloc(1, sizeof *w);
+  struct path_work *w = calloc(1, sizeof *w);
   if (!w) {
     napi_throw_error(env, "ENOMEM", "out of memory");
     return NULL;
@@ -609,16 +628,25 @@ static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || string_arg(env, argv[0], w->target, sizeof w->target) ||
       w->target[0] != '/' || napi_typeof(env, argv[1], &type) != napi_ok || type != napi_function) {
     free(w);
-    napi_throw_type_error(env, NULL, "removeTreeAsync(path, callback) needs an absolute path and a function");
+    napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
+  w->what = what;
   napi_create_reference(env, argv[1], 1, &w->callback);
-  if (!queue_work(env, "berth:remove", remove_execute, remove_complete, w, &w->work)) {
+  if (!queue_work(env, resource, execute, path_complete, w, &w->work)) {
     napi_delete_reference(env, w->callback);
     free(w);
-    napi_throw_error(env, "EIO", "cannot queue the removal");
+    napi_throw_error(env, "EIO", "cannot queue the task");
   }
   return NULL;
+}
+
+static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
+  return path_task(env, info, "removeTreeAsync(path, callback) needs an absolute path and a function", "berth:remove", "remove", remove_execute);
+}
+
+static napi_value SyncfsAsync(napi_env env, napi_callback_info info) {
+  return path_task(env, info, "syncfsAsync(path, callback) needs an absolute path and a function", "berth:syncfs", "syncfs", syncfs_execute);
 }
 
 /* Writes all of `data` to `fd`: 0, or the errno of the write that failed. */
@@ -938,6 +966,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "waitpid", fn);
   napi_create_function(env, "removeTreeAsync", NAPI_AUTO_LENGTH, RemoveTreeAsync, NULL, &fn);
   napi_set_named_property(env, exports, "removeTreeAsync", fn);
+  napi_create_function(env, "syncfsAsync", NAPI_AUTO_LENGTH, SyncfsAsync, NULL, &fn);
+  napi_set_named_property(env, exports, "syncfsAsync", fn);
   napi_create_function(env, "writeFileAtomicAsync", NAPI_AUTO_LENGTH, WriteFileAtomicAsync, NULL, &fn);
   napi_set_named_property(env, exports, "writeFileAtomicAsync", fn);
   napi_create_function(env, "fsBatchAsync", NAPI_AUTO_LENGTH, FsBatchAsync, NULL, &fn);

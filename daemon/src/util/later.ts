@@ -18,6 +18,12 @@ interface Pending {
 export const REMOVE_LATER_DELAY_MS = 1000;
 
 const queue: Pending[] = [];
+let afterBatch: (() => Promise<void>) | undefined;
+
+/** Sets what runs after each batch of deletions (the host's: see host/linux/nojournal.ts); its failure is ignored. */
+export function useAfterBatch(fn: (() => Promise<void>) | undefined): void {
+  afterBatch = fn;
+}
 let timer: NodeJS.Timeout | undefined;
 let sweeping: Promise<void> | undefined;
 
@@ -39,6 +45,7 @@ function sweep(): Promise<void> {
   sweeping = (async () => {
     // One at a time: the batch is background work and should not crowd the thread pool.
     for (const item of batch) await item.remove(item.path).catch(item.onError);
+    if (afterBatch && batch.length > 0) await afterBatch().catch(() => undefined);
   })().finally(() => {
     sweeping = undefined;
     if (queue.length > 0 && !timer) schedule();

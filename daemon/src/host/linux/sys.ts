@@ -37,6 +37,8 @@ export interface LinuxSys {
    * mount point below the path is an error (EXDEV). Absent in older builds.
    */
   removeTreeAsync?(target: string, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** syncfs(2) of the file system holding the path, on the thread pool. Absent in older builds. */
+  syncfsAsync?(target: string, done: (err: NodeJS.ErrnoException | null) => void): void;
   /** FsStep lists as one task of the pool: each step's errno (0 done, -1 not run). Absent in older builds. */
   fsBatchAsync?(steps: FsStep[], done: (results: number[]) => void): void;
   /** The steps of util/atomic's writeFileAtomic as one task of the pool. Absent in older builds. */
