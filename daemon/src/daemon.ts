@@ -42,6 +42,9 @@ import { updateContainer } from './engine/containers/update.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { findInitBinary, readInitVersion } from './host/linux/init.js';
+import { ensureExecRootTmpfs } from './host/linux/execroot.js';
+import { writebackAfterDeletions } from './host/linux/nojournal.js';
+import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter } from './host/linux/sys.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
@@ -165,6 +168,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   await fs.mkdir(opts.dataRoot, { recursive: true, mode: 0o710 });
   await fs.mkdir(opts.execRoot, { recursive: true, mode: 0o700 });
+  await ensureExecRootTmpfs(opts.execRoot);
+  // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
+  useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   await writePidfile(opts.pidfile);
 
   const events = new EventBus();

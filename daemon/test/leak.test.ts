@@ -35,7 +35,8 @@ function hostState(engine: Engine, bridges: string[]): HostState {
     rules: lines('iptables-save', []).filter((l) => l.startsWith('-A ') && (mentions(l) || l.includes('berth:' + bridges[0]))).sort(),
     rules6: lines('ip6tables-save', []).filter((l) => l.startsWith('-A ') && mentions(l)).sort(),
     routes6: lines('ip', ['-6', 'route', 'show']).filter(mentions).sort(),
-    mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((p) => p && p.startsWith(engine.root)).sort(),
+    // The exec root's own tmpfs (see host/linux/execroot.ts) stays for as long as the engine's root does.
+    mounts: readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4]).filter((p) => p && p.startsWith(engine.root) && p !== engine.execRoot).sort(),
   };
 }
 

@@ -25,6 +25,7 @@ async function leftovers(e: Engine, id: string): Promise<string[]> {
     path.join(e.execRoot, 'conmon'),
     path.join(e.execRoot, 'runtime'),
     path.join(e.execRoot, 'exits'),
+    path.join(e.execRoot, 'bundles'),
   ];
   for (const dir of folders) {
     for (const name of await fs.readdir(dir).catch(() => [] as string[])) if (name.includes(id)) found.push(path.join(dir, name));

@@ -3,9 +3,12 @@
  *
  * Formats (layout version 1):
  * - data root `runtime/<id>/`: the container's overlay (`upper/`, `work/`, `merged/`, `lower/<n>` symlinks to
- *   the image's layer folders, n = 0 for the bottom layer), the OCI bundle (`config.json`, written at every
- *   start), the FIFOs and attach socket conmon creates in the bundle (`ctl`, `winsz`, `attach`) and conmon's
- *   persist folder `persist/` (`exit`, `oom`).
+ *   the image's layer folders, n = 0 for the bottom layer) and conmon's persist folder `persist/` (`exit`,
+ *   `oom`), which outlive a reboot.
+ * - exec root `bundles/<id>/`: the OCI bundle (`config.json`, written at every start) and the FIFOs and attach
+ *   socket conmon creates in it (`ctl`, `winsz`, `attach`): what only a running container needs is kept beside
+ *   the runtime's state, on the exec root's tmpfs (see host/linux/execroot.ts), and not created and deleted on
+ *   disk at every start and removal.
  * - exec root `runtime/`: the OCI runtime's state root (`--root`), so that daemons with different exec roots
  *   never see each other's containers.
  * - exec root `exits/<id>`: conmon's exit file, the exit code as decimal text, written when the container ended;
@@ -28,6 +31,7 @@ export class RuntimeLayout {
   readonly conmonDir: string;
   readonly containersDir: string;
   readonly execDir: string;
+  readonly bundlesDir: string;
 
   constructor(
     readonly dataRoot: string,
@@ -39,14 +43,15 @@ export class RuntimeLayout {
     this.socketDir = path.join(execRoot, 'sock');
     this.conmonDir = path.join(execRoot, 'conmon');
     this.execDir = path.join(execRoot, 'execs');
+    this.bundlesDir = path.join(execRoot, 'bundles');
   }
 
-  /** The container's own folder in the data root: overlay dirs, bundle and conmon's persist folder. */
+  /** The container's own folder in the data root: overlay dirs and conmon's persist folder. */
   containerDir(id: string): string {
     return path.join(this.containersDir, checkId(id));
   }
   bundle(id: string): string {
-    return this.containerDir(id);
+    return path.join(this.bundlesDir, checkId(id));
   }
   merged(id: string): string {
     return path.join(this.containerDir(id), 'merged');

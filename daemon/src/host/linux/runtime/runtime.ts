@@ -126,9 +126,9 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     this.dirsReady ??= (async () => {
       const l = this.layout;
       await fs.mkdir(l.containersDir, { recursive: true, mode: 0o710 });
-      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir, l.execDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir, l.execDir, l.bundlesDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
       // Folders of removed containers whose deletion a stop of the daemon interrupted.
-      for (const dir of [l.containersDir, l.conmonDir]) {
+      for (const dir of [l.containersDir, l.conmonDir, l.bundlesDir]) {
         for (const name of readdirSync(dir)) {
           if (name.startsWith(REMOVING_PREFIX)) void removeTree(path.join(dir, name)).catch(() => undefined);
         }
@@ -175,6 +175,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const asides = [
       [dir, path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`)],
       [this.layout.conmonFiles(id), path.join(this.layout.conmonDir, `${REMOVING_PREFIX}${id}`)],
+      [this.layout.bundle(id), path.join(this.layout.bundlesDir, `${REMOVING_PREFIX}${id}`)],
     ] as const;
     // One task of the pool for the unlink and the renames; a folder that cannot be renamed is removed in place.
     const results = await fsStepResults([['unlink', this.layout.exitFile(id)], ...asides.map(([from, aside]): FsStep => ['rename', from, aside])]);
@@ -229,6 +230,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     const seccompKey = this.oci.name === 'crun' ? this.seccompPrograms.keyOf(spec) : undefined;
     await fsSteps([
       ['unlink', l.exitFile(id)],
+      ['mkdir', bundle, 0o700],
       ...(io.noLog ? [] : [['mkdir', path.dirname(io.logPath), 0o755] as FsStep]),
       ['mkdir', files, 0o700],
       ['unlink', path.join(files, 'pid')],
