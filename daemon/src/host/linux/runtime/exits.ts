@@ -4,7 +4,7 @@
  * also reads the file once after it is registered (closing the race with an exit that happened before), and a
  * slow check of conmon's liveness ends the wait of a container whose conmon died without writing the file.
  */
-import { watch, promises as fs, type FSWatcher } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, promises as fs, readSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 import type { ExitInfo } from '../../host.js';
 
@@ -19,22 +19,31 @@ export interface ExitSource {
 /** Exit code recorded when conmon vanished without writing one (Docker's "unknown" exit). */
 export const LOST_EXIT_CODE = 255;
 
+/**
+ * The exit conmon recorded, or undefined while there is none. Read synchronously: a few bytes of a local file
+ * (on the exec root's tmpfs), on the path from a container's exit to its waiters' answer.
+ */
 export async function readExitFile(src: ExitSource, id: string): Promise<ExitInfo | undefined> {
   let text: string;
   let mtimeNs: bigint;
+  const file = src.exitFile(id);
+  let fd: number;
   try {
-    const file = src.exitFile(id);
-    const [content, st] = await Promise.all([fs.readFile(file, 'utf8'), fs.stat(file, { bigint: true })]);
-    text = content.trim();
-    mtimeNs = st.mtimeNs;
+    fd = openSync(file, 'r');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
+  try {
+    mtimeNs = fstatSync(fd, { bigint: true }).mtimeNs;
+    const buffer = Buffer.alloc(64);
+    text = buffer.toString('utf8', 0, readSync(fd, buffer, 0, buffer.length, 0)).trim();
+  } finally {
+    closeSync(fd);
+  }
   // conmon writes the file with g_file_set_contents (a rename): it is whole or absent.
   const code = /^-?\d+$/.test(text) ? Number(text) : LOST_EXIT_CODE;
-  const oom = await Promise.all(src.oomFiles(id).map((f) => fs.access(f).then(() => true, () => false)));
-  return { exitCode: code < 0 ? LOST_EXIT_CODE : code, finishedAtNano: mtimeNs, oomKilled: oom.some(Boolean) };
+  return { exitCode: code < 0 ? LOST_EXIT_CODE : code, finishedAtNano: mtimeNs, oomKilled: src.oomFiles(id).some((f) => existsSync(f)) };
 }
 
 interface Waiter {
