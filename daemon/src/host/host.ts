@@ -108,6 +108,8 @@ export interface ContainerRuntimeHost {
    */
   mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
   unmountRootfs(id: string): Promise<void>;
+  /** Says that a start is beginning (mount, then start follow): the host may prepare what the runtime will wait for. */
+  startBeginning?(): void;
   /** Removes the container's writable layer and bundle. */
   removeContainerFiles(id: string): Promise<void>;
   /** Reads a file from an image's layers, bottom-first (for /etc/passwd lookups before the container exists). */

@@ -304,6 +304,7 @@ export class ContainerService implements ImageUsers {
         if (!other.State.Running) throw new Conflict(`cannot join network of a non running container: ${other.Id}`);
         network = { path: `/proc/${other.State.Pid}/ns/net` };
       }
+      this.host.startBeginning?.();
       const lowerDirs = this.images.lowerDirs(record.ImageChainIds);
       const [, passwd, group] = await Promise.all([
         fs.mkdir(this.store.dir(record.Id), { recursive: true }),

@@ -144,7 +144,8 @@ export function parseProcCgroup(text: string): Map<string, string> {
   return out;
 }
 
-function under(mount: { mountPoint: string; root: string }, cgroupPath: string): string {
+/** Where a cgroup path (as /proc/<pid>/cgroup gives it) is under a hierarchy's mount. */
+export function under(mount: { mountPoint: string; root: string }, cgroupPath: string): string {
   const rel = mount.root !== '/' && cgroupPath.startsWith(mount.root) ? cgroupPath.slice(mount.root.length) : cgroupPath;
   return path.join(mount.mountPoint, rel);
 }

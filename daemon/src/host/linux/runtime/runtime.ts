@@ -23,6 +23,7 @@ import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logr
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import { SeccompProgramCache } from './seccompcache.js';
+import { AttachLockWarmer } from '../cgroups/attachlock.js';
 import { log } from '../../../util/log.js';
 import { fsStepResults, fsSteps, linuxSys, removeTree, type FsStep } from '../sys.js';
 import { removeLater } from '../../../util/later.js';
@@ -94,6 +95,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private sealedRuntime: SealedRuntime | undefined;
   /** Seccomp programs crun compiled, reused by later containers with the same filter (crun only). */
   private readonly seccompPrograms = new SeccompProgramCache();
+  private readonly attachLock = new AttachLockWarmer();
 
   constructor(opts: LinuxRuntimeOptions) {
     this.layout = new RuntimeLayout(path.resolve(opts.dataRoot), path.resolve(opts.execRoot));
@@ -138,6 +140,11 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       throw err;
     });
     return this.dirsReady;
+  }
+
+  /** See cgroups/attachlock.ts. */
+  startBeginning(): void {
+    this.attachLock.warm();
   }
 
   // -- root filesystem --
