@@ -195,6 +195,43 @@ describe('exec API', () => {
     assert.ok(events.text.split('\n').filter(Boolean).some((l) => JSON.parse(l).Actor.Attributes.execID === id), events.text);
   });
 
+  test('stdin sent as soon as the stream is taken over, and its end, reach the process (exec and attach)', async () => {
+    // The input and the half-close come while the process (or the attach) is still being set up: they wait
+    // for it. Sent with the request itself, or right after the answer's head.
+    const start = async (request: string, expected: string, withRequest: boolean) => {
+      const socket = net.connect(engine.socket);
+      socket.on('error', () => undefined);
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      const closed = new Promise((r) => socket.on('close', r));
+      if (withRequest) {
+        socket.end(`${request}hello\nworld\n`);
+      } else {
+        socket.write(request);
+        await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'), 10_000, 1);
+        socket.end('hello\nworld\n');
+      }
+      await closed;
+      const all = Buffer.concat(chunks);
+      assert.match(all.toString('latin1'), /^HTTP\/1\.1 (101 UPGRADED|200 OK)\r\n/);
+      assert.equal(demux(all.subarray(all.indexOf('\r\n\r\n') + 4)).stdout, expected);
+    };
+    for (const withRequest of [true, false, false, false]) {
+      const id = (await engine.request('POST', `/containers/${box}/exec`, {
+        body: { AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: ['sh', '-c', 'tr a-z A-Z; echo end'] },
+      })).json().Id;
+      const body = JSON.stringify({ Detach: false, Tty: false });
+      await start(`POST /exec/${id}/start HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 'HELLO\nWORLD\nend\n', withRequest);
+    }
+    for (const withRequest of [true, false]) {
+      const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['sh', '-c', 'tr a-z A-Z; echo end'], OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true } });
+      const cid = created.json().Id;
+      assert.equal((await engine.request('POST', `/containers/${cid}/start`)).status, 204);
+      await start(`POST /containers/${cid}/attach?stream=1&stdin=1&stdout=1 HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n`, 'HELLO\nWORLD\nend\n', withRequest);
+      await engine.request('DELETE', `/containers/${cid}?force=1`);
+    }
+  });
+
   test('input the process never reads costs none of its output', async () => {
     // The client keeps typing while the process, its stdin closed, prints and exits: the monitor then goes
     // away with input unread, and the socket's reset must not drop the output already sent.
