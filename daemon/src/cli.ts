@@ -10,7 +10,7 @@ A container engine serving the Engine API.
 Options:
   -H, --host list              Daemon socket(s) to listen on (unix://PATH, tcp://HOST:PORT; repeatable)
       --data-root string       Root of persistent state (default "/var/lib/berth")
-      --exec-root string       Root of the daemon's runtime state (default "/run/berth")
+      --exec-root string       Root of the daemon's per-boot state, on a tmpfs (default "/run/berth")
   -p, --pidfile string         Path of the daemon's PID file (default "/var/run/berthd.pid")
       --runtime string         OCI runtime: crun or runc (default "crun")
       --init-path string       Init binary that --init runs as PID 1 (default: docker-init, tini-static or tini on PATH)
