@@ -124,4 +124,7 @@ export function pumpStdin(conn: Duplex, input: NodeJS.WritableStream, detachKeys
     if (detached) on.detach();
   });
   conn.on('end', () => on.clientEnded());
+  // A start whose JSON body came after its head left the connection paused, so that nothing beyond the body was
+  // read before this: a 'data' listener does not undo an explicit pause.
+  conn.resume();
 }
