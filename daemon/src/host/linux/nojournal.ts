@@ -11,6 +11,7 @@
  */
 import { readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { parseMountinfo } from './mountinfo.js';
 import { linuxSys } from './sys.js';
 
 /** The mount (from /proc/self/mountinfo) holding `dir`: its device number and file system type. */
@@ -22,14 +23,10 @@ function mountOf(dir: string): { device: string; fsType: string } | undefined {
     return undefined;
   }
   let best: { mountPoint: string; device: string; fsType: string } | undefined;
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const fields = line.split(' ');
-    const dash = fields.indexOf('-');
-    if (fields.length < 5 || dash < 0) continue;
-    const mountPoint = fields[4]!.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
+  for (const { mountPoint, device, fsType } of parseMountinfo(readFileSync('/proc/self/mountinfo', 'utf8'))) {
     const inside = mountPoint === '/' || real === mountPoint || real.startsWith(mountPoint + '/');
     // The last matching line wins among equal mount points (a mount stacked on another).
-    if (inside && (!best || mountPoint.length >= best.mountPoint.length)) best = { mountPoint, device: fields[2]!, fsType: fields[dash + 1]! };
+    if (inside && (!best || mountPoint.length >= best.mountPoint.length)) best = { mountPoint, device, fsType };
   }
   return best && { device: best.device, fsType: best.fsType };
 }

@@ -8,6 +8,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ContainerStatsSample, StatsHost } from '../../../engine/containers/stats.js';
+import { parseMountinfo } from '../mountinfo.js';
 
 /** USER_HZ: the unit of cpuacct.stat and /proc/stat (100 on every Linux architecture we run on). */
 const CLOCK_TICKS = 100;
@@ -117,16 +118,10 @@ interface CgroupMounts {
 export function parseCgroupMounts(mountinfo: string): CgroupMounts {
   const v1 = new Map<string, { mountPoint: string; root: string }>();
   let v2: { mountPoint: string; root: string } | undefined;
-  for (const line of mountinfo.split('\n')) {
-    const sep = line.indexOf(' - ');
-    if (sep < 0) continue;
-    const left = line.slice(0, sep).split(' ');
-    const [fstype, , superOptions] = line.slice(sep + 3).split(' ');
-    const root = left[3];
-    const mountPoint = left[4];
-    if (fstype === 'cgroup2') v2 ??= { mountPoint, root };
-    else if (fstype === 'cgroup') {
-      for (const opt of (superOptions ?? '').split(',')) if (!v1.has(opt)) v1.set(opt, { mountPoint, root });
+  for (const { fsType, mountPoint, root, superOptions } of parseMountinfo(mountinfo)) {
+    if (fsType === 'cgroup2') v2 ??= { mountPoint, root };
+    else if (fsType === 'cgroup') {
+      for (const opt of superOptions) if (!v1.has(opt)) v1.set(opt, { mountPoint, root });
     }
   }
   return { v1, v2 };

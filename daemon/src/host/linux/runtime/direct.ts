@@ -16,6 +16,7 @@
 import { closeSync, constants, openSync, promises as fs, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { removeTree } from '../sys.js';
+import { parseMountinfo } from '../mountinfo.js';
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
@@ -46,16 +47,9 @@ export function parseCrunStatus(text: string): CrunStatus {
 
 /** Mount points of the cgroup hierarchies (v1 and v2) in a mountinfo text. */
 export function cgroupMounts(mountinfo: string): string[] {
-  const out: string[] = [];
-  for (const line of mountinfo.split('\n')) {
-    const sep = line.indexOf(' - ');
-    if (sep < 0) continue;
-    const fstype = line.slice(sep + 3).split(' ')[0];
-    if (fstype !== 'cgroup' && fstype !== 'cgroup2') continue;
-    const mountPoint = line.split(' ')[4];
-    if (mountPoint) out.push(mountPoint.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8))));
-  }
-  return out;
+  return parseMountinfo(mountinfo)
+    .filter((m) => m.fsType === 'cgroup' || m.fsType === 'cgroup2')
+    .map((m) => m.mountPoint);
 }
 
 let mounts: string[] | undefined;

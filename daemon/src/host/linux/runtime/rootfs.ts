@@ -12,6 +12,7 @@ import { execFile } from 'node:child_process';
 import { constants, existsSync, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { fsSteps, linuxSys, type FsStep, type LinuxSys } from '../sys.js';
+import { parseMountinfo } from '../mountinfo.js';
 
 function run(cmd: string, args: string[], cwd?: string): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -22,17 +23,12 @@ function run(cmd: string, args: string[], cwd?: string): Promise<void> {
   });
 }
 
-/** Mount points at or below `dir` (octal escapes of /proc/self/mountinfo decoded). */
+/** Mount points at or below `dir`. */
 export async function mountsUnder(dir: string): Promise<string[]> {
   const text = await fs.readFile('/proc/self/mountinfo', 'utf8');
-  const out: string[] = [];
-  for (const line of text.split('\n')) {
-    const field = line.split(' ')[4];
-    if (!field) continue;
-    const mountPoint = field.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
-    if (mountPoint === dir || mountPoint.startsWith(dir + '/')) out.push(mountPoint);
-  }
-  return out;
+  return parseMountinfo(text)
+    .map((m) => m.mountPoint)
+    .filter((p) => p === dir || p.startsWith(dir + '/'));
 }
 
 export async function isMountPoint(dir: string): Promise<boolean> {
