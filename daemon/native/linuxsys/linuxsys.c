@@ -226,6 +226,18 @@ static napi_value Pipe(napi_env env, napi_callback_info info) {
   return arr;
 }
 
+/* Writes all of `data` to `fd`: 0, or the errno of the write that failed. */
+static int write_all(int fd, const char *data, size_t length) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = write(fd, data + done, length - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
 static napi_value SealedCopy(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -245,33 +257,24 @@ static napi_value SealedCopy(napi_env env, napi_callback_info info) {
     return fail(env, err, "memfd_create for", file);
   }
   char buf[65536];
+  int err = 0;
   for (;;) {
     ssize_t n = read(src, buf, sizeof buf);
     if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      goto failed;
-    }
-    for (ssize_t off = 0; off < n;) {
-      ssize_t w = write(fd, buf + off, (size_t)(n - off));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        goto failed;
-      }
-      off += w;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    else err = write_all(fd, buf, (size_t)n);
+    if (err) break;
   }
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) goto failed;
+  if (!err && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) err = errno;
   close(src);
-  napi_value out;
-  napi_create_int32(env, fd, &out);
-  return out;
-failed: {
-    int err = errno;
-    close(src);
+  if (err) {
     close(fd);
     return fail(env, err, "copy into a sealed memfd", file);
   }
+  napi_value out;
+  napi_create_int32(env, fd, &out);
+  return out;
 }
 
 /* A JS array of strings as a NULL-terminated vector (freed by free_vector). */
@@ -647,18 +650,6 @@ static napi_value RemoveTreeAsync(napi_env env, napi_callback_info info) {
 
 static napi_value SyncfsAsync(napi_env env, napi_callback_info info) {
   return path_task(env, info, "syncfsAsync(path, callback) needs an absolute path and a function", "berth:syncfs", "syncfs", syncfs_execute);
-}
-
-/* Writes all of `data` to `fd`: 0, or the errno of the write that failed. */
-static int write_all(int fd, const char *data, size_t length) {
-  size_t done = 0;
-  while (done < length) {
-    ssize_t n = write(fd, data + done, length - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    done += (size_t)n;
-  }
-  return 0;
 }
 
 struct atomic_work {

@@ -18,14 +18,14 @@ interface Pending {
 export const REMOVE_LATER_DELAY_MS = 1000;
 
 const queue: Pending[] = [];
+let timer: NodeJS.Timeout | undefined;
+let sweeping: Promise<void> | undefined;
 let afterBatch: (() => Promise<void>) | undefined;
 
 /** Sets what runs after each batch of deletions (the host's: see host/linux/nojournal.ts); its failure is ignored. */
 export function useAfterBatch(fn: (() => Promise<void>) | undefined): void {
   afterBatch = fn;
 }
-let timer: NodeJS.Timeout | undefined;
-let sweeping: Promise<void> | undefined;
 
 /** Queues `path` for deletion by `remove` in the next batch; `onError` hears of a failure. */
 export function removeLater(path: string, remove: Remover, onError: (err: unknown) => void): void {

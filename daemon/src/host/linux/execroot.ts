@@ -13,15 +13,13 @@ import { log } from '../../util/log.js';
 const TMPFS_MAGIC = 0x01021994;
 const RAMFS_MAGIC = 0x858458f6;
 
-export type ExecRootFs = 'tmpfs' | 'mounted' | 'disk';
-
-/** Makes sure `dir` (which exists) is on a tmpfs where it can be; says what it found or did. */
-export async function ensureExecRootTmpfs(dir: string): Promise<ExecRootFs> {
+/** Makes sure `dir` (which exists) is on a tmpfs where it can be; the log says when it cannot. */
+export async function ensureExecRootTmpfs(dir: string): Promise<void> {
   const { type } = await fs.statfs(dir);
-  if (type === TMPFS_MAGIC || type === RAMFS_MAGIC) return 'tmpfs';
+  if (type === TMPFS_MAGIC || type === RAMFS_MAGIC) return;
   if ((await fs.readdir(dir)).length > 0) {
     log.info('the exec root is not on a tmpfs and holds files already: its files stay on disk', { execRoot: dir });
-    return 'disk';
+    return;
   }
   try {
     await new Promise<void>((resolve, reject) =>
@@ -31,7 +29,5 @@ export async function ensureExecRootTmpfs(dir: string): Promise<ExecRootFs> {
     );
   } catch (err) {
     log.warn('cannot mount a tmpfs on the exec root: its files stay on disk', { execRoot: dir, error: (err as Error).message });
-    return 'disk';
   }
-  return 'mounted';
 }

@@ -31,15 +31,15 @@ function mountOf(dir: string): { device: string; fsType: string } | undefined {
   return best && { device: best.device, fsType: best.fsType };
 }
 
-/** Whether the folder lives on an ext2/3/4 file system without a journal (see above). */
-export function onExtWithoutJournal(dir: string): boolean {
+/** The device (major:minor) of the file system holding `dir` when it is ext2/3/4 without a journal. */
+function extWithoutJournalDevice(dir: string): string | undefined {
   const mount = mountOf(dir);
-  if (!mount || !/^ext[234]$/.test(mount.fsType)) return false;
+  if (!mount || !/^ext[234]$/.test(mount.fsType)) return undefined;
   let name: string;
   try {
     name = path.basename(realpathSync(`/sys/dev/block/${mount.device}`));
   } catch {
-    return false;
+    return undefined;
   }
   let journals: string[];
   try {
@@ -47,7 +47,12 @@ export function onExtWithoutJournal(dir: string): boolean {
   } catch {
     journals = []; // no journal on any file system of this machine
   }
-  return !journals.some((j) => j.startsWith(`${name}-`));
+  return journals.some((j) => j.startsWith(`${name}-`)) ? undefined : mount.device;
+}
+
+/** Whether the folder lives on an ext2/3/4 file system without a journal (see above). */
+export function onExtWithoutJournal(dir: string): boolean {
+  return extWithoutJournalDevice(dir) !== undefined;
 }
 
 /**
@@ -56,11 +61,14 @@ export function onExtWithoutJournal(dir: string): boolean {
  */
 export function writebackAfterDeletions(dirs: string[]): (() => Promise<void>) | undefined {
   const syncfs = linuxSys()?.syncfsAsync;
-  const targets = dirs.filter(onExtWithoutJournal);
-  if (!syncfs || targets.length === 0) return undefined;
+  if (!syncfs) return undefined;
   // One per file system: folders on the same device need one syncfs.
   const byDevice = new Map<string, string>();
-  for (const dir of targets) byDevice.set(mountOf(dir)!.device, dir);
+  for (const dir of dirs) {
+    const device = extWithoutJournalDevice(dir);
+    if (device !== undefined) byDevice.set(device, dir);
+  }
+  if (byDevice.size === 0) return undefined;
   return async () => {
     for (const dir of byDevice.values()) {
       await new Promise<void>((resolve, reject) => syncfs(dir, (err) => (err ? reject(err) : resolve())));
