@@ -16,6 +16,15 @@
  *   configureIPv6(pid, ifname, address, prefixLen, gateway)
  * in the network namespace of PID: the IPv6 address (no duplicate address detection) and, when GATEWAY is
  * not empty, a default IPv6 route (rtnetlink, sparing `nsenter ip -6`).
+ *   directDelivery(hostName, bridge, mac)
+ * frames that another container of BRIDGE sends to MAC go straight to the veth HOSTNAME, past the bridge
+ * and the netfilter hooks it runs for bridged traffic (br_netfilter). HOSTNAME gets a clsact qdisc whose
+ * ingress is the bridge's shared filter block (numbered by the bridge's ifindex); the block holds one u32
+ * filter per container (a `mirred egress redirect` to its veth), in a hash table keyed by the MAC's last
+ * byte, at a slot that is a function of the MAC's last two bytes: a MAC coming back (the same address
+ * given to a new container) replaces what was there. A frame no filter takes goes through the bridge.
+ *   dropDirectDelivery(bridge, mac)
+ * removes MAC's filter from the bridge's block (nothing when there is none, or no block).
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -29,8 +38,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/if_link.h>
+#include <linux/if_ether.h>
 #include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_mirred.h>
 #include <linux/veth.h>
 #include <net/if.h>
 #include <net/route.h>
@@ -422,6 +435,204 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+
+struct tcreq {
+  struct nlmsghdr nh;
+  struct tcmsg tcm;
+  char attrs[512];
+};
+
+/* Where the filters of direct delivery live in a bridge's block: one u32 classifier at this priority, its
+ * hash table 1: (256 buckets, by the destination MAC's last byte), and the root node that hashes into it. */
+#define DIRECT_PRIO 1u
+#define DIRECT_TABLE 0x00100000u
+#define DIRECT_ROOT_LINK 0x80000001u
+
+/* The filter handle of MAC in table 1:, bucket MAC[5], node MAC[4] + 1 (node 0 is not a node). */
+static uint32_t direct_handle(const unsigned char mac[6]) {
+  return DIRECT_TABLE | ((uint32_t)mac[5] << 12) | ((uint32_t)mac[4] + 1u);
+}
+
+/* A traffic control request on the filter block BLOCK (a filter) or on the device IFINDEX (a qdisc). */
+static void tc_request(struct tcreq *req, unsigned short type, unsigned short flags, unsigned int seq) {
+  memset(req, 0, sizeof *req);
+  req->nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg));
+  req->nh.nlmsg_type = type;
+  req->nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+  req->nh.nlmsg_seq = seq;
+  req->tcm.tcm_family = AF_UNSPEC;
+}
+
+static void block_filter(struct tcreq *req, unsigned short type, unsigned short flags, unsigned int seq, uint32_t block, uint32_t handle) {
+  tc_request(req, type, flags, seq);
+  req->tcm.tcm_ifindex = (int)TCM_IFINDEX_MAGIC_BLOCK;
+  req->tcm.tcm_block_index = block;
+  req->tcm.tcm_handle = handle;
+  req->tcm.tcm_info = TC_H_MAKE(DIRECT_PRIO << 16, htons(ETH_P_ALL));
+  add_attr(&req->nh, TCA_KIND, "u32", 4);
+}
+
+static bool parse_mac(napi_env env, napi_value value, unsigned char hw[6]) {
+  char text[32];
+  size_t len = 0;
+  unsigned int mac[6];
+  if (napi_get_value_string_utf8(env, value, text, sizeof text, &len) != napi_ok ||
+      sscanf(text, "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6) return false;
+  for (int i = 0; i < 6; i++) {
+    if (mac[i] > 0xff) return false;
+    hw[i] = (unsigned char)mac[i];
+  }
+  return true;
+}
+
+/* Sends REQ and waits for its answer; an errno listed in OK (0-terminated) counts as success. */
+static int tc_ask(int sock, struct tcreq *req, const int *ok) {
+  enum netlink_failure failed;
+  int err = netlink_ask(sock, &req->nh, &failed);
+  for (; err && ok && *ok; ok++) {
+    if (err == *ok && failed == NETLINK_REFUSED) return 0;
+  }
+  return err;
+}
+
+static napi_value DirectDelivery(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  char host[IFNAMSIZ + 1], bridge[IFNAMSIZ + 1];
+  size_t l1 = 0, l2 = 0;
+  unsigned char mac[6];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
+      napi_get_value_string_utf8(env, argv[0], host, sizeof host, &l1) != napi_ok || l1 == 0 || l1 >= IFNAMSIZ ||
+      napi_get_value_string_utf8(env, argv[1], bridge, sizeof bridge, &l2) != napi_ok || l2 == 0 || l2 >= IFNAMSIZ ||
+      !parse_mac(env, argv[2], mac)) {
+    napi_throw_type_error(env, NULL, "directDelivery(hostName, bridge, mac) needs two interface names and a MAC");
+    return NULL;
+  }
+  unsigned int block = if_nametoindex(bridge);
+  if (block == 0) return fail(env, errno, "find the bridge", bridge);
+  unsigned int dev = if_nametoindex(host);
+  if (dev == 0) return fail(env, errno, "find the interface", host);
+  int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (sock < 0) return fail(env, errno, "open", "rtnetlink");
+  static const int exists[] = {EEXIST, 0};
+  static const int absent[] = {ENOENT, 0};
+  struct tcreq req;
+  const char *step = "attach the bridge's filter block to";
+  /* The veth's ingress is the bridge's block. */
+  tc_request(&req, RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL, 1);
+  req.tcm.tcm_ifindex = (int)dev;
+  req.tcm.tcm_parent = TC_H_CLSACT;
+  req.tcm.tcm_handle = TC_H_MAKE(TC_H_CLSACT, 0);
+  add_attr(&req.nh, TCA_KIND, "clsact", 7);
+  uint32_t block32 = block;
+  add_attr(&req.nh, TCA_INGRESS_BLOCK, &block32, sizeof block32);
+  int err = tc_ask(sock, &req, exists);
+  if (!err) {
+    /* The hash table, once per block. */
+    step = "add the direct delivery table for";
+    block_filter(&req, RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, 2, block, DIRECT_TABLE);
+    struct rtattr *options = add_attr(&req.nh, TCA_OPTIONS, NULL, 0);
+    uint32_t divisor = 256;
+    add_attr(&req.nh, TCA_U32_DIVISOR, &divisor, sizeof divisor);
+    end_nest(&req.nh, options);
+    err = tc_ask(sock, &req, exists);
+  }
+  if (!err) {
+    /* The root node: every frame is looked up in the bucket of its destination MAC's last byte (at -9). */
+    step = "add the direct delivery lookup for";
+    block_filter(&req, RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, 3, block, DIRECT_ROOT_LINK);
+    struct rtattr *options = add_attr(&req.nh, TCA_OPTIONS, NULL, 0);
+    struct {
+      struct tc_u32_sel sel;
+      struct tc_u32_key key;
+    } sel;
+    memset(&sel, 0, sizeof sel);
+    sel.sel.nkeys = 1;
+    sel.sel.hoff = -12;
+    sel.sel.hmask = htonl(0xff);
+    add_attr(&req.nh, TCA_U32_SEL, &sel, sizeof sel);
+    uint32_t link = DIRECT_TABLE, flags = TCA_CLS_FLAGS_SKIP_HW;
+    add_attr(&req.nh, TCA_U32_LINK, &link, sizeof link);
+    add_attr(&req.nh, TCA_U32_FLAGS, &flags, sizeof flags);
+    end_nest(&req.nh, options);
+    err = tc_ask(sock, &req, exists);
+  }
+  uint32_t handle = direct_handle(mac);
+  if (!err) {
+    /* Whatever held the slot (an earlier container with this address, or a MAC sharing its last two bytes) goes. */
+    step = "replace the direct delivery filter of";
+    block_filter(&req, RTM_DELTFILTER, 0, 4, block, handle);
+    err = tc_ask(sock, &req, absent);
+  }
+  if (!err) {
+    step = "add the direct delivery filter of";
+    block_filter(&req, RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL, 5, block, handle);
+    struct rtattr *options = add_attr(&req.nh, TCA_OPTIONS, NULL, 0);
+    uint32_t bucket = handle & 0xfffff000u, flags = TCA_CLS_FLAGS_SKIP_HW;
+    add_attr(&req.nh, TCA_U32_HASH, &bucket, sizeof bucket);
+    /* The destination MAC: its first two bytes end the word at -16, its last four are the word at -12. */
+    struct {
+      struct tc_u32_sel sel;
+      struct tc_u32_key keys[2];
+    } sel;
+    memset(&sel, 0, sizeof sel);
+    sel.sel.flags = TC_U32_TERMINAL;
+    sel.sel.nkeys = 2;
+    sel.keys[0].mask = htonl(0xffff);
+    sel.keys[0].val = htonl(((uint32_t)mac[0] << 8) | mac[1]);
+    sel.keys[0].off = -16;
+    sel.keys[1].mask = htonl(0xffffffffu);
+    sel.keys[1].val = htonl(((uint32_t)mac[2] << 24) | ((uint32_t)mac[3] << 16) | ((uint32_t)mac[4] << 8) | mac[5]);
+    sel.keys[1].off = -12;
+    add_attr(&req.nh, TCA_U32_SEL, &sel, sizeof sel);
+    add_attr(&req.nh, TCA_U32_FLAGS, &flags, sizeof flags);
+    struct rtattr *actions = add_attr(&req.nh, TCA_U32_ACT, NULL, 0);
+    struct rtattr *first = add_attr(&req.nh, 1, NULL, 0);
+    add_attr(&req.nh, TCA_ACT_KIND, "mirred", 7);
+    struct rtattr *act_options = add_attr(&req.nh, TCA_ACT_OPTIONS, NULL, 0);
+    struct tc_mirred parms;
+    memset(&parms, 0, sizeof parms);
+    parms.action = TC_ACT_STOLEN;
+    parms.eaction = TCA_EGRESS_REDIR;
+    parms.ifindex = dev;
+    add_attr(&req.nh, TCA_MIRRED_PARMS, &parms, sizeof parms);
+    end_nest(&req.nh, act_options);
+    end_nest(&req.nh, first);
+    end_nest(&req.nh, actions);
+    end_nest(&req.nh, options);
+    err = tc_ask(sock, &req, NULL);
+  }
+  close(sock);
+  if (err) return fail(env, err, step, host);
+  return NULL;
+}
+
+static napi_value DropDirectDelivery(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  char bridge[IFNAMSIZ + 1];
+  size_t len = 0;
+  unsigned char mac[6];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_value_string_utf8(env, argv[0], bridge, sizeof bridge, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
+      !parse_mac(env, argv[1], mac)) {
+    napi_throw_type_error(env, NULL, "dropDirectDelivery(bridge, mac) needs an interface name and a MAC");
+    return NULL;
+  }
+  unsigned int block = if_nametoindex(bridge);
+  if (block == 0) return NULL;
+  int sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (sock < 0) return fail(env, errno, "open", "rtnetlink");
+  /* No filter there, or no block any more (the bridge's last veth is gone): nothing to remove. */
+  static const int gone[] = {ENOENT, EINVAL, 0};
+  struct tcreq req;
+  block_filter(&req, RTM_DELTFILTER, 0, 1, block, direct_handle(mac));
+  int err = tc_ask(sock, &req, gone);
+  close(sock);
+  if (err) return fail(env, err, "remove the direct delivery filter on", bridge);
+  return NULL;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_value fn;
   napi_create_function(env, "bindInNetns", NAPI_AUTO_LENGTH, BindInNetns, NULL, &fn);
@@ -432,6 +643,10 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "createVeth", fn);
   napi_create_function(env, "configureIPv6", NAPI_AUTO_LENGTH, ConfigureIPv6, NULL, &fn);
   napi_set_named_property(env, exports, "configureIPv6", fn);
+  napi_create_function(env, "directDelivery", NAPI_AUTO_LENGTH, DirectDelivery, NULL, &fn);
+  napi_set_named_property(env, exports, "directDelivery", fn);
+  napi_create_function(env, "dropDirectDelivery", NAPI_AUTO_LENGTH, DropDirectDelivery, NULL, &fn);
+  napi_set_named_property(env, exports, "dropDirectDelivery", fn);
   return exports;
 }
 

@@ -49,14 +49,23 @@ class FakeNetworkHost implements NetworkHost {
   async removeNat(bridge: string) {
     this.nat.delete(bridge);
   }
+  /** Direct delivery by bridge: MAC -> host interface. */
+  direct = new Map<string, Map<string, string>>();
   async attachVeth(spec: VethSpec) {
     if (this.failAttach) throw new Error('no such process');
     this.veths.push(spec);
     this.ports.get(spec.bridge)!.add(spec.hostInterface);
+    if (spec.direct) {
+      if (!this.direct.has(spec.bridge)) this.direct.set(spec.bridge, new Map());
+      this.direct.get(spec.bridge)!.set(spec.macAddress, spec.hostInterface);
+    }
   }
   async removeInterface(name: string) {
     this.removed.push(name);
     for (const set of this.ports.values()) set.delete(name);
+  }
+  async dropDirectDelivery(bridge: string, macAddress: string) {
+    this.direct.get(bridge)?.delete(macAddress);
   }
   async bridgePorts(bridge: string) {
     return [...(this.ports.get(bridge) ?? [])];
@@ -560,6 +569,33 @@ test('several networks at create: eth0 with the default route, then eth1; a fail
   assert.deepEqual(service.inspect('front').Containers, {});
   assert.deepEqual(service.inspect('back').Containers, {});
   assert.ok(host.removed.includes(host.veths.at(-1)!.hostInterface));
+});
+
+test('direct delivery between containers: asked for where icc is on, ended before an address is handed out again', async () => {
+  const { service, host } = await setup();
+  const plan = service.plan('bridge', undefined);
+  await service.connect({ id: 'a'.repeat(64), name: 'a' }, plan, 1);
+  await service.connect({ id: 'b'.repeat(64), name: 'b' }, plan, 2);
+  assert.deepEqual([...host.direct.get('btest0')!.entries()], [
+    ['02:42:ac:11:00:02', host.veths[0].hostInterface],
+    ['02:42:ac:11:00:03', host.veths[1].hostInterface],
+  ]);
+  await service.disconnect('a'.repeat(64));
+  assert.deepEqual([...host.direct.get('btest0')!.keys()], ['02:42:ac:11:00:03']);
+  // A dead container's delivery ends when recovery releases its address.
+  await service.recover(new Map());
+  assert.equal(host.direct.get('btest0')!.size, 0);
+
+  // icc off: the bridge (and its rules) carry every frame.
+  await service.create({ Name: 'closed', Options: { 'com.docker.network.bridge.enable_icc': 'false' } });
+  await service.connect({ id: 'c'.repeat(64), name: 'c' }, service.plan('closed', undefined), 3);
+  assert.equal(host.veths.at(-1)!.direct, false);
+  assert.ok([...host.direct.values()].every((byMac) => ![...byMac.values()].includes(host.veths.at(-1)!.hostInterface)));
+
+  // Without firewall rules of the engine's own, nothing says the bridge's traffic may all pass.
+  const bare = await setup({ iptables: false });
+  await bare.service.connect({ id: 'd'.repeat(64), name: 'd' }, bare.service.plan('bridge', undefined), 4);
+  assert.equal(bare.host.veths.at(-1)!.direct, false);
 });
 
 test('connect and disconnect a running container: eth1 without default route, events, errors', async () => {

@@ -866,7 +866,10 @@ export class NetworkService implements ContainerNetworking {
           entry.endpoints.delete(container.id);
           await this.saveEndpoints(entry).catch(() => undefined);
           if (endpoint.ports && endpoint.ports.length > 0) await this.unpublish(entry, endpoint).catch(() => undefined);
-          if (endpoint.hostInterface) await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
+          if (endpoint.hostInterface) {
+            await this.undirect(entry, endpoint);
+            await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
+          }
         }
         throw err;
       }
@@ -974,6 +977,23 @@ export class NetworkService implements ContainerNetworking {
     }
   }
 
+  /**
+   * Whether frames between the network's containers may skip the bridge (VethSpec.direct): only when this
+   * engine's rules let all of them through, as they do unless icc is off.
+   */
+  private deliversDirectly(entry: NetworkEntry): boolean {
+    return this.opts.iptables && entry.network.Options['com.docker.network.bridge.enable_icc'] !== 'false';
+  }
+
+  /** Ends the endpoint's direct delivery; a failure is only logged (the bridge still delivers). */
+  private async undirect(entry: NetworkEntry, ep: EndpointRecord): Promise<void> {
+    if (!ep.hostInterface || !ep.macAddress) return;
+    const bridge = entry.bridge ?? this.opts.bridgeName;
+    await this.host.dropDirectDelivery(bridge, ep.macAddress).catch((err) => {
+      log.warn('cannot end the direct delivery of a container interface', { bridge, interface: ep.hostInterface, error: errorMessage(err) });
+    });
+  }
+
   /** Records the container's endpoint in one network and, for a bridge network, plugs it in. */
   private async join(
     entry: NetworkEntry,
@@ -987,7 +1007,10 @@ export class NetworkService implements ContainerNetworking {
     const containerName = container.name.replace(/^\//, '');
     // A record left by an earlier run of this container (never disconnected) is replaced.
     const stale = entry.endpoints.get(container.id);
-    if (stale?.hostInterface) await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
+    if (stale?.hostInterface) {
+      await this.undirect(entry, stale);
+      await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
+    }
     const endpoint: EndpointRecord = { containerId: container.id, containerName, endpointId: newId(), ipv4: '', prefixLen: 0, macAddress: '', pid };
     if (request.aliases) endpoint.aliases = [...request.aliases];
     if (entry.network.Driver !== 'bridge' || pid === undefined) {
@@ -1025,6 +1048,7 @@ export class NetworkService implements ContainerNetworking {
         gateway: !defaultRoute || entry.network.Internal ? undefined : formatIPv4(gateway),
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
+        direct: this.deliversDirectly(entry),
         ...(v6
           ? { ipv6: { address: endpoint.ipv6!, prefixLen: v6.subnet.prefix, gateway: !defaultRoute6 || entry.network.Internal ? undefined : formatIPv6(v6.gateway) } }
           : {}),
@@ -1032,7 +1056,10 @@ export class NetworkService implements ContainerNetworking {
     ]);
     if (saved.status === 'rejected' || attached.status === 'rejected') {
       const err = attached.status === 'rejected' ? attached.reason : (saved as PromiseRejectedResult).reason;
-      if (attached.status === 'fulfilled') await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
+      if (attached.status === 'fulfilled') {
+        await this.undirect(entry, endpoint);
+        await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
+      }
       entry.endpoints.delete(container.id);
       await this.store.save(entry).catch(() => undefined);
       throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
@@ -1090,7 +1117,10 @@ export class NetworkService implements ContainerNetworking {
       entry.endpoints.delete(containerId);
       await this.store.save(entry);
       // Deleting the host end takes the container's end with it.
-      if (ep.hostInterface) await this.host.removeInterface(ep.hostInterface);
+      if (ep.hostInterface) {
+        await this.undirect(entry, ep);
+        await this.host.removeInterface(ep.hostInterface);
+      }
       this.publishEndpoint('disconnect', entry, containerId);
       return this.containerNetworks(containerId);
     });
@@ -1109,6 +1139,8 @@ export class NetworkService implements ContainerNetworking {
         }
         entry.endpoints.delete(containerId);
         await this.saveEndpoints(entry);
+        // Before the address can be given to another container (whose MAC would be the same).
+        await this.undirect(entry, ep);
         // The veth normally dies with the namespace; the kernel may not have got to it yet. Nobody waits for
         // its removal: its name is never used again.
         if (ep.hostInterface) {
@@ -1127,6 +1159,7 @@ export class NetworkService implements ContainerNetworking {
         const gone = [...entry.endpoints.values()].filter((ep) => !live.has(ep.containerId));
         for (const ep of gone) {
           if (ep.ports && ep.ports.length > 0) await this.unpublish(entry, ep).catch(() => undefined);
+          await this.undirect(entry, ep);
           entry.endpoints.delete(ep.containerId);
         }
         if (entry.network.Driver !== 'bridge') {

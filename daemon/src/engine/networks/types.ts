@@ -259,6 +259,12 @@ export interface VethSpec {
   mtu: number;
   /** The container end's IPv6 address and, when `gateway` is given, its default IPv6 route. */
   ipv6?: { address: string; prefixLen: number; gateway?: string };
+  /**
+   * Frames the bridge's other containers send to `macAddress` go straight to this veth, past the bridge and
+   * the firewall hooks the kernel runs for bridged frames: only where the rules let all traffic within the
+   * bridge through (icc). Without it, or where the host cannot do it, they go through the bridge.
+   */
+  direct?: boolean;
 }
 
 /** The firewall rules of one bridge. */
@@ -332,6 +338,8 @@ export interface NetworkHost {
   attachVeth(spec: VethSpec): Promise<void>;
   /** Deletes a host interface if it exists. */
   removeInterface(name: string): Promise<void>;
+  /** Ends the direct delivery (VethSpec.direct) of frames for `macAddress` on the bridge. Idempotent. */
+  dropDirectDelivery(bridge: string, macAddress: string): Promise<void>;
   /** Names of the interfaces attached to the bridge. */
   bridgePorts(bridge: string): Promise<string[]>;
   /** The kernel's range of ephemeral ports. */

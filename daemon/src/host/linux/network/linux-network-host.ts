@@ -4,11 +4,19 @@
  *
  * Firewall rules carry the comment `berth:<bridge>`, so that removing a bridge's rules removes exactly
  * ours and nothing another engine (or another daemon with another bridge) installed.
+ *
+ * Frames between two containers of one bridge whose rules let them through (icc) skip the bridge: a u32
+ * filter on the sender's veth hands each to the receiver's veth (the netns addon's directDelivery). The
+ * kernel would otherwise run the whole netfilter path (conntrack, the FORWARD chain) for every bridged
+ * frame wherever bridge-nf-call-iptables is on, its default. A connection that was DNATed to a container of
+ * the bridge from another of its containers (a published port reached through a host address) is
+ * masqueraded to the gateway, so that its replies come back through the host and its NAT, not straight to
+ * the sender.
  */
 import dgram from 'node:dgram';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
-import { Conflict, InvalidParameter } from '../../../engine/errors.js';
+import { Conflict, errorMessage, InvalidParameter } from '../../../engine/errors.js';
 import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../../engine/networks/types.js';
 import { DnsServers } from './dns/server.js';
 import { netnsAddon } from './netns.js';
@@ -293,10 +301,15 @@ export class LinuxNetworkHost implements NetworkHost {
     // Published ports reached from the host's loopback: the DNATed packets leave through the bridge with a
     // 127.0.0.0/8 source, which route_localnet lets through and the masquerade gives the bridge's address.
     if (nat.length > 0) nat.push(`-I POSTROUTING -s 127.0.0.0/8 -o ${br} ${comment} -j MASQUERADE`);
+    // A published port reached from a container of the same bridge (hairpin): replies come back through the
+    // host, whose NAT gives them the published address (direct delivery would hand them to the sender as they are).
+    const hairpin = (subnet: string) => `-I POSTROUTING -s ${subnet} -o ${br} -m conntrack --ctstate DNAT ${comment} -j MASQUERADE`;
+    if (!spec.internal) nat.push(hairpin(spec.subnet));
     await replaceBridgeRules(IPTABLES, br, nat, forward);
     if (spec.subnet6) {
       // The same forward rules for IPv6, and the masquerade of the IPv6 subnet (no loopback case: ::1 is never routed).
       const nat6 = spec.masquerade === false || spec.internal ? [] : [`-I POSTROUTING -s ${spec.subnet6} ! -o ${br} ${comment} -j MASQUERADE`];
+      if (!spec.internal) nat6.push(hairpin(spec.subnet6));
       await replaceBridgeRules(IP6TABLES, br, nat6, forward);
     }
     if (!spec.internal) {
@@ -403,13 +416,36 @@ export class LinuxNetworkHost implements NetworkHost {
       }
     }
     await this.attachVeth4(spec);
-    if (!spec.ipv6) return;
-    try {
-      await this.configureIPv6(spec.pid, spec.containerInterface, spec.ipv6);
-    } catch (err) {
-      await this.removeInterface(spec.hostInterface).catch(() => undefined);
-      throw err;
+    if (spec.ipv6) {
+      try {
+        await this.configureIPv6(spec.pid, spec.containerInterface, spec.ipv6);
+      } catch (err) {
+        await this.removeInterface(spec.hostInterface).catch(() => undefined);
+        throw err;
+      }
     }
+    if (spec.direct) this.deliverDirectly(spec);
+  }
+
+  /**
+   * The other containers' frames for this one skip the bridge (see the netns addon's directDelivery). The
+   * bridge still carries them where the host cannot do it (no addon, no u32 or mirred in the kernel): a
+   * failure is logged, not thrown.
+   */
+  private deliverDirectly(spec: VethSpec): void {
+    const addon = netnsAddon();
+    if (!addon?.directDelivery) return;
+    try {
+      addon.directDelivery(spec.hostInterface, spec.bridge, spec.macAddress);
+    } catch (err) {
+      log.warn('frames between containers go through the bridge', { interface: spec.hostInterface, error: errorMessage(err) });
+    }
+  }
+
+  async dropDirectDelivery(bridge: string, macAddress: string): Promise<void> {
+    checkInterfaceName(bridge);
+    const addon = netnsAddon();
+    if (addon?.dropDirectDelivery) addon.dropDirectDelivery(bridge, macAddress);
   }
 
   /**

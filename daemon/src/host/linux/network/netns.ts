@@ -13,6 +13,9 @@ export interface NetnsAddon {
   createVeth(hostName: string, bridge: string, mtu: number, peerName: string, mac: string, pid: number): void;
   /** Absent from builds that predate it (callers fall back to `nsenter ip -6`). */
   configureIPv6?(pid: number, ifname: string, address: string, prefixLen: number, gateway: string): void;
+  /** Frames the bridge's other containers send to `mac` go straight to `hostName` (absent from older builds). */
+  directDelivery?(hostName: string, bridge: string, mac: string): void;
+  dropDirectDelivery?(bridge: string, mac: string): void;
 }
 
 let addon: NetnsAddon | null | undefined;
