@@ -4,7 +4,8 @@
  * traffic between two containers goes through those filters (their counters), the filter goes with its
  * container, a published port reached from a container of the same bridge through a host address answers
  * (its replies come back through the host's NAT), icc=false keeps every frame on the bridge and its rules,
- * and an address given again reaches the new container even where a filter of an earlier one was left.
+ * an address given again reaches the new container even where a filter of an earlier one was left, and a
+ * container that died while the daemon was down loses its filter at the next start.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -158,5 +159,27 @@ describe('direct delivery between the containers of a bridge', () => {
       return true;
     });
     await engine.dockerOk(['network', 'rm', 'againnet']);
+  });
+  test('a container that died while the daemon was down loses its filter at the next start; a live one keeps its own', async () => {
+    await engine.dockerOk(['network', 'create', 'crashnet']);
+    const bridge = await bridgeOf('crashnet');
+    await engine.dockerOk(['run', '-d', '--name', 'crash-live', '--network', 'crashnet', ...HTTPD]);
+    await engine.dockerOk(['run', '-d', '--name', 'crash-dead', '--network', 'crashnet', 'busybox', 'sleep', '300']);
+    const live = await endpoint('crash-live', 'crashnet');
+    const dead = await endpoint('crash-dead', 'crashnet');
+    assert.equal(directFilters(bridge).length, 2);
+    await engine.crash();
+    process.kill(Number(dead.pid), 'SIGKILL');
+    await engine.start();
+    await eventually(() => {
+      assert.deepEqual(directFilters(bridge).map((f) => [f.mac, f.device]), [[live.mac, hostVeth(live.pid)]]);
+      return true;
+    });
+    // The live container is still reached, through its filter.
+    await engine.dockerOk(['run', '-d', '--name', 'crash-client', '--network', 'crashnet', 'busybox', 'sleep', '300']);
+    const out = await engine.dockerOk(['exec', 'crash-client', 'timeout', '5', 'wget', '-q', '-O', '-', 'http://crash-live/hostname']);
+    assert.equal(out.trim(), live.id.slice(0, 12));
+    await engine.dockerOk(['rm', '-f', 'crash-live', 'crash-dead', 'crash-client']);
+    await engine.dockerOk(['network', 'rm', 'crashnet']);
   });
 });
