@@ -67,30 +67,36 @@ describe('direct delivery between the containers of a bridge', () => {
     return `br-${id.slice(0, 12)}`;
   }
 
+  /**
+   * A network (`docker network create` with `create` before its name) with two containers: `<network>-web`
+   * serving its /etc over HTTP (`web` before the image), and `<network>-client` that sleeps.
+   */
+  async function webAndClient(network: string, opts: { create?: string[]; web?: string[] } = {}) {
+    await engine.dockerOk(['network', 'create', ...(opts.create ?? []), network]);
+    await engine.dockerOk(['run', '-d', '--name', `${network}-web`, '--network', network, ...(opts.web ?? []), ...HTTPD]);
+    await engine.dockerOk(['run', '-d', '--name', `${network}-client`, '--network', network, 'busybox', 'sleep', '300']);
+    return { bridge: await bridgeOf(network), web: await endpoint(`${network}-web`, network), client: await endpoint(`${network}-client`, network) };
+  }
+
   test('each container has a filter to its veth; traffic between two goes through them; a filter goes with its container', async () => {
-    await engine.dockerOk(['network', 'create', 'fastnet']);
-    const bridge = await bridgeOf('fastnet');
-    await engine.dockerOk(['run', '-d', '--name', 'fast-web', '--network', 'fastnet', ...HTTPD]);
-    await engine.dockerOk(['run', '-d', '--name', 'fast-client', '--network', 'fastnet', 'busybox', 'sleep', '300']);
-    const web = await endpoint('fast-web', 'fastnet');
-    const client = await endpoint('fast-client', 'fastnet');
+    const { bridge, web, client } = await webAndClient('fastnet');
     const filters = directFilters(bridge);
     assert.deepEqual(filters.map((f) => [f.mac, f.device]).sort(), [[web.mac, hostVeth(web.pid)], [client.mac, hostVeth(client.pid)]].sort());
     const before = new Map(filters.map((f) => [f.mac, f.packets]));
 
     // By name (embedded DNS) and by address.
-    const out = await engine.dockerOk(['exec', 'fast-client', 'sh', '-c', `wget -q -O - http://fast-web/hostname && wget -q -O - http://${web.ip}/hostname`]);
+    const out = await engine.dockerOk(['exec', 'fastnet-client', 'sh', '-c', `wget -q -O - http://fastnet-web/hostname && wget -q -O - http://${web.ip}/hostname`]);
     assert.deepEqual(out.trim().split('\n'), [web.id.slice(0, 12), web.id.slice(0, 12)]);
     const after = new Map(directFilters(bridge).map((f) => [f.mac, f.packets]));
     assert.ok(after.get(web.mac)! > before.get(web.mac)!, 'frames to the server went through its filter');
     assert.ok(after.get(client.mac)! > before.get(client.mac)!, 'frames back to the client went through its filter');
 
-    await engine.dockerOk(['rm', '-f', 'fast-web']);
+    await engine.dockerOk(['rm', '-f', 'fastnet-web']);
     await eventually(() => {
       assert.deepEqual(directFilters(bridge).map((f) => f.mac), [client.mac]);
       return true;
     });
-    await engine.dockerOk(['rm', '-f', 'fast-client']);
+    await engine.dockerOk(['rm', '-f', 'fastnet-client']);
     await eventually(() => {
       assert.deepEqual(directFilters(bridge), []);
       return true;
@@ -100,32 +106,25 @@ describe('direct delivery between the containers of a bridge', () => {
 
   test('a published port reached from a container of the same bridge through a host address answers', async () => {
     const port = randomInt(20000, 30000);
-    await engine.dockerOk(['network', 'create', 'hairnet']);
-    await engine.dockerOk(['run', '-d', '--name', 'hair-web', '--network', 'hairnet', '-p', `${port}:80`, ...HTTPD]);
-    await engine.dockerOk(['run', '-d', '--name', 'hair-client', '--network', 'hairnet', 'busybox', 'sleep', '300']);
-    const web = await endpoint('hair-web', 'hairnet');
+    const { web } = await webAndClient('hairnet', { web: ['-p', `${port}:80`] });
     // The gateway is an address of the host: the DNAT sends the connection back into the bridge.
     const fetched = await eventually(async () => {
-      const res = await engine.docker(['exec', 'hair-client', 'timeout', '5', 'wget', '-q', '-O', '-', `http://${web.gateway}:${port}/hostname`]);
+      const res = await engine.docker(['exec', 'hairnet-client', 'timeout', '5', 'wget', '-q', '-O', '-', `http://${web.gateway}:${port}/hostname`]);
       if (res.code !== 0) throw new Error(res.stderr);
       return res.stdout.trim();
     }, 30_000);
     assert.equal(fetched, web.id.slice(0, 12));
-    await engine.dockerOk(['rm', '-f', 'hair-web', 'hair-client']);
+    await engine.dockerOk(['rm', '-f', 'hairnet-web', 'hairnet-client']);
     await engine.dockerOk(['network', 'rm', 'hairnet']);
   });
 
   test('icc=false: no filter, every frame stays on the bridge and its rules', async () => {
-    await engine.dockerOk(['network', 'create', '-o', 'com.docker.network.bridge.enable_icc=false', 'closednet']);
-    const bridge = await bridgeOf('closednet');
-    await engine.dockerOk(['run', '-d', '--name', 'closed-web', '--network', 'closednet', ...HTTPD]);
-    await engine.dockerOk(['run', '-d', '--name', 'closed-client', '--network', 'closednet', 'busybox', 'sleep', '300']);
-    const web = await endpoint('closed-web', 'closednet');
+    const { bridge, web } = await webAndClient('closednet', { create: ['-o', 'com.docker.network.bridge.enable_icc=false'] });
     // (timeout stops wget: it is not the container's init, which would ignore the signal.)
-    const res = await engine.docker(['exec', 'closed-client', 'timeout', '2', 'wget', '-q', '-O', '-', `http://${web.ip}/hostname`]);
+    const res = await engine.docker(['exec', 'closednet-client', 'timeout', '2', 'wget', '-q', '-O', '-', `http://${web.ip}/hostname`]);
     assert.notEqual(res.code, 0, 'the rules drop traffic between the containers');
     assert.deepEqual(directFilters(bridge), []);
-    await engine.dockerOk(['rm', '-f', 'closed-web', 'closed-client']);
+    await engine.dockerOk(['rm', '-f', 'closednet-web', 'closednet-client']);
     await engine.dockerOk(['network', 'rm', 'closednet']);
   });
 
@@ -160,13 +159,10 @@ describe('direct delivery between the containers of a bridge', () => {
     });
     await engine.dockerOk(['network', 'rm', 'againnet']);
   });
+
   test('a container that died while the daemon was down loses its filter at the next start; a live one keeps its own', async () => {
-    await engine.dockerOk(['network', 'create', 'crashnet']);
-    const bridge = await bridgeOf('crashnet');
-    await engine.dockerOk(['run', '-d', '--name', 'crash-live', '--network', 'crashnet', ...HTTPD]);
-    await engine.dockerOk(['run', '-d', '--name', 'crash-dead', '--network', 'crashnet', 'busybox', 'sleep', '300']);
-    const live = await endpoint('crash-live', 'crashnet');
-    const dead = await endpoint('crash-dead', 'crashnet');
+    // The server lives on; the client dies with the daemon.
+    const { bridge, web: live, client: dead } = await webAndClient('crashnet');
     assert.equal(directFilters(bridge).length, 2);
     await engine.crash();
     process.kill(Number(dead.pid), 'SIGKILL');
@@ -176,10 +172,10 @@ describe('direct delivery between the containers of a bridge', () => {
       return true;
     });
     // The live container is still reached, through its filter.
-    await engine.dockerOk(['run', '-d', '--name', 'crash-client', '--network', 'crashnet', 'busybox', 'sleep', '300']);
-    const out = await engine.dockerOk(['exec', 'crash-client', 'timeout', '5', 'wget', '-q', '-O', '-', 'http://crash-live/hostname']);
+    await engine.dockerOk(['run', '-d', '--name', 'crashnet-probe', '--network', 'crashnet', 'busybox', 'sleep', '300']);
+    const out = await engine.dockerOk(['exec', 'crashnet-probe', 'timeout', '5', 'wget', '-q', '-O', '-', 'http://crashnet-web/hostname']);
     assert.equal(out.trim(), live.id.slice(0, 12));
-    await engine.dockerOk(['rm', '-f', 'crash-live', 'crash-dead', 'crash-client']);
+    await engine.dockerOk(['rm', '-f', 'crashnet-web', 'crashnet-client', 'crashnet-probe']);
     await engine.dockerOk(['network', 'rm', 'crashnet']);
   });
 });

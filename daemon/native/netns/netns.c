@@ -62,6 +62,26 @@ static napi_value fail(napi_env env, int err, const char *what, const char *arg)
 
 static void leave_netns(int own);
 
+/* An interface name argument (1 to IFNAMSIZ - 1 bytes) into buf, which holds IFNAMSIZ + 1. */
+static bool ifname_arg(napi_env env, napi_value value, char *buf) {
+  size_t len = 0;
+  return napi_get_value_string_utf8(env, value, buf, IFNAMSIZ + 1, &len) == napi_ok && len > 0 && len < IFNAMSIZ;
+}
+
+/* A MAC address argument (aa:bb:cc:dd:ee:ff) into hw. */
+static bool mac_arg(napi_env env, napi_value value, unsigned char hw[6]) {
+  char text[32];
+  size_t len = 0;
+  unsigned int mac[6];
+  if (napi_get_value_string_utf8(env, value, text, sizeof text, &len) != napi_ok ||
+      sscanf(text, "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6) return false;
+  for (int i = 0; i < 6; i++) {
+    if (mac[i] > 0xff) return false;
+    hw[i] = (unsigned char)mac[i];
+  }
+  return true;
+}
+
 static napi_value BindInNetns(napi_env env, napi_callback_info info) {
   size_t argc = 4;
   napi_value argv[4];
@@ -193,7 +213,7 @@ static bool iface_args(napi_env env, napi_callback_info info, int family, const 
   memset(a, 0, sizeof *a);
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
       napi_get_value_int32(env, argv[0], &a->pid) != napi_ok || a->pid <= 0 ||
-      napi_get_value_string_utf8(env, argv[1], a->ifname, sizeof a->ifname, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
+      !ifname_arg(env, argv[1], a->ifname) ||
       napi_get_value_string_utf8(env, argv[2], address, sizeof address, &len) != napi_ok || inet_pton(family, address, &a->addr) != 1 ||
       napi_get_value_int32(env, argv[3], &a->prefix) != napi_ok || a->prefix < min_prefix || a->prefix > max_prefix ||
       napi_get_value_string_utf8(env, argv[4], gateway, sizeof gateway, &len) != napi_ok || (len > 0 && inet_pton(family, gateway, &a->gw) != 1)) {
@@ -257,11 +277,11 @@ struct nlreq {
   char attrs[1024];
 };
 
-/* Starts an rtnetlink request that creates something (NLM_F_CREATE | NLM_F_EXCL) and asks for an acknowledgement. */
-static void new_request(struct nlmsghdr *nh, unsigned short type, size_t payload, unsigned int seq) {
+/* Starts an rtnetlink request with FLAGS (NLM_F_CREATE | NLM_F_EXCL for one that creates something) that asks for an acknowledgement. */
+static void new_request(struct nlmsghdr *nh, unsigned short type, unsigned short flags, size_t payload, unsigned int seq) {
   nh->nlmsg_len = NLMSG_LENGTH(payload);
   nh->nlmsg_type = type;
-  nh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+  nh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
   nh->nlmsg_seq = seq;
 }
 
@@ -308,30 +328,24 @@ static int netlink_ask(int sock, struct nlmsghdr *nh, enum netlink_failure *fail
 static napi_value CreateVeth(napi_env env, napi_callback_info info) {
   size_t argc = 6;
   napi_value argv[6];
-  char host[IFNAMSIZ + 1], bridge[IFNAMSIZ + 1], peer[IFNAMSIZ + 1], mac_text[32];
+  char host[IFNAMSIZ + 1], bridge[IFNAMSIZ + 1], peer[IFNAMSIZ + 1];
   int32_t mtu = 0, pid = 0;
-  size_t l1 = 0, l2 = 0, l3 = 0, l4 = 0;
-  unsigned int mac[6];
+  unsigned char hw[6];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 6 ||
-      napi_get_value_string_utf8(env, argv[0], host, sizeof host, &l1) != napi_ok || l1 == 0 || l1 >= IFNAMSIZ ||
-      napi_get_value_string_utf8(env, argv[1], bridge, sizeof bridge, &l2) != napi_ok || l2 == 0 || l2 >= IFNAMSIZ ||
+      !ifname_arg(env, argv[0], host) || !ifname_arg(env, argv[1], bridge) ||
       napi_get_value_int32(env, argv[2], &mtu) != napi_ok || mtu < 68 || mtu > 65535 ||
-      napi_get_value_string_utf8(env, argv[3], peer, sizeof peer, &l3) != napi_ok || l3 == 0 || l3 >= IFNAMSIZ ||
-      napi_get_value_string_utf8(env, argv[4], mac_text, sizeof mac_text, &l4) != napi_ok ||
-      sscanf(mac_text, "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6 ||
+      !ifname_arg(env, argv[3], peer) || !mac_arg(env, argv[4], hw) ||
       napi_get_value_int32(env, argv[5], &pid) != napi_ok || pid <= 0) {
     napi_throw_type_error(env, NULL, "createVeth(hostName, bridge, mtu, peerName, mac, pid) needs two interface names, an MTU, a name, a MAC and a pid");
     return NULL;
   }
-  unsigned char hw[6];
-  for (int i = 0; i < 6; i++) hw[i] = (unsigned char)mac[i];
   unsigned int master = if_nametoindex(bridge);
   if (master == 0) return fail(env, errno, "find the bridge", bridge);
   uint32_t mtu32 = (uint32_t)mtu, pid32 = (uint32_t)pid;
 
   struct nlreq req;
   memset(&req, 0, sizeof req);
-  new_request(&req.nh, RTM_NEWLINK, sizeof(struct ifinfomsg), 1);
+  new_request(&req.nh, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, sizeof(struct ifinfomsg), 1);
   req.ifi.ifi_family = AF_UNSPEC;
   req.ifi.ifi_flags = IFF_UP;
   req.ifi.ifi_change = IFF_UP;
@@ -402,7 +416,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   if (!err) {
     struct addrreq req;
     memset(&req, 0, sizeof req);
-    new_request(&req.nh, RTM_NEWADDR, sizeof(struct ifaddrmsg), 1);
+    new_request(&req.nh, RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, sizeof(struct ifaddrmsg), 1);
     req.ifa.ifa_family = AF_INET6;
     req.ifa.ifa_prefixlen = (unsigned char)prefix;
     req.ifa.ifa_flags = IFA_F_NODAD;
@@ -416,7 +430,7 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   if (!err && with_gateway) {
     struct routereq req;
     memset(&req, 0, sizeof req);
-    new_request(&req.nh, RTM_NEWROUTE, sizeof(struct rtmsg), 2);
+    new_request(&req.nh, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, sizeof(struct rtmsg), 2);
     req.rtm.rtm_family = AF_INET6;
     req.rtm.rtm_dst_len = 0;
     req.rtm.rtm_table = RT_TABLE_MAIN;
@@ -435,7 +449,6 @@ static napi_value ConfigureIPv6(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-
 struct tcreq {
   struct nlmsghdr nh;
   struct tcmsg tcm;
@@ -453,16 +466,14 @@ static uint32_t direct_handle(const unsigned char mac[6]) {
   return DIRECT_TABLE | ((uint32_t)mac[5] << 12) | ((uint32_t)mac[4] + 1u);
 }
 
-/* A traffic control request on the filter block BLOCK (a filter) or on the device IFINDEX (a qdisc). */
+/* A traffic control request; the caller says on what (a device's qdisc, a block's filter). */
 static void tc_request(struct tcreq *req, unsigned short type, unsigned short flags, unsigned int seq) {
   memset(req, 0, sizeof *req);
-  req->nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct tcmsg));
-  req->nh.nlmsg_type = type;
-  req->nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | flags;
-  req->nh.nlmsg_seq = seq;
+  new_request(&req->nh, type, flags, sizeof(struct tcmsg), seq);
   req->tcm.tcm_family = AF_UNSPEC;
 }
 
+/* A request on the direct delivery filter HANDLE in BLOCK. */
 static void block_filter(struct tcreq *req, unsigned short type, unsigned short flags, unsigned int seq, uint32_t block, uint32_t handle) {
   tc_request(req, type, flags, seq);
   req->tcm.tcm_ifindex = (int)TCM_IFINDEX_MAGIC_BLOCK;
@@ -470,19 +481,6 @@ static void block_filter(struct tcreq *req, unsigned short type, unsigned short 
   req->tcm.tcm_handle = handle;
   req->tcm.tcm_info = TC_H_MAKE(DIRECT_PRIO << 16, htons(ETH_P_ALL));
   add_attr(&req->nh, TCA_KIND, "u32", 4);
-}
-
-static bool parse_mac(napi_env env, napi_value value, unsigned char hw[6]) {
-  char text[32];
-  size_t len = 0;
-  unsigned int mac[6];
-  if (napi_get_value_string_utf8(env, value, text, sizeof text, &len) != napi_ok ||
-      sscanf(text, "%x:%x:%x:%x:%x:%x", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6) return false;
-  for (int i = 0; i < 6; i++) {
-    if (mac[i] > 0xff) return false;
-    hw[i] = (unsigned char)mac[i];
-  }
-  return true;
 }
 
 /* Sends REQ and waits for its answer; an errno listed in OK (0-terminated) counts as success. */
@@ -499,12 +497,9 @@ static napi_value DirectDelivery(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3];
   char host[IFNAMSIZ + 1], bridge[IFNAMSIZ + 1];
-  size_t l1 = 0, l2 = 0;
   unsigned char mac[6];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3 ||
-      napi_get_value_string_utf8(env, argv[0], host, sizeof host, &l1) != napi_ok || l1 == 0 || l1 >= IFNAMSIZ ||
-      napi_get_value_string_utf8(env, argv[1], bridge, sizeof bridge, &l2) != napi_ok || l2 == 0 || l2 >= IFNAMSIZ ||
-      !parse_mac(env, argv[2], mac)) {
+      !ifname_arg(env, argv[0], host) || !ifname_arg(env, argv[1], bridge) || !mac_arg(env, argv[2], mac)) {
     napi_throw_type_error(env, NULL, "directDelivery(hostName, bridge, mac) needs two interface names and a MAC");
     return NULL;
   }
@@ -611,11 +606,9 @@ static napi_value DropDirectDelivery(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
   char bridge[IFNAMSIZ + 1];
-  size_t len = 0;
   unsigned char mac[6];
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
-      napi_get_value_string_utf8(env, argv[0], bridge, sizeof bridge, &len) != napi_ok || len == 0 || len >= IFNAMSIZ ||
-      !parse_mac(env, argv[1], mac)) {
+      !ifname_arg(env, argv[0], bridge) || !mac_arg(env, argv[1], mac)) {
     napi_throw_type_error(env, NULL, "dropDirectDelivery(bridge, mac) needs an interface name and a MAC");
     return NULL;
   }

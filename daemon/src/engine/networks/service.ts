@@ -866,10 +866,7 @@ export class NetworkService implements ContainerNetworking {
           entry.endpoints.delete(container.id);
           await this.saveEndpoints(entry).catch(() => undefined);
           if (endpoint.ports && endpoint.ports.length > 0) await this.unpublish(entry, endpoint).catch(() => undefined);
-          if (endpoint.hostInterface) {
-            await this.undirect(entry, endpoint);
-            await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
-          }
+          await this.unplug(entry, endpoint).catch(() => undefined);
         }
         throw err;
       }
@@ -985,6 +982,13 @@ export class NetworkService implements ContainerNetworking {
     return this.opts.iptables && entry.network.Options['com.docker.network.bridge.enable_icc'] !== 'false';
   }
 
+  /** Deletes the endpoint's host interface, if it has one (the container's end goes with it), its direct delivery first. */
+  private async unplug(entry: NetworkEntry, ep: EndpointRecord): Promise<void> {
+    if (!ep.hostInterface) return;
+    await this.undirect(entry, ep);
+    await this.host.removeInterface(ep.hostInterface);
+  }
+
   /** Ends the endpoint's direct delivery; a failure is only logged (the bridge still delivers). */
   private async undirect(entry: NetworkEntry, ep: EndpointRecord): Promise<void> {
     if (!ep.hostInterface || !ep.macAddress) return;
@@ -1007,10 +1011,7 @@ export class NetworkService implements ContainerNetworking {
     const containerName = container.name.replace(/^\//, '');
     // A record left by an earlier run of this container (never disconnected) is replaced.
     const stale = entry.endpoints.get(container.id);
-    if (stale?.hostInterface) {
-      await this.undirect(entry, stale);
-      await this.host.removeInterface(stale.hostInterface).catch(() => undefined);
-    }
+    if (stale) await this.unplug(entry, stale).catch(() => undefined);
     const endpoint: EndpointRecord = { containerId: container.id, containerName, endpointId: newId(), ipv4: '', prefixLen: 0, macAddress: '', pid };
     if (request.aliases) endpoint.aliases = [...request.aliases];
     if (entry.network.Driver !== 'bridge' || pid === undefined) {
@@ -1056,10 +1057,7 @@ export class NetworkService implements ContainerNetworking {
     ]);
     if (saved.status === 'rejected' || attached.status === 'rejected') {
       const err = attached.status === 'rejected' ? attached.reason : (saved as PromiseRejectedResult).reason;
-      if (attached.status === 'fulfilled') {
-        await this.undirect(entry, endpoint);
-        await this.host.removeInterface(endpoint.hostInterface).catch(() => undefined);
-      }
+      if (attached.status === 'fulfilled') await this.unplug(entry, endpoint).catch(() => undefined);
       entry.endpoints.delete(container.id);
       await this.store.save(entry).catch(() => undefined);
       throw new Error(`cannot connect container ${containerName} to network ${entry.network.Name}: ${errorMessage(err)}`, { cause: err });
@@ -1116,11 +1114,7 @@ export class NetworkService implements ContainerNetworking {
       if (entry.network.Driver !== 'bridge') throw new Forbidden('container cannot be disconnected from host network or connected to host network');
       entry.endpoints.delete(containerId);
       await this.store.save(entry);
-      // Deleting the host end takes the container's end with it.
-      if (ep.hostInterface) {
-        await this.undirect(entry, ep);
-        await this.host.removeInterface(ep.hostInterface);
-      }
+      await this.unplug(entry, ep);
       this.publishEndpoint('disconnect', entry, containerId);
       return this.containerNetworks(containerId);
     });
