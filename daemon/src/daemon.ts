@@ -227,7 +227,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   volumes.setUsers(containers);
   // Exec and health checks follow the containers' events from the first one on (load may restart some).
   const execs = new ExecService({
-    containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
+    containers: {
+      get: (ref) => containers.get(ref),
+      find: (id) => containers.store.find(id),
+      containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
+      linkEnv: (r) => containers.linkEnv(r),
+    },
     host: host.containers,
     lowerDirs: (chainIds) => images.lowerDirs(chainIds),
     events,

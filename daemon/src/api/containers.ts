@@ -20,7 +20,7 @@ import { DEFAULT_DETACH_KEYS, drained, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULT
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
-  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize'> & {
+  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize' | 'removeLink'> & {
     /** Revisions of the records, against which the list keeps what it built of them. */
     readonly store: Pick<ContainerStore, 'revision'>;
   };
@@ -247,8 +247,13 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     }
   });
 
-  router.delete('/containers/:id', async (req, res) => {
-    if (boolParam(req, 'link')) throw new NotImplemented('removing legacy links is not supported by this engine');
+  // A legacy link is named by its parent and alias (`/containers/web/db?link=1`): the name may hold a slash.
+  router.delete('/containers/:id*', async (req, res) => {
+    if (boolParam(req, 'link')) {
+      await containers.removeLink(req.params.id);
+      res.noContent();
+      return;
+    }
     await containers.remove(req.params.id, { force: boolParam(req, 'force'), volumes: boolParam(req, 'v') });
     res.noContent();
   });

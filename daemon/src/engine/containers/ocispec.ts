@@ -134,6 +134,8 @@ export interface SpecInputs {
   cgroupParent: string;
   /** The container's devices, device rules and block IO, read from the host at start (devices.ts). */
   devices?: ResolvedDevices;
+  /** The variables of the container's legacy links (links.ts); its own Env wins over them. */
+  linkEnv?: readonly string[];
 }
 
 let heldCapabilities: string[] | undefined;
@@ -174,7 +176,7 @@ function tmpfsOptions(options: string): { options: string[] } {
   return { options: out };
 }
 
-export function buildSpec({ record, user, network, cgroupParent, devices }: SpecInputs): Record<string, unknown> {
+export function buildSpec({ record, user, network, cgroupParent, devices, linkEnv = [] }: SpecInputs): Record<string, unknown> {
   const config = record.Config;
   const hc = record.HostConfig as Record<string, any>;
   const caps = capabilitiesFor(hc);
@@ -184,6 +186,7 @@ export function buildSpec({ record, user, network, cgroupParent, devices }: Spec
   if (!has('PATH')) env.unshift(`PATH=${DEFAULT_PATH}`);
   if (!has('HOSTNAME')) env.push(`HOSTNAME=${config.Hostname}`);
   if (config.Tty && !has('TERM')) env.push('TERM=xterm');
+  for (const variable of linkEnv) if (!has(variable.slice(0, variable.indexOf('=')))) env.push(variable);
   if (!has('HOME')) env.push(`HOME=${user.home || '/'}`);
 
   // Rlimits: those asked for, and the daemon's own otherwise (a container given more than the host's hard
