@@ -22,3 +22,20 @@ test('compat: omitEmptyFrom drops only empty values, wildcards reach every map e
   const shaped = shape('container.summary', 44, list);
   assert.deepEqual(shaped[0].NetworkSettings.Networks, { bridge: { DNSNames: ['a'] }, other: { DNSNames: null } });
 });
+
+test('compat: before 1.45 an endpoint lists its short id among its Aliases; DriverOpts are shown in every version', () => {
+  const c = () => ({
+    NetworkSettings: {
+      Networks: {
+        mine: { Aliases: ['web'], DNSNames: ['app', 'web', '0123456789ab'], DriverOpts: { a: 'b' } },
+        bridge: { Aliases: null, DNSNames: [], DriverOpts: null },
+      },
+    },
+  });
+  assert.deepEqual(shape('container.inspect', 45, c()), c());
+  const old = shape('container.inspect', 44, c());
+  assert.deepEqual(old.NetworkSettings.Networks.mine, { Aliases: ['web', '0123456789ab'], DNSNames: ['app', 'web', '0123456789ab'], DriverOpts: { a: 'b' } });
+  assert.equal(old.NetworkSettings.Networks.bridge.Aliases, null);
+  const older = shape('container.inspect', 41, c());
+  assert.deepEqual(older.NetworkSettings.Networks.mine, { Aliases: ['web', '0123456789ab'], DriverOpts: { a: 'b' } });
+});

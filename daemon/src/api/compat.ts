@@ -18,6 +18,11 @@ export interface FieldRule {
   omitEmptyFrom?: ApiMinor;
   /** Below this version the field is removed when null (its schema did not allow null yet). */
   omitNullBelow?: ApiMinor;
+  /**
+   * Below this version the field, an endpoint's settings, lists in Aliases its DNS names after the container's
+   * name too (the short id): before 1.45 Docker showed them there, and Aliases only what the client gave after.
+   */
+  dnsNamesInAliasesBelow?: ApiMinor;
 }
 
 export type ResponseKind =
@@ -77,9 +82,10 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'ImageManifestDescriptor', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
-    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
   ],
   'container.inspect': [
+    // Before the DNSNames rule below, which takes them away before 1.44.
+    { field: 'NetworkSettings.Networks.*', dnsNamesInAliasesBelow: 45 },
     { field: 'ImageManifestDescriptor', addedIn: 48 },
     { field: 'Config.OnBuild', omitEmptyFrom: 52 },
     { field: 'Config.MacAddress', removedIn: 52 },
@@ -90,7 +96,6 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'HostConfig.ConsoleSize', addedIn: 42 },
     { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
     { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
-    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
     { field: 'State.Health.*', addedIn: 24 },
     ...legacyNetworkFields.map((f) => ({ field: `NetworkSettings.${f}`, removedIn: 52 })),
   ],
@@ -139,6 +144,15 @@ function isEmpty(v: unknown): boolean {
   return false;
 }
 
+/** An endpoint's Aliases with its DNS names after the first (the container's name), without repeats. */
+function aliasesWithDnsNames(endpoint: unknown): void {
+  if (endpoint === null || typeof endpoint !== 'object') return;
+  const ep = endpoint as { Aliases?: unknown; DNSNames?: unknown };
+  const names = Array.isArray(ep.DNSNames) ? (ep.DNSNames as string[]).slice(1) : [];
+  if (names.length === 0) return;
+  ep.Aliases = [...new Set([...(Array.isArray(ep.Aliases) ? (ep.Aliases as string[]) : []), ...names])];
+}
+
 function applyRule(target: unknown, parts: string[], test: (value: unknown) => boolean): void {
   if (target === null || typeof target !== 'object') return;
   const [head, ...rest] = parts;
@@ -163,6 +177,13 @@ export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
     else if (rule.removedIn !== undefined && version >= rule.removedIn) test = () => true;
     else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) test = isEmpty;
     else if (rule.omitNullBelow !== undefined && version < rule.omitNullBelow) test = (v) => v === null;
+    else if (rule.dnsNamesInAliasesBelow !== undefined && version < rule.dnsNamesInAliasesBelow) {
+      // Changes the value in place and keeps it.
+      test = (v) => {
+        aliasesWithDnsNames(v);
+        return false;
+      };
+    }
     if (!test) continue;
     const parts = rule.field.split('.');
     for (const item of items) applyRule(item, parts, test);

@@ -81,13 +81,13 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
 }
 
 /**
- * Endpoint settings as the published schemas type them: lists and maps are empty rather than null (clients
- * generated from the schemas reject null where no x-nullable allows it).
+ * Endpoint settings: what the client gave (Links, Aliases, DriverOpts) is null when it gave nothing, as Docker
+ * shows it; IPAMConfig and DNSNames are empty rather than null.
  */
 function endpointsView(networks: ContainerRecord['Networks']): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, ep] of Object.entries(networks)) {
-    out[name] = { ...ep, IPAMConfig: ep.IPAMConfig ?? {}, Links: ep.Links ?? [], Aliases: ep.Aliases ?? [], DriverOpts: ep.DriverOpts ?? {}, DNSNames: ep.DNSNames ?? [] };
+    out[name] = { ...ep, IPAMConfig: ep.IPAMConfig ?? {}, Links: ep.Links ?? null, Aliases: ep.Aliases ?? null, DriverOpts: ep.DriverOpts ?? null, DNSNames: ep.DNSNames ?? [] };
   }
   return out;
 }
