@@ -143,6 +143,22 @@ describe('links', () => {
     await engine.dockerOk(['rm', '-f', 'parent', 'child']);
   });
 
+  test('default bridge: links follow a rename; a removed linked container stops the start with a 409', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'old-child', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['run', '-d', '--name', 'old-parent', '--link', 'old-child:c', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['rename', 'old-child', 'new-child']);
+    await engine.dockerOk(['rename', 'old-parent', 'new-parent']);
+    assert.deepEqual((await inspect('new-parent')).HostConfig.Links, ['/new-child:/new-parent/c']);
+    await engine.dockerOk(['restart', '-t', '0', 'new-parent']);
+    assert.match(await engine.dockerOk(['exec', 'new-parent', 'sh', '-c', 'echo $C_NAME; cat /etc/hosts']), /^\/new-parent\/c$[^]*\tc [0-9a-f]{12} new-child$/m);
+    await engine.dockerOk(['stop', '-t', '0', 'new-parent']);
+    await engine.dockerOk(['rm', '-f', 'new-child']);
+    const start = await engine.request('POST', '/containers/new-parent/start');
+    assert.equal(start.status, 409, start.text);
+    assert.match(start.json().message, /Cannot link to a non running container: \/new-child AS \/new-parent\/c/);
+    await engine.dockerOk(['rm', '-f', 'new-parent']);
+  });
+
   test('user-defined network: the alias resolves through the embedded DNS for the linking container only', async () => {
     await engine.dockerOk(['network', 'create', 'linknet']);
     await engine.dockerOk(['run', '-d', '--name', 'svc', '--network', 'linknet', 'busybox', 'sleep', '300']);

@@ -452,8 +452,9 @@ export class ContainerService implements ImageUsers {
     for (const link of links) {
       const { name, alias } = parseLink(link);
       const linkName = `${record.Name}/${alias}`;
-      const other = this.store.get(name);
-      if (!other.State.Running) throw new Conflict(`Cannot link to a non running container: ${other.Name} AS ${linkName}`);
+      const other = this.store.find(name);
+      // A linked container removed since is no more running than a stopped one (and not this start's 404).
+      if (!other?.State.Running) throw new Conflict(`Cannot link to a non running container: ${other?.Name ?? `/${name}`} AS ${linkName}`);
       const address = other.Networks.bridge?.IPAddress;
       if (!address) throw new InvalidParameter(`Cannot link to ${other.Name}, as it does not belong to the default network`);
       const names = [alias, other.Config.Hostname || other.Id.slice(0, 12)];
@@ -494,6 +495,28 @@ export class ContainerService implements ImageUsers {
           log.warn('cannot update the hosts file of a linked container', { id: parent.Id, error: errorMessage(err) }),
         );
       }
+    }
+  }
+
+  /**
+   * Legacy links follow a renamed container, as Docker's do: those to it (as the linked container) and its
+   * own (as the parent) name it anew.
+   */
+  private async renameInLinks(oldName: string, newName: string): Promise<void> {
+    const bare = (n: string) => n.replace(/^\//, '');
+    for (const c of this.store.all()) {
+      const links = (c.HostConfig.Links as string[] | null) ?? [];
+      let changed = false;
+      const next = links.map((l) => {
+        const { name, alias } = parseLink(l);
+        const child = name === bare(oldName) ? newName : `/${name}`;
+        const entry = linkEntry(child, c.Name, alias);
+        if (entry !== l) changed = true;
+        return entry;
+      });
+      if (!changed) continue;
+      c.HostConfig.Links = next;
+      await this.store.save(c).catch((err) => log.warn('cannot save the renamed links of a container', { id: c.Id, error: errorMessage(err) }));
     }
   }
 
@@ -857,6 +880,7 @@ export class ContainerService implements ImageUsers {
         throw err;
       }
       await this.networking.renamed(record.Id, newName);
+      await this.renameInLinks(oldName, record.Name);
       // A running container's endpoints now answer to the new name: its record shows their DNSNames.
       if (record.State.Running) {
         const networks = this.networking.containerNetworks(record.Id);
