@@ -195,6 +195,11 @@ describe('links', () => {
       assert.match(r.stdout, new RegExp(`Address: ${farIp.replace(/\./g, '\\.')}$`, 'm'), name);
     }
     assert.deepEqual((await inspect('mover')).NetworkSettings.Networks['later net'].Links, ['far:distant']);
+    // The embedded DNS server comes back for it after a daemon restart.
+    await engine.restart();
+    const again = await engine.docker(['exec', 'mover', 'nslookup', 'distant']);
+    assert.equal(again.code, 0, again.stderr + again.stdout);
+    assert.match(again.stdout, new RegExp(`Address: ${farIp.replace(/\./g, '\\.')}$`, 'm'));
     await engine.dockerOk(['rm', '-f', 'mover', 'far']);
   });
 });
