@@ -218,7 +218,6 @@ export class ContainerService implements ImageUsers {
     // try to pull the image and hide the real error.
     const plan = this.networking.plan(hc.NetworkMode, request.NetworkingConfig, { ...planOptions(request, hc), deferUnknownNetwork: true });
     if (plan.mode === 'container') this.store.get(plan.container);
-    const links = this.checkLinks(hc, name);
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       const b = parseBind(bind);
       if (!b.volume) {
@@ -227,6 +226,8 @@ export class ContainerService implements ImageUsers {
       }
     }
     const image = await this.images.resolveForContainer(request.Image);
+    // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.
+    const links = this.checkLinks(hc, name);
     const record = buildRecord(request, name, image, this.store.root);
     if (!hc.Runtime) record.HostConfig.Runtime = this.deps.defaultRuntime;
     record.HostConfig.Links = links;
