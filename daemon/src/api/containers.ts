@@ -168,6 +168,12 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     // HostConfig.KernelMemory went with API 1.42: a newer client's value is ignored, as Docker does.
     const hostConfig = (body as { HostConfig?: { KernelMemory?: unknown } } | null)?.HostConfig;
     if (req.version >= 42 && hostConfig && typeof hostConfig === 'object' && !Array.isArray(hostConfig)) delete hostConfig.KernelMemory;
+    // EndpointSettings.MacAddress came with API 1.44: before, only Config.MacAddress sets the address, as Docker
+    // has it (an older client's endpoint value is ignored).
+    const endpoints = (body as { NetworkingConfig?: { EndpointsConfig?: unknown } } | null)?.NetworkingConfig?.EndpointsConfig;
+    if (req.version < 44 && endpoints && typeof endpoints === 'object') {
+      for (const ep of Object.values(endpoints as Record<string, unknown>)) if (ep && typeof ep === 'object') delete (ep as { MacAddress?: unknown }).MacAddress;
+    }
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });

@@ -112,6 +112,19 @@ describe('endpoint settings keep what the client gave', () => {
     await container.remove({ force: true });
   });
 
+  test('before API 1.44 the MAC address comes from Config.MacAddress only', async () => {
+    const create = async (version: string, name: string, body: object) => {
+      const res = await engine.request('POST', `/v${version}/containers/create?name=${name}`, { body: { Image: 'busybox', HostConfig: { NetworkMode: NET }, ...body } });
+      assert.equal(res.status, 201, res.text);
+      return (await inspect(name, '1.53')).NetworkSettings.Networks[NET].MacAddress;
+    };
+    const endpointMac = { NetworkingConfig: { EndpointsConfig: { [NET]: { MacAddress: '02:42:00:00:00:01' } } } };
+    assert.equal(await create('1.43', 'old-endpoint-mac', endpointMac), '');
+    assert.equal(await create('1.44', 'new-endpoint-mac', endpointMac), '02:42:00:00:00:01');
+    assert.equal(await create('1.43', 'old-config-mac', { MacAddress: '02:42:00:00:00:02', ...endpointMac }), '02:42:00:00:00:02');
+    for (const name of ['old-endpoint-mac', 'new-endpoint-mac', 'old-config-mac']) await engine.request('DELETE', `/containers/${name}`);
+  });
+
   test('aliases given are kept; bad endpoint settings answer 400 naming the field', async () => {
     const docker = engine.dockerode();
     const aliased = await docker.createContainer({
