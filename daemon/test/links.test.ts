@@ -195,11 +195,19 @@ describe('links', () => {
       assert.match(r.stdout, new RegExp(`Address: ${farIp.replace(/\./g, '\\.')}$`, 'm'), name);
     }
     assert.deepEqual((await inspect('mover')).NetworkSettings.Networks['later net'].Links, ['far:distant']);
-    // The embedded DNS server comes back for it after a daemon restart.
+    // Another one joins and leaves again: it keeps its resolver, whose names go upstream (the test's, which
+    // knows none).
+    await engine.dockerOk(['run', '-d', '--name', 'visitor', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['network', 'connect', 'later net', 'visitor']);
+    await engine.dockerOk(['network', 'disconnect', 'later net', 'visitor']);
+    // Both keep their embedded DNS server across a daemon restart.
     await engine.restart();
     const again = await engine.docker(['exec', 'mover', 'nslookup', 'distant']);
     assert.equal(again.code, 0, again.stderr + again.stdout);
     assert.match(again.stdout, new RegExp(`Address: ${farIp.replace(/\./g, '\\.')}$`, 'm'));
-    await engine.dockerOk(['rm', '-f', 'mover', 'far']);
+    assert.match(await engine.dockerOk(['exec', 'visitor', 'cat', '/etc/resolv.conf']), /^nameserver 127\.0\.0\.11$/m);
+    const upstream = await engine.docker(['exec', 'visitor', 'nslookup', 'far']);
+    assert.match(upstream.stdout + upstream.stderr, /NXDOMAIN/);
+    await engine.dockerOk(['rm', '-f', 'mover', 'visitor', 'far']);
   });
 });

@@ -1183,6 +1183,19 @@ export class NetworkService implements ContainerNetworking {
       entry.endpoints.delete(containerId);
       await this.store.save(entry);
       await this.unplug(entry, ep);
+      // As Docker: the embedded DNS server keeps serving a container that leaves its last user-defined network
+      // (its resolv.conf still names it); another endpoint of the container carries the mark (and its
+      // upstreams), so that a daemon restart serves it again.
+      if (ep.dns) {
+        const rest = [...this.entries.values()].filter((e) => e.network.Driver === 'bridge' && e.endpoints.has(containerId));
+        const heir = rest.find((e) => e.endpoints.get(containerId)!.dns) ? undefined : rest[0];
+        if (heir) {
+          const kept = heir.endpoints.get(containerId)!;
+          kept.dns = true;
+          if (ep.dnsServers && !kept.dnsServers) kept.dnsServers = ep.dnsServers;
+          await this.store.save(heir);
+        }
+      }
       this.publishEndpoint('disconnect', entry, containerId);
       return this.containerNetworks(containerId);
     });
