@@ -415,19 +415,19 @@ export class ContainerService implements ImageUsers {
     if (mode === 'host') throw new InvalidParameter("conflicting options: host type networking can't be used with links. This would result in undefined behavior");
     if (mode.startsWith('container:')) throw new InvalidParameter("conflicting options: container type network can't be used with links. This would result in undefined behavior");
     if (!['default', 'bridge', 'none'].includes(mode)) return null;
+    const lookup = (ref: string) => {
+      try {
+        return this.store.get(ref);
+      } catch (err) {
+        // Not a 404: the docker CLI would take it for a missing image and try to pull it.
+        if (err instanceof NotFound) throw new InvalidParameter(`could not get container for ${ref}: No such container: ${ref}`, { cause: err });
+        throw err;
+      }
+    };
     const out: string[] = [];
     const aliases = new Set<string>();
     for (const text of given) {
       const { name, alias } = parseLink(text);
-      const lookup = (ref: string) => {
-        try {
-          return this.store.get(ref);
-        } catch (err) {
-          // Not a 404: the docker CLI would take it for a missing image and try to pull it.
-          if (err instanceof NotFound) throw new InvalidParameter(`could not get container for ${ref}: No such container: ${ref}`, { cause: err });
-          throw err;
-        }
-      };
       let child = lookup(name);
       for (let hops = 0; String(child.HostConfig.NetworkMode ?? '').startsWith('container:') && hops < 16; hops++) {
         child = lookup(String(child.HostConfig.NetworkMode).slice('container:'.length));
