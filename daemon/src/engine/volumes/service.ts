@@ -245,6 +245,7 @@ export class VolumeService {
     if (request.Name !== undefined && request.Name !== null && typeof request.Name !== 'string') throw new InvalidParameter('Name must be a string');
     const name = (request.Name as string | undefined) || newId();
     validateVolumeName(name);
+    const anonymous = !request.Name;
     checkDriver(request.Driver);
     if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
       throw new InvalidParameter('DriverOpts must be a map of strings');
@@ -252,6 +253,8 @@ export class VolumeService {
     if (request.Labels !== undefined && request.Labels !== null && !isStringMap(request.Labels)) throw new InvalidParameter('Labels must be a map of strings');
     const options = { ...((request.DriverOpts as Record<string, string> | null | undefined) ?? {}) };
     const labels = { ...((request.Labels as Record<string, string> | null | undefined) ?? {}) };
+    // As Docker: a volume created without a name is anonymous (a later prune, from API 1.42, removes it).
+    if (anonymous) labels[ANONYMOUS_LABEL] = '';
     return this.withLock(name, async () => {
       const existing = this.volumes.get(name);
       if (existing) return { volume: this.view(existing), created: false };
@@ -376,6 +379,11 @@ export class VolumeService {
 
   copyFromRootfs(name: string, rootfs: string, containerPath: string): Promise<void> {
     return this.host.copyFromRootfs(rootfs, containerPath, this.mountpoint(name));
+  }
+
+  /** A part of a volume's content to mount (see VolumeHost.openBeneath). */
+  openSubpath(name: string, subpath: string): Promise<{ path: string; close(): Promise<void> }> {
+    return this.host.openBeneath(this.mountpoint(name), subpath);
   }
 
   /** Makes a mount point's folder inside a container root (see VolumeHost.makeMountPoint). */
