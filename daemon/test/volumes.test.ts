@@ -431,7 +431,7 @@ describe('volumes in containers', () => {
       [{ VolumesFrom: ['a:b:c'] }, /expected <container>\[:ro\|rw\]/],
       [{ Mounts: [null] }, /HostConfig.Mounts\[0\]: expected an object/],
       [{ Mounts: [{ Type: 7, Target: '/x' }] }, /HostConfig.Mounts\[0\].Type: expected a string/],
-      [{ Binds: ['good-one:/d'], VolumeDriver: 'flocker' }, /HostConfig.VolumeDriver: .*plugin "flocker" not found/],
+      [{ Binds: ['good-one:/d'], VolumeDriver: 'flocker' }, /^create good-one: error looking up volume plugin flocker: plugin "flocker" not found$/],
       [{ Binds: ['good-one:/d'] }, /no such image|No such image/i, { Image: 'no-such-image:1' }],
     ];
     for (const [hc, message, extra] of cases) {
