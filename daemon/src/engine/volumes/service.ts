@@ -151,6 +151,7 @@ export class VolumeService {
   /** Loads the stored volumes; a folder without a readable record (a create cut short) is removed. */
   async init(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true, mode: 0o701 });
+    await this.host.releaseStaleSubpaths?.().catch((err) => log.warn('stale volume subpath mounts kept', { error: errorMessage(err) }));
     for (const name of await fs.readdir(this.root)) {
       if (!VOLUME_NAME.test(name)) continue;
       let record: VolumeFile | undefined;

@@ -78,4 +78,6 @@ export interface VolumeHost {
    * until `close`.
    */
   openBeneath(base: string, subpath: string): Promise<{ path: string; close(): Promise<void> }>;
+  /** Lets go of what openBeneath held for starts a stop of the daemon interrupted. */
+  releaseStaleSubpaths?(): Promise<void>;
 }

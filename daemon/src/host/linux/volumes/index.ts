@@ -119,6 +119,17 @@ export class LinuxVolumeHost implements VolumeHost {
     await run('cp', ['-a', '--', `${source}/.`, `${into}/`]);
   }
 
+  /** Unmounts and removes what openBeneath left when the daemon stopped before a start released it. */
+  async releaseStaleSubpaths(): Promise<void> {
+    const holder = path.join(this.volumesRoot, '.subpaths');
+    const entries = await fs.readdir(holder).catch(() => [] as string[]);
+    for (const entry of entries) {
+      const target = path.join(holder, entry);
+      if (await isMountPoint(target)) await run('umount', ['-l', target]).catch(() => undefined);
+      await fs.rm(target, { force: true }).catch(() => fs.rmdir(target).catch(() => undefined));
+    }
+  }
+
   async openBeneath(base: string, subpath: string): Promise<{ path: string; close(): Promise<void> }> {
     const root = await fs.realpath(this.inside(base));
     const parts = subpath.split('/').filter((p) => p !== '' && p !== '.');
