@@ -140,10 +140,10 @@ describe('removing a restarting container', () => {
     }, 30_000, 20);
     const r = await engine.request('DELETE', `/containers/${id}`);
     assert.equal(r.status, 409, r.text);
-    assert.match(r.json().message, /container is restarting: stop the container before removing or force remove/);
-    const cli = await engine.docker(['rm', id]);
+    assert.equal(r.json().message, `cannot remove container "${id}": container is restarting: stop the container before removing or force remove`);
+    const cli = await engine.docker(['rm', id.slice(0, 12)]);
     assert.notEqual(cli.code, 0);
-    assert.match(cli.stderr, /container is restarting/);
+    assert.match(cli.stderr, new RegExp(`cannot remove container "${id.slice(0, 12)}": container is restarting`));
     assert.equal((await engine.request('DELETE', `/containers/${id}?force=1`)).status, 204);
     assert.equal((await engine.request('GET', `/containers/${id}/json`)).status, 404);
   });

@@ -649,7 +649,7 @@ export class ContainerService implements ImageUsers {
     if (record.State.Status === 'removing') throw new Conflict(`removal of container ${record.Id} is already in progress`);
     if ((record.State.Running || record.State.Paused || record.State.Restarting) && !opts.force) {
       const state = record.State.Paused ? 'paused' : record.State.Restarting ? 'restarting' : 'running';
-      throw new Conflict(`cannot remove container "${record.Name}": container is ${state}: stop the container before removing or force remove`);
+      throw new Conflict(`cannot remove container "${ref}": container is ${state}: stop the container before removing or force remove`);
     }
     if (record.State.Running && opts.force) {
       record.ManuallyStopped = true;
