@@ -108,7 +108,7 @@ describe('the /volumes API', () => {
       [{ Name: 'a' }, 400, /invalid volume name/],
       [{ Name: 'bad name!' }, 400, /invalid volume name.*\[a-zA-Z0-9\]/],
       [{ Name: '../escape' }, 400, /invalid volume name/],
-      [{ Name: 'plugged', Driver: 'nfs-plugin' }, 404, /plugin "nfs-plugin" not found/],
+      [{ Name: 'plugged', Driver: 'nfs-plugin' }, 404, /^create plugged: error looking up volume plugin nfs-plugin: plugin "nfs-plugin" not found$/],
       [{ Name: 'nodevice', DriverOpts: { type: 'none', o: 'bind' } }, 400, /missing required option "device"/],
       [{ Name: 'notype', DriverOpts: { device: '/tmp' } }, 400, /missing required option "type"/],
       [{ Name: 'unknownopt', DriverOpts: { type: 'tmpfs', colour: 'red' } }, 400, /invalid option "colour"/],

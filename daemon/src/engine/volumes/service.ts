@@ -247,7 +247,13 @@ export class VolumeService {
     const name = (request.Name as string | undefined) || newId();
     validateVolumeName(name);
     const anonymous = !request.Name;
-    checkDriver(request.Driver);
+    try {
+      checkDriver(request.Driver);
+    } catch (err) {
+      // As Docker words it: the operation and the volume, then the driver's lookup.
+      if (err instanceof NotFound) throw new NotFound(`create ${name}: ${err.message}`, { cause: err });
+      throw err;
+    }
     if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
       throw new InvalidParameter('DriverOpts must be a map of strings');
     }
