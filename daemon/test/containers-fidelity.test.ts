@@ -78,6 +78,12 @@ describe('VolumeOptions.Subpath', () => {
     assert.equal(m.Type, 'volume');
     assert.equal(m.Name, 'subvol');
     assert.equal(m.Source, path.join(engine.dataRoot, 'volumes', 'subvol', '_data'));
+    // docker cp sees the part of the volume at the mount point, as the container does.
+    const local = path.join(hostDir('cp-src'), 'copied.txt');
+    writeFileSync(local, 'copied\n');
+    await engine.dockerOk(['cp', local, `${id}:/m/copied.txt`]);
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'subvol:/v', 'busybox', 'cat', '/v/app/copied.txt']), 'copied\n');
+    assert.equal(await engine.dockerOk(['cp', `${id}:/m/conf/file`, '-']).then((tar) => tar.includes('inner')), true);
     await remove(id);
   });
 
