@@ -73,6 +73,8 @@ describe('VolumeOptions.Subpath', () => {
     assert.equal(out, 'file\ninner\n');
     const check = await engine.dockerOk(['run', '--rm', '-v', 'subvol:/v', 'busybox', 'cat', '/v/app/conf/new']);
     assert.equal(check, 'written\n');
+    // A part that is a file is mounted as a file.
+    assert.equal(await engine.dockerOk(['run', '--rm', '--mount', 'type=volume,src=subvol,dst=/etc/app.conf,volume-subpath=app/conf/file', 'busybox', 'cat', '/etc/app.conf']), 'inner\n');
     const id = (await create({ HostConfig: { Mounts: [{ Type: 'volume', Source: 'subvol', Target: '/m', VolumeOptions: { Subpath: 'app' } }] } })).json().Id;
     const [m] = (await inspect(id)).Mounts;
     assert.equal(m.Type, 'volume');

@@ -320,17 +320,19 @@ export class ContainerVolumes {
     try {
       for (const m of record.Mounts) {
         if (m.Type !== 'volume' || !m.Name) continue;
-        // Only for volumes: a volume is a folder, while a host bind may be a file the runtime makes a file for.
-        if (rootfs) await this.volumes.makeMountPoint(rootfs, m.Destination);
         await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
         done.push(m.Name);
         // A part of the volume (VolumeOptions.Subpath): checked now, held open until the runtime mounted it.
         const subpath = subpaths.get(m.Destination);
+        let directory = true;
         if (subpath) {
           const opened = await this.volumes.openSubpath(m.Name, subpath);
           handles.push(opened);
           sources.set(m.Destination, opened.path);
+          directory = opened.directory;
         }
+        // A volume is a folder (a part of one may be a file, for which the runtime makes a file).
+        if (rootfs && directory) await this.volumes.makeMountPoint(rootfs, m.Destination);
       }
     } catch (err) {
       await release();

@@ -12,7 +12,7 @@ import type { LocalDriverOptions, VolumeHost } from './types.js';
 /** A volume host on plain folders that records mounts instead of making them. */
 class FakeVolumeHost implements VolumeHost {
   async openBeneath(base: string, subpath: string) {
-    return { path: `${base}/${subpath}`, close: async () => undefined };
+    return { path: `${base}/${subpath}`, directory: true, close: async () => undefined };
   }
   readonly mounted = new Map<string, LocalDriverOptions>();
   async createVolumeDir(dir: string): Promise<void> {

@@ -389,7 +389,7 @@ export class VolumeService {
   }
 
   /** A part of a volume's content to mount (see VolumeHost.openBeneath). */
-  openSubpath(name: string, subpath: string): Promise<{ path: string; close(): Promise<void> }> {
+  openSubpath(name: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
     return this.host.openBeneath(this.mountpoint(name), subpath);
   }
 

@@ -77,7 +77,7 @@ export interface VolumeHost {
    * may be a symlink (NotFound otherwise). Answers a path the runtime can bind that stays on what was checked
    * until `close`.
    */
-  openBeneath(base: string, subpath: string): Promise<{ path: string; close(): Promise<void> }>;
+  openBeneath(base: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }>;
   /** Lets go of what openBeneath held for starts a stop of the daemon interrupted. */
   releaseStaleSubpaths?(): Promise<void>;
 }

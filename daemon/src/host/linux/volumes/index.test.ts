@@ -88,7 +88,9 @@ describe('LinuxVolumeHost', () => {
     assert.ok(opened.path.startsWith(path.join(volumesRoot, '.subpaths') + '/'));
     assert.equal(await host.isMounted(opened.path), true);
     assert.equal(await fs.readFile(path.join(opened.path, 'f'), 'utf8'), 'inner');
+    assert.equal(opened.directory, true);
     const file = await host.openBeneath(data, 'app/conf/f');
+    assert.equal(file.directory, false);
     assert.equal(await fs.readFile(file.path, 'utf8'), 'inner');
     await file.close();
     await opened.close();

@@ -130,7 +130,7 @@ export class LinuxVolumeHost implements VolumeHost {
     }
   }
 
-  async openBeneath(base: string, subpath: string): Promise<{ path: string; close(): Promise<void> }> {
+  async openBeneath(base: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
     const root = await fs.realpath(this.inside(base));
     const parts = subpath.split('/').filter((p) => p !== '' && p !== '.');
     const wanted = path.join(root, ...parts);
@@ -153,13 +153,15 @@ export class LinuxVolumeHost implements VolumeHost {
     // again through it.
     const handle = await fs.open(wanted, O_PATH | constants.O_NOFOLLOW);
     let target: string | undefined;
+    let directory = false;
     try {
       const [stat, real] = await Promise.all([handle.stat(), fs.readlink(`/proc/self/fd/${handle.fd}`)]);
       if (stat.isSymbolicLink() || real !== wanted) throw new NotFound(`cannot access path ${wanted}: it changed while it was opened`);
       const holder = path.join(this.volumesRoot, '.subpaths');
       await fs.mkdir(holder, { recursive: true, mode: 0o700 });
       target = path.join(holder, randomBytes(12).toString('hex'));
-      if (stat.isDirectory()) await fs.mkdir(target, { mode: 0o700 });
+      directory = stat.isDirectory();
+      if (directory) await fs.mkdir(target, { mode: 0o700 });
       else await fs.writeFile(target, '', { mode: 0o600, flag: 'wx' });
       // --no-canonicalize: mount(8) must not turn the handle's path back into a path name.
       await run('mount', ['--no-canonicalize', '--bind', `/proc/${process.pid}/fd/${handle.fd}`, target]);
@@ -172,6 +174,7 @@ export class LinuxVolumeHost implements VolumeHost {
     const mounted = target;
     return {
       path: mounted,
+      directory,
       close: async () => {
         await run('umount', ['-l', mounted]).catch(() => undefined);
         await fs.rm(mounted, { force: true, recursive: false }).catch(() => fs.rmdir(mounted));
