@@ -168,12 +168,22 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     // HostConfig.KernelMemory went with API 1.42: a newer client's value is ignored, as Docker does.
     const hostConfig = (body as { HostConfig?: { KernelMemory?: unknown } } | null)?.HostConfig;
     if (req.version >= 42 && hostConfig && typeof hostConfig === 'object' && !Array.isArray(hostConfig)) delete hostConfig.KernelMemory;
+    // VolumeOptions.Subpath came with API 1.45: an older client cannot ask for it, as Docker answers.
+    const mounts = (hostConfig as { Mounts?: unknown } | undefined)?.Mounts;
+    if (req.version < 45 && Array.isArray(mounts) && mounts.some((m) => m?.VolumeOptions?.Subpath)) {
+      throw new InvalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
+    }
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });
 
   router.get('/containers/json', async (req, res) => {
     const filters = filterParam(req, LIST_FILTERS);
+    // The query parameters `before` and `since` (an id or a name) of API 1.24, as the filters of that name.
+    for (const key of ['before', 'since']) {
+      const ref = stringParam(req, key);
+      if (ref) filters.set(key, [...(filters.get(key) ?? []), ref]);
+    }
     const ancestors = new Map<string, string | undefined>();
     for (const a of filters.get('ancestor') ?? []) ancestors.set(a, await backend.imageId(a));
     const records = listContainers(containers.all(), {

@@ -4,6 +4,8 @@
  * container's root mounted only while a copy needs it; the Host does the file work (safe resolution inside
  * the root, tar in and out).
  */
+import { lstatSync } from 'node:fs';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidParameter } from '../errors.js';
 import type { EventBus } from '../events.js';
@@ -87,6 +89,21 @@ export function containerPathParam(raw: string | undefined): string {
   return raw.startsWith('/') ? raw : `/${raw}`;
 }
 
+/** The host folder of a part of a volume, when every step of it exists and none is a symlink (as at start). */
+function subpathSource(volumeFolder: string, subpath: string): string | undefined {
+  let at = volumeFolder;
+  for (const part of path.posix.normalize(subpath).split('/').filter((p) => p !== '' && p !== '.')) {
+    if (part === '..') return undefined;
+    at = path.join(at, part);
+    try {
+      if (lstatSync(at).isSymbolicLink()) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return at;
+}
+
 /**
  * The stream `tar`, ended only once `release` is done: a client that read the whole archive finds the
  * container as it was before (a stopped container's root unmounted again). Destroying it releases too.
@@ -132,16 +149,25 @@ export class ContainerFiles {
       out.push({ destination: b.destination, source: b.source, readOnly: b.readOnly });
       seen.add(b.destination);
     }
+    const subpaths = new Map<string, string>();
     for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+      const clean = path.posix.normalize(String(m.Target)).replace(/(.)\/+$/, '$1');
       if (m.Type === 'bind') {
         out.push({ destination: m.Target, source: m.Source, readOnly: m.ReadOnly === true });
         seen.add(m.Target);
+        seen.add(clean);
+      } else if (m.Type === 'volume' && typeof m.VolumeOptions?.Subpath === 'string' && m.VolumeOptions.Subpath !== '') {
+        subpaths.set(clean, m.VolumeOptions.Subpath);
       }
     }
     // Volumes and what VolumesFrom brings, in their host folders.
     for (const m of record.Mounts ?? []) {
       if (m.Type === 'tmpfs' || seen.has(m.Destination)) continue;
-      out.push({ destination: m.Destination, source: m.Source, readOnly: !m.RW });
+      const subpath = subpaths.get(m.Destination);
+      const source = subpath === undefined ? m.Source : subpathSource(m.Source, subpath);
+      // A part of a volume that is missing or goes through a symlink is not mounted in the container either.
+      if (source === undefined) continue;
+      out.push({ destination: m.Destination, source, readOnly: !m.RW });
       seen.add(m.Destination);
     }
     const files: Array<[string, string]> = [

@@ -357,10 +357,7 @@ export function validateCreateBody(body: unknown): void {
   for (const host of (hc.ExtraHosts as string[] | null) ?? []) {
     if (!/^[^:\s]+[:=]\S+$/.test(host)) throw new InvalidParameter(`invalid HostConfig.ExtraHosts entry ${JSON.stringify(host)}: expected host:ip`);
   }
-  const logType = (hc.LogConfig as { Type?: unknown } | undefined)?.Type;
-  if (logType !== undefined && logType !== '' && !['json-file', 'k8s-file', 'local', 'none'].includes(logType as string)) {
-    throw new InvalidParameter(`logging driver ${JSON.stringify(logType)} is not supported: use json-file, local or none`);
-  }
+  // LogConfig is checked after the image is found, as Docker does (logconfig.ts).
   if (typeof hc.Runtime === 'string' && hc.Runtime !== '' && !['crun', 'runc'].includes(hc.Runtime)) {
     throw new InvalidParameter(`unknown or invalid runtime name: ${hc.Runtime}`);
   }

@@ -72,4 +72,12 @@ export interface VolumeHost {
    * the root), and missing folders are created. Answers the resolved container path.
    */
   makeMountPoint(rootfs: string, containerPath: string): Promise<string>;
+  /**
+   * Opens `subpath` below the folder `base` (a volume's content) for a mount: it must exist, and no step of it
+   * may be a symlink (NotFound otherwise). Answers a path the runtime can bind that stays on what was checked
+   * until `close`.
+   */
+  openBeneath(base: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }>;
+  /** Lets go of what openBeneath held for starts a stop of the daemon interrupted. */
+  releaseStaleSubpaths?(): Promise<void>;
 }
