@@ -207,16 +207,16 @@ describe('HostConfig.VolumeDriver', () => {
 });
 
 describe('StorageOpt', () => {
-  test('size, which needs overlay on xfs with pquota, and unknown keys are refused as Docker refuses them', async () => {
+  test('size, which needs overlay on xfs with pquota, and unknown keys are refused with the words Docker uses (400)', async () => {
     const before = await containerCount();
     const size = await create({ HostConfig: { StorageOpt: { size: '1G' } } });
-    assert.equal(size.status, 500);
+    assert.equal(size.status, 400);
     assert.equal(size.json().message, "--storage-opt is supported only for overlay over xfs with 'pquota' mount option");
     const cli = await engine.docker(['create', '--storage-opt', 'size=20G', 'busybox', 'true']);
     assert.notEqual(cli.code, 0);
     assert.match(cli.stderr, /--storage-opt is supported only for overlay over xfs with 'pquota' mount option/);
     const unknown = await create({ HostConfig: { StorageOpt: { Colour: 'red' } } });
-    assert.equal(unknown.status, 500);
+    assert.equal(unknown.status, 400);
     assert.equal(unknown.json().message, 'Unknown option colour');
     assert.equal(await containerCount(), before);
   });
@@ -233,7 +233,7 @@ describe('bind propagation', () => {
     return dir;
   }
 
-  test('rshared or rslave on a source whose mount is private fails the start as Docker fails it', async () => {
+  test('rshared or rslave on a source whose mount is private fails the start with the words Docker uses (400)', async () => {
     const dir = mountWith('private-mount', 'private');
     for (const [mode, words] of [['rshared', 'a shared mount'], ['rslave', 'a shared or slave mount']]) {
       const run = await engine.docker(['run', '--name', `prop-${mode}`, '-v', `${dir}:/m:${mode}`, 'busybox', 'true']);
@@ -241,7 +241,7 @@ describe('bind propagation', () => {
       assert.match(run.stderr, new RegExp(`path ${dir} is mounted on ${dir} but it is not ${words}`));
       const id = (await inspect(`prop-${mode}`)).Id;
       const again = await engine.request('POST', `/containers/${id}/start`);
-      assert.equal(again.status, 500);
+      assert.equal(again.status, 400);
       assert.equal(again.json().message, `path ${dir} is mounted on ${dir} but it is not ${words}`);
       await remove(id);
     }

@@ -4,13 +4,13 @@
  * otherwise the runtime would mount it and the propagation asked for would silently not happen.
  */
 import type { ContainerRuntimeHost } from '../../host/host.js';
-import { EngineError } from '../errors.js';
+import { InvalidParameter } from '../errors.js';
 import type { MountPoint } from './model.js';
 
 const SHARED = new Set(['shared', 'rshared']);
 const SLAVE = new Set(['slave', 'rslave']);
 
-/** Throws (a server-side error, as Docker's) naming the first mount whose source's propagation does not allow it. */
+/** Throws (400, with Docker's words; Docker answers 500) naming the first mount whose source's propagation does not allow it. */
 export async function checkPropagation(mounts: MountPoint[], host: Pick<ContainerRuntimeHost, 'sourceMount'>): Promise<void> {
   if (!host.sourceMount) return;
   for (const m of mounts) {
@@ -18,10 +18,10 @@ export async function checkPropagation(mounts: MountPoint[], host: Pick<Containe
     if ((!wantsShared && !SLAVE.has(m.Propagation)) || !m.Source) continue;
     const source = await host.sourceMount(m.Source);
     if (wantsShared && !source.shared) {
-      throw new EngineError(`path ${m.Source} is mounted on ${source.mountPoint} but it is not a shared mount`);
+      throw new InvalidParameter(`path ${m.Source} is mounted on ${source.mountPoint} but it is not a shared mount`);
     }
     if (!wantsShared && !source.shared && !source.slave) {
-      throw new EngineError(`path ${m.Source} is mounted on ${source.mountPoint} but it is not a shared or slave mount`);
+      throw new InvalidParameter(`path ${m.Source} is mounted on ${source.mountPoint} but it is not a shared or slave mount`);
     }
   }
 }
