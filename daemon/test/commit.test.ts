@@ -45,6 +45,20 @@ describe('commit', () => {
     assert.equal(diff.trim(), 'absent');
   });
 
+  it('a change value holding several instructions on lines of their own applies each one', async () => {
+    await engine.dockerOk(['create', '--name', 'multi', 'busybox', 'true']);
+    const changes = encodeURIComponent('ENV A=1\nLABEL x=y\n\n# note\nCMD ["echo", "multi"]');
+    const r = await engine.request('POST', `/commit?container=multi&repo=multi&tag=v1&changes=${changes}&changes=${encodeURIComponent('USER nobody')}`);
+    assert.equal(r.status, 201, r.text);
+    const [inspect] = JSON.parse(await engine.dockerOk(['image', 'inspect', 'multi:v1']));
+    assert.ok(inspect.Config.Env.includes('A=1'), JSON.stringify(inspect.Config.Env));
+    assert.equal(inspect.Config.Labels.x, 'y');
+    assert.deepEqual(inspect.Config.Cmd, ['echo', 'multi']);
+    assert.equal(inspect.Config.User, 'nobody');
+    await engine.dockerOk(['rm', 'multi']);
+    await engine.dockerOk(['rmi', 'multi:v1']);
+  });
+
   it('a folder replaced in the container replaces it in the image (opaque folder)', async () => {
     await engine.dockerOk(['run', '--name', 'opaque', 'busybox', 'sh', '-c', 'rm -rf /home && mkdir /home && echo only > /home/only']);
     await engine.dockerOk(['commit', 'opaque', 'opaque:1']);
