@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { startEngine, type Engine } from './harness.js';
 
 let engine: Engine;
@@ -74,6 +75,8 @@ describe('container prune', () => {
       const one = await engine.request('POST', `/containers/prune?filters=${byLabel}`);
       assert.equal(one.status, 200, one.text);
       assert.deepEqual(one.json().ContainersDeleted, [a]);
+      await expectConforms('1.53', 'post', '/containers/prune', 200, one.json());
+      await expectConforms('1.25', 'post', '/containers/prune', 200, none.json());
       const bad = await engine.request('POST', `/containers/prune?filters=${encodeURIComponent(JSON.stringify({ status: ['exited'] }))}`);
       assert.equal(bad.status, 400, bad.text);
       assert.match(bad.json().message, /status/);
@@ -147,6 +150,8 @@ describe('image search', () => {
     const results = starred.json<Array<{ name: string; is_automated: boolean }>>();
     assert.deepEqual(results.map((r) => r.name), ['library/busybox', 'someone/busybox-tools']);
     assert.ok(results.every((r) => r.is_automated === false));
+    await expectConforms('1.53', 'get', '/images/search', 200, results);
+    await expectConforms('1.25', 'get', '/images/search', 200, results);
     const badLimit = await engine.request('GET', `/images/search?term=127.0.0.1:${port}/busybox&limit=101`);
     assert.equal(badLimit.status, 400, badLimit.text);
     assert.match(badLimit.json().message, /limit 101 is outside the range of \[1, 100\]/);
