@@ -152,6 +152,9 @@ describe('image search', () => {
     assert.ok(results.every((r) => r.is_automated === false));
     await expectConforms('1.53', 'get', '/images/search', 200, results);
     await expectConforms('1.25', 'get', '/images/search', 200, results);
+    const zero = await engine.request('GET', `/images/search?term=127.0.0.1:${port}/busybox&limit=0`);
+    assert.equal(zero.status, 200, zero.text);
+    assert.equal(queries[queries.length - 1].get('n'), '25');
     const badLimit = await engine.request('GET', `/images/search?term=127.0.0.1:${port}/busybox&limit=101`);
     assert.equal(badLimit.status, 400, badLimit.text);
     assert.match(badLimit.json().message, /limit 101 is outside the range of \[1, 100\]/);

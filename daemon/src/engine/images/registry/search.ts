@@ -57,7 +57,8 @@ export interface SearchRequest {
 
 /** Searches the index the term names; results are filtered by `is-official`, `is-automated` and `stars`. */
 export async function searchImages(config: RegistryConfig, request: SearchRequest): Promise<SearchResult[]> {
-  const limit = request.limit ?? DEFAULT_SEARCH_LIMIT;
+  // No limit, or 0, is the default.
+  const limit = request.limit || DEFAULT_SEARCH_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new InvalidParameter(`limit ${limit} is outside the range of [1, 100]`);
   const official = boolFilterValue(request.filters, 'is-official');
   const automated = boolFilterValue(request.filters, 'is-automated');
