@@ -215,6 +215,9 @@ describe('swarm and plugins, as a daemon without them', () => {
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(list.json(), []);
     assert.equal((await engine.dockerOk(['plugin', 'ls', '-q'])).trim(), '');
+    assert.equal((await engine.dockerOk(['plugin', 'ls', '-q', '--filter', 'enabled=true'])).trim(), '');
+    const badFilter = await engine.request('GET', `/plugins?filters=${encodeURIComponent(JSON.stringify({ colour: ['red'] }))}`);
+    assert.equal(badFilter.status, 400, badFilter.text);
     for (const [method, path] of [
       ['GET', '/plugins/vieux/sshfs:latest/json'], ['POST', '/plugins/vieux/sshfs:latest/enable'], ['POST', '/plugins/vieux/sshfs:latest/disable'],
       ['DELETE', '/plugins/vieux/sshfs:latest'], ['POST', '/plugins/vieux/sshfs:latest/set'], ['GET', '/v1.24/plugins/vieux/sshfs:latest'],

@@ -3,9 +3,9 @@
  * no plugin installed (an empty list; a named plugin is not found) and refuse to install one. A real
  * implementation replaces this module.
  */
-import { NotFound, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotFound, NotImplemented } from '../engine/errors.js';
 import type { ApiRequest, Handler } from './http.js';
-import { requiredParam } from './params.js';
+import { parseFilters, requiredParam } from './params.js';
 import type { Router } from './router.js';
 
 function notFound(name: string): NotFound {
@@ -20,7 +20,12 @@ export function registerPluginRoutes(router: Router): void {
     throw notFound(req.params.name);
   };
 
-  router.get('/plugins', (_req, res) => {
+  router.get('/plugins', (req, res) => {
+    // The filters dockerd knows are checked, though no plugin is there to match them.
+    const filters = parseFilters(req.query.get('filters'), ['capability', 'enabled']);
+    for (const v of filters.get('enabled') ?? []) {
+      if (!['true', '1', 'false', '0'].includes(v.toLowerCase())) throw new InvalidParameter(`invalid filter 'enabled=${v}'`);
+    }
     res.json(200, []);
   });
   // Installing needs a registry and a plugin runtime: refused. `remote` and `name` are still required.
