@@ -35,7 +35,8 @@ export function registerPluginRoutes(router: Router): void {
   });
   router.post('/plugins/pull', (req) => {
     req.raw.resume();
-    requiredParam(req, 'remote');
+    // API 1.24 named the plugin to pull `name`; later versions `remote`.
+    if (!req.query.get('name')) requiredParam(req, 'remote');
     throw new NotImplemented(UNSUPPORTED);
   });
   router.post('/plugins/create', (req) => {
