@@ -125,14 +125,20 @@ async function indexEndpoint(config: RegistryConfig, index: string, signal?: Abo
   throw new InvalidParameter(`invalid registry endpoint ${JSON.stringify(plainUrl)}. HTTPS attempt: ${httpsError}. HTTP attempt: ${httpError}`);
 }
 
+/** How long a ping waits for an index's answer. */
+const PING_TIMEOUT_MS = 15_000;
+
 /** Pings an index; its answer's status and body do not matter, only that it answered. Gives the failure, if any. */
 async function ping(base: string, skipVerify: boolean, signal?: AbortSignal): Promise<string | undefined> {
+  const url = `${base}_ping`;
+  const timeout = AbortSignal.timeout(PING_TIMEOUT_MS);
   try {
-    const res = await send({ method: 'GET', url: `${base}_ping`, skipVerify, signal });
+    const res = await send({ method: 'GET', url, skipVerify, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
     discard(res);
     return undefined;
   } catch (err) {
-    if ((err as Error).name === 'AbortError') throw err;
+    if (signal?.aborted) throw err;
+    if (timeout.aborted) return `GET ${JSON.stringify(url)}: no answer within ${PING_TIMEOUT_MS / 1000} s`;
     return (err as Error).message;
   }
 }
