@@ -10,6 +10,7 @@ import type { ContainerStore } from '../engine/containers/store.js';
 import { logBytes, type LogOptions } from '../engine/containers/logs.js';
 import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from '../engine/containers/views.js';
 import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
+import { PRUNE_FILTERS, type ContainerPruneReport } from '../engine/containers/prune.js';
 import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { shape } from './compat.js';
@@ -29,6 +30,8 @@ export interface ContainersBackend {
   readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecordBlock>;
   /** SizeRw (the container's own files) and SizeRootFs (those and its image's), in bytes. */
   sizes(record: ContainerRecord): Promise<{ rw: number; rootFs: number }>;
+  /** Removes the containers that do not run, as the filters (PRUNE_FILTERS) narrow them. */
+  prune(filters: ReadonlyMap<string, string[]>): Promise<ContainerPruneReport>;
 }
 
 function logTimestamp(req: ApiRequest, name: string): bigint | undefined {
@@ -155,6 +158,10 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     }
     return text;
   };
+
+  router.post('/containers/prune', async (req, res) => {
+    res.json(200, await backend.prune(filterParam(req, PRUNE_FILTERS)));
+  });
 
   router.post('/containers/create', async (req, res) => {
     const body = await req.json();

@@ -123,7 +123,9 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
     try {
       await images.load(req.body(), (m) => progress.write(m), req.signal, { quiet });
     } catch (err) {
-      if (!progress.started) throw err;
+      // As dockerd: a load always answers 200, and what went wrong (a body that is no image archive
+      // included) is the stream's error message, which clients read from the stream.
+      req.raw.resume();
       progress.fail(err);
       return;
     }

@@ -10,6 +10,7 @@ import { Readable } from 'node:stream';
 import { InvalidParameter } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { LayerFolders } from '../images/types.js';
+import { ensurePlaceholderFiles } from './files.js';
 import type { ContainerRecord } from './model.js';
 import { resolveUser } from './ocispec.js';
 import { parseBind } from './validate.js';
@@ -190,6 +191,7 @@ export class ContainerFiles {
     const { host, containers, images } = this.deps;
     const id = record.Id;
     const root = await containers.serialised(id, async () => {
+      if (!record.State.Running && !record.State.Restarting && !record.State.Paused) await ensurePlaceholderFiles(record);
       const lowerDirs = images.lowerDirs(record.ImageChainIds);
       const merged = await host.mountRootfs(id, lowerDirs);
       this.holds.set(id, (this.holds.get(id) ?? 0) + 1);

@@ -103,6 +103,15 @@ export function upperDiffTar(upper: string, lowerDirs: string[], ignoreAdded: Re
 
   void (async () => {
     try {
+      // A container never started (nor copied into) has no upper folder yet: its layer is empty.
+      const hasUpper = await fs.stat(upper).then(() => true, (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return false;
+        throw err;
+      });
+      if (!hasUpper) {
+        pack.finalize();
+        return;
+      }
       const opaque = await opaqueFolders(upper);
       await walk('', upper, opaque);
       pack.finalize();
