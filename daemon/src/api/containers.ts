@@ -12,6 +12,7 @@ import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from
 import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
 import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
+import { CONTAINER_CREATE } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
@@ -157,7 +158,7 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
   };
 
   router.post('/containers/create', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(CONTAINER_CREATE);
     const platform = stringParam(req, 'platform');
     if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
       throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
