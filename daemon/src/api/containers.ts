@@ -249,7 +249,11 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
   });
 
   router.delete('/containers/:id', async (req, res) => {
-    if (boolParam(req, 'link')) throw new NotImplemented('removing legacy links is not supported by this engine');
+    if (boolParam(req, 'link')) {
+      // A missing container is a 404 whatever the options.
+      containers.get(req.params.id);
+      throw new NotImplemented('removing legacy links is not supported by this engine');
+    }
     await containers.remove(req.params.id, { force: boolParam(req, 'force'), volumes: boolParam(req, 'v') });
     res.noContent();
   });

@@ -2,6 +2,7 @@
  * Networks: list, inspect, create, remove, prune, connect and disconnect. The handlers parse and
  * validate, call the network backend, and shape the answer for the request's version.
  */
+import { validateEndpointNames } from '../engine/containers/validate.js';
 import { InvalidParameter, NotImplemented } from '../engine/errors.js';
 import { NETWORK_CONNECT, NETWORK_CREATE, NETWORK_DISCONNECT, type Shape } from './bodies.js';
 import { shape } from './compat.js';
@@ -84,6 +85,7 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
     if (body.EndpointConfig !== undefined && body.EndpointConfig !== null && (typeof body.EndpointConfig !== 'object' || Array.isArray(body.EndpointConfig))) {
       throw new InvalidParameter('EndpointConfig must be an object');
     }
+    validateEndpointNames('EndpointConfig', body.EndpointConfig);
     if (!containers) throw new NotImplemented('connecting a container to a network after create is not supported yet');
     await containers.connectContainer(req.params.id, body.Container as string, body.EndpointConfig);
     res.status(200);
