@@ -12,7 +12,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
-import { tarStream } from '../../util/tar.js';
+import { lazyPack, tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 import { childDecompressor, detectCompression } from './context.js';
 import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
@@ -213,22 +213,10 @@ function decompressor(compression: string): NodeJS.ReadWriteStream {
  * consumer listening, and a stream never read does no work.
  */
 export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
-  async function* packed() {
-    const pack = tarStream().pack();
-    // Errors reach the loop below; this listener only keeps one raised after it ended from going unheard.
-    pack.on('error', () => undefined);
-    const writing = writeCopy(pack, plan, destOwner, signal);
-    try {
-      for await (const chunk of pack) yield chunk as Buffer;
-    } finally {
-      pack.destroy();
-      await writing;
-    }
-  }
-  return Readable.from(packed(), { objectMode: false });
+  return lazyPack((pack) => writeCopy(pack, plan, destOwner, signal));
 }
 
-/** Writes the plan's entries into `pack` and finalizes it, or destroys it with the first error. */
+/** Writes the plan's entries into `pack` and finalizes it. */
 async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Promise<void> {
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
@@ -259,31 +247,27 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
     });
     await pipeline(createReadStream(archive), decompressor(compression), extract, { signal });
   };
-  try {
-    for (const e of plan.entries) {
-      if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-      const header = { name: e.name, mode: e.mode, uid: e.uid, gid: e.gid, mtime: e.mtime };
-      if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
-      else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
-      else if (e.type === 'archive') {
-        const src = e.source as { archive: string; compression: string };
-        await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
-      } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
-      else if (e.source && 'file' in e.source) {
-        const file = e.source.file;
-        const st = await fs.stat(file);
-        if (st.size === 0) {
-          await entry({ ...header, type: 'file', size: 0 });
-          continue;
-        }
-        const sink = pack.entry({ ...header, type: 'file', size: st.size });
-        await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
+  for (const e of plan.entries) {
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const header = { name: e.name, mode: e.mode, uid: e.uid, gid: e.gid, mtime: e.mtime };
+    if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
+    else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
+    else if (e.type === 'archive') {
+      const src = e.source as { archive: string; compression: string };
+      await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
+    } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
+    else if (e.source && 'file' in e.source) {
+      const file = e.source.file;
+      const st = await fs.stat(file);
+      if (st.size === 0) {
+        await entry({ ...header, type: 'file', size: 0 });
+        continue;
       }
+      const sink = pack.entry({ ...header, type: 'file', size: st.size });
+      await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
     }
-    pack.finalize();
-  } catch (err) {
-    pack.destroy(err as Error);
   }
+  pack.finalize();
 }
 
 /** Resolves `--chown` (numeric ids or names from the image's /etc/passwd and /etc/group). */
