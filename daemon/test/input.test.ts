@@ -71,6 +71,25 @@ describe('input hardening', () => {
       }
     });
 
+    it('an import from a URL refused before reading (bad repository) closes its download; a failing server later does no harm', async () => {
+      const server = http.createServer((_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/x-tar' });
+        res.write(Buffer.alloc(512, 0x41));
+        setTimeout(() => res.socket?.destroy(), 300);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (server.address() as { port: number }).port;
+        const r = await engine.request('POST', `/v1.41/images/create?fromSrc=${encodeURIComponent(`http://127.0.0.1:${port}/rootfs.tar`)}&repo=Not_A_Valid_Repo`);
+        assert.equal(r.status, 400, r.text);
+        await new Promise((resolve) => setTimeout(resolve, 800));
+        await alive();
+      } finally {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    });
+
     it('a client hanging up in the middle of export, save and archive GET leaves the daemon serving', async () => {
       const created = await create({ Image: 'busybox', Cmd: ['true'] }, 'hangup');
       assert.equal(created.status, 201, created.text);
