@@ -64,7 +64,8 @@ describe('input hardening', () => {
       }
       const created = await create({ Image: 'busybox', Cmd: ['true'] }, 'corrupt-put');
       assert.equal(created.status, 201, created.text);
-      for (const body of [garbage, truncated]) {
+      const longName = await contextTar({ ['n'.repeat(300)]: 'x' });
+      for (const body of [garbage, truncated, longName]) {
         const put = await engine.request('PUT', '/v1.41/containers/corrupt-put/archive?path=/tmp', { body, headers: { 'content-type': 'application/x-tar' } });
         await alive();
         assert.ok(put.status >= 400 && put.status < 500, `${put.status} ${put.text}`);
