@@ -52,6 +52,13 @@ describe('input hardening', () => {
         assert.match(last.error ?? '', /points outside its destination/, r.text);
       }
       assert.equal((await engine.request('GET', '/images/evil:1/json')).status, 404);
+      // A gzip archive that is corrupt after its header fails the same way.
+      const corrupt = Buffer.concat([compress(evil, 'gzip').subarray(0, 20), Buffer.alloc(4096, 0x5a)]);
+      const context = await contextTar({ Dockerfile: 'FROM busybox\nADD corrupt.tar.gz /unpacked/\n', 'corrupt.tar.gz': corrupt });
+      const r = await engine.request('POST', '/v1.41/build?t=evil:2&rm=1', { body: context, headers: { 'content-type': 'application/x-tar' }, timeoutMs: 120_000 });
+      await alive();
+      assert.equal(r.status, 200, r.text);
+      assert.ok(buildLines(r.text).pop()!.error, r.text);
     });
 
     it('a corrupt tar to import or to archive PUT is an error, the daemon lives on', async () => {
