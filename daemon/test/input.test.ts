@@ -98,6 +98,34 @@ describe('input hardening', () => {
       }
     });
 
+    it('a client hanging up in the middle of an upload (load, import, archive PUT, build) leaves the daemon serving', async () => {
+      const created = await create({ Image: 'busybox', Cmd: ['true'] }, 'upload-cut');
+      assert.equal(created.status, 201, created.text);
+      const whole = await contextTar({ Dockerfile: 'FROM busybox\nCOPY f /f\n', f: Buffer.alloc(2_000_000, 3) });
+      const uploadAndHangUp = (method: string, urlPath: string) =>
+        new Promise<void>((resolve) => {
+          const req = http.request({ socketPath: engine.socket, method, path: urlPath, headers: { 'content-type': 'application/x-tar', 'content-length': String(whole.length) } });
+          req.on('error', () => resolve());
+          req.on('response', (res) => res.resume());
+          req.write(whole.subarray(0, 600_000));
+          setTimeout(() => {
+            req.destroy();
+            resolve();
+          }, 300);
+        });
+      for (const [method, urlPath] of [
+        ['POST', '/v1.41/images/load'],
+        ['POST', '/v1.41/images/create?fromSrc=-&repo=cut'],
+        ['PUT', '/v1.41/containers/upload-cut/archive?path=/tmp'],
+        ['POST', '/v1.41/build?t=cut'],
+      ]) {
+        await uploadAndHangUp(method, urlPath);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        await alive();
+      }
+      assert.equal((await engine.request('GET', '/images/cut/json')).status, 404);
+    });
+
     it('a client hanging up in the middle of export, save and archive GET leaves the daemon serving', async () => {
       const created = await create({ Image: 'busybox', Cmd: ['true'] }, 'hangup');
       assert.equal(created.status, 201, created.text);
