@@ -112,6 +112,9 @@ async function writePidfile(pidfile: string): Promise<void> {
 /** A stream that a promise gives later: its bytes, or its error. */
 function streamLater(source: Promise<Readable>): Readable {
   const out = new PassThrough();
+  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
+  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
+  out.on('error', () => undefined);
   source.then(
     (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
     (err: unknown) => out.destroy(err as Error),

@@ -8,6 +8,7 @@ import type { BuildOptions, Emit, RegistryCredentials } from '../engine/build/bu
 import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
 import type { CommitOptions } from '../engine/containers/commit.js';
 import { parseUntil } from '../engine/images/service.js';
+import { CONTAINER_CONFIG } from './bodies.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
@@ -210,7 +211,7 @@ export function registerBuildRoutes(router: Router, backend: { builder: BuildBac
 
   router.post('/commit', async (req, res) => {
     const container = requiredParam(req, 'container');
-    const body = await req.json<Record<string, unknown>>();
+    const body = await req.json<Record<string, unknown>>(CONTAINER_CONFIG);
     const id = await backend.commits.commit(container, {
       repo: stringParam(req, 'repo') || undefined,
       tag: stringParam(req, 'tag') || undefined,

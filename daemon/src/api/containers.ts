@@ -13,6 +13,7 @@ import type { ContainerService, WaitCondition } from '../engine/containers/servi
 import { PRUNE_FILTERS, type ContainerPruneReport } from '../engine/containers/prune.js';
 import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
+import { CONTAINER_CREATE } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
@@ -164,7 +165,7 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
   });
 
   router.post('/containers/create', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(CONTAINER_CREATE);
     const platform = stringParam(req, 'platform');
     if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
       throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
@@ -265,7 +266,11 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
   });
 
   router.delete('/containers/:id', async (req, res) => {
-    if (boolParam(req, 'link')) throw new NotImplemented('removing legacy links is not supported by this engine');
+    if (boolParam(req, 'link')) {
+      // A missing container is a 404 whatever the options.
+      containers.get(req.params.id);
+      throw new NotImplemented('removing legacy links is not supported by this engine');
+    }
     await containers.remove(req.params.id, { force: boolParam(req, 'force'), volumes: boolParam(req, 'v') });
     res.noContent();
   });

@@ -168,6 +168,8 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
       input = req.body();
     } else {
       input = await download(fromSrc, req.signal);
+      // A download that the import refuses before reading it (a bad repository name) is closed here.
+      input.on('error', () => undefined);
     }
     const progress = new ProgressStream(res);
     let id: string;
@@ -184,6 +186,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
         req.signal,
       );
     } catch (err) {
+      if (fromSrc !== '-') input.destroy();
       if (!progress.started) throw err;
       progress.fail(err);
       return;

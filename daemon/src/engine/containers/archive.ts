@@ -87,6 +87,10 @@ export const RUNTIME_MOUNT_POINTS: ReadonlySet<string> = new Set([
 export function containerPathParam(raw: string | undefined): string {
   if (raw === undefined || raw === '') throw new InvalidParameter('path cannot be empty');
   if (raw.includes('\0')) throw new InvalidParameter('path cannot contain a NUL byte');
+  // The kernel's limits (PATH_MAX, NAME_MAX), told as a bad parameter rather than met as ENAMETOOLONG.
+  if (Buffer.byteLength(raw) >= 4096) throw new InvalidParameter(`path is too long: ${Buffer.byteLength(raw)} bytes, the limit is 4095`);
+  const longName = raw.split('/').find((name) => Buffer.byteLength(name) > 255);
+  if (longName !== undefined) throw new InvalidParameter(`path has a file name too long: ${Buffer.byteLength(longName)} bytes, the limit is 255`);
   return raw.startsWith('/') ? raw : `/${raw}`;
 }
 

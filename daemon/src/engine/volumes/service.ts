@@ -14,7 +14,7 @@ import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
-import { ANONYMOUS_LABEL, VOLUME_NAME, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
 
@@ -45,6 +45,8 @@ function isStringMap(value: unknown): value is Record<string, string> {
 
 /** Checks a volume name; the message says what is allowed. */
 export function validateVolumeName(name: string): void {
+  // The name is a folder's name on disk: the kernel's NAME_MAX bounds it.
+  if (name.length > VOLUME_NAME_MAX) throw new InvalidParameter(`invalid volume name: ${name.length} characters, the limit is ${VOLUME_NAME_MAX}`);
   if (!VOLUME_NAME.test(name)) {
     throw new InvalidParameter(
       `invalid volume name ${JSON.stringify(name)}: only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed, at least two characters. If you intended to pass a host directory, use an absolute path`,

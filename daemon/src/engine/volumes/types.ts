@@ -35,7 +35,9 @@ export interface VolumeView {
 export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
 
 /** Names of the local driver's volumes, as Docker checks them. */
-export const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
+export const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{1,254}$/;
+/** The longest volume name (a folder's name: NAME_MAX). */
+export const VOLUME_NAME_MAX = 255;
 
 /** Who uses volumes: the container engine answers from its records (so refcounts survive restarts). */
 export interface VolumeUsers {
