@@ -19,8 +19,7 @@ NODE_MAJOR_MIN=20
 #   build-essential python3     node-gyp, for the native addons (daemon/native)
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
-#   docker-compose              Compose 1.29 (with python3-docker), a third real client in tests (run with links); its
-#                               recommended docker.io engine is not installed
+#   docker-compose              a real compose client (1.29, with python3-docker: the docker-py tests use it too)
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux

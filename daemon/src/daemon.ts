@@ -39,6 +39,7 @@ import { HealthMonitor } from './engine/containers/health.js';
 import { PauseService } from './engine/containers/pause.js';
 import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
+import { pruneContainers } from './engine/containers/prune.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { findInitBinary, readInitVersion } from './host/linux/init.js';
@@ -50,6 +51,8 @@ import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter } from 
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
+import { registerSwarmRoutes } from './api/swarm.js';
+import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
@@ -109,6 +112,9 @@ async function writePidfile(pidfile: string): Promise<void> {
 /** A stream that a promise gives later: its bytes, or its error. */
 function streamLater(source: Promise<Readable>): Readable {
   const out = new PassThrough();
+  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
+  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
+  out.on('error', () => undefined);
   source.then(
     (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
     (err: unknown) => out.destroy(err as Error),
@@ -273,6 +279,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     readLog: (record, o) =>
       host.containers.readLogBlocks(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
     sizes: containerSizes,
+    prune: (filters) => pruneContainers({
+      all: () => containers.all(),
+      remove: (id, o) => containers.remove(id, o),
+      ownSize: (record) => host.containers.writableLayerSize(record.Id),
+      events,
+    }, filters),
   });
 
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
@@ -356,6 +368,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
+  registerSwarmRoutes(router);
+  registerPluginRoutes(router);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 

@@ -1,3 +1,4 @@
+import { NotInSwarm } from '../engine/errors.js';
 import type { ApiMinor } from './version.js';
 
 /**
@@ -136,6 +137,38 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
   ],
   'exec.inspect': [],
 };
+
+/** Error classes whose status was another one before an API version. */
+export interface StatusRule {
+  error: abstract new (...args: never[]) => Error;
+  /** Below this version the error answers `status` rather than its class's own. */
+  before: ApiMinor;
+  status: number;
+}
+
+export const STATUS_RULES: readonly StatusRule[] = [
+  // "node is not part of a swarm": 406 in API 1.24, 503 from 1.25 on.
+  { error: NotInSwarm, before: 25, status: 406 },
+];
+
+/** The status an error answers at this version, given its class's own status. */
+export function statusAt(err: unknown, status: number, version: ApiMinor | undefined): number {
+  if (version === undefined) return status;
+  for (const rule of STATUS_RULES) if (err instanceof rule.error && version < rule.before) return rule.status;
+  return status;
+}
+
+/** Event actions that appear in the events stream from an API version on (older clients never see them). */
+export const EVENT_ACTIONS_ADDED: Readonly<Record<string, ApiMinor>> = {
+  // Prune events, with their `reclaimed` attribute, for containers, images, volumes, networks and builds.
+  prune: 41,
+};
+
+/** Whether an event of this action is shown to a client of this version. */
+export function eventActionShown(action: string, version: ApiMinor): boolean {
+  const from = EVENT_ACTIONS_ADDED[action];
+  return from === undefined || version >= from;
+}
 
 function isEmpty(v: unknown): boolean {
   if (v === null || v === undefined || v === '') return true;

@@ -134,3 +134,22 @@ export async function writeContainerFiles(record: ContainerRecord, address: stri
     ]),
   ]);
 }
+
+/**
+ * Before a container's first start its engine files do not exist yet. As dockerd's init layer shows them
+ * then, they are empty files of mode 0755, made here for a copy to or from the container; the start writes
+ * them anew (writeContainerFiles).
+ */
+export async function ensurePlaceholderFiles(record: ContainerRecord): Promise<void> {
+  await Promise.all(
+    [record.HostsPath, record.HostnamePath, record.ResolvConfPath].filter(Boolean).map(async (file) => {
+      try {
+        await fs.writeFile(file, '', { flag: 'wx', mode: 0o755 });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+        throw err;
+      }
+      await fs.chmod(file, 0o755);
+    }),
+  );
+}

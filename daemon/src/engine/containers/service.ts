@@ -21,6 +21,8 @@ import { replaceHostsEntry, rewriteResolvConf, writeContainerFiles, writeHostsFi
 import { linkEntry, linkEnv, parseLink } from './links.js';
 import type { ContainerRecord, MountPoint } from './model.js';
 import { buildSpec, resolveUser } from './ocispec.js';
+import { checkPropagation } from './propagation.js';
+import { checkStorageOptions } from './storageopt.js';
 import { ContainerStore } from './store.js';
 import { parseBind, parseSignal, validateCreateBody, validateName } from './validate.js';
 
@@ -46,7 +48,8 @@ export interface ContainerVolumeParts {
   /** Copies the image's content into the new volumes, from the container's mounted root. */
   populate(rootfs: string, copies: Array<{ name: string; destination: string }>): Promise<void>;
   /** At start, with the container's mounted root (where the mount points' folders are made). */
-  mountAll(record: ContainerRecord, rootfs: string): Promise<void>;
+  /** Answers the host paths to bind instead of some mount points' Source, held until `release`. */
+  mountAll(record: ContainerRecord, rootfs: string): Promise<{ sources: Map<string, string>; release(): Promise<void> }>;
   unmountAll(record: ContainerRecord): Promise<void>;
   removeAnonymous(record: ContainerRecord): Promise<void>;
 }
@@ -225,10 +228,16 @@ export class ContainerService implements ImageUsers {
         if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
       }
     }
+    for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+      if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
+      const stat = await fs.stat(m.Source).catch(() => undefined);
+      if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+    }
     const image = await this.images.resolveForContainer(request.Image);
     // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.
     const links = this.checkLinks(hc, name);
     const record = buildRecord(request, name, image, this.store.root);
+    checkStorageOptions(hc.StorageOpt);
     if (!hc.Runtime) record.HostConfig.Runtime = this.deps.defaultRuntime;
     record.HostConfig.Links = links;
     if (record.Path === '') throw new InvalidParameter('no command specified: give Cmd or Entrypoint, or use an image that has one');
@@ -297,6 +306,7 @@ export class ContainerService implements ImageUsers {
     const hc = record.HostConfig as Record<string, any>;
     let mounted = false;
     let volumesMounted = false;
+    let mountedVolumes: { sources: Map<string, string>; release(): Promise<void> } | undefined;
     let connected = false;
     try {
       // Planned again at every start: the network may have gone or changed since create.
@@ -329,11 +339,14 @@ export class ContainerService implements ImageUsers {
       if (files.status === 'rejected') throw files.reason;
       const rootfs = mount.value;
       if (this.deps.volumes) {
-        await this.deps.volumes.mountAll(record, rootfs);
+        mountedVolumes = await this.deps.volumes.mountAll(record, rootfs);
         volumesMounted = true;
       }
+      await checkPropagation(record.Mounts, this.host);
       const devices = await resolveDevices(hc);
-      const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, linkEnv: links.env });
+      const spec = buildSpec({
+        record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
+      });
       const pending = this.pendingAttach.get(record.Id);
       const { pid } = await this.host.start(
         record.Id,
@@ -364,6 +377,7 @@ export class ContainerService implements ImageUsers {
           },
         },
       );
+      await mountedVolumes?.release();
       const startedAt = nowNano();
       Object.assign(record.State, {
         Status: 'running', Running: true, Paused: false, Restarting: false, OOMKilled: false, Dead: false,
@@ -377,6 +391,7 @@ export class ContainerService implements ImageUsers {
       this.signals.emit(`start:${record.Id}`);
       await this.updateLinkParents(record);
     } catch (err) {
+      await mountedVolumes?.release();
       if (connected) await this.networking.disconnect(record.Id).catch(() => undefined);
       await this.host.cleanup(record.Id).catch(() => undefined);
       if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
@@ -769,8 +784,9 @@ export class ContainerService implements ImageUsers {
   async remove(ref: string, opts: { force: boolean; volumes?: boolean }): Promise<void> {
     const record = this.store.get(ref);
     if (record.State.Status === 'removing') throw new Conflict(`removal of container ${record.Id} is already in progress`);
-    if ((record.State.Running || record.State.Paused) && !opts.force) {
-      throw new Conflict(`cannot remove container "${record.Name}": container is ${record.State.Paused ? 'paused' : 'running'}: stop the container before removing or force remove`);
+    if ((record.State.Running || record.State.Paused || record.State.Restarting) && !opts.force) {
+      const state = record.State.Paused ? 'paused' : record.State.Restarting ? 'restarting' : 'running';
+      throw new Conflict(`cannot remove container "${ref}": container is ${state}: stop the container before removing or force remove`);
     }
     if (record.State.Running && opts.force) {
       record.ManuallyStopped = true;

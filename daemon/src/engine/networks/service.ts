@@ -28,6 +28,7 @@ import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
+import { compileLinear } from '../regexp.js';
 import type {
   ContainerNetworkAttachment,
   ContainerNetworking,
@@ -107,13 +108,14 @@ class Mutex {
   }
 }
 
-function matchesPattern(pattern: string, value: string): boolean {
-  if (pattern === value) return true;
-  try {
-    return new RegExp(pattern).test(value);
-  } catch {
-    return false;
-  }
+/**
+ * The `id` and `name` filters: each value matches itself, or as a Go regular expression somewhere in the
+ * text; an absent filter matches everything.
+ */
+function patternFilter(values: string[] | undefined, what: string): (text: string) => boolean {
+  if (!values?.length) return () => true;
+  const patterns = values.map((v) => ({ exact: v, re: compileLinear(v, `filter '${what}'`) }));
+  return (text) => patterns.some((p) => p.exact === text || p.re.test(text));
 }
 
 function randomInterfaceName(): string {
@@ -386,16 +388,15 @@ export class NetworkService implements ContainerNetworking {
       else if (v === 'false' || v === '0') dangling = false;
       else throw new InvalidParameter(`invalid filter 'dangling=${v}': expected true, false, 1 or 0`);
     }
+    const idMatches = patternFilter(filters.get('id'), 'id');
+    const nameMatches = patternFilter(filters.get('name'), 'name');
     const out: NetworkView[] = [];
     for (const entry of this.entries.values()) {
       const n = entry.network;
       const builtin = (PREDEFINED_NETWORKS as readonly string[]).includes(n.Name);
       const driver = filters.get('driver');
       if (driver?.length && !driver.includes(n.Driver)) continue;
-      const ids = filters.get('id');
-      if (ids?.length && !ids.some((p) => matchesPattern(p, n.Id))) continue;
-      const names = filters.get('name');
-      if (names?.length && !names.some((p) => matchesPattern(p, n.Name))) continue;
+      if (!idMatches(n.Id) || !nameMatches(n.Name)) continue;
       const scope = filters.get('scope');
       if (scope?.length && !scope.includes(n.Scope)) continue;
       if (type.length && !type.includes(builtin ? 'builtin' : 'custom')) continue;
