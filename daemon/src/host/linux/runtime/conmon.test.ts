@@ -51,6 +51,9 @@ test('conmon args for tty, open stdin and StdinOnce', () => {
   assert.ok(keepOpen.includes('-i') && keepOpen.includes('--leave-stdin-open'));
   const once = conmonArgs({ ...base, openStdin: true, stdinOnce: true });
   assert.ok(once.includes('-i') && !once.includes('--leave-stdin-open'));
+  // With a TTY, the end of an attached client never closes the container's stdin (docker run -it, detach).
+  const onceTty = conmonArgs({ ...base, tty: true, openStdin: true, stdinOnce: true });
+  assert.ok(onceTty.includes('-i') && onceTty.includes('--leave-stdin-open'));
   assert.equal(flagValue(conmonArgs({ ...base, logPath: undefined }), '-l'), 'none:');
 });
 

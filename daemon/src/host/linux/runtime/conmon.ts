@@ -57,8 +57,10 @@ export function conmonArgs(o: ConmonOptions): string[] {
   if (o.tty) args.push('-t');
   if (o.openStdin) {
     args.push('-i');
-    // Docker closes the container's stdin when the attached client detaches only for StdinOnce.
-    if (!o.stdinOnce) args.push('--leave-stdin-open');
+    // conmon closes the container's stdin when an attach socket closes, unless told to leave it open. As
+    // Docker: only a StdinOnce container without a TTY has its stdin closed by the end of an attached client's
+    // stdin; with a TTY, the end of a client (a detach included) never closes it.
+    if (!o.stdinOnce || o.tty) args.push('--leave-stdin-open');
   }
   return args;
 }
