@@ -122,3 +122,239 @@ describe('docker run -it, detach and attach again', () => {
     await engine.dockerOk(['rm', '-f', 'typist']);
   });
 });
+
+/** Splits a multiplexed stream into its stdout and stderr text. */
+function demux(body: Buffer): { stdout: string; stderr: string } {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  for (let at = 0; at + 8 <= body.length; ) {
+    const size = body.readUInt32BE(at + 4);
+    (body[at] === 2 ? err : out).push(body.subarray(at + 8, at + 8 + size));
+    at += 8 + size;
+  }
+  return { stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() };
+}
+
+/** Reads a dockerode hijacked stream to its end. */
+function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => resolve(Buffer.concat(chunks)));
+    stream.on('close', () => resolve(Buffer.concat(chunks)));
+    stream.on('error', reject);
+  });
+}
+
+describe('the options body of attach and exec start is not stdin', () => {
+  test('dockerode attach: the container reads only what was written after the upgrade', async () => {
+    const docker = engine.dockerode();
+    for (const before of [true, false]) {
+      const container = await docker.createContainer({ Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true });
+      try {
+        if (!before) await container.start();
+        // docker-modem sends these options as a JSON body with the upgrade request, beside the query.
+        const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as unknown as NodeJS.ReadWriteStream;
+        const all = readAll(stream);
+        if (before) await container.start();
+        stream.write('after the upgrade\n');
+        stream.end();
+        assert.equal(demux(await all).stdout, 'after the upgrade\n', before ? 'attached before the start' : 'attached while running');
+        assert.equal((await container.wait()).StatusCode, 0);
+      } finally {
+        await container.remove({ force: true });
+      }
+    }
+  });
+
+  test('dockerode exec start: the process reads only what was written after the upgrade', async () => {
+    const docker = engine.dockerode();
+    const container = await docker.createContainer({ Image: 'busybox', Cmd: ['sleep', '600'] });
+    try {
+      await container.start();
+      const exec = await container.exec({ AttachStdin: true, AttachStdout: true, AttachStderr: true, Cmd: ['cat'] });
+      const stream = (await exec.start({ hijack: true, stdin: true, Detach: false, Tty: false })) as unknown as NodeJS.ReadWriteStream;
+      const all = readAll(stream);
+      stream.write('typed into the exec\n');
+      stream.end();
+      assert.equal(demux(await all).stdout, 'typed into the exec\n');
+      assert.equal((await exec.inspect()).ExitCode, 0);
+    } finally {
+      await container.remove({ force: true });
+    }
+  });
+
+  test('plain HTTP: a body sent with the upgrade request, in one write or apart, is not stdin', async () => {
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true } });
+    const id = created.json().Id;
+    try {
+      assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      const body = JSON.stringify({ stream: true, stdin: true, stdout: true });
+      for (const apart of [false, true]) {
+        const socket = net.connect(engine.socket);
+        socket.on('error', () => undefined);
+        const chunks: Buffer[] = [];
+        socket.on('data', (c: Buffer) => chunks.push(c));
+        const head = `POST /containers/${id}/attach?stream=1&stdin=1&stdout=1 HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+        if (apart) {
+          socket.write(head);
+          await new Promise((r) => setTimeout(r, 50));
+          socket.write(body);
+        } else {
+          socket.write(head + body);
+        }
+        await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'));
+        socket.write(`line ${apart ? 2 : 1}\n`);
+        await eventually(() => demux(Buffer.concat(chunks).subarray(Buffer.concat(chunks).indexOf('\r\n\r\n') + 4)).stdout.includes(`line ${apart ? 2 : 1}\n`));
+        const all = Buffer.concat(chunks);
+        assert.match(all.toString('latin1'), /^HTTP\/1\.1 101 UPGRADED\r\n/);
+        assert.equal(demux(all.subarray(all.indexOf('\r\n\r\n') + 4)).stdout, `line ${apart ? 2 : 1}\n`);
+        socket.destroy();
+        if (!apart) {
+          // The client went away without ending its stdin: with StdinOnce, that closes the container's stdin.
+          await eventually(async () => (await engine.request('GET', `/containers/${id}/json`)).json().State.Running === false);
+          await engine.request('POST', `/containers/${id}/start`);
+        }
+      }
+    } finally {
+      await engine.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+});
+
+/** Opens a hijacked attach over plain HTTP; resolves once the answer's head is in. */
+async function rawAttach(id: string, query: string): Promise<{ socket: net.Socket; received(): Buffer; closed: Promise<void> }> {
+  const socket = net.connect(engine.socket);
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  const closed = new Promise<void>((r) => socket.on('close', () => r()));
+  socket.write(`POST /containers/${id}/attach?${query} HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n`);
+  await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'));
+  const head = Buffer.concat(chunks);
+  assert.match(head.toString('latin1'), /^HTTP\/1\.1 101 UPGRADED\r\n/);
+  return {
+    socket,
+    received: () => {
+      const all = Buffer.concat(chunks);
+      return all.subarray(all.indexOf('\r\n\r\n') + 4);
+    },
+    closed,
+  };
+}
+
+describe('detach keys and stdin on the raw protocol', () => {
+  test('with a TTY, the detachKeys parameter ends the attachment and the stdin stays open for the next one', async () => {
+    // StdinOnce as docker run -it sets it: with a TTY the container's stdin outlives every attached client.
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['cat'], Tty: true, OpenStdin: true, StdinOnce: true } });
+    const id = created.json().Id;
+    try {
+      assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      const first = await rawAttach(id, 'stream=1&stdin=1&stdout=1&stderr=1&detachKeys=ctrl-a,b');
+      first.socket.write('one\r');
+      await eventually(() => first.received().toString().includes('one\r\n'));
+      // ctrl-a followed by another key is input; ctrl-a b detaches, and neither key reaches the container.
+      first.socket.write(Buffer.from([0x01]));
+      first.socket.write('c\r');
+      // The terminal echoes it as ^Ac, then cat prints it back.
+      await eventually(() => first.received().toString('latin1').includes('\x01c\r\n'));
+      first.socket.write(Buffer.from([0x01, 0x62]));
+      await first.closed;
+      assert.equal((await engine.request('GET', `/containers/${id}/json`)).json().State.Running, true);
+      const second = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
+      second.socket.write('two\r');
+      await eventually(() => second.received().toString().includes('two\r\n'));
+      assert.ok(!second.received().toString('latin1').includes('b'), JSON.stringify(second.received().toString('latin1')));
+      // The end of the client's input ends the attachment too (as Docker: with a TTY, stdin stays open).
+      second.socket.end();
+      await second.closed;
+      const third = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
+      third.socket.write('three\r');
+      await eventually(() => third.received().toString().includes('three\r\n'));
+      third.socket.destroy();
+    } finally {
+      await engine.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+
+  test('without a TTY, the detach keys are input; StdinOnce: the end of the first client stdin ends the container', async () => {
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true } });
+    const id = created.json().Id;
+    try {
+      assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      // An attach without stdin going away does not close the container's stdin.
+      const watcher = await rawAttach(id, 'stream=1&stdout=1');
+      watcher.socket.destroy();
+      await watcher.closed;
+      const client = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
+      client.socket.write(Buffer.from([0x10, 0x11, 0x0a]));
+      await eventually(() => demux(client.received()).stdout === '\x10\x11\n');
+      client.socket.end();
+      // cat sees the end of its input and exits: the output ends, then the connection.
+      await client.closed;
+      const state = (await engine.request('GET', `/containers/${id}/json`)).json().State;
+      assert.equal(state.Running, false);
+      assert.equal(state.ExitCode, 0);
+    } finally {
+      await engine.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+
+  test('without StdinOnce, the end of a client stdin ends its attachment only', async () => {
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true } });
+    const id = created.json().Id;
+    try {
+      assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      for (const word of ['first', 'second']) {
+        const client = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
+        client.socket.write(`${word}\n`);
+        await eventually(() => demux(client.received()).stdout === `${word}\n`);
+        client.socket.end();
+        await client.closed;
+      }
+      assert.equal((await engine.request('GET', `/containers/${id}/json`)).json().State.Running, true);
+    } finally {
+      await engine.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+});
+
+describe('wait answers after the attached clients have the output', () => {
+  test('attach, start, wait, then read: every byte is there when the wait answers (50 runs each way)', { timeout: 300_000 }, async () => {
+    // 64 KiB through stdout and a line on stderr, written as fast as the container can, then an exit.
+    const lines = 1024;
+    const line = (i: number) => `${String(i).padStart(5, '0')} ${'x'.repeat(57)}\n`;
+    const expected = Array.from({ length: lines }, (_, i) => line(i)).join('');
+    const cmd = ['sh', '-c', `i=0; while [ $i -lt ${lines} ]; do printf '%05d %s\\n' $i ${'x'.repeat(57)}; i=$((i+1)); done; echo done >&2; exit 7`];
+    for (const tty of [false, true]) {
+      for (let run = 0; run < 50; run++) {
+        const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: cmd, Tty: tty, NetworkDisabled: true, HostConfig: { NetworkMode: 'none' } } });
+        const id = created.json().Id;
+        try {
+          const attached = await rawAttach(id, 'stream=1&stdout=1&stderr=1');
+          const waited = new Promise<{ status: number; body: string }>((resolve, reject) => {
+            // The wait's head comes at once; its body (the exit code) when the container is done.
+            engine.request('POST', `/containers/${id}/wait?condition=next-exit`).then((r) => resolve({ status: r.status, body: r.text }), reject);
+          });
+          assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+          const answer = await waited;
+          // Read what had arrived when the wait answered, without waiting further.
+          const got = attached.received();
+          attached.socket.destroy();
+          assert.equal(answer.status, 200);
+          assert.equal(JSON.parse(answer.body).StatusCode, 7);
+          if (tty) {
+            assert.equal(got.toString().replace(/\r\n/g, '\n'), expected + 'done\n', `run ${run} with a TTY: ${got.length} bytes`);
+          } else {
+            const out = demux(got);
+            assert.equal(out.stdout.length, expected.length, `run ${run}: ${out.stdout.length} of ${expected.length} bytes`);
+            assert.equal(out.stdout, expected);
+            assert.equal(out.stderr, 'done\n', `run ${run}`);
+          }
+        } finally {
+          await engine.request('DELETE', `/containers/${id}?force=1`);
+        }
+      }
+    }
+  });
+});

@@ -175,16 +175,16 @@ describe('exec API', () => {
   });
 
   test('the detach keys end the session and leave the process running, with exec_detach', async () => {
-    const id = (await engine.request('POST', `/containers/${box}/exec`, { body: { AttachStdin: true, AttachStdout: true, DetachKeys: 'ctrl-x', Cmd: ['sh', '-c', 'cat; sleep 600'] } })).json().Id;
-    const body = JSON.stringify({ Detach: false, Tty: false });
+    const id = (await engine.request('POST', `/containers/${box}/exec`, { body: { AttachStdin: true, AttachStdout: true, Tty: true, DetachKeys: 'ctrl-x', Cmd: ['sh', '-c', 'cat; sleep 600'] } })).json().Id;
+    const body = JSON.stringify({ Detach: false, Tty: true });
     const socket = net.connect(engine.socket);
     const chunks: Buffer[] = [];
     socket.on('data', (c: Buffer) => chunks.push(c));
     const closed = new Promise((r) => socket.on('close', r));
     socket.write(`POST /exec/${id}/start HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'));
-    socket.write('echoed\n');
-    await eventually(() => Buffer.concat(chunks).includes('echoed\n'));
+    socket.write('echoed\r');
+    await eventually(() => Buffer.concat(chunks).includes('echoed\r\n'));
     socket.write(Buffer.from([0x18]));
     await closed;
     assert.match(Buffer.concat(chunks).toString('latin1'), /^HTTP\/1\.1 101 UPGRADED\r\n/);
@@ -193,6 +193,22 @@ describe('exec API', () => {
     assert.equal(inspect.ExitCode, null);
     const events = await engine.request('GET', `/events?since=${Math.floor(Date.now() / 1000) - 5}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ event: ['exec_detach'] }))}`);
     assert.ok(events.text.split('\n').filter(Boolean).some((l) => JSON.parse(l).Actor.Attributes.execID === id), events.text);
+  });
+
+  test('without a TTY the detach keys are input, as Docker has them', async () => {
+    const id = (await engine.request('POST', `/containers/${box}/exec`, { body: { AttachStdin: true, AttachStdout: true, DetachKeys: 'ctrl-x', Cmd: ['od', '-An', '-tx1'] } })).json().Id;
+    const body = JSON.stringify({ Detach: false, Tty: false });
+    const socket = net.connect(engine.socket);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    const closed = new Promise((r) => socket.on('close', r));
+    socket.write(`POST /exec/${id}/start HTTP/1.1\r\nHost: engine\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    await eventually(() => Buffer.concat(chunks).includes('\r\n\r\n'));
+    socket.end(Buffer.from([0x18, 0x41]));
+    await closed;
+    const all = Buffer.concat(chunks);
+    assert.equal(demux(all.subarray(all.indexOf('\r\n\r\n') + 4)).stdout.trim(), '18 41');
+    assert.equal((await engine.request('GET', `/exec/${id}/json`)).json().ExitCode, 0);
   });
 
   test('stdin sent as soon as the stream is taken over, and its end, reach the process (exec and attach)', { timeout: 60_000 }, async () => {

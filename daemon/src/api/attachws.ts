@@ -75,9 +75,12 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
     backend.containers.attached(record);
     const closed = new AbortController();
     ws.once('close', () => closed.abort());
+    let delivered!: () => void;
+    const delivery = new Promise<void>((resolve) => (delivered = resolve));
     const pending: Buffer[] = [];
     let streams: AttachStreams | undefined;
-    const matcher = new DetachKeyMatcher(detachKeys);
+    // As Docker: the detach keys apply with a TTY only.
+    const matcher = new DetachKeyMatcher(record.Config.Tty ? detachKeys : Buffer.alloc(0));
     // Input that arrives before the live stream is connected waits for it.
     ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
       if (!wantStdin) return;
@@ -101,7 +104,7 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
         return;
       }
       try {
-        ({ streams } = await backend.containers.attach(record.Id, closed.signal));
+        ({ streams } = await backend.containers.attach(record.Id, closed.signal, delivery));
       } catch {
         ws.close(1011, 'cannot attach to the container');
         return;
@@ -110,7 +113,7 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
       closed.signal.addEventListener(
         'abort',
         () => {
-          if (record.Config.StdinOnce && wantStdin) live.input.end();
+          if (record.Config.StdinOnce && !record.Config.Tty && wantStdin) live.input.end();
           live.close();
         },
         { once: true },
@@ -123,6 +126,8 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
       ws.close(1000);
     } catch {
       ws.terminate();
+    } finally {
+      delivered();
     }
   });
 }

@@ -15,7 +15,7 @@ import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { CONTAINER_CREATE } from './bodies.js';
 import { shape } from './compat.js';
-import type { ApiRequest } from './http.js';
+import { readUpgradeBody, type ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, drained, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULTIPLEXED_FRAMING, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
@@ -49,6 +49,24 @@ function tailParam(req: ApiRequest): number | undefined {
   if (!/^-?\d+$/.test(raw)) throw new InvalidParameter(`invalid value for tail: ${JSON.stringify(raw)}, expected "all" or a number`);
   const n = Number(raw);
   return n < 0 ? undefined : n;
+}
+
+/** The largest body accepted with an attach request (its options, which are read from the query). */
+const MAX_ATTACH_BODY = 64 * 1024;
+
+/**
+ * Ends the connection and resolves once what was written to it was handed to the system (or it is gone):
+ * the container's waiters are answered after that (see ContainerService.attach).
+ */
+function ended(conn: Duplex): Promise<void> {
+  return new Promise((resolve) => {
+    if (conn.destroyed || conn.writableFinished) {
+      resolve();
+      return;
+    }
+    conn.once('close', () => resolve());
+    conn.end(() => resolve());
+  });
 }
 
 const FLUSH_BYTES = 256 * 1024;
@@ -328,12 +346,20 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     const logs = boolParam(req, 'logs');
     const detachKeys = parseDetachKeys(stringParam(req, 'detachKeys') || DEFAULT_DETACH_KEYS);
     if (record.State.Paused) throw new Conflict('You cannot attach to a paused container, unpause it first');
+    // The options are the query's; a body (docker-modem sends them as JSON too) is read and dropped, never stdin.
+    if (req.upgrade) await readUpgradeBody(req, res, MAX_ATTACH_BODY);
     const tty = record.Config.Tty;
+    // As Docker: only the end of an attached client's stdin closes the container's, and only for StdinOnce
+    // without a TTY. An attach without stdin, there, leaves the container's stdin open when it goes: it
+    // drains the output to the container's exit instead of closing conmon's socket, whose close would close it.
+    const closesStdin = record.Config.StdinOnce && !tty;
     const conn = res.hijack(tty ? MEDIA_RAW : MEDIA_MULTIPLEXED);
     conn.on('error', () => undefined);
     containers.attached(record);
     const closed = new AbortController();
     conn.once('close', () => closed.abort());
+    let delivered!: () => void;
+    const delivery = new Promise<void>((resolve) => (delivered = resolve));
     try {
       if (logs) {
         const past = backend.readLog(record, { follow: false, signal: closed.signal });
@@ -345,21 +371,31 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
       }
       let streams: AttachStreams;
       try {
-        ({ streams } = await containers.attach(record.Id, closed.signal));
+        ({ streams } = await containers.attach(record.Id, closed.signal, delivery));
       } catch {
         conn.end();
         return;
       }
-      closed.signal.addEventListener('abort', () => streams.close(), { once: true });
+      const release = () => {
+        if (closesStdin && !wantStdin) streams.output.resume();
+        else streams.close();
+      };
+      closed.signal.addEventListener('abort', release, { once: true });
       if (wantStdin) {
-        pumpStdin(conn, streams.input, detachKeys, {
+        // Detach keys apply with a TTY only, as in Docker: without one, every byte is the container's input.
+        pumpStdin(conn, streams.input, tty ? detachKeys : Buffer.alloc(0), {
           detach: () => {
             streams.close();
             conn.end();
           },
-          // The client closed its stdin: the container's stdin closes too when it was opened for one attach.
           clientEnded: () => {
-            if (record.Config.StdinOnce) streams.input.end();
+            // The client closed its stdin: StdinOnce without a TTY closes the container's and the output goes
+            // on; otherwise the attachment ends, and the container's stdin stays open for a later one.
+            if (closesStdin) streams.input.end();
+            else {
+              streams.close();
+              conn.end();
+            }
           },
         });
       }
@@ -368,10 +404,12 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
           if (chunk.stream === 'stdout' ? wantStdout : wantStderr) yield chunk;
         }
       })();
-      await pumpOutput(output, conn, tty);
-      conn.end();
+      if (await pumpOutput(output, conn, tty)) await ended(conn);
+      else conn.end();
     } catch {
       conn.destroy();
+    } finally {
+      delivered();
     }
   });
 }

@@ -5,10 +5,10 @@
 import type { Socket } from 'node:net';
 import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
 import { parseConsoleSize } from '../engine/containers/validate.js';
-import { errorMessage, InvalidParameter, TooLarge } from '../engine/errors.js';
+import { errorMessage, InvalidParameter } from '../engine/errors.js';
 import { shape } from './compat.js';
 import { EXEC_CREATE, EXEC_START } from './bodies.js';
-import { parseJsonBody, type ApiRequest, type ApiResponse } from './http.js';
+import { parseJsonBody, readUpgradeBody, type ApiRequest, type ApiResponse } from './http.js';
 import { terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
@@ -27,52 +27,8 @@ interface StartBody {
 
 const MAX_START_BODY = 64 * 1024;
 
-/**
- * The JSON body of an upgrade request: Node hands the bytes after the headers to the upgrade handler, not
- * to the request stream. They are taken from the head (and the socket when the body came later), and what
- * follows the body stays for the hijacked stream.
- */
-async function upgradeBody(req: ApiRequest, res: ApiResponse): Promise<unknown> {
-  const length = Number(req.header('content-length') ?? 0);
-  if (!Number.isInteger(length) || length < 0) throw new InvalidParameter('invalid Content-Length');
-  if (length > MAX_START_BODY) throw new TooLarge(`request body of ${length} bytes exceeds the limit of ${MAX_START_BODY} bytes`);
-  let buffered = res.upgradeHead ?? Buffer.alloc(0);
-  if (buffered.length < length) {
-    const socket = req.raw.socket;
-    buffered = await new Promise<Buffer>((resolve, reject) => {
-      const parts = [buffered];
-      let size = buffered.length;
-      const onData = (chunk: Buffer) => {
-        parts.push(chunk);
-        size += chunk.length;
-        if (size >= length) finish();
-      };
-      const onEnd = () => {
-        cleanup();
-        reject(new InvalidParameter('request body was truncated'));
-      };
-      const cleanup = () => {
-        socket.off('data', onData);
-        socket.off('end', onEnd);
-        socket.off('close', onEnd);
-      };
-      const finish = () => {
-        cleanup();
-        socket.pause();
-        resolve(Buffer.concat(parts));
-      };
-      socket.on('data', onData);
-      socket.once('end', onEnd);
-      socket.once('close', onEnd);
-      socket.resume();
-    });
-  }
-  res.upgradeHead = buffered.subarray(length);
-  return parseJsonBody(buffered.subarray(0, length).toString('utf8'), EXEC_START);
-}
-
 async function startBody(req: ApiRequest, res: ApiResponse): Promise<StartBody> {
-  const raw = req.upgrade ? await upgradeBody(req, res) : await req.json(EXEC_START);
+  const raw = req.upgrade ? parseJsonBody((await readUpgradeBody(req, res, MAX_START_BODY)).toString('utf8'), EXEC_START) : await req.json(EXEC_START);
   if (raw === undefined || raw === null) return { Detach: false, Tty: undefined, ConsoleSize: null };
   if (typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter('invalid exec start request: the body must be a JSON object');
   const b = raw as Record<string, unknown>;
@@ -138,7 +94,8 @@ export function registerExecRoutes(router: Router, execs: ExecBackend): void {
       streams.close();
     });
     if (config.OpenStdin) {
-      pumpStdin(conn, streams.input, detachKeys, {
+      // As Docker: the detach keys apply with a TTY only; without one, every byte is the process's input.
+      pumpStdin(conn, streams.input, tty ? detachKeys : Buffer.alloc(0), {
         detach: () => {
           execs.detached(req.params.id);
           streams.close();

@@ -196,3 +196,48 @@ export class ApiResponse {
 }
 
 export type Handler = (req: ApiRequest, res: ApiResponse) => Promise<void> | void;
+
+/**
+ * The body of an upgrade request (attach and exec start: docker-modem sends its options as JSON there). Node
+ * hands the bytes after the headers to the upgrade handler, not to the request stream: the body's
+ * Content-Length bytes are taken from that head (and from the socket when the body came later), and only
+ * what follows stays for the hijacked stream, so that a body never reaches a process's stdin.
+ */
+export async function readUpgradeBody(req: ApiRequest, res: ApiResponse, limit: number): Promise<Buffer> {
+  const length = Number(req.header('content-length') ?? 0);
+  if (!Number.isInteger(length) || length < 0) throw new InvalidParameter('invalid Content-Length');
+  if (length > limit) throw new TooLarge(`request body of ${length} bytes exceeds the limit of ${limit} bytes`);
+  let buffered = res.upgradeHead ?? Buffer.alloc(0);
+  if (buffered.length < length) {
+    const socket = req.raw.socket;
+    buffered = await new Promise<Buffer>((resolve, reject) => {
+      const parts = [buffered];
+      let size = buffered.length;
+      const onData = (chunk: Buffer) => {
+        parts.push(chunk);
+        size += chunk.length;
+        if (size >= length) finish();
+      };
+      const onEnd = () => {
+        cleanup();
+        reject(new InvalidParameter('request body was truncated'));
+      };
+      const cleanup = () => {
+        socket.off('data', onData);
+        socket.off('end', onEnd);
+        socket.off('close', onEnd);
+      };
+      const finish = () => {
+        cleanup();
+        socket.pause();
+        resolve(Buffer.concat(parts));
+      };
+      socket.on('data', onData);
+      socket.once('end', onEnd);
+      socket.once('close', onEnd);
+      socket.resume();
+    });
+  }
+  res.upgradeHead = buffered.subarray(length);
+  return buffered.subarray(0, length);
+}

@@ -59,6 +59,12 @@ export type WaitCondition = 'not-running' | 'next-exit' | 'removed';
 /** Output beyond this is not re-read from the log when an attach socket lost its tail. */
 const RECONCILE_LIMIT = 16 * 1024 * 1024;
 
+/**
+ * How long an exit waits for the output of the run to reach the clients attached to it before its waiters
+ * are answered (Docker waits as long for its stream copies).
+ */
+const DELIVERY_WAIT_MS = 2000;
+
 /** How long a stopping daemon waits for the clean-up of removals already answered. */
 const CLOSE_WAIT_MS = 5000;
 
@@ -93,6 +99,10 @@ export class ContainerService implements ImageUsers {
   private readonly locks = new Map<string, Promise<unknown>>();
   private readonly exited = new Map<string, Promise<void>>();
   private readonly pendingAttach = new Map<string, Set<PendingAttach>>();
+  /** Per container, the attached clients' deliveries of the current run's output (see attach). */
+  private readonly deliveries = new Map<string, Set<Promise<void>>>();
+  /** Per container, resolved once the exit of its current run is known (before its release and its waiters). */
+  private readonly exitSeen = new Map<string, { promise: Promise<void>; resolve(): void }>();
   private readonly restartTimers = new Map<string, { timer: NodeJS.Timeout; delay: number }>();
   private readonly restartDelays = new Map<string, number>();
   /** Containers whose runtime state and network the exit already released (only until they start again). */
@@ -348,6 +358,7 @@ export class ContainerService implements ImageUsers {
         record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
       });
       const pending = this.pendingAttach.get(record.Id);
+      this.runBegins(record.Id);
       const { pid } = await this.host.start(
         record.Id,
         spec,
@@ -404,6 +415,7 @@ export class ContainerService implements ImageUsers {
       record.State.ExitCode = typeof code === 'number' ? code : 128;
       if (record.State.Status !== 'created') record.State.Status = 'exited';
       await this.store.save(record).catch(() => undefined);
+      this.exitSeen.get(record.Id)?.resolve();
       const pending = this.pendingAttach.get(record.Id);
       if (pending) {
         this.pendingAttach.delete(record.Id);
@@ -567,7 +579,10 @@ export class ContainerService implements ImageUsers {
   /** Watches a running container's process and handles its exit. */
   private monitor(record: ContainerRecord): void {
     const id = record.Id;
-    const done = this.host.waitExit(id).then(
+    const seen = this.exitSeen.get(id) ?? this.runBegins(id);
+    const exited = this.host.waitExit(id);
+    exited.then(seen.resolve, seen.resolve);
+    const done = exited.then(
       (exit) => this.withLock(id, () => this.handleExit(record, exit)),
       (err) => {
         log.error('lost track of container process', { id, error: errorMessage(err) });
@@ -577,8 +592,30 @@ export class ContainerService implements ImageUsers {
     this.exited.set(id, done.catch(() => undefined));
   }
 
+  /** A run of the container begins: its exit is not known yet. */
+  private runBegins(id: string): { promise: Promise<void>; resolve(): void } {
+    let resolve!: () => void;
+    const seen = { promise: new Promise<void>((r) => (resolve = r)), resolve: () => resolve() };
+    this.exitSeen.set(id, seen);
+    return seen;
+  }
+
+  /**
+   * As Docker: an exit is told (state, events, waiters) once the attached clients have the run's output,
+   * or after DELIVERY_WAIT_MS when one of them does not take it.
+   */
+  private async outputDelivered(id: string): Promise<void> {
+    const pending = this.deliveries.get(id);
+    this.deliveries.delete(id);
+    if (!pending || pending.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(pending), new Promise<void>((r) => (timer = setTimeout(r, DELIVERY_WAIT_MS)))]);
+    clearTimeout(timer);
+  }
+
   private async handleExit(record: ContainerRecord, exit: ExitInfo): Promise<void> {
     if (!record.State.Running && !record.State.Restarting) return;
+    await this.outputDelivered(record.Id);
     const ranMs = Date.now() - Date.parse(record.State.StartedAt);
     Object.assign(record.State, {
       Status: 'exited', Running: false, Paused: false, Restarting: false, Pid: 0,
@@ -646,6 +683,7 @@ export class ContainerService implements ImageUsers {
   /** What users see once a container is removed: the destroy event, and the answer of its `removed` waiters. */
   private removed(record: ContainerRecord): void {
     this.restartDelays.delete(record.Id);
+    this.exitSeen.delete(record.Id);
     this.publish(record, 'destroy');
     this.signals.emit(`removed:${record.Id}`);
   }
@@ -954,11 +992,14 @@ export class ContainerService implements ImageUsers {
 
   /**
    * Connects to the container's stdio. A container that is not running yet is waited for: the connection
-   * is made between the runtime's create and start, so that no output is lost.
+   * is made between the runtime's create and start, so that no output is lost. `delivery`, when given,
+   * settles once the client has the output (the caller wrote the last of it, or the client went away): the
+   * run's exit is told to its waiters only after that (see outputDelivered).
    */
-  async attach(ref: string, signal: AbortSignal): Promise<{ record: ContainerRecord; streams: AttachStreams }> {
+  async attach(ref: string, signal: AbortSignal, delivery?: Promise<void>): Promise<{ record: ContainerRecord; streams: AttachStreams }> {
     const record = this.store.get(ref);
     if (record.State.Paused) throw new Conflict(`You cannot attach to a paused container, unpause it first`);
+    if (delivery) this.awaitDelivery(record.Id, delivery);
     if (record.State.Running) return { record, streams: await this.host.attach(record.Id) };
     // Everything this run writes comes after this moment: the container is not running yet.
     const attachedNano = nowNano();
@@ -991,11 +1032,23 @@ export class ContainerService implements ImageUsers {
    * the whole run is in the log after `sinceNano`: once the container has ended, what the log holds beyond
    * the bytes already delivered (per stream) is sent too. Not after a detach, and not for huge outputs.
    */
+  private awaitDelivery(id: string, delivery: Promise<void>): void {
+    let set = this.deliveries.get(id);
+    if (!set) this.deliveries.set(id, (set = new Set()));
+    set.add(delivery);
+    const done = () => {
+      set.delete(delivery);
+      if (set.size === 0 && this.deliveries.get(id) === set) this.deliveries.delete(id);
+    };
+    delivery.then(done, done);
+  }
+
   private completedFromLog(record: ContainerRecord, streams: AttachStreams, sinceNano: bigint): AttachStreams {
     if ((record.HostConfig.LogConfig as { Type?: string } | undefined)?.Type === 'none') return streams;
     let detached = false;
     const host = this.host;
-    const exited = () => this.exited.get(record.Id) ?? Promise.resolve();
+    // The exit being known is enough for the log to be complete; the exit's handling waits for this output.
+    const exited = () => this.exitSeen.get(record.Id)?.promise ?? Promise.resolve();
     async function* output(): AsyncGenerator<{ stream: 'stdout' | 'stderr'; data: Buffer }> {
       const sent = { stdout: 0, stderr: 0 };
       for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
