@@ -277,18 +277,21 @@ describe('detach keys and stdin on the raw protocol', () => {
     }
   });
 
-  test('without a TTY, the detach keys are input; StdinOnce: the end of the first client stdin ends the container', async () => {
-    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['cat'], OpenStdin: true, StdinOnce: true } });
+  test('without a TTY, the detach keys are input; StdinOnce: the end of the first client stdin ends the container', { timeout: 60_000 }, async () => {
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['sh', '-c', 'read go; seq 1 100000; cat'], OpenStdin: true, StdinOnce: true } });
     const id = created.json().Id;
     try {
       assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
-      // An attach without stdin going away does not close the container's stdin.
+      // An attach without stdin going away leaves the container's stdin open, and does not hold up its output.
       const watcher = await rawAttach(id, 'stream=1&stdout=1');
       watcher.socket.destroy();
       await watcher.closed;
       const client = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
+      client.socket.write('go\n');
+      const numbers = Array.from({ length: 100000 }, (_, i) => `${i + 1}\n`).join('');
+      await eventually(() => demux(client.received()).stdout.length >= numbers.length, 30_000);
       client.socket.write(Buffer.from([0x10, 0x11, 0x0a]));
-      await eventually(() => demux(client.received()).stdout === '\x10\x11\n');
+      await eventually(() => demux(client.received()).stdout === `${numbers}\x10\x11\n`);
       client.socket.end();
       // cat sees the end of its input and exits: the output ends, then the connection.
       await client.closed;

@@ -55,17 +55,18 @@ function tailParam(req: ApiRequest): number | undefined {
 const MAX_ATTACH_BODY = 64 * 1024;
 
 /**
- * Ends the connection and resolves once what was written to it was handed to the system (or it is gone):
+ * Resolves once what was written to the connection was handed to the system (or the connection is gone):
  * the container's waiters are answered after that (see ContainerService.attach).
  */
-function ended(conn: Duplex): Promise<void> {
+function flushed(conn: Duplex): Promise<void> {
   return new Promise((resolve) => {
-    if (conn.destroyed || conn.writableFinished) {
+    if (conn.destroyed || conn.writableEnded) {
       resolve();
       return;
     }
     conn.once('close', () => resolve());
-    conn.end(() => resolve());
+    // Writes complete in order: the callback of an empty one runs after the earlier ones went out.
+    conn.write(Buffer.alloc(0), () => resolve());
   });
 }
 
@@ -350,9 +351,11 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     if (req.upgrade) await readUpgradeBody(req, res, MAX_ATTACH_BODY);
     const tty = record.Config.Tty;
     // As Docker: only the end of an attached client's stdin closes the container's, and only for StdinOnce
-    // without a TTY. An attach without stdin, there, leaves the container's stdin open when it goes: it
-    // drains the output to the container's exit instead of closing conmon's socket, whose close would close it.
+    // without a TTY. An attach without stdin, there, leaves the container's stdin open when its client goes:
+    // it drains the output to the container's exit instead of closing conmon's socket, whose close would
+    // close the container's stdin.
     const closesStdin = record.Config.StdinOnce && !tty;
+    const drainsToExit = closesStdin && !wantStdin;
     const conn = res.hijack(tty ? MEDIA_RAW : MEDIA_MULTIPLEXED);
     conn.on('error', () => undefined);
     containers.attached(record);
@@ -376,11 +379,9 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
         conn.end();
         return;
       }
-      const release = () => {
-        if (closesStdin && !wantStdin) streams.output.resume();
-        else streams.close();
-      };
-      closed.signal.addEventListener('abort', release, { once: true });
+      if (!drainsToExit) closed.signal.addEventListener('abort', () => streams.close(), { once: true });
+      // Drained to the end, the socket is closed once the container's output ended.
+      else streams.output.once('end', () => streams.close());
       if (wantStdin) {
         // Detach keys apply with a TTY only, as in Docker: without one, every byte is the container's input.
         pumpStdin(conn, streams.input, tty ? detachKeys : Buffer.alloc(0), {
@@ -400,12 +401,18 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
         });
       }
       const output = (async function* () {
-        for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
+        const chunks = streams.output.iterator({ destroyOnReturn: !drainsToExit }) as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>;
+        for await (const chunk of chunks) {
           if (chunk.stream === 'stdout' ? wantStdout : wantStderr) yield chunk;
         }
       })();
-      if (await pumpOutput(output, conn, tty)) await ended(conn);
-      else conn.end();
+      const complete = await pumpOutput(output, conn, tty);
+      if (drainsToExit && !complete) streams.output.resume();
+      if (complete) await flushed(conn);
+      delivered();
+      // As Docker: with StdinOnce and no TTY, the attachment ends once the container has stopped.
+      if (complete && closesStdin) await containers.wait(record.Id, 'not-running', closed.signal).catch(() => undefined);
+      conn.end();
     } catch {
       conn.destroy();
     } finally {
