@@ -261,6 +261,10 @@ describe('detach keys and stdin on the raw protocol', () => {
       first.socket.write(Buffer.from([0x01, 0x62]));
       await first.closed;
       assert.equal((await engine.request('GET', `/containers/${id}/json`)).json().State.Running, true);
+      // The daemon saw the keys: a detach event, as Docker's.
+      const now = Math.floor(Date.now() / 1000);
+      const events = await engine.request('GET', `/events?since=${now - 30}&until=${now + 1}&filters=${encodeURIComponent(JSON.stringify({ container: [id], event: ['detach'] }))}`);
+      assert.equal(events.text.split('\n').filter(Boolean).length, 1, events.text);
       const second = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
       second.socket.write('two\r');
       await eventually(() => second.received().toString().includes('two\r\n'));

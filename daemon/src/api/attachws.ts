@@ -24,7 +24,7 @@ export const WS_STREAM_SELECTION_FROM = 42;
 const HIGH_WATER = 1 << 20;
 
 export interface AttachWsBackend {
-  containers: Pick<ContainerService, 'get' | 'attach' | 'attached'>;
+  containers: Pick<ContainerService, 'get' | 'attach' | 'attached' | 'detached'>;
   readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecord[]>;
 }
 
@@ -90,7 +90,10 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
         if (streams) streams.input.write(pass);
         else pending.push(pass);
       }
-      if (detached) ws.close(1000, 'detached');
+      if (detached) {
+        backend.containers.detached(record);
+        ws.close(1000, 'detached');
+      }
     });
     try {
       if (logs) {

@@ -22,7 +22,7 @@ import { DEFAULT_DETACH_KEYS, drained, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULT
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
-  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize' | 'removeLink'> & {
+  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'detached' | 'resize' | 'removeLink'> & {
     /** Revisions of the records, against which the list keeps what it built of them. */
     readonly store: Pick<ContainerStore, 'revision'>;
   };
@@ -340,7 +340,8 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
 
   router.post('/containers/:id/attach', async (req, res) => {
     const record = containers.get(req.params.id);
-    const wantStdin = boolParam(req, 'stdin');
+    // As Docker: a container without OpenStdin takes no input from an attached client.
+    const wantStdin = boolParam(req, 'stdin') && record.Config.OpenStdin;
     const wantStdout = boolParam(req, 'stdout');
     const wantStderr = boolParam(req, 'stderr');
     const stream = boolParam(req, 'stream');
@@ -386,6 +387,7 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
         // Detach keys apply with a TTY only, as in Docker: without one, every byte is the container's input.
         pumpStdin(conn, streams.input, tty ? detachKeys : Buffer.alloc(0), {
           detach: () => {
+            containers.detached(record);
             streams.close();
             conn.end();
           },

@@ -1084,6 +1084,11 @@ export class ContainerService implements ImageUsers {
     this.publish(record, 'attach');
   }
 
+  /** Publishes the detach event (an attached client typed the detach keys). */
+  detached(record: ContainerRecord): void {
+    this.publish(record, 'detach');
+  }
+
   async resize(ref: string, height: number, width: number): Promise<void> {
     const record = this.store.get(ref);
     if (!record.State.Running) throw new Conflict(`Container ${record.Id} is not running`);
