@@ -286,10 +286,14 @@ describe('detach keys and stdin on the raw protocol', () => {
     const id = created.json().Id;
     try {
       assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
-      // An attach without stdin going away leaves the container's stdin open, and does not hold up its output.
-      const watcher = await rawAttach(id, 'stream=1&stdout=1');
-      watcher.socket.destroy();
-      await watcher.closed;
+      const openFds = async () => (await engine.request('GET', '/info')).json().NFd as number;
+      const fdsBefore = await openFds();
+      // Attachments without stdin going away leave the container's stdin open, and do not hold up its output.
+      for (let i = 0; i < 5; i++) {
+        const watcher = await rawAttach(id, 'stream=1&stdout=1');
+        watcher.socket.destroy();
+        await watcher.closed;
+      }
       const client = await rawAttach(id, 'stream=1&stdin=1&stdout=1');
       client.socket.write('go\n');
       const numbers = Array.from({ length: 100000 }, (_, i) => `${i + 1}\n`).join('');
@@ -302,6 +306,10 @@ describe('detach keys and stdin on the raw protocol', () => {
       const state = (await engine.request('GET', `/containers/${id}/json`)).json().State;
       assert.equal(state.Running, false);
       assert.equal(state.ExitCode, 0);
+      // The watchers' sessions, read to the container's end, are released then (a running container holds a
+      // few descriptors of its own, fewer than five sessions would leave).
+      const settled = await eventually(async () => ((await openFds()) <= fdsBefore ? true : undefined), 5000).catch(() => false);
+      assert.ok(settled, `the daemon holds ${(await openFds()) - fdsBefore} more descriptors after the container ended`);
     } finally {
       await engine.request('DELETE', `/containers/${id}?force=1`);
     }
