@@ -250,6 +250,9 @@ describe('detach keys and stdin on the raw protocol', () => {
     const id = created.json().Id;
     try {
       assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      const bad = await engine.request('POST', `/containers/${id}/attach?stream=1&stdin=1&detachKeys=ctrl-`);
+      assert.equal(bad.status, 400);
+      assert.match(bad.json().message, /Invalid detach keys/);
       const first = await rawAttach(id, 'stream=1&stdin=1&stdout=1&stderr=1&detachKeys=ctrl-a,b');
       first.socket.write('one\r');
       await eventually(() => first.received().toString().includes('one\r\n'));

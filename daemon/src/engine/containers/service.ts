@@ -609,8 +609,12 @@ export class ContainerService implements ImageUsers {
     this.deliveries.delete(id);
     if (!pending || pending.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(pending), new Promise<void>((r) => (timer = setTimeout(r, DELIVERY_WAIT_MS)))]);
+    const delivered = await Promise.race([
+      Promise.all(pending).then(() => true),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), DELIVERY_WAIT_MS))),
+    ]);
     clearTimeout(timer);
+    if (!delivered) log.debug('an attached client did not take the output of the run in time: its exit is told without waiting further', { id });
   }
 
   private async handleExit(record: ContainerRecord, exit: ExitInfo): Promise<void> {
