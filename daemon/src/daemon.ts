@@ -15,9 +15,11 @@ import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
 import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
+import { LinuxSandboxHost } from './host/linux/network/sandbox.js';
+import { SandboxService } from './engine/sandbox/service.js';
+import type { ContainerRecord } from './engine/containers/model.js';
 import { registerSystemRoutes, type ComponentVersion, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
-import type { ContainerRecord } from './engine/containers/model.js';
 import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
@@ -188,7 +190,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // Networks: the predefined networks and the default bridge (created or verified at every start).
   // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
-  const networks = new NetworkService(new LinuxNetworkHost(), events, {
+  const networkHost = new LinuxNetworkHost();
+  const networks = new NetworkService(networkHost, events, {
     dataRoot: opts.dataRoot,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
@@ -220,7 +223,21 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events);
   await volumes.init();
   registerVolumeRoutes(router, volumes);
-  const containers = new ContainerService({
+  // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
+  const sandboxes: SandboxService = new SandboxService(
+    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    networks,
+    new LinuxSandboxHost(),
+  );
+  networkHost.observeDns((id, name, records) => sandboxes.dnsAnswer(id, name, records));
+  events.subscribe((event) => {
+    const container = event.Actor.Attributes.container;
+    if (event.Type === 'network' && event.Action === 'connect' && container) {
+      void sandboxes.networkChanged(container).catch((err: unknown) => log.warn('a sandbox policy could not follow a network connect', { id: container, error: err instanceof Error ? err.message : String(err) }));
+    }
+  });
+  const containers: ContainerService = new ContainerService({
+    sandboxes,
     dataRoot: opts.dataRoot,
     host: host.containers,
     images,
@@ -256,6 +273,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   });
   closers.push(() => health.close());
   await containers.load();
+  await sandboxes.recover();
   await volumes.recover();
   health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {

@@ -35,6 +35,18 @@ export interface ContainerServiceDeps {
   defaultRuntime: string;
   /** Volumes in containers; without it, volume mounts answer 400. */
   volumes?: ContainerVolumeParts;
+  /** Network policies of sandboxes (engine/sandbox/service.ts). */
+  sandboxes?: ContainerSandboxes;
+}
+
+/** What the container engine asks of the sandbox service. */
+export interface ContainerSandboxes {
+  /** Checks the policy a create body's labels give (InvalidParameter). */
+  checkCreate(labels: Record<string, unknown> | null | undefined, hostConfig: Record<string, any>): void;
+  /** The container has its network and its process has not run yet: its policy goes in the kernel. */
+  connected(record: ContainerRecord): Promise<void>;
+  /** The container's network was released. */
+  disconnected(id: string): Promise<void>;
 }
 
 /** What the container engine asks of the volume service (engine/volumes/mounts.ts ContainerVolumes). */
@@ -128,6 +140,12 @@ export class ContainerService implements ImageUsers {
     this.networking = deps.networking;
     this.events = deps.events;
     this.signals.setMaxListeners(0);
+  }
+
+  /** Releases the container's network, and its sandbox policy with it. */
+  private async disconnectNetwork(id: string): Promise<void> {
+    await this.networking.disconnect(id);
+    await this.deps.sandboxes?.disconnected(id);
   }
 
   /** Serialises the state changes of one container. */
@@ -226,6 +244,7 @@ export class ContainerService implements ImageUsers {
     const hc = (request.HostConfig ?? {}) as Record<string, any>;
     const warnings: string[] = [];
     this.checkUnsupported(request, hc);
+    this.deps.sandboxes?.checkCreate(request.Labels, hc);
     warnings.push(...discardUnsupported(hc));
     // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
     // try to pull the image and hide the real error.
@@ -373,6 +392,7 @@ export class ContainerService implements ImageUsers {
           afterCreate: async (pid: number) => {
             const attachment = await this.networking.connect({ id: record.Id, name: record.Name.slice(1) }, plan, network === 'host' ? undefined : pid);
             connected = true;
+            await this.deps.sandboxes?.connected(record);
             record.Networks = attachment.networks;
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
             record.Ports = attachment.ports;
@@ -403,7 +423,7 @@ export class ContainerService implements ImageUsers {
       await this.updateLinkParents(record);
     } catch (err) {
       await mountedVolumes?.release();
-      if (connected) await this.networking.disconnect(record.Id).catch(() => undefined);
+      if (connected) await this.disconnectNetwork(record.Id).catch(() => undefined);
       await this.host.cleanup(record.Id).catch(() => undefined);
       if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
       if (volumesMounted) await this.deps.volumes!.unmountAll(record).catch(() => undefined);
@@ -651,7 +671,7 @@ export class ContainerService implements ImageUsers {
     // index now and its record the disk beside the release, instead of after it: nobody reads the exited state.
     const removeNow = !restart && record.HostConfig.AutoRemove && !record.Mounts.some((m) => m.Type === 'volume');
     if (removeNow) record.State.Status = 'removing';
-    const network = this.networking.disconnect(record.Id).catch(warn('network disconnect', true));
+    const network = this.disconnectNetwork(record.Id).catch(warn('network disconnect', true));
     this.networkReleases.set(record.Id, network);
     const [saved] = await Promise.allSettled([
       removeNow ? this.store.remove(record, { tombstone: true }) : this.store.save(record),
@@ -897,7 +917,7 @@ export class ContainerService implements ImageUsers {
   /** Releases what a removed container held, whatever its exit released already. */
   private async releaseRemoved(id: string): Promise<void> {
     if (!this.released.has(id)) {
-      await this.networking.disconnect(id).catch(() => undefined);
+      await this.disconnectNetwork(id).catch(() => undefined);
       await this.host.cleanup(id).catch((err) => log.warn('runtime clean-up of a removed container failed', { id, error: errorMessage(err) }));
     }
     this.released.delete(id);
@@ -912,7 +932,7 @@ export class ContainerService implements ImageUsers {
     // What the exit already released is not released again (a second `crun delete` costs a process). The
     // root filesystem is always unmounted: a copy into a stopped container mounts it again.
     if (!this.released.has(record.Id)) {
-      await this.networking.disconnect(record.Id).catch(() => undefined);
+      await this.disconnectNetwork(record.Id).catch(() => undefined);
       await this.host.cleanup(record.Id).catch(() => undefined);
     }
     this.released.delete(record.Id);

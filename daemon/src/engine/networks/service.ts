@@ -1159,6 +1159,16 @@ export class NetworkService implements ContainerNetworking {
     });
   }
 
+  /** The host ends of the container's veths (its bridge endpoints), in no particular order. */
+  hostInterfaces(containerId: string): string[] {
+    const out: string[] = [];
+    for (const entry of this.entries.values()) {
+      const ep = entry.endpoints.get(containerId);
+      if (ep?.hostInterface) out.push(ep.hostInterface);
+    }
+    return out;
+  }
+
   servesDns(containerId: string): boolean {
     for (const entry of this.entries.values()) if (entry.endpoints.get(containerId)?.dns) return true;
     return false;

@@ -18,7 +18,7 @@ import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import { Conflict, errorMessage, InvalidParameter } from '../../../engine/errors.js';
 import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../../engine/networks/types.js';
-import { DnsServers } from './dns/server.js';
+import { type DnsObserver, DnsServers } from './dns/server.js';
 import { netnsAddon } from './netns.js';
 import { CommandError, run } from './run.js';
 import { log } from '../../../util/log.js';
@@ -396,6 +396,11 @@ export class LinuxNetworkHost implements NetworkHost {
 
   stopDns(containerId: string): void {
     this.dns.stop(containerId);
+  }
+
+  /** Sets the function told of the embedded DNS server's answers with addresses (sandbox policies). */
+  observeDns(observer: DnsObserver): void {
+    this.dns.observer = observer;
   }
 
   async removeNat(bridge: string): Promise<void> {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { test } from 'node:test';
-import { buildAnswer, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL } from './message.js';
+import { buildAnswer, parseAnswerAddresses, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL } from './message.js';
 import { answerQuery } from './server.js';
 
 /** A query for `name` of `type` with id 0x1234 and RD set. */
@@ -79,4 +79,13 @@ test('answerQuery: a name with IPv4 and IPv6 addresses gets A records for A, AAA
   assert.deepEqual([...aaaa.subarray(aaaa.length - 16)], [0xfd, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
   const any = (await answerQuery(query('web', 255), known, 'udp'))!;
   assert.equal(answers(any), 2);
+});
+
+test('the addresses of an answer are read with their TTLs (A and AAAA, behind compressed names)', () => {
+  const query = Buffer.from('abcd01000001000000000000076578616d706c6504746573740000010001', 'hex');
+  const q = parseQuery(query)!;
+  const answer = buildAnswer(query, q, ['10.1.2.3', 'fd00::5'], 0, 42);
+  assert.deepEqual(parseAnswerAddresses(answer), { name: 'example.test', records: [{ address: '10.1.2.3', ttl: 42 }, { address: 'fd00::5', ttl: 42 }] });
+  assert.equal(parseAnswerAddresses(query), undefined, 'a query is not an answer');
+  assert.equal(parseAnswerAddresses(answer.subarray(0, answer.length - 3)), undefined, 'a truncated answer is refused');
 });

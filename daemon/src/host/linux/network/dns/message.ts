@@ -2,7 +2,7 @@
  * The few parts of the DNS wire format (RFC 1035) the embedded server needs: the header and question of a
  * query, and an answer of A and AAAA records built for it. Everything else is forwarded as bytes.
  */
-import { parseIPv6 } from '../../../../engine/networks/ipv6.js';
+import { formatIPv6, parseIPv6 } from '../../../../engine/networks/ipv6.js';
 
 export const TYPE_A = 1;
 export const TYPE_AAAA = 28;
@@ -96,4 +96,59 @@ export function buildError(query: Buffer, rcode: number): Buffer | undefined {
   header.writeUInt16BE(query.readUInt16BE(0), 0);
   header.writeUInt16BE(0x8000 | (query.readUInt16BE(2) & 0x7900) | 0x0080 | (rcode & 0xf), 2);
   return header;
+}
+
+/** One address record of an answer. */
+export interface AddressRecord {
+  address: string;
+  ttl: number;
+}
+
+/** Skips a (possibly compressed) name at `offset`; answers the offset past it, or -1 when malformed. */
+function skipName(msg: Buffer, offset: number): number {
+  for (let guard = 0; guard < 128; guard++) {
+    if (offset >= msg.length) return -1;
+    const len = msg[offset];
+    if (len === 0) return offset + 1;
+    if ((len & 0xc0) === 0xc0) return offset + 2 <= msg.length ? offset + 2 : -1;
+    if (len > 63) return -1;
+    offset += 1 + len;
+  }
+  return -1;
+}
+
+/**
+ * The question's name and the A and AAAA records of an answer's answer section (those of the names a CNAME
+ * chain led to included: they are what the asked name stands for). Undefined when the message is not a
+ * well-formed answer.
+ */
+export function parseAnswerAddresses(msg: Buffer): { name: string; records: AddressRecord[] } | undefined {
+  if (msg.length < 12 || !(msg.readUInt16BE(2) & 0x8000)) return undefined;
+  if (msg.readUInt16BE(4) !== 1) return undefined;
+  // The question is read as a query's (same layout, the QR bit aside).
+  const header = Buffer.from(msg.subarray(0, 12));
+  header.writeUInt16BE(msg.readUInt16BE(2) & 0x7fff, 2);
+  const q = parseQuery(Buffer.concat([header, msg.subarray(12)]));
+  if (!q) return undefined;
+  const count = msg.readUInt16BE(6);
+  const records: AddressRecord[] = [];
+  let offset = q.end;
+  for (let i = 0; i < count; i++) {
+    offset = skipName(msg, offset);
+    if (offset < 0 || offset + 10 > msg.length) return undefined;
+    const type = msg.readUInt16BE(offset);
+    const rclass = msg.readUInt16BE(offset + 2);
+    const ttl = msg.readUInt32BE(offset + 4);
+    const length = msg.readUInt16BE(offset + 8);
+    const data = offset + 10;
+    if (data + length > msg.length) return undefined;
+    if (rclass === CLASS_IN && type === TYPE_A && length === 4) records.push({ address: [...msg.subarray(data, data + 4)].join('.'), ttl });
+    else if (rclass === CLASS_IN && type === TYPE_AAAA && length === 16) {
+      let n = 0n;
+      for (const b of msg.subarray(data, data + 16)) n = (n << 8n) | BigInt(b);
+      records.push({ address: formatIPv6(n), ttl });
+    }
+    offset = data + length;
+  }
+  return { name: q.name, records };
 }

@@ -14,7 +14,7 @@ import net from 'node:net';
 import type { DnsAnswers } from '../../../../engine/networks/types.js';
 import { log } from '../../../../util/log.js';
 import { netnsAddon } from '../netns.js';
-import { buildAnswer, buildError, CLASS_IN, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
+import { type AddressRecord, buildAnswer, buildError, CLASS_IN, parseAnswerAddresses, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
 
 export const EMBEDDED_DNS_ADDRESS = '127.0.0.11';
 
@@ -102,8 +102,27 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
   return buildError(query, RCODE_SERVFAIL);
 }
 
+/**
+ * Told of every answer with addresses before the container gets it (sandbox policies allow the addresses of
+ * allowed names): the answer waits for it.
+ */
+export type DnsObserver = (containerId: string, name: string, records: AddressRecord[]) => Promise<void>;
+
 export class DnsServers {
   private readonly listeners = new Map<string, Listener>();
+  observer: DnsObserver | undefined;
+
+  /** The answer, once the observer has seen its addresses (an observer's failure is logged, the answer goes). */
+  private async observed(containerId: string, answer: Buffer | undefined): Promise<Buffer | undefined> {
+    const observer = this.observer;
+    if (!answer || !observer) return answer;
+    const parsed = parseAnswerAddresses(answer);
+    if (!parsed || parsed.records.length === 0) return answer;
+    await observer(containerId, parsed.name, parsed.records).catch((err: unknown) => {
+      log.warn('a DNS answer could not be given to the sandbox policy', { id: containerId, error: err instanceof Error ? err.message : String(err) });
+    });
+    return answer;
+  }
 
   /** Opens the container's listeners (replacing earlier ones of the same container). */
   async start(containerId: string, pid: number, answers: DnsAnswers): Promise<void> {
@@ -144,15 +163,15 @@ export class DnsServers {
     }
     udp.on('error', (err) => log.warn('embedded DNS (udp) error', { id: containerId, error: err.message }));
     udp.on('message', (msg, rinfo) => {
-      void answerQuery(msg, answers, 'udp').then((answer) => {
+      void answerQuery(msg, answers, 'udp').then((answer) => this.observed(containerId, answer)).then((answer) => {
         if (answer && this.listeners.get(containerId) === listener) udp.send(answer, rinfo.port, rinfo.address, () => undefined);
       });
     });
     tcp.on('error', (err) => log.warn('embedded DNS (tcp) error', { id: containerId, error: err.message }));
-    tcp.on('connection', (socket) => this.serveTcp(socket, answers, connections));
+    tcp.on('connection', (socket) => this.serveTcp(containerId, socket, answers, connections));
   }
 
-  private serveTcp(socket: net.Socket, answers: DnsAnswers, connections: Set<net.Socket>): void {
+  private serveTcp(containerId: string, socket: net.Socket, answers: DnsAnswers, connections: Set<net.Socket>): void {
     connections.add(socket);
     socket.setTimeout(TCP_IDLE_MS, () => socket.destroy());
     socket.on('error', () => socket.destroy());
@@ -164,7 +183,7 @@ export class DnsServers {
       while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
         const query = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
         buffered = buffered.subarray(2 + query.length);
-        void answerQuery(Buffer.from(query), answers, 'tcp').then((answer) => {
+        void answerQuery(Buffer.from(query), answers, 'tcp').then((answer) => this.observed(containerId, answer)).then((answer) => {
           if (!answer || socket.destroyed) return;
           const len = Buffer.alloc(2);
           len.writeUInt16BE(answer.length, 0);

@@ -1,0 +1,256 @@
+/**
+ * Sandboxes: containers given an egress network policy (engine/sandbox/policy.ts), at create through the
+ * `berth.network-policy` label or afterwards through `install`. Each installation is a new generation. The
+ * engine compiles the policy and the host enforces it in the kernel, on the host ends of the container's
+ * veths; the embedded DNS server's answers for names of domain rules add their addresses for their TTL.
+ *
+ * Format (version 1): `<data-root>/containers/<id>/network-policy.json` holds
+ *   {"version": 1, "generation": N, "installedAt": RFC 3339, "policy": <the policy as given>}
+ * once a policy was installed through `install`; before that, a container whose label holds a policy is at
+ * generation 1, installed when the container was created. The file goes with the container's folder.
+ */
+import path from 'node:path';
+import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { log } from '../../util/log.js';
+import type { ContainerRecord } from '../containers/model.js';
+import { errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { compilePolicy, domainMatches, domainSets, type EffectiveRule, type NetworkPolicy, POLICY_LABEL, validatePolicy } from './policy.js';
+
+export interface PolicyView {
+  sandbox: string;
+  generation: number;
+  installedAt: string;
+  exact: unknown;
+  effective: { defaultAction: NetworkPolicy['defaultAction']; rules: EffectiveRule[] };
+}
+
+/** The kernel side (host/linux/network/sandbox.ts). */
+export interface SandboxHost {
+  applyPolicy(containerId: string, interfaces: readonly string[], program: ReturnType<typeof compilePolicy>): Promise<void>;
+  removePolicy(containerId: string): Promise<void>;
+  allowAddresses(containerId: string, set: string, addresses: readonly string[], ttlSeconds: number): Promise<void>;
+  installedPolicies(): Promise<string[]>;
+  removePolicyByShortId(shortId: string): Promise<void>;
+}
+
+/** What the service reads of the containers. */
+export interface SandboxContainers {
+  find(ref: string): ContainerRecord | undefined;
+  dir(id: string): string;
+  all(): ContainerRecord[];
+}
+
+/** What the service asks the networks: the host ends of a container's veths. */
+export interface SandboxNetworking {
+  hostInterfaces(containerId: string): string[];
+}
+
+interface PolicyFile {
+  version: 1;
+  generation: number;
+  installedAt: string;
+  policy: unknown;
+}
+
+interface Installed {
+  generation: number;
+  installedAt: string;
+  exact: unknown;
+  policy: NetworkPolicy;
+}
+
+const FILE = 'network-policy.json';
+
+/** Why a container cannot be a sandbox (undefined when it can). */
+function unfit(hostConfig: Record<string, any> | undefined): string | undefined {
+  const hc = hostConfig ?? {};
+  if (hc.Privileged === true) return 'a privileged container cannot have a network policy (it could remove it)';
+  const caps = ((hc.CapAdd as string[] | null) ?? []).map((c) => String(c).toUpperCase().replace(/^CAP_/, ''));
+  if (caps.includes('NET_ADMIN') || caps.includes('ALL')) return 'a container with NET_ADMIN cannot have a network policy (it could step around it)';
+  const mode = String(hc.NetworkMode ?? '');
+  if (mode === 'host') return 'a container on the host network cannot have a network policy';
+  if (mode.startsWith('container:')) return 'a container sharing the network of another cannot have a network policy (give it to that container)';
+  return undefined;
+}
+
+export class SandboxService {
+  /** Answers the embedded DNS server gave each sandbox: name -> address -> expiry (ms since the epoch). */
+  private readonly answers = new Map<string, Map<string, Map<string, number>>>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly containers: SandboxContainers,
+    private readonly networking: SandboxNetworking,
+    private readonly host: SandboxHost,
+  ) {}
+
+  private withLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const next = (this.locks.get(id) ?? Promise.resolve()).then(fn, fn);
+    const settled = next.catch(() => undefined);
+    this.locks.set(id, settled);
+    void settled.then(() => {
+      if (this.locks.get(id) === settled) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  /** At create: the label's policy must be valid and the container fit for one (InvalidParameter). */
+  checkCreate(labels: Record<string, unknown> | null | undefined, hostConfig: Record<string, any> | undefined): void {
+    const text = labels?.[POLICY_LABEL];
+    if (text === undefined) return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(String(text));
+    } catch (err) {
+      throw new InvalidParameter(`invalid network policy: the label ${POLICY_LABEL} is not JSON (${errorMessage(err)})`);
+    }
+    validatePolicy(parsed);
+    const why = unfit(hostConfig);
+    if (why) throw new InvalidParameter(why);
+  }
+
+  /** The container's installed policy, from its file or its label (undefined: none). */
+  private async installed(record: ContainerRecord): Promise<Installed | undefined> {
+    const file = await readJSONIfExists<PolicyFile>(path.join(this.containers.dir(record.Id), FILE));
+    if (file && file.version === 1) return { generation: file.generation, installedAt: file.installedAt, exact: file.policy, policy: validatePolicy(file.policy) };
+    const text = record.Config.Labels?.[POLICY_LABEL];
+    if (text === undefined) return undefined;
+    const exact = JSON.parse(text) as unknown;
+    return { generation: 1, installedAt: record.Created, exact, policy: validatePolicy(exact) };
+  }
+
+  private record(ref: string): ContainerRecord {
+    const record = this.containers.find(ref);
+    if (!record) throw new NotFound(`No such container: ${ref}`);
+    return record;
+  }
+
+  async view(ref: string): Promise<PolicyView> {
+    const record = this.record(ref);
+    const installed = await this.installed(record);
+    if (!installed) throw new NotFound(`container ${record.Id} has no network policy`);
+    return this.viewOf(record.Id, installed);
+  }
+
+  async install(ref: string, policy: unknown): Promise<PolicyView> {
+    const record = this.record(ref);
+    const checked = validatePolicy(policy);
+    const why = unfit(record.HostConfig as Record<string, any>);
+    if (why) throw new InvalidParameter(why);
+    return this.withLock(record.Id, async () => {
+      const previous = await this.installed(record).catch(() => undefined);
+      const next: Installed = { generation: (previous?.generation ?? 0) + 1, installedAt: new Date().toISOString(), exact: policy, policy: checked };
+      const file: PolicyFile = { version: 1, generation: next.generation, installedAt: next.installedAt, policy };
+      await writeJSONAtomic(path.join(this.containers.dir(record.Id), FILE), file);
+      if (record.State.Running) await this.enforce(record.Id, checked);
+      return this.viewOf(record.Id, next);
+    });
+  }
+
+  /** Puts the policy in the kernel for the container's current interfaces, with the addresses still valid. */
+  private async enforce(id: string, policy: NetworkPolicy): Promise<void> {
+    await this.host.applyPolicy(id, this.networking.hostInterfaces(id), compilePolicy(policy));
+    const now = Date.now();
+    for (const [name, addresses] of this.answers.get(id) ?? []) {
+      const live = [...addresses].filter(([, expires]) => expires > now);
+      for (const [address, expires] of live) await this.allowFor(id, policy, name, [address], Math.ceil((expires - now) / 1000));
+    }
+  }
+
+  /** Adds addresses of `name` to the sets of the domain rules that match it. */
+  private async allowFor(id: string, policy: NetworkPolicy, name: string, addresses: string[], ttl: number): Promise<void> {
+    for (const [index, rule] of policy.rules.entries()) {
+      if (rule.domain === undefined || !domainMatches(rule.domain, name)) continue;
+      const sets = domainSets(index);
+      const v4 = addresses.filter((a) => !a.includes(':'));
+      const v6 = addresses.filter((a) => a.includes(':'));
+      if (v4.length > 0) await this.host.allowAddresses(id, sets.v4, v4, ttl);
+      if (v6.length > 0) await this.host.allowAddresses(id, sets.v6, v6, ttl);
+    }
+  }
+
+  /** The container was given its network (before its process runs): its policy is enforced, or the start fails. */
+  async connected(record: ContainerRecord): Promise<void> {
+    await this.withLock(record.Id, async () => {
+      const installed = await this.installed(record);
+      if (!installed) return;
+      this.answers.delete(record.Id);
+      await this.enforce(record.Id, installed.policy);
+    });
+  }
+
+  /** The running container joined one more network: its new interface gets the policy too. */
+  async networkChanged(containerId: string): Promise<void> {
+    const record = this.containers.find(containerId);
+    if (record?.State.Running) await this.connected(record);
+  }
+
+  /** The container's network is gone: so is its table. */
+  async disconnected(id: string): Promise<void> {
+    this.answers.delete(id);
+    await this.withLock(id, () => this.host.removePolicy(id));
+  }
+
+  /** At daemon start: the running sandboxes get their policy again, the tables of containers gone are removed. */
+  async recover(): Promise<void> {
+    const running = new Set<string>();
+    for (const record of this.containers.all()) {
+      if (!record.State.Running) continue;
+      const installed = await this.installed(record).catch(() => undefined);
+      if (!installed) continue;
+      running.add(record.Id.slice(0, 12));
+      await this.withLock(record.Id, () => this.enforce(record.Id, installed.policy)).catch((err) => {
+        log.warn('a sandbox policy could not be enforced again', { id: record.Id, error: errorMessage(err) });
+      });
+    }
+    for (const short of await this.host.installedPolicies()) if (!running.has(short)) await this.host.removePolicyByShortId(short);
+  }
+
+  /** An answer of the embedded DNS server to a container, before the container has it. */
+  async dnsAnswer(containerId: string, name: string, records: Array<{ address: string; ttl: number }>): Promise<void> {
+    const record = this.containers.find(containerId);
+    if (!record) return;
+    const installed = await this.installed(record);
+    if (!installed || !installed.policy.rules.some((r) => r.domain !== undefined && domainMatches(r.domain, name))) return;
+    const key = name.toLowerCase().replace(/\.$/, '');
+    await this.withLock(containerId, async () => {
+      const byName = this.answers.get(containerId) ?? new Map<string, Map<string, number>>();
+      this.answers.set(containerId, byName);
+      const addresses = byName.get(key) ?? new Map<string, number>();
+      byName.set(key, addresses);
+      const byTtl = new Map<number, string[]>();
+      for (const r of records) {
+        const ttl = Math.max(1, r.ttl);
+        addresses.set(r.address, Date.now() + ttl * 1000);
+        byTtl.set(ttl, [...(byTtl.get(ttl) ?? []), r.address]);
+      }
+      for (const [ttl, list] of byTtl) await this.allowFor(containerId, installed.policy, key, list, ttl);
+    });
+  }
+
+  private viewOf(id: string, installed: Installed): PolicyView {
+    const now = Date.now();
+    const rules: EffectiveRule[] = [];
+    for (const rule of installed.policy.rules) {
+      const base = { action: rule.action, protocol: rule.protocol, ...(rule.ports ? { ports: rule.ports } : {}) };
+      if (rule.cidr !== undefined) {
+        rules.push({ ...base, cidr: rule.cidr });
+        continue;
+      }
+      for (const [name, addresses] of this.answers.get(id) ?? []) {
+        if (!domainMatches(rule.domain!, name)) continue;
+        for (const [address, expires] of addresses) {
+          if (expires <= now) continue;
+          rules.push({ ...base, cidr: `${address}/${address.includes(':') ? 128 : 32}`, domain: name, expiresAt: new Date(expires).toISOString() });
+        }
+      }
+    }
+    return {
+      sandbox: id,
+      generation: installed.generation,
+      installedAt: installed.installedAt,
+      exact: installed.exact,
+      effective: { defaultAction: installed.policy.defaultAction, rules },
+    };
+  }
+}

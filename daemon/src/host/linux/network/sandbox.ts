@@ -1,0 +1,108 @@
+/**
+ * Sandbox policies in the kernel: one nftables table per sandbox in the host's namespace, family netdev,
+ * with a base chain on the ingress of the host end of each of the container's veths. Every frame the
+ * container sends passes there (raw and packet sockets included) and nothing in the container's namespace
+ * can reach the table. The table is named after the container (`berth_sbx_<short id>`); the engine's
+ * compiled program (engine/sandbox/policy.ts) is its body.
+ */
+import { run } from './run.js';
+
+export interface SandboxProgram {
+  sets: string[];
+  chain: string[];
+  refuse: string[];
+}
+
+function tableName(containerId: string): string {
+  if (!/^[0-9a-f]{12,64}$/.test(containerId)) throw new Error(`invalid container id ${JSON.stringify(containerId)}`);
+  return `berth_sbx_${containerId.slice(0, 12)}`;
+}
+
+const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
+const SET_NAME = /^d\d+_[46]$/;
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+const IPV6 = /^[0-9a-f:]{2,39}$/;
+
+async function tableExists(table: string): Promise<boolean> {
+  try {
+    await run('nft', ['list', 'table', 'netdev', table]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export class LinuxSandboxHost {
+  /**
+   * Installs (or replaces, in one transaction) the container's table with the program, hooked on the
+   * ingress of `interfaces` (the host ends of its veths). With no interface, the table is removed.
+   */
+  async applyPolicy(containerId: string, interfaces: readonly string[], program: SandboxProgram): Promise<void> {
+    const table = tableName(containerId);
+    for (const name of interfaces) if (!INTERFACE_NAME.test(name)) throw new Error(`invalid interface name ${JSON.stringify(name)}`);
+    if (interfaces.length === 0) return this.removePolicy(containerId);
+    const lines = [
+      // Created if missing, so that the deletion that follows is valid; both in the same transaction.
+      `table netdev ${table} {}`,
+      `delete table netdev ${table}`,
+      `table netdev ${table} {`,
+      ...program.sets.map((s) => `  ${s}`),
+      '  chain refuse {',
+      ...program.refuse.map((r) => `    ${r}`),
+      '  }',
+      '  chain rules {',
+      ...program.chain.map((r) => `    ${r}`),
+      '  }',
+      ...interfaces.map((dev, i) => `  chain ingress${i} {\n    type filter hook ingress device "${dev}" priority 0; policy accept;\n    jump rules\n  }`),
+      '}',
+      '',
+    ];
+    await run('nft', ['-f', '-'], lines.join('\n'));
+    // Frames to another container of the bridge would skip the ingress hook through the bridge's direct
+    // delivery (a tc filter block on the veth's ingress, which runs first): a sandbox's veth leaves the block
+    // and its frames go through the bridge.
+    for (const dev of interfaces) await run('tc', ['qdisc', 'del', 'dev', dev, 'ingress']).catch(() => undefined);
+  }
+
+  /** Removes the container's table. Idempotent. */
+  async removePolicy(containerId: string): Promise<void> {
+    const table = tableName(containerId);
+    if (!(await tableExists(table))) return;
+    await run('nft', ['-f', '-'], `table netdev ${table} {}\ndelete table netdev ${table}\n`).catch(() => undefined);
+  }
+
+  /**
+   * Adds addresses to a set of the container's table for `ttlSeconds` (a present element gets the new
+   * timeout). Fails when the table or set is gone.
+   */
+  async allowAddresses(containerId: string, set: string, addresses: readonly string[], ttlSeconds: number): Promise<void> {
+    const table = tableName(containerId);
+    if (!SET_NAME.test(set)) throw new Error(`invalid set name ${JSON.stringify(set)}`);
+    const v6 = set.endsWith('_6');
+    for (const a of addresses) if (!(v6 ? IPV6 : IPV4).test(a)) throw new Error(`invalid address ${JSON.stringify(a)}`);
+    if (addresses.length === 0) return;
+    const ttl = Math.max(1, Math.floor(ttlSeconds));
+    const list = addresses.join(', ');
+    // Added, removed and added again with the timeout in one transaction: an element already present (an
+    // earlier answer) takes the new timeout.
+    const lines = [
+      `add element netdev ${table} ${set} { ${list} }`,
+      `delete element netdev ${table} ${set} { ${list} }`,
+      `add element netdev ${table} ${set} { ${addresses.map((a) => `${a} timeout ${ttl}s`).join(', ')} }`,
+      '',
+    ];
+    await run('nft', ['-f', '-'], lines.join('\n'));
+  }
+
+  /** The tables of sandboxes present in the kernel, by container short id. */
+  async installedPolicies(): Promise<string[]> {
+    const out = await run('nft', ['list', 'tables', 'netdev']).catch(() => '');
+    return [...out.matchAll(/^table netdev berth_sbx_([0-9a-f]{12})$/gm)].map((m) => m[1]);
+  }
+
+  /** Removes a table found by installedPolicies (a crash's leftover). */
+  async removePolicyByShortId(shortId: string): Promise<void> {
+    if (!/^[0-9a-f]{12}$/.test(shortId)) return;
+    await run('nft', ['delete', 'table', 'netdev', `berth_sbx_${shortId}`]).catch(() => undefined);
+  }
+}
