@@ -28,7 +28,8 @@ export interface PolicyView {
 export interface SandboxHost {
   applyPolicy(containerId: string, interfaces: readonly string[], program: ReturnType<typeof compilePolicy>): Promise<void>;
   removePolicy(containerId: string): Promise<void>;
-  allowAddresses(containerId: string, set: string, addresses: readonly string[], ttlSeconds: number): Promise<void>;
+  allowAddresses(containerId: string, set: string, name: string, addresses: readonly string[], ttlSeconds: number): Promise<void>;
+  allowedAddresses(containerId: string): Promise<Array<{ set: string; address: string; name: string; expiresInSeconds: number }>>;
   installedPolicies(): Promise<string[]>;
   removePolicyByShortId(shortId: string): Promise<void>;
 }
@@ -74,8 +75,6 @@ function unfit(hostConfig: Record<string, any> | undefined): string | undefined 
 }
 
 export class SandboxService {
-  /** Answers the embedded DNS server gave each sandbox: name -> address -> expiry (ms since the epoch). */
-  private readonly answers = new Map<string, Map<string, Map<string, number>>>();
   private readonly locks = new Map<string, Promise<unknown>>();
 
   constructor(
@@ -129,7 +128,7 @@ export class SandboxService {
     const record = this.record(ref);
     const installed = await this.installed(record);
     if (!installed) throw new NotFound(`container ${record.Id} has no network policy`);
-    return this.viewOf(record.Id, installed);
+    return this.viewOf(record, installed);
   }
 
   async install(ref: string, policy: unknown): Promise<PolicyView> {
@@ -143,17 +142,26 @@ export class SandboxService {
       const file: PolicyFile = { version: 1, generation: next.generation, installedAt: next.installedAt, policy };
       await writeJSONAtomic(path.join(this.containers.dir(record.Id), FILE), file);
       if (record.State.Running) await this.enforce(record.Id, checked);
-      return this.viewOf(record.Id, next);
+      return this.viewOf(record, next);
     });
   }
 
-  /** Puts the policy in the kernel for the container's current interfaces, with the addresses still valid. */
+  /**
+   * Puts the policy in the kernel for the container's current interfaces. The addresses the domain rules
+   * allowed until now stay allowed for what is left of their TTL when their name matches a rule of the new one.
+   */
   private async enforce(id: string, policy: NetworkPolicy): Promise<void> {
+    const before = await this.host.allowedAddresses(id).catch(() => []);
     await this.host.applyPolicy(id, this.networking.hostInterfaces(id), compilePolicy(policy));
-    const now = Date.now();
-    for (const [name, addresses] of this.answers.get(id) ?? []) {
-      const live = [...addresses].filter(([, expires]) => expires > now);
-      for (const [address, expires] of live) await this.allowFor(id, policy, name, [address], Math.ceil((expires - now) / 1000));
+    const kept = new Map<string, string[]>();
+    for (const e of before) {
+      if (!e.name || e.expiresInSeconds < 1) continue;
+      const key = `${e.name}\n${e.expiresInSeconds}`;
+      if (!(kept.get(key) ?? []).includes(e.address)) kept.set(key, [...(kept.get(key) ?? []), e.address]);
+    }
+    for (const [key, addresses] of kept) {
+      const [name, ttl] = key.split('\n');
+      await this.allowFor(id, policy, name, addresses, Number(ttl));
     }
   }
 
@@ -164,8 +172,8 @@ export class SandboxService {
       const sets = domainSets(index);
       const v4 = addresses.filter((a) => !a.includes(':'));
       const v6 = addresses.filter((a) => a.includes(':'));
-      if (v4.length > 0) await this.host.allowAddresses(id, sets.v4, v4, ttl);
-      if (v6.length > 0) await this.host.allowAddresses(id, sets.v6, v6, ttl);
+      if (v4.length > 0) await this.host.allowAddresses(id, sets.v4, name, v4, ttl);
+      if (v6.length > 0) await this.host.allowAddresses(id, sets.v6, name, v6, ttl);
     }
   }
 
@@ -174,7 +182,6 @@ export class SandboxService {
     await this.withLock(record.Id, async () => {
       const installed = await this.installed(record);
       if (!installed) return;
-      this.answers.delete(record.Id);
       await this.enforce(record.Id, installed.policy);
     });
   }
@@ -187,7 +194,6 @@ export class SandboxService {
 
   /** The container's network is gone: so is its table. */
   async disconnected(id: string): Promise<void> {
-    this.answers.delete(id);
     await this.withLock(id, () => this.host.removePolicy(id));
   }
 
@@ -214,39 +220,39 @@ export class SandboxService {
     if (!installed || !installed.policy.rules.some((r) => r.domain !== undefined && domainMatches(r.domain, name))) return;
     const key = name.toLowerCase().replace(/\.$/, '');
     await this.withLock(containerId, async () => {
-      const byName = this.answers.get(containerId) ?? new Map<string, Map<string, number>>();
-      this.answers.set(containerId, byName);
-      const addresses = byName.get(key) ?? new Map<string, number>();
-      byName.set(key, addresses);
       const byTtl = new Map<number, string[]>();
       for (const r of records) {
         const ttl = Math.max(1, r.ttl);
-        addresses.set(r.address, Date.now() + ttl * 1000);
         byTtl.set(ttl, [...(byTtl.get(ttl) ?? []), r.address]);
       }
       for (const [ttl, list] of byTtl) await this.allowFor(containerId, installed.policy, key, list, ttl);
     });
   }
 
-  private viewOf(id: string, installed: Installed): PolicyView {
+  /** The view of an installation; the effective addresses of domain rules are read from the kernel. */
+  private async viewOf(record: ContainerRecord, installed: Installed): Promise<PolicyView> {
     const now = Date.now();
+    const allowed = record.State.Running ? await this.host.allowedAddresses(record.Id).catch(() => []) : [];
     const rules: EffectiveRule[] = [];
-    for (const rule of installed.policy.rules) {
+    for (const [index, rule] of installed.policy.rules.entries()) {
       const base = { action: rule.action, protocol: rule.protocol, ...(rule.ports ? { ports: rule.ports } : {}) };
       if (rule.cidr !== undefined) {
         rules.push({ ...base, cidr: rule.cidr });
         continue;
       }
-      for (const [name, addresses] of this.answers.get(id) ?? []) {
-        if (!domainMatches(rule.domain!, name)) continue;
-        for (const [address, expires] of addresses) {
-          if (expires <= now) continue;
-          rules.push({ ...base, cidr: `${address}/${address.includes(':') ? 128 : 32}`, domain: name, expiresAt: new Date(expires).toISOString() });
-        }
+      const sets = domainSets(index);
+      for (const e of allowed) {
+        if (e.set !== sets.v4 && e.set !== sets.v6) continue;
+        rules.push({
+          ...base,
+          cidr: `${e.address}/${e.address.includes(':') ? 128 : 32}`,
+          domain: e.name,
+          expiresAt: new Date(now + e.expiresInSeconds * 1000).toISOString(),
+        });
       }
     }
     return {
-      sandbox: id,
+      sandbox: record.Id,
       generation: installed.generation,
       installedAt: installed.installedAt,
       exact: installed.exact,

@@ -72,12 +72,13 @@ export class LinuxSandboxHost {
   }
 
   /**
-   * Adds addresses to a set of the container's table for `ttlSeconds` (a present element gets the new
-   * timeout). Fails when the table or set is gone.
+   * Adds addresses to a set of the container's table for `ttlSeconds`, each with the name it answered for (a
+   * present element gets the new timeout). Fails when the table or set is gone.
    */
-  async allowAddresses(containerId: string, set: string, addresses: readonly string[], ttlSeconds: number): Promise<void> {
+  async allowAddresses(containerId: string, set: string, name: string, addresses: readonly string[], ttlSeconds: number): Promise<void> {
     const table = tableName(containerId);
     if (!SET_NAME.test(set)) throw new Error(`invalid set name ${JSON.stringify(set)}`);
+    if (!/^[A-Za-z0-9_.*-]{1,253}$/.test(name)) throw new Error(`invalid name ${JSON.stringify(name)}`);
     const v6 = set.endsWith('_6');
     for (const a of addresses) if (!(v6 ? IPV6 : IPV4).test(a)) throw new Error(`invalid address ${JSON.stringify(a)}`);
     if (addresses.length === 0) return;
@@ -88,10 +89,31 @@ export class LinuxSandboxHost {
     const lines = [
       `add element netdev ${table} ${set} { ${list} }`,
       `delete element netdev ${table} ${set} { ${list} }`,
-      `add element netdev ${table} ${set} { ${addresses.map((a) => `${a} timeout ${ttl}s`).join(', ')} }`,
+      `add element netdev ${table} ${set} { ${addresses.map((a) => `${a} timeout ${ttl}s comment "${name}"`).join(', ')} }`,
       '',
     ];
     await run('nft', ['-f', '-'], lines.join('\n'));
+  }
+
+  /** The addresses in the sets of the container's table now (none when it has no table). */
+  async allowedAddresses(containerId: string): Promise<Array<{ set: string; address: string; name: string; expiresInSeconds: number }>> {
+    const table = tableName(containerId);
+    let text: string;
+    try {
+      text = await run('nft', ['-j', 'list', 'table', 'netdev', table]);
+    } catch {
+      return [];
+    }
+    const out: Array<{ set: string; address: string; name: string; expiresInSeconds: number }> = [];
+    for (const item of (JSON.parse(text) as { nftables?: Array<Record<string, any>> }).nftables ?? []) {
+      const set = item.set as { name?: string; elem?: Array<{ elem?: { val?: unknown; expires?: number; comment?: string } }> } | undefined;
+      if (!set?.name || !SET_NAME.test(set.name)) continue;
+      for (const e of set.elem ?? []) {
+        if (typeof e.elem?.val !== 'string') continue;
+        out.push({ set: set.name, address: e.elem.val, name: e.elem.comment ?? '', expiresInSeconds: e.elem.expires ?? 0 });
+      }
+    }
+    return out;
   }
 
   /** The tables of sandboxes present in the kernel, by container short id. */

@@ -1,0 +1,248 @@
+/**
+ * Sandboxes end to end: containers given an egress network policy through the `berth.network-policy` label
+ * (docker run --label) or the sandbox service, against a real berthd and real servers. The servers run in
+ * network namespaces the test makes (busybox httpd), reached through veths routed by the host; names come
+ * from the test's own DNS server, the embedded DNS server's upstream (BERTH_DNS_UPSTREAM). Nothing leaves
+ * the machine.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
+import { mkdirSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { buildAnswer, parseQuery, RCODE_NXDOMAIN } from '../src/host/linux/network/dns/message.js';
+import { LinuxSandboxHost } from '../src/host/linux/network/sandbox.js';
+import { SandboxService } from '../src/engine/sandbox/service.js';
+import type { ContainerRecord } from '../src/engine/containers/model.js';
+import { startEngine, tmpdir, type Engine } from './harness.js';
+
+const tag = Math.random().toString(16).slice(2, 6);
+// A /16 of 10/8 the host is unlikely to use; the three servers live in 10.N.1.0/24, 10.N.2.0/24, 10.N.3.0/24.
+const N = 100 + Math.floor(Math.random() * 150);
+const net = (i: number, host: number) => `10.${N}.${i}.${host}`;
+
+function sh(cmd: string): string {
+  const r = spawnSync('sh', ['-c', cmd], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** A namespace with one veth to the host (10.N.i.1 on the host, 10.N.i.2 inside) and an httpd saying `name`. */
+function startServer(i: number, name: string, root: string): { ns: string; hostIf: string; httpd: ChildProcess } {
+  const ns = `sbx${tag}${i}`;
+  const hostIf = `sbh${tag}${i}`;
+  sh(`ip netns add ${ns}`);
+  sh(`ip link add ${hostIf} type veth peer name eth0 netns ${ns}`);
+  sh(`ip addr add ${net(i, 1)}/24 dev ${hostIf} && ip link set ${hostIf} up`);
+  sh(`ip -n ${ns} addr add ${net(i, 2)}/24 dev eth0 && ip -n ${ns} link set eth0 up && ip -n ${ns} link set lo up`);
+  sh(`ip -n ${ns} route add default via ${net(i, 1)}`);
+  const dir = path.join(root, name);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'index.html'), `${name}\n`);
+  const httpd = spawn('ip', ['netns', 'exec', ns, 'busybox', 'httpd', '-f', '-p', '80', '-h', dir], { stdio: 'ignore' });
+  return { ns, hostIf, httpd };
+}
+
+/** The test's DNS server: names of `zone` from a table (A records, TTL given), everything else NXDOMAIN. */
+async function startResolver(address: string, port: number, zone: Map<string, { address: string; ttl: number }>) {
+  const socket = dgram.createSocket('udp4');
+  socket.on('message', (msg, rinfo) => {
+    const q = parseQuery(msg);
+    if (!q) return;
+    const entry = zone.get(q.name);
+    const answer = entry && q.type === 1 ? buildAnswer(msg, q, [entry.address], 0, entry.ttl) : buildAnswer(msg, q, [], entry ? 0 : RCODE_NXDOMAIN);
+    socket.send(answer, rinfo.port, rinfo.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(port, address, resolve));
+  return { port: socket.address().port, close: () => socket.close() };
+}
+
+describe('sandboxes: egress network policies enforced in the kernel', () => {
+  let engine: Engine;
+  const root = tmpdir();
+  const servers: Array<ReturnType<typeof startServer>> = [];
+  const zone = new Map<string, { address: string; ttl: number }>();
+  const resolvers: Array<{ close(): void }> = [];
+  const previous = process.env.BERTH_DNS_UPSTREAM;
+  const containers: string[] = [];
+
+  before(async () => {
+    servers.push(startServer(1, 'server-a', root), startServer(2, 'server-b', root), startServer(3, 'server-c', root));
+    zone.set('a.sbx.test', { address: net(1, 2), ttl: 600 });
+    zone.set('c.sbx.test', { address: net(3, 2), ttl: 600 });
+    zone.set('www.wild.test', { address: net(2, 2), ttl: 600 });
+    const upstream = await startResolver('127.0.0.1', 0, zone);
+    // Another resolver, on the host's address toward server C: reachable only where the policy lets it.
+    const other = await startResolver(net(3, 1), 53, zone);
+    resolvers.push(upstream, other);
+    process.env.BERTH_DNS_UPSTREAM = `127.0.0.1:${upstream.port}`;
+    engine = await startEngine();
+    await engine.loadBusybox();
+    await engine.dockerOk(['network', 'create', `sbxnet${tag}`]);
+  });
+
+  after(async () => {
+    for (const id of containers) await engine?.docker(['rm', '-f', id]).catch(() => undefined);
+    for (const id of containers) spawnSync('nft', ['delete', 'table', 'netdev', `berth_sbx_${id.slice(0, 12)}`]);
+    await engine?.cleanup();
+    for (const r of resolvers) r.close();
+    for (const s of servers) {
+      if (s.httpd.pid) process.kill(s.httpd.pid, 'SIGKILL');
+      spawnSync('ip', ['link', 'del', s.hostIf]);
+      spawnSync('ip', ['netns', 'del', s.ns]);
+    }
+    spawnSync('rm', ['-rf', root]);
+    if (previous === undefined) delete process.env.BERTH_DNS_UPSTREAM;
+    else process.env.BERTH_DNS_UPSTREAM = previous;
+  });
+
+  const run = async (args: string[]) => {
+    const id = (await engine.dockerOk(['run', '-d', '--network', `sbxnet${tag}`, ...args, 'busybox', 'sleep', '600'])).trim();
+    containers.push(id);
+    return id;
+  };
+  /** Runs a command in the container; answers its output, its exit code and how long it took (ms). */
+  const exec = async (id: string, script: string) => {
+    const start = Date.now();
+    const r = await engine.docker(['exec', id, 'sh', '-c', script]);
+    return { ...r, ms: Date.now() - start };
+  };
+  const fetch = (id: string, target: string) => exec(id, `timeout 8 wget -q -O - http://${target}/`);
+  /** The page of a server the container reaches. */
+  const page = async (id: string, target: string) => {
+    const r = await fetch(id, target);
+    assert.equal(r.code, 0, `${target}: ${r.stderr}`);
+    return r.stdout.trim();
+  };
+  /** A connection refused by the policy: fails, says so, and well before the 8 s timeout. */
+  const assertRefused = (r: Awaited<ReturnType<typeof exec>>, what: string) => {
+    assert.notEqual(r.code, 0, `${what} should be refused: ${r.stdout}`);
+    assert.match(r.stderr, /refused|unreachable|prohibited/i, `${what}: ${r.stderr}`);
+    assert.ok(r.ms < 4000, `${what} was refused after ${r.ms} ms (a timeout, not a refusal)`);
+  };
+
+  /** The sandbox service on the engine's data root, with the real kernel (as the daemon's API will call it). */
+  const service = (interfaces: () => string[]) =>
+    new SandboxService(
+      {
+        find: (ref) => {
+          const file = path.join(engine.dataRoot, 'containers', ref, 'container.json');
+          return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ContainerRecord) : undefined;
+        },
+        dir: (id) => path.join(engine.dataRoot, 'containers', id),
+        all: () => [],
+      },
+      { hostInterfaces: () => interfaces() },
+      new LinuxSandboxHost(),
+    );
+  /** The host end of the container's eth0. */
+  const hostInterface = async (id: string): Promise<string> => {
+    const index = (await exec(id, 'cat /sys/class/net/eth0/iflink')).stdout.trim();
+    const name = readdirSync('/sys/class/net').find((n) => readFileSync(`/sys/class/net/${n}/ifindex`, 'utf8').trim() === index);
+    assert.ok(name, `no host interface with index ${index}`);
+    return name;
+  };
+
+  const policy = {
+    defaultAction: 'deny',
+    rules: [
+      { action: 'allow', domain: 'a.sbx.test', protocol: 'tcp', ports: [80] },
+      { action: 'allow', cidr: `10.${N}.2.0/24` },
+    ],
+  };
+
+  test('a bad policy label, or one on a container that could remove it, is refused at create with its reason', async () => {
+    const bad = await engine.docker(['create', '--label', 'berth.network-policy={"defaultAction":"deny","rules":[{"action":"allow","cidr":"10.0.0.0/40"}]}', 'busybox']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /invalid network policy: rules\[0\]\.cidr is not/);
+    const notJson = await engine.docker(['create', '--label', 'berth.network-policy=deny', 'busybox']);
+    assert.match(notJson.stderr, /invalid network policy: the label berth.network-policy is not JSON/);
+    const admin = await engine.docker(['create', '--cap-add', 'NET_ADMIN', '--label', `berth.network-policy=${JSON.stringify(policy)}`, 'busybox']);
+    assert.match(admin.stderr, /NET_ADMIN cannot have a network policy/);
+    const privileged = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Labels: { 'berth.network-policy': JSON.stringify(policy) }, HostConfig: { Privileged: true } } });
+    assert.equal(privileged.status, 400);
+    assert.match(privileged.json().message, /privileged/);
+  });
+
+  test('the label policy lets the container reach exactly what it allows, and refuses the rest at once', async () => {
+    const open = await run([]);
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    // Without a policy, everything is reachable: the refusals below are the policy's.
+    assert.equal((await page(open, net(3, 2))), 'server-c');
+    assert.equal((await exec(open, `ping -c1 -W3 ${net(3, 2)}`)).code, 0);
+    assert.equal((await exec(open, `nslookup c.sbx.test ${net(3, 1)}`)).code, 0);
+
+    // The domain's address before the container resolved the name: not allowed.
+    assertRefused(await fetch(sbx, net(1, 2)), 'server A by address before resolution');
+    assert.equal((await page(sbx, 'a.sbx.test')), 'server-a');
+    assert.equal((await page(sbx, net(2, 2))), 'server-b');
+    assert.equal((await exec(sbx, `ping -c1 -W3 ${net(2, 2)}`)).code, 0, 'the CIDR rule allows any protocol');
+    // Refused: a name resolved (DNS itself is allowed) to an address no rule allows, the address itself, a raw
+    // socket (ping), a port the domain rule does not name, and another resolver than the embedded one.
+    assertRefused(await fetch(sbx, 'c.sbx.test'), 'server C by name');
+    assertRefused(await fetch(sbx, net(3, 2)), 'server C by address');
+    assertRefused(await fetch(sbx, `a.sbx.test:8080`), 'server A on another port');
+    const ping = await exec(sbx, `ping -c1 -W3 ${net(3, 2)}`);
+    assert.notEqual(ping.code, 0, ping.stdout);
+    const resolver = await exec(sbx, `nslookup c.sbx.test ${net(3, 1)}`);
+    assert.notEqual(resolver.code, 0, resolver.stdout);
+  });
+
+  test('a new generation takes effect on the running container; the effective view follows the names', async () => {
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    const veth = await hostInterface(sbx);
+    const sandboxes = service(() => [veth]);
+    const first = await sandboxes.view(sbx);
+    assert.equal(first.generation, 1);
+    assert.deepEqual(first.exact, policy);
+    assert.deepEqual(first.effective.rules, [{ action: 'allow', protocol: 'any', cidr: `10.${N}.2.0/24` }]);
+
+    // The name resolved: its address is in the effective view, with its expiry.
+    zone.set('a.sbx.test', { address: net(1, 2), ttl: 3 });
+    assert.equal((await exec(sbx, 'nslookup a.sbx.test')).code, 0);
+    const resolved = await sandboxes.view(sbx);
+    const domainRules = (v: typeof resolved) => v.effective.rules.filter((r) => r.domain);
+    assert.deepEqual(domainRules(resolved).map((r) => [r.domain, r.cidr, r.protocol, r.ports]), [['a.sbx.test', `${net(1, 2)}/32`, 'tcp', [80]]]);
+    assert.ok(Date.parse(domainRules(resolved)[0].expiresAt!) > Date.now());
+    // The name moves to another address: once the old answer's TTL is over, the view (and the kernel) has the new one only.
+    zone.set('a.sbx.test', { address: net(2, 7), ttl: 600 });
+    await new Promise((r) => setTimeout(r, 4000));
+    assert.equal((await exec(sbx, 'nslookup a.sbx.test')).code, 0);
+    const moved = await sandboxes.view(sbx);
+    assert.deepEqual(domainRules(moved).map((r) => r.cidr), [`${net(2, 7)}/32`]);
+    zone.set('a.sbx.test', { address: net(1, 2), ttl: 600 });
+
+    // Generation 2: server C's network only.
+    const next = { defaultAction: 'deny', rules: [{ action: 'allow', cidr: `10.${N}.3.0/24` }] };
+    const installed = await sandboxes.install(sbx, next);
+    assert.equal(installed.generation, 2);
+    assert.deepEqual(installed.exact, next);
+    assert.equal((await page(sbx, net(3, 2))), 'server-c');
+    assertRefused(await fetch(sbx, net(2, 2)), 'server B under generation 2');
+    assert.equal((await sandboxes.view(sbx)).generation, 2);
+    await assert.rejects(sandboxes.install(sbx, { defaultAction: 'deny', rules: [{ action: 'allow' }] }), /rules\[0\] needs exactly one of cidr and domain/);
+    await assert.rejects(sandboxes.view('f'.repeat(64)), /No such container/);
+  });
+
+  test('the policy survives a daemon restart and a container restart, and is gone with the container', async () => {
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    const veth = await hostInterface(sbx);
+    await service(() => [veth]).install(sbx, { defaultAction: 'deny', rules: [{ action: 'allow', cidr: `10.${N}.3.0/24` }] });
+    const table = `berth_sbx_${sbx.slice(0, 12)}`;
+    // The kernel's table taken away while the daemon is down: the daemon puts generation 2 back at its start.
+    await engine.stop();
+    sh(`nft delete table netdev ${table}`);
+    await engine.start();
+    assertRefused(await fetch(sbx, net(2, 2)), 'server B after the daemon restart');
+    assert.equal((await page(sbx, net(3, 2))), 'server-c');
+    // A container restart gives it a new veth, and the policy with it.
+    await engine.dockerOk(['restart', '-t', '0', sbx]);
+    assertRefused(await fetch(sbx, net(2, 2)), 'server B after the container restart');
+    assert.equal((await page(sbx, net(3, 2))), 'server-c');
+    assert.equal(spawnSync('nft', ['list', 'table', 'netdev', table]).status, 0);
+    await engine.dockerOk(['rm', '-f', sbx]);
+    assert.notEqual(spawnSync('nft', ['list', 'table', 'netdev', table]).status, 0, 'the table is gone with the container');
+    assert.ok(!existsSync(path.join(engine.dataRoot, 'containers', sbx)));
+  });
+});
