@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { InvalidParameter } from '../errors.js';
-import { compilePolicy, domainMatches, validatePolicy } from './policy.js';
+import { compilePolicy, domainMatches, ruleRuns, validatePolicy } from './policy.js';
 
 const refused = (policy: unknown, pattern: RegExp) =>
   assert.throws(() => validatePolicy(policy), (err: unknown) => err instanceof InvalidParameter && pattern.test((err as Error).message));
@@ -90,4 +90,27 @@ test('a thousand CIDR rules of one kind compile to one lookup', () => {
   const rules = Array.from({ length: 1000 }, (_, i) => ({ action: 'deny', cidr: `10.${i >> 8}.${i & 255}.0/24` }));
   const { chain } = compilePolicy(validatePolicy({ defaultAction: 'allow', rules }));
   assert.deepEqual(chain.slice(3), ['ip daddr 10.0.0.0-10.3.231.255 goto refuse', 'accept']);
+});
+
+test('consecutive domain rules of one kind share a pair of sets; another kind starts its own', () => {
+  const policy = validatePolicy({
+    defaultAction: 'deny',
+    rules: [
+      { action: 'allow', domain: 'a.test', protocol: 'tcp', ports: [443] },
+      { action: 'allow', domain: '*.b.test', protocol: 'tcp', ports: [443] },
+      { action: 'allow', domain: 'c.test' },
+      { action: 'deny', cidr: '10.0.0.0/8' },
+    ],
+  });
+  assert.deepEqual(ruleRuns(policy), [0, 0, 2, 3]);
+  const { sets, chain } = compilePolicy(policy);
+  assert.deepEqual(sets.map((s) => s.split(' ')[1]), ['d0_4', 'd0_6', 'd2_4', 'd2_6']);
+  assert.deepEqual(chain.slice(3), [
+    'ip daddr @d0_4 tcp dport 443 accept',
+    'ip6 daddr @d0_6 tcp dport 443 accept',
+    'ip daddr @d2_4 accept',
+    'ip6 daddr @d2_6 accept',
+    'ip daddr 10.0.0.0-10.255.255.255 goto refuse',
+    'goto refuse',
+  ]);
 });

@@ -118,7 +118,18 @@ export function domainMatches(pattern: string, name: string): boolean {
   return n === pattern;
 }
 
-/** The names of a domain rule's address sets in the compiled program (by the rule's index). */
+/**
+ * For each rule, the index of the first rule of its run: consecutive rules of one kind (domain or CIDR) with
+ * the same action, protocol and ports, which the program checks with one set lookup.
+ */
+export function ruleRuns(policy: NetworkPolicy): number[] {
+  const key = (r: PolicyRule) => `${r.domain !== undefined ? 'domain' : 'cidr'}|${r.action}|${r.protocol}|${JSON.stringify(r.ports ?? null)}`;
+  const starts: number[] = [];
+  policy.rules.forEach((rule, i) => starts.push(i > 0 && key(policy.rules[i - 1]) === key(rule) ? starts[i - 1] : i));
+  return starts;
+}
+
+/** The names of the address sets of the domain rules of the run starting at `index`. */
 export function domainSets(index: number): { v4: string; v6: string } {
   return { v4: `d${index}_4`, v6: `d${index}_6` };
 }
@@ -160,8 +171,9 @@ function verdict(action: PolicyAction): string[] {
 /**
  * The nftables program of a policy (netdev family, for the ingress of the host end of the container's
  * veths): the sets of the domain rules and the `rules` and `refuse` chains. Consecutive CIDR rules with the
- * same action, protocol and ports are merged into one lookup of an interval set, so that a long list costs
- * one lookup per packet, not one comparison per rule.
+ * same action, protocol and ports are merged into one lookup of an interval set, and consecutive domain rules
+ * of one kind share one pair of address sets, so that a long list costs a few lookups per packet, not one
+ * comparison per rule.
  */
 export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: string[]; refuse: string[] } {
   const sets: string[] = [];
@@ -172,29 +184,28 @@ export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: s
     'icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept',
   ];
   const rules = policy.rules;
+  const runs = ruleRuns(policy);
   for (let i = 0; i < rules.length; ) {
     const rule = rules[i];
+    let end = i;
+    while (end < rules.length && runs[end] === i) end++;
     if (rule.domain !== undefined) {
+      // One pair of sets for the run: the addresses answered for any of its names.
       const names = domainSets(i);
       sets.push(`set ${names.v4} { type ipv4_addr; flags timeout; }`, `set ${names.v6} { type ipv6_addr; flags timeout; }`);
       for (const v of verdict(rule.action)) {
         chain.push(`ip daddr @${names.v4} ${portMatch(rule)}${v}`, `ip6 daddr @${names.v6} ${portMatch(rule)}${v}`);
       }
-      i++;
-      continue;
+    } else {
+      const cidrs = rules.slice(i, end).map((r) => r.cidr!);
+      const v4 = mergeRanges(cidrs.filter((c) => !c.includes(':')), false);
+      const v6 = mergeRanges(cidrs.filter((c) => c.includes(':')), true);
+      for (const v of verdict(rule.action)) {
+        if (v4.length > 0) chain.push(`ip daddr ${v4.length === 1 ? v4[0] : `{ ${v4.join(', ')} }`} ${portMatch(rule)}${v}`);
+        if (v6.length > 0) chain.push(`ip6 daddr ${v6.length === 1 ? v6[0] : `{ ${v6.join(', ')} }`} ${portMatch(rule)}${v}`);
+      }
     }
-    // A run of CIDR rules of one kind.
-    const key = (r: PolicyRule) => `${r.action}|${r.protocol}|${JSON.stringify(r.ports ?? null)}`;
-    let j = i;
-    const cidrs: string[] = [];
-    while (j < rules.length && rules[j].cidr !== undefined && key(rules[j]) === key(rule)) cidrs.push(rules[j++].cidr!);
-    const v4 = mergeRanges(cidrs.filter((c) => !c.includes(':')), false);
-    const v6 = mergeRanges(cidrs.filter((c) => c.includes(':')), true);
-    for (const v of verdict(rule.action)) {
-      if (v4.length > 0) chain.push(`ip daddr ${v4.length === 1 ? v4[0] : `{ ${v4.join(', ')} }`} ${portMatch(rule)}${v}`);
-      if (v6.length > 0) chain.push(`ip6 daddr ${v6.length === 1 ? v6[0] : `{ ${v6.join(', ')} }`} ${portMatch(rule)}${v}`);
-    }
-    i = j;
+    i = end;
   }
   chain.push(...verdict(policy.defaultAction));
   const refuse = ['meta l4proto tcp reject with tcp reset', 'reject with icmpx type admin-prohibited'];

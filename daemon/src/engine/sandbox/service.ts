@@ -14,7 +14,7 @@ import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import type { ContainerRecord } from '../containers/model.js';
 import { errorMessage, InvalidParameter, NotFound } from '../errors.js';
-import { compilePolicy, domainMatches, domainSets, type EffectiveRule, type NetworkPolicy, POLICY_LABEL, validatePolicy } from './policy.js';
+import { compilePolicy, domainMatches, domainSets, type EffectiveRule, type NetworkPolicy, POLICY_LABEL, ruleRuns, validatePolicy } from './policy.js';
 
 export interface PolicyView {
   sandbox: string;
@@ -165,11 +165,15 @@ export class SandboxService {
     }
   }
 
-  /** Adds addresses of `name` to the sets of the domain rules that match it. */
+  /** Adds addresses of `name` to the sets of the runs of domain rules that match it. */
   private async allowFor(id: string, policy: NetworkPolicy, name: string, addresses: string[], ttl: number): Promise<void> {
+    const runs = ruleRuns(policy);
+    const matched = new Set<number>();
     for (const [index, rule] of policy.rules.entries()) {
-      if (rule.domain === undefined || !domainMatches(rule.domain, name)) continue;
-      const sets = domainSets(index);
+      if (rule.domain !== undefined && domainMatches(rule.domain, name)) matched.add(runs[index]);
+    }
+    for (const start of matched) {
+      const sets = domainSets(start);
       const v4 = addresses.filter((a) => !a.includes(':'));
       const v6 = addresses.filter((a) => a.includes(':'));
       if (v4.length > 0) await this.host.allowAddresses(id, sets.v4, name, v4, ttl);
@@ -197,19 +201,23 @@ export class SandboxService {
     await this.withLock(id, () => this.host.removePolicy(id));
   }
 
-  /** At daemon start: the running sandboxes get their policy again, the tables of containers gone are removed. */
+  /**
+   * At daemon start: the running sandboxes get their policy again; the tables of this engine's containers
+   * that stopped while it was down are removed (those of other engines on the host are left alone).
+   */
   async recover(): Promise<void> {
-    const running = new Set<string>();
+    const inKernel = new Set(await this.host.installedPolicies());
     for (const record of this.containers.all()) {
-      if (!record.State.Running) continue;
+      if (!record.State.Running) {
+        if (inKernel.has(record.Id.slice(0, 12))) await this.host.removePolicyByShortId(record.Id.slice(0, 12));
+        continue;
+      }
       const installed = await this.installed(record).catch(() => undefined);
       if (!installed) continue;
-      running.add(record.Id.slice(0, 12));
       await this.withLock(record.Id, () => this.enforce(record.Id, installed.policy)).catch((err) => {
         log.warn('a sandbox policy could not be enforced again', { id: record.Id, error: errorMessage(err) });
       });
     }
-    for (const short of await this.host.installedPolicies()) if (!running.has(short)) await this.host.removePolicyByShortId(short);
   }
 
   /** An answer of the embedded DNS server to a container, before the container has it. */
@@ -234,15 +242,17 @@ export class SandboxService {
     const now = Date.now();
     const allowed = record.State.Running ? await this.host.allowedAddresses(record.Id).catch(() => []) : [];
     const rules: EffectiveRule[] = [];
+    const runs = ruleRuns(installed.policy);
     for (const [index, rule] of installed.policy.rules.entries()) {
       const base = { action: rule.action, protocol: rule.protocol, ...(rule.ports ? { ports: rule.ports } : {}) };
       if (rule.cidr !== undefined) {
         rules.push({ ...base, cidr: rule.cidr });
         continue;
       }
-      const sets = domainSets(index);
+      // The run's sets hold the addresses of all its names: the rule shows those of its own.
+      const sets = domainSets(runs[index]);
       for (const e of allowed) {
-        if (e.set !== sets.v4 && e.set !== sets.v6) continue;
+        if ((e.set !== sets.v4 && e.set !== sets.v6) || !domainMatches(rule.domain!, e.name)) continue;
         rules.push({
           ...base,
           cidr: `${e.address}/${e.address.includes(':') ? 128 : 32}`,
