@@ -15,7 +15,7 @@ import { buildAnswer, parseQuery, RCODE_NXDOMAIN } from '../src/host/linux/netwo
 import { LinuxSandboxHost } from '../src/host/linux/network/sandbox.js';
 import { SandboxService } from '../src/engine/sandbox/service.js';
 import type { ContainerRecord } from '../src/engine/containers/model.js';
-import { startEngine, tmpdir, type Engine } from './harness.js';
+import { eventually, startEngine, tmpdir, type Engine } from './harness.js';
 
 const tag = Math.random().toString(16).slice(2, 6);
 // A /16 of 10/8 the host is unlikely to use; the three servers live in 10.N.1.0/24, 10.N.2.0/24, 10.N.3.0/24.
@@ -223,6 +223,24 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     assert.equal((await sandboxes.view(sbx)).generation, 2);
     await assert.rejects(sandboxes.install(sbx, { defaultAction: 'deny', rules: [{ action: 'allow' }] }), /rules\[0\] needs exactly one of cidr and domain/);
     await assert.rejects(sandboxes.view('f'.repeat(64)), /No such container/);
+  });
+
+  test('a network connected to the running sandbox is held to its policy too', async () => {
+    await engine.dockerOk(['network', 'create', `sbxtwo${tag}`]);
+    const web = (await engine.dockerOk(['run', '-d', '--network', `sbxtwo${tag}`, 'busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'])).trim();
+    containers.push(web);
+    const webIp = (await engine.dockerOk(['inspect', '-f', `{{.NetworkSettings.Networks.sbxtwo${tag}.IPAddress}}`, web])).trim();
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    await engine.dockerOk(['network', 'connect', `sbxtwo${tag}`, sbx]);
+    const table = `berth_sbx_${sbx.slice(0, 12)}`;
+    await eventually(() => (spawnSync('nft', ['list', 'table', 'netdev', table], { encoding: 'utf8' }).stdout.match(/hook ingress/g) ?? []).length === 2 || undefined);
+    // The server is on the new interface's own subnet: reached through eth1, refused there (and served to a
+    // container of that network without a policy).
+    const get = `timeout 8 wget -q -O - http://${webIp}/hostname`;
+    const open = (await engine.dockerOk(['run', '-d', '--network', `sbxtwo${tag}`, 'busybox', 'sleep', '600'])).trim();
+    containers.push(open);
+    assert.equal((await exec(open, get)).code, 0);
+    assertRefused(await exec(sbx, get), 'a server on the connected network');
   });
 
   test('the policy survives a daemon restart and a container restart, and is gone with the container', async () => {

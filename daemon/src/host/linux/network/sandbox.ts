@@ -41,6 +41,10 @@ export class LinuxSandboxHost {
     const table = tableName(containerId);
     for (const name of interfaces) if (!INTERFACE_NAME.test(name)) throw new Error(`invalid interface name ${JSON.stringify(name)}`);
     if (interfaces.length === 0) return this.removePolicy(containerId);
+    // Frames to another container of the bridge would skip the ingress hook through the bridge's direct
+    // delivery (the bridge's tc filter block on the veth's clsact ingress, which runs first): a sandbox's veth
+    // leaves the block and its frames go through the bridge.
+    for (const dev of interfaces) await run('tc', ['qdisc', 'del', 'dev', dev, 'clsact']).catch(() => undefined);
     const lines = [
       // Created if missing, so that the deletion that follows is valid; both in the same transaction.
       `table netdev ${table} {}`,
@@ -58,10 +62,6 @@ export class LinuxSandboxHost {
       '',
     ];
     await run('nft', ['-f', '-'], lines.join('\n'));
-    // Frames to another container of the bridge would skip the ingress hook through the bridge's direct
-    // delivery (a tc filter block on the veth's ingress, which runs first): a sandbox's veth leaves the block
-    // and its frames go through the bridge.
-    for (const dev of interfaces) await run('tc', ['qdisc', 'del', 'dev', dev, 'ingress']).catch(() => undefined);
   }
 
   /** Removes the container's table. Idempotent. */
