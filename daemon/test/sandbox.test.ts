@@ -29,7 +29,7 @@ function sh(cmd: string): string {
 }
 
 /** A namespace with one veth to the host (10.N.i.1 on the host, 10.N.i.2 inside) and an httpd saying `name`. */
-function startServer(i: number, name: string, root: string): { ns: string; hostIf: string; httpd: ChildProcess } {
+function startServer(i: number, name: string, root: string): { ns: string; hostIf: string; httpd: ChildProcess; ticker: ChildProcess } {
   const ns = `sbx${tag}${i}`;
   const hostIf = `sbh${tag}${i}`;
   sh(`ip netns add ${ns}`);
@@ -41,7 +41,9 @@ function startServer(i: number, name: string, root: string): { ns: string; hostI
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'index.html'), `${name}\n`);
   const httpd = spawn('ip', ['netns', 'exec', ns, 'busybox', 'httpd', '-f', '-p', '80', '-h', dir], { stdio: 'ignore' });
-  return { ns, hostIf, httpd };
+  // Port 81: a line a second for as long as the client stays.
+  const ticker = spawn('ip', ['netns', 'exec', ns, 'busybox', 'nc', '-ll', '-p', '81', '-e', 'busybox', 'sh', '-c', 'while echo tick; do sleep 1; done'], { stdio: 'ignore' });
+  return { ns, hostIf, httpd, ticker };
 }
 
 /** The test's DNS server: names of `zone` from a table (A records, TTL given), everything else NXDOMAIN. */
@@ -88,7 +90,7 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     await engine?.cleanup();
     for (const r of resolvers) r.close();
     for (const s of servers) {
-      if (s.httpd.pid) process.kill(s.httpd.pid, 'SIGKILL');
+      for (const child of [s.httpd, s.ticker]) if (child.pid) process.kill(child.pid, 'SIGKILL');
       spawnSync('ip', ['link', 'del', s.hostIf]);
       spawnSync('ip', ['netns', 'del', s.ns]);
     }
@@ -147,7 +149,7 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
   const policy = {
     defaultAction: 'deny',
     rules: [
-      { action: 'allow', domain: 'a.sbx.test', protocol: 'tcp', ports: [80] },
+      { action: 'allow', domain: 'a.sbx.test', protocol: 'tcp', ports: [80, 81] },
       { action: 'allow', cidr: `10.${N}.2.0/24` },
     ],
   };
@@ -189,6 +191,20 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     assert.notEqual(resolver.code, 0, resolver.stdout);
   });
 
+  test('a connection a domain rule let through outlives the answer\'s TTL; a new one after it is refused', async () => {
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    zone.set('a.sbx.test', { address: net(1, 2), ttl: 2 });
+    try {
+      // Six seconds of ticks over one connection opened right after the answer (TTL 2 s).
+      const stream = await exec(sbx, 'timeout 6 nc a.sbx.test 81 | wc -l');
+      assert.ok(Number(stream.stdout.trim()) >= 5, `the connection ended early: ${stream.stdout} ${stream.stderr}`);
+      assertRefused(await fetch(sbx, net(1, 2)), 'server A by address once the TTL is over');
+      assert.equal(await page(sbx, 'a.sbx.test'), 'server-a');
+    } finally {
+      zone.set('a.sbx.test', { address: net(1, 2), ttl: 600 });
+    }
+  });
+
   test('a new generation takes effect on the running container; the effective view follows the names', async () => {
     const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
     const veth = await hostInterface(sbx);
@@ -203,7 +219,7 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     assert.equal((await exec(sbx, 'nslookup a.sbx.test')).code, 0);
     const resolved = await sandboxes.view(sbx);
     const domainRules = (v: typeof resolved) => v.effective.rules.filter((r) => r.domain);
-    assert.deepEqual(domainRules(resolved).map((r) => [r.domain, r.cidr, r.protocol, r.ports]), [['a.sbx.test', `${net(1, 2)}/32`, 'tcp', [80]]]);
+    assert.deepEqual(domainRules(resolved).map((r) => [r.domain, r.cidr, r.protocol, r.ports]), [['a.sbx.test', `${net(1, 2)}/32`, 'tcp', [80, 81]]]);
     assert.ok(Date.parse(domainRules(resolved)[0].expiresAt!) > Date.now());
     // The name moves to another address: once the old answer's TTL is over, the view (and the kernel) has the new one only.
     zone.set('a.sbx.test', { address: net(2, 7), ttl: 600 });

@@ -71,12 +71,19 @@ test('the compiled program keeps the rules in order, merges runs of CIDR rules i
       { action: 'allow', cidr: 'fd00::/8' },
     ],
   });
-  const { sets, chain, refuse } = compilePolicy(policy);
-  assert.deepEqual(sets, ['set d4_4 { type ipv4_addr; flags timeout; }', 'set d4_6 { type ipv6_addr; flags timeout; }']);
-  assert.deepEqual(chain.slice(3), [
+  const { sets, chain, refuse, chains } = compilePolicy(policy);
+  assert.deepEqual(sets.slice(2), ['set d4_4 { type ipv4_addr; flags timeout; }', 'set d4_6 { type ipv6_addr; flags timeout; }']);
+  // The flows a domain rule let through: refreshed by their packets, admitted by the rule.
+  assert.match(sets[0], /^set flows4 \{ type ipv4_addr \. inet_proto \. inet_service \. inet_service; flags dynamic, timeout; timeout 300s; \}$/);
+  assert.deepEqual(chain.slice(3, 5), [
+    'meta l4proto { tcp, udp } ip daddr . meta l4proto . th dport . th sport @flows4 update @flows4 { ip daddr . meta l4proto . th dport . th sport } accept',
+    'meta l4proto { tcp, udp } ip6 daddr . meta l4proto . th dport . th sport @flows6 update @flows6 { ip6 daddr . meta l4proto . th dport . th sport } accept',
+  ]);
+  assert.deepEqual(chains[0], { name: 'admit4', rules: ['meta l4proto { tcp, udp } add @flows4 { ip daddr . meta l4proto . th dport . th sport }', 'accept'] });
+  assert.deepEqual(chain.slice(5), [
     'ip daddr { 10.0.0.0-10.0.1.255, 10.9.9.9 } goto refuse',
-    'ip daddr @d4_4 tcp dport 443 accept',
-    'ip6 daddr @d4_6 tcp dport 443 accept',
+    'ip daddr @d4_4 tcp dport 443 goto admit4',
+    'ip6 daddr @d4_6 tcp dport 443 goto admit6',
     'ip daddr 10.0.0.0-10.255.255.255 meta l4proto udp accept',
     'ip6 daddr fd00::-fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff accept',
     'goto refuse',
@@ -84,6 +91,8 @@ test('the compiled program keeps the rules in order, merges runs of CIDR rules i
   assert.match(chain[0], /arp accept/);
   assert.deepEqual(refuse, ['meta l4proto tcp reject with tcp reset', 'reject with icmpx type admin-prohibited']);
   assert.equal(compilePolicy(validatePolicy({ defaultAction: 'allow' })).chain.at(-1), 'accept');
+  // Without a domain rule that allows, no flow is followed.
+  assert.deepEqual(compilePolicy(validatePolicy({ defaultAction: 'deny', rules: [{ action: 'deny', domain: 'a.test' }] })).chains, []);
 });
 
 test('a thousand CIDR rules of one kind compile to one lookup', () => {
@@ -104,12 +113,12 @@ test('consecutive domain rules of one kind share a pair of sets; another kind st
   });
   assert.deepEqual(ruleRuns(policy), [0, 0, 2, 3]);
   const { sets, chain } = compilePolicy(policy);
-  assert.deepEqual(sets.map((s) => s.split(' ')[1]), ['d0_4', 'd0_6', 'd2_4', 'd2_6']);
-  assert.deepEqual(chain.slice(3), [
-    'ip daddr @d0_4 tcp dport 443 accept',
-    'ip6 daddr @d0_6 tcp dport 443 accept',
-    'ip daddr @d2_4 accept',
-    'ip6 daddr @d2_6 accept',
+  assert.deepEqual(sets.map((s) => s.split(' ')[1]), ['flows4', 'flows6', 'd0_4', 'd0_6', 'd2_4', 'd2_6']);
+  assert.deepEqual(chain.slice(5), [
+    'ip daddr @d0_4 tcp dport 443 goto admit4',
+    'ip6 daddr @d0_6 tcp dport 443 goto admit6',
+    'ip daddr @d2_4 goto admit4',
+    'ip6 daddr @d2_6 goto admit6',
     'ip daddr 10.0.0.0-10.255.255.255 goto refuse',
     'goto refuse',
   ]);

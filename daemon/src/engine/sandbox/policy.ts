@@ -163,6 +163,9 @@ function portMatch(rule: PolicyRule): string {
   return `${rule.protocol} dport ${ports.length === 1 ? ports[0] : `{ ${ports.join(', ')} }`} `;
 }
 
+/** How long a flow a domain rule let through stays allowed without a packet. */
+export const FLOW_IDLE_SECONDS = 300;
+
 /** The verdict of an action: a denial is refused at once (TCP reset, ICMP administratively prohibited). */
 function verdict(action: PolicyAction): string[] {
   return action === 'allow' ? ['accept'] : ['goto refuse'];
@@ -175,14 +178,26 @@ function verdict(action: PolicyAction): string[] {
  * of one kind share one pair of address sets, so that a long list costs a few lookups per packet, not one
  * comparison per rule.
  */
-export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: string[]; refuse: string[] } {
+export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: string[]; refuse: string[]; chains: Array<{ name: string; rules: string[] }> } {
   const sets: string[] = [];
+  const chains: Array<{ name: string; rules: string[] }> = [];
   const chain: string[] = [
     // Address resolution and IPv6 neighbour discovery; nothing but IP and ARP leaves a sandbox.
     'meta protocol arp accept',
     'meta protocol != { ip, ip6 } drop',
     'icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept',
   ];
+  // A domain's addresses are allowed for the answer's TTL; the TCP and UDP flows a domain rule let through
+  // stay allowed while they are active (FLOW_IDLE_SECONDS without a packet ends them), past that TTL.
+  const domainAllows = policy.rules.some((r) => r.domain !== undefined && r.action === 'allow');
+  if (domainAllows) {
+    for (const [family, addr, type] of [['4', 'ip', 'ipv4_addr'], ['6', 'ip6', 'ipv6_addr']] as const) {
+      const flow = `${addr} daddr . meta l4proto . th dport . th sport`;
+      sets.push(`set flows${family} { type ${type} . inet_proto . inet_service . inet_service; flags dynamic, timeout; timeout ${FLOW_IDLE_SECONDS}s; }`);
+      chain.push(`meta l4proto { tcp, udp } ${flow} @flows${family} update @flows${family} { ${flow} } accept`);
+      chains.push({ name: `admit${family}`, rules: [`meta l4proto { tcp, udp } add @flows${family} { ${flow} }`, 'accept'] });
+    }
+  }
   const rules = policy.rules;
   const runs = ruleRuns(policy);
   for (let i = 0; i < rules.length; ) {
@@ -193,9 +208,8 @@ export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: s
       // One pair of sets for the run: the addresses answered for any of its names.
       const names = domainSets(i);
       sets.push(`set ${names.v4} { type ipv4_addr; flags timeout; }`, `set ${names.v6} { type ipv6_addr; flags timeout; }`);
-      for (const v of verdict(rule.action)) {
-        chain.push(`ip daddr @${names.v4} ${portMatch(rule)}${v}`, `ip6 daddr @${names.v6} ${portMatch(rule)}${v}`);
-      }
+      const [v4, v6] = rule.action === 'allow' ? ['goto admit4', 'goto admit6'] : ['goto refuse', 'goto refuse'];
+      chain.push(`ip daddr @${names.v4} ${portMatch(rule)}${v4}`, `ip6 daddr @${names.v6} ${portMatch(rule)}${v6}`);
     } else {
       const cidrs = rules.slice(i, end).map((r) => r.cidr!);
       const v4 = mergeRanges(cidrs.filter((c) => !c.includes(':')), false);
@@ -209,7 +223,7 @@ export function compilePolicy(policy: NetworkPolicy): { sets: string[]; chain: s
   }
   chain.push(...verdict(policy.defaultAction));
   const refuse = ['meta l4proto tcp reject with tcp reset', 'reject with icmpx type admin-prohibited'];
-  return { sets, chain, refuse };
+  return { sets, chain, refuse, chains };
 }
 
 /** An entry of the effective view: what the kernel enforces now. */

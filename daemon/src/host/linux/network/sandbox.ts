@@ -11,6 +11,8 @@ export interface SandboxProgram {
   sets: string[];
   chain: string[];
   refuse: string[];
+  /** Further chains the rules jump to. */
+  chains: Array<{ name: string; rules: string[] }>;
 }
 
 function tableName(containerId: string): string {
@@ -54,6 +56,10 @@ export class LinuxSandboxHost {
       '  chain refuse {',
       ...program.refuse.map((r) => `    ${r}`),
       '  }',
+      ...program.chains.flatMap((c) => {
+        if (!/^[a-z][a-z0-9_]{0,30}$/.test(c.name)) throw new Error(`invalid chain name ${JSON.stringify(c.name)}`);
+        return [`  chain ${c.name} {`, ...c.rules.map((r) => `    ${r}`), '  }'];
+      }),
       '  chain rules {',
       ...program.chain.map((r) => `    ${r}`),
       '  }',
