@@ -114,7 +114,12 @@ export class SandboxService {
     if (file && file.version === 1) return { generation: file.generation, installedAt: file.installedAt, exact: file.policy, policy: validatePolicy(file.policy) };
     const text = record.Config.Labels?.[POLICY_LABEL];
     if (text === undefined) return undefined;
-    const exact = JSON.parse(text) as unknown;
+    let exact: unknown;
+    try {
+      exact = JSON.parse(text);
+    } catch (err) {
+      throw new InvalidParameter(`invalid network policy: the label ${POLICY_LABEL} is not JSON (${errorMessage(err)})`);
+    }
     return { generation: 1, installedAt: record.Created, exact, policy: validatePolicy(exact) };
   }
 
