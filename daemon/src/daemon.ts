@@ -60,6 +60,8 @@ import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
+import { AuthStoreReader } from './engine/auth/store.js';
+import { registerScimRoutes } from './api/scim.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -85,6 +87,8 @@ export interface DaemonOptions {
   registryMirrors?: string[];
   /** `--insecure-registry`: registries (CIDR or host[:port]) reached over plain HTTP or unverified TLS; loopback always is. */
   insecureRegistries?: string[];
+  /** `--auth-tokens`: the engine API on TCP listeners needs a bearer token (unix sockets stay as they are). */
+  authTokens?: boolean;
 }
 
 export interface Daemon {
@@ -412,6 +416,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     },
   });
 
+  // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
+  const authStore = new AuthStoreReader(opts.dataRoot);
+  registerScimRoutes(router, { user: (id) => authStore.user(id) });
+
   const servers: http.Server[] = [];
   for (const address of addresses) {
     const tls =
@@ -423,7 +431,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls });
+    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth });
     await listenOn(server, address);
     servers.push(server);
     log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });

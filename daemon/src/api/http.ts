@@ -137,11 +137,13 @@ export class ApiResponse {
     return this.hijacked || this.raw.headersSent;
   }
 
-  json(status: number, body: unknown): void {
+  /** A JSON answer; `headers` may set another JSON content type (application/scim+json) or add headers. */
+  json(status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body) + '\n';
     this.raw.writeHead(status, {
       ...this.extraHeaders,
       'Content-Type': 'application/json',
+      ...headers,
       'Content-Length': Buffer.byteLength(text),
     });
     this.raw.end(text);

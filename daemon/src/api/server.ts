@@ -1,10 +1,11 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
-import { errorMessage } from '../engine/errors.js';
+import type { Permission, Principal } from '../engine/auth/store.js';
+import { errorMessage, Forbidden, NotFound, Unauthorized } from '../engine/errors.js';
 import { log } from '../util/log.js';
 import { ApiRequest, ApiResponse } from './http.js';
-import { statusOf } from './httpstatus.js';
+import { errorBody, statusOf, type ErrorStyle } from './httpstatus.js';
 import { statusAt } from './compat.js';
 import type { ApiMinor } from './version.js';
 import type { Router } from './router.js';
@@ -15,7 +16,37 @@ export interface ServerOptions {
   /** Value of Access-Control-Allow-Origin; CORS is off when unset or blank. */
   corsOrigin?: string;
   tls?: { key: Buffer; cert: Buffer; ca?: Buffer; verifyClients: boolean };
+  /**
+   * Bearer tokens: checked on the routes that name a permission (on every listener) and, with `engine`, on
+   * the engine API too (GET and HEAD need engineRead, anything else engineWrite). Without it, routes that
+   * name a permission answer 401.
+   */
+  auth?: { verify(token: string): Promise<Principal | undefined>; engine: boolean };
 }
+
+/** The permission an engine API call needs from a bearer token. */
+export function enginePermission(method: string): Permission {
+  return method === 'GET' || method === 'HEAD' ? 'engineRead' : 'engineWrite';
+}
+
+/** Whether a token's permissions include `needed` (engineWrite includes engineRead). */
+export function grants(permissions: readonly Permission[], needed: Permission): boolean {
+  return permissions.includes(needed) || (needed === 'engineRead' && permissions.includes('engineWrite'));
+}
+
+/** Checks the request's bearer token for a permission: Unauthorized without a valid token, Forbidden without the permission. */
+async function authorize(rawReq: http.IncomingMessage, auth: ServerOptions['auth'], needed: Permission): Promise<Principal> {
+  const header = rawReq.headers.authorization;
+  const m = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
+  if (!m) throw new Unauthorized('a bearer token is required (Authorization: Bearer <token>)');
+  const principal = auth ? await auth.verify(m[1]!) : undefined;
+  if (!principal) throw new Unauthorized('the bearer token is not valid (unknown, malformed or revoked)');
+  if (!grants(principal.token.permissions, needed)) throw new Forbidden(`the token does not carry the permission ${needed}`);
+  return principal;
+}
+
+/** The paths of the interfaces beside the engine API; never an engine path (those have no `/vN/` segment). */
+const UNVERSIONED_NAMESPACE = /^\/v\d+\//;
 
 const VERSION_PREFIX = /^\/v(\d+)\.(\d+)(\/.*)?$/;
 
@@ -35,7 +66,7 @@ export function splitVersion(pathname: string): { minor: number; path: string } 
   return { minor, path: m[3] ?? '/' };
 }
 
-function writeError(res: ApiResponse, method: string, err: unknown, version: ApiMinor | undefined): void {
+function writeError(res: ApiResponse, method: string, err: unknown, version: ApiMinor | undefined, style: ErrorStyle = 'engine'): void {
   const status = statusAt(err, statusOf(err), version);
   if (status >= 500) log.error('handler failed', { error: errorMessage(err), stack: (err as Error)?.stack });
   if (res.started) {
@@ -47,11 +78,14 @@ function writeError(res: ApiResponse, method: string, err: unknown, version: Api
     res.status(304);
     return;
   }
+  const headers: Record<string, string> = {};
+  if (status === 401) headers['WWW-Authenticate'] = 'Bearer realm="berth"';
   if (method === 'HEAD') {
-    res.status(status);
+    res.status(status, headers);
     return;
   }
-  res.json(status, { message: errorMessage(err) });
+  const { body, contentType } = errorBody(style, status, errorMessage(err));
+  res.json(status, body, { ...headers, 'Content-Type': contentType });
 }
 
 /**
@@ -89,11 +123,37 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       });
     }
     let version: ApiMinor | undefined;
+    let style: ErrorStyle = 'engine';
     try {
       if (method === 'OPTIONS' && corsHeaders['Access-Control-Allow-Origin']) {
         res.status(200);
         return;
       }
+      // The other interfaces (`/v1/sandboxes/...`, `/v2/scim/...`) are matched on the whole path, before the
+      // engine's version prefix is looked at: `/v1/...` is no engine version, and `/v1.44/v2/...` no SCIM path.
+      if (UNVERSIONED_NAMESPACE.test(url.pathname)) {
+        const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+        const match = router.match(method, path, true);
+        if (!match) {
+          rawReq.resume();
+          const other = router.unversionedPath(path);
+          if (other) style = other.errorStyle ?? 'engine';
+          throw new NotFound('page not found');
+        }
+        style = match.options.errorStyle ?? 'engine';
+        if (match.options.permission) await authorize(rawReq, opts.auth, match.options.permission).catch((err: unknown) => {
+          rawReq.resume();
+          throw err;
+        });
+        const req = new ApiRequest(rawReq, path, MAX_API_MINOR, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
+        await match.handler(req, res);
+        return;
+      }
+      // With token authentication on this listener, nothing of the engine API is answered without a token.
+      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method)).catch((err: unknown) => {
+        rawReq.resume();
+        throw err;
+      });
       const split = splitVersion(url.pathname);
       if (!split || 'error' in split) {
         rawReq.resume();
@@ -112,7 +172,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
       await match.handler(req, res);
     } catch (err) {
-      writeError(res, method, err, version);
+      writeError(res, method, err, version, style);
     }
   };
 }
