@@ -4,7 +4,7 @@
  * `--auth-tokens` holding the engine API on TCP to bearer tokens while the unix socket stays open to root.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -246,9 +246,20 @@ describe('users, API tokens and the SCIM user lookup', () => {
     assert.match(await engine.dockerOk(['volume', 'ls', '-q']), /tokens-test/);
     await engine.dockerOk(['volume', 'rm', 'tokens-test']);
     assert.equal((await engine.request('GET', '/containers/json')).status, 200);
-    // The docker CLI over TCP without a token is refused.
+    // The docker CLI over TCP: refused without a token; with a read token in its configuration's HttpHeaders,
+    // it lists and is refused a change.
     const cli = await engine.docker(['ps'], { env: { DOCKER_HOST: `tcp://127.0.0.1:${port}` } });
     assert.notEqual(cli.code, 0);
+    const config = path.join(engine.root, 'docker-config-token');
+    mkdirSync(config);
+    writeFileSync(path.join(config, 'config.json'), JSON.stringify({ HttpHeaders: { Authorization: `Bearer ${readToken}` } }));
+    const env = { DOCKER_HOST: `tcp://127.0.0.1:${port}`, DOCKER_CONFIG: config };
+    const ps = await engine.docker(['ps', '-a'], { env });
+    assert.equal(ps.code, 0, ps.stderr);
+    assert.match(ps.stdout, /CONTAINER ID/);
+    const create = await engine.docker(['volume', 'create', 'refused'], { env });
+    assert.notEqual(create.code, 0);
+    assert.match(create.stderr, /engineWrite/);
 
     // A removed user's tokens go with it.
     await berthdOk(['user', 'rm', 'alice']);
