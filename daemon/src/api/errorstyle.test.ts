@@ -75,6 +75,10 @@ describe('unversioned routes, error styles and bearer tokens', () => {
     r = await plain.request('GET', '/v2/scim/2.0/Users/bad', { headers: { Authorization: 'Bearer scim' } });
     assert.equal(r.status, 400);
     assert.equal(JSON.parse(r.text).scimType, 'invalidValue');
+    // A malformed escape in the path is the client's mistake, in the route's style.
+    r = await plain.request('GET', '/v2/scim/2.0/Users/%zz', { headers: { Authorization: 'Bearer scim' } });
+    assert.equal(r.status, 400);
+    assert.equal(JSON.parse(r.text).status, '400');
     // A method the path lacks is answered in the path's style.
     r = await plain.request('DELETE', '/v2/scim/2.0/Users/nobody');
     assert.equal(r.status, 404);

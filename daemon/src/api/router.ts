@@ -1,4 +1,5 @@
 import type { Permission } from '../engine/auth/store.js';
+import { InvalidParameter } from '../engine/errors.js';
 import type { Handler } from './http.js';
 import type { ErrorStyle } from './httpstatus.js';
 
@@ -77,7 +78,11 @@ export class Router {
       if (!m) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]);
+        try {
+          params[name] = decodeURIComponent(m[i + 1]!);
+        } catch (err) {
+          throw new InvalidParameter(`invalid escape in the path: ${JSON.stringify(m[i + 1])}`, { cause: err });
+        }
       });
       return { handler: route.handler, params, options: route.options };
     }

@@ -133,11 +133,11 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       // engine's version prefix is looked at: `/v1/...` is no engine version, and `/v1.44/v2/...` no SCIM path.
       if (UNVERSIONED_NAMESPACE.test(url.pathname)) {
         const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+        // The path's style first: errors of matching (a bad escape) and a method the path lacks are answered in it.
+        style = router.unversionedPath(path)?.errorStyle ?? 'engine';
         const match = router.match(method, path, true);
         if (!match) {
           rawReq.resume();
-          const other = router.unversionedPath(path);
-          if (other) style = other.errorStyle ?? 'engine';
           throw new NotFound('page not found');
         }
         style = match.options.errorStyle ?? 'engine';
