@@ -9,6 +9,7 @@ import { errorMessage } from './engine/errors.js';
 
 export const AUTH_USAGE = `Usage:
   berthd user add NAME [--display-name S] [--given-name S] [--family-name S] [--email ADDR]... [--group G]... [--inactive]
+  berthd user set USER [--display-name S] [--given-name S] [--family-name S] [--email ADDR]... [--group G]... [--active true|false]
   berthd user list [--json]
   berthd user rm USER                      (also removes the user's tokens)
   berthd token create USER --permission P[,P...] [--description S]
@@ -41,6 +42,7 @@ async function run(argv: string[], out: (text: string) => void, err: (text: stri
       email: { type: 'string', multiple: true },
       group: { type: 'string', multiple: true },
       inactive: { type: 'boolean' },
+      active: { type: 'string' },
       permission: { type: 'string', multiple: true },
       description: { type: 'string' },
       json: { type: 'boolean' },
@@ -62,6 +64,20 @@ async function run(argv: string[], out: (text: string) => void, err: (text: stri
         emails: values.email,
         groups: values.group,
         active: !values.inactive,
+      });
+      out(`${user.id}\n`);
+      return;
+    }
+    case 'user set': {
+      const active = values.active;
+      if (active !== undefined && active !== 'true' && active !== 'false') throw new UsageError('--active takes true or false');
+      const user = await store.updateUser(one('USER'), {
+        displayName: values['display-name'],
+        givenName: values['given-name'],
+        familyName: values['family-name'],
+        emails: values.email,
+        groups: values.group,
+        active: active === undefined ? undefined : active === 'true',
       });
       out(`${user.id}\n`);
       return;

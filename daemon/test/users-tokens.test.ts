@@ -195,6 +195,13 @@ describe('users, API tokens and the SCIM user lookup', () => {
       const expected = via === 'tcp' ? `http://127.0.0.1:${port}/v2/scim/2.0/Users/${aliceId}` : `http://localhost/v2/scim/2.0/Users/${aliceId}`;
       assert.equal(user.meta.location, expected);
     }
+    // A change of the user shows at once, with its lastModified.
+    await berthdOk(['user', 'set', 'alice', '--display-name', 'Alice L.', '--email', 'al@example.org', '--email', 'alice@example.com']);
+    const changed = (await engine.request('GET', `/v2/scim/2.0/Users/${aliceId}`, { headers: bearer(scimToken) })).json();
+    assert.equal(changed.displayName, 'Alice L.');
+    assert.deepEqual(changed.emails.map((e: { value: string; primary: boolean }) => [e.value, e.primary]), [['al@example.org', true], ['alice@example.com', false]]);
+    assert.ok(Date.parse(changed.meta.lastModified) > Date.parse(changed.meta.created));
+    assert.equal((await berthd(['user', 'set', 'alice', '--active', 'maybe'])).code, 2);
     // The SCIM path is not an engine path under a version prefix.
     const prefixed = await engine.request('GET', `/v1.44/v2/scim/2.0/Users/${aliceId}`, { headers: bearer(scimToken) });
     assert.equal(prefixed.status, 404);
@@ -260,6 +267,12 @@ describe('users, API tokens and the SCIM user lookup', () => {
     const create = await engine.docker(['volume', 'create', 'refused'], { env });
     assert.notEqual(create.code, 0);
     assert.match(create.stderr, /engineWrite/);
+
+    // A deactivated user's tokens are refused until the user is active again.
+    await berthdOk(['user', 'set', aliceId, '--active', 'false']);
+    assert.equal((await tcpRequest(port, 'GET', '/containers/json', bearer(readToken))).status, 401);
+    await berthdOk(['user', 'set', aliceId, '--active', 'true']);
+    assert.equal((await tcpRequest(port, 'GET', '/containers/json', bearer(readToken))).status, 200);
 
     // A removed user's tokens go with it.
     await berthdOk(['user', 'rm', 'alice']);

@@ -84,6 +84,30 @@ test('auth store: an inactive user\'s tokens are refused; permissions are checke
   await assert.rejects(writer.createToken('nobody', ['engineRead']), NotFound);
 });
 
+test('auth store: a user\'s fields are changed, lastModified moves on, deactivation refuses their tokens', async () => {
+  const root = dataRoot();
+  let now = new Date('2026-01-02T00:00:00.000Z');
+  const writer = new AuthStoreWriter(root, () => now);
+  const reader = new AuthStoreReader(root);
+  const erin = await writer.addUser({ userName: 'erin', emails: ['e@example.com'] });
+  const { text } = await writer.createToken('erin', ['scimUsersRead']);
+  assert.ok(await reader.verify(text));
+  now = new Date('2026-01-03T00:00:00.000Z');
+  const changed = await writer.updateUser('erin', { displayName: 'Erin E', groups: ['a', 'b'], active: false });
+  assert.equal(changed.displayName, 'Erin E');
+  assert.deepEqual(changed.emails, erin.emails);
+  assert.deepEqual(changed.groups.map((g) => g.value), ['a', 'b']);
+  assert.equal(changed.created, '2026-01-02T00:00:00.000Z');
+  assert.equal(changed.lastModified, '2026-01-03T00:00:00.000Z');
+  assert.equal(await reader.verify(text), undefined);
+  // The clock standing still still moves lastModified on.
+  const again = await writer.updateUser(erin.id, { active: true });
+  assert.ok(again.lastModified > changed.lastModified);
+  assert.equal((await reader.user(erin.id))?.active, true);
+  assert.ok(await reader.verify(text));
+  await assert.rejects(writer.updateUser('erin', { emails: ['bad'] }), InvalidParameter);
+});
+
 test('auth store: concurrent writers do not lose each other\'s changes', async () => {
   const root = dataRoot();
   const writers = [new AuthStoreWriter(root), new AuthStoreWriter(root), new AuthStoreWriter(root)];

@@ -138,9 +138,7 @@ export class AuthStoreWriter {
     if (!USER_NAME.test(input.userName)) {
       throw new InvalidParameter(`invalid user name ${JSON.stringify(input.userName)}: letters, digits and . _ @ + -, at most 128`);
     }
-    for (const email of input.emails ?? []) {
-      if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new InvalidParameter(`invalid email address ${JSON.stringify(email)}`);
-    }
+    checkEmails(input.emails);
     return this.update((store) => {
       if (store.users.some((u) => u.userName === input.userName)) throw new Conflict(`user ${input.userName} already exists`);
       const at = this.now().toISOString();
@@ -159,6 +157,24 @@ export class AuthStoreWriter {
         lastModified: at,
       };
       store.users.push(user);
+      return user;
+    });
+  }
+
+  /** Changes a user's fields (the lists given replace theirs); lastModified becomes now. */
+  async updateUser(ref: string, change: Omit<NewUser, 'userName'>): Promise<User> {
+    checkEmails(change.emails);
+    return this.update((store) => {
+      const user = findUser(store, ref);
+      if (change.displayName !== undefined) user.displayName = change.displayName;
+      if (change.givenName !== undefined) user.name.givenName = change.givenName;
+      if (change.familyName !== undefined) user.name.familyName = change.familyName;
+      if (change.emails !== undefined) user.emails = change.emails.map((value, i) => ({ value, primary: i === 0 }));
+      if (change.groups !== undefined) user.groups = change.groups.map((value) => ({ value, display: value }));
+      if (change.active !== undefined) user.active = change.active;
+      // Never before its creation, nor equal to the previous value when the clock is coarse.
+      const at = this.now();
+      user.lastModified = new Date(Math.max(at.getTime(), Date.parse(user.lastModified) + 1)).toISOString();
       return user;
     });
   }
@@ -199,6 +215,12 @@ export class AuthStoreWriter {
       store.tokens = store.tokens.filter((t) => t !== token);
       return token;
     });
+  }
+}
+
+function checkEmails(emails: string[] | undefined): void {
+  for (const email of emails ?? []) {
+    if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new InvalidParameter(`invalid email address ${JSON.stringify(email)}`);
   }
 }
 
