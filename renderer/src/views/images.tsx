@@ -2,7 +2,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef, useState, type FormEvent } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
-import { ago, formatBytes, shortId, useAction, useTransport } from '../engine';
+import { ago, formatBytes, NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { applyProgress, EMPTY_PROGRESS, fraction, type ProgressMessage, type ProgressState } from '../progress';
 import { lineSplitter } from '../transport';
 
@@ -173,17 +173,28 @@ export function ImagesView() {
     const { image, tag } = splitReference(target);
     await t.request('POST', `/images/${id}/tag?repo=${encodeURIComponent(image)}&tag=${encodeURIComponent(tag)}`);
   };
-  const tag = useAction(({ id, target }: { id: string; target: string }) => tagImage(id, target));
+  const tag = useAction(({ id, target }: { id: string; target: string }) => tagImage(id, target), { mutationKey: ['image-tag'] });
   // Push as any reference: tagged first when the image does not carry it yet.
   const doPush = useAction(async ({ img, target }: { img: ImageSummary; target: string }) => {
     if (!(img.RepoTags ?? []).includes(target)) await tagImage(img.Id, target);
     const { image, tag } = splitReference(target);
     await push.run(`/images/${image}/push?tag=${encodeURIComponent(tag)}`, `Pushing ${target}`);
   });
-  const remove = useAction((id: string) => t.request('DELETE', `/images/${id}`));
+  // One reference after another (a tag, or the id of an untagged image): the last tag takes the image with it.
+  const remove = useAction(
+    async ({ refs }: { id: string; refs: string[] }) => {
+      for (const r of refs) await t.request('DELETE', `/images/${r}`);
+    },
+    { mutationKey: ['image-remove'] },
+  );
+  const removing = new Set(usePending<{ id: string }>(['image-remove']).map((v) => v.id));
+  const tagging = new Set(usePending<{ id: string }>(['image-tag']).map((v) => v.id));
+  const narrow = useMediaQuery(NARROW);
   const [history, setHistory] = useState<{ id: string; rows: Array<{ Created: number; CreatedBy: string; Size: number; Tags: string[] | null }> } | null>(null);
   const showHistory = useAction(async (id: string) => setHistory({ id, rows: await t.request('GET', `/images/${id}/history`) }));
   const [confirm, setConfirm] = useState<ImageSummary | null>(null);
+  /** The tag the removal dialog removes, or '*' for all of them. */
+  const [removeTag, setRemoveTag] = useState('');
   const [dialog, setDialog] = useState<{ kind: 'tag' | 'push'; img: ImageSummary } | null>(null);
   const [search, setSearch] = useState('');
 
@@ -202,7 +213,7 @@ export function ImagesView() {
         <input type="search" placeholder="Search ( / )" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Search images" />
         <form onSubmit={submit} className="inline-form">
           <input value={ref} onChange={(e) => setRef(e.target.value)} placeholder="registry/name:tag" aria-label="Image to pull" className="wide-input" />
-          <button type="submit" className="primary" disabled={doPull.isPending}>
+          <button type="submit" className="primary" disabled={doPull.isPending} aria-busy={doPull.isPending || undefined}>
             {doPull.isPending ? 'Pulling…' : 'Pull'}
           </button>
         </form>
@@ -211,7 +222,16 @@ export function ImagesView() {
       <ProgressView p={push} testid="push-progress" />
       <QueryState error={list.error} loading={list.isLoading}>
         {rows.length === 0 ? (
-          <p className="empty">{q ? 'No image matches.' : 'No images yet. Pull one above, or load an archive with docker load.'}</p>
+          q ? (
+            <div className="empty" data-testid="images-no-match">
+              <p>No image matches “{search.trim()}”.</p>
+              <button type="button" onClick={() => setSearch('')}>
+                Clear the search
+              </button>
+            </div>
+          ) : (
+            <p className="empty">No images yet. Pull one above, or load an archive with docker load.</p>
+          )
         ) : (
           <table className="list" data-testid="images">
             <thead>
@@ -219,8 +239,8 @@ export function ImagesView() {
                 <th>Tags</th>
                 <th>ID</th>
                 <th>Size</th>
-                <th>Created</th>
-                <th>Containers</th>
+                {!narrow && <th>Created</th>}
+                {!narrow && <th>Containers</th>}
                 <th />
               </tr>
             </thead>
@@ -233,23 +253,39 @@ export function ImagesView() {
                     <td>{tags.length ? tags.map((r) => <div key={r}>{r}</div>) : <span className="badge dangling">dangling</span>}</td>
                     <td className="mono">{shortId(i.Id)}</td>
                     <td className="nowrap">{formatBytes(i.Size)}</td>
-                    <td className="nowrap">{ago(i.Created)}</td>
-                    <td>{i.Containers > 0 ? i.Containers : ''}</td>
+                    {!narrow && <td className="nowrap">{ago(i.Created)}</td>}
+                    {!narrow && <td>{i.Containers > 0 ? i.Containers : ''}</td>}
                     <td className="row-actions">
                       <button type="button" onClick={() => navigate('run', tags[0] ?? i.Id)} aria-label={`Run ${label}`}>
                         Run
                       </button>
-                      <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`}>
-                        Tag…
+                      <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`} disabled={tagging.has(i.Id)} aria-busy={tagging.has(i.Id) || undefined}>
+                        {tagging.has(i.Id) ? 'Tagging…' : 'Tag…'}
                       </button>
                       <button type="button" onClick={() => setDialog({ kind: 'push', img: i })} aria-label={`Push ${label}`} disabled={push.state.running}>
                         Push…
                       </button>
-                      <button type="button" onClick={() => showHistory.mutate(i.Id)} aria-label={`History of ${label}`}>
+                      <button
+                        type="button"
+                        onClick={() => showHistory.mutate(i.Id)}
+                        aria-label={`History of ${label}`}
+                        disabled={showHistory.isPending && showHistory.variables === i.Id}
+                        aria-busy={(showHistory.isPending && showHistory.variables === i.Id) || undefined}
+                      >
                         History
                       </button>
-                      <button type="button" className="danger" onClick={() => setConfirm(i)} aria-label={`Remove ${label}`}>
-                        Remove
+                      <button
+                        type="button"
+                        className="danger"
+                        onClick={() => {
+                          setRemoveTag(tags[0] ?? '');
+                          setConfirm(i);
+                        }}
+                        aria-label={`Remove ${label}`}
+                        disabled={removing.has(i.Id)}
+                        aria-busy={removing.has(i.Id) || undefined}
+                      >
+                        {removing.has(i.Id) ? 'Removing…' : 'Remove…'}
                       </button>
                     </td>
                   </tr>
@@ -298,19 +334,30 @@ export function ImagesView() {
       )}
       {confirm && (
         <Confirm
-          title={`Remove ${tagsOf(confirm)[0] ?? shortId(confirm.Id)}?`}
+          title={tagsOf(confirm).length > 1 ? `Remove a tag of ${shortId(confirm.Id)}?` : `Remove ${tagsOf(confirm)[0] ?? shortId(confirm.Id)}?`}
           confirmLabel="Remove"
           onCancel={() => setConfirm(null)}
           onConfirm={() => {
-            // By its first tag: the last tag takes the image with it; others only untag it (as `docker rmi name`).
-            remove.mutate(tagsOf(confirm)[0] ?? confirm.Id);
+            // A tag only untags it (as `docker rmi name`) unless it is the last; all tags remove the image.
+            const tags = tagsOf(confirm);
+            remove.mutate({ id: confirm.Id, refs: tags.length === 0 ? [confirm.Id] : removeTag === '*' ? tags : [removeTag] });
             setConfirm(null);
           }}
         >
-          {tagsOf(confirm).length > 1 && (
-            <p>
-              It carries {tagsOf(confirm).length} tags: only the tag {tagsOf(confirm)[0]} is removed.
-            </p>
+          {tagsOf(confirm).length > 1 ? (
+            <fieldset className="choices" aria-label="Tag to remove">
+              <legend>It carries {tagsOf(confirm).length} tags. Remove:</legend>
+              {tagsOf(confirm).map((r) => (
+                <label key={r} className="inline">
+                  <input type="radio" name="remove-tag" value={r} checked={removeTag === r} onChange={() => setRemoveTag(r)} /> <code>{r}</code> only
+                </label>
+              ))}
+              <label className="inline">
+                <input type="radio" name="remove-tag" value="*" checked={removeTag === '*'} onChange={() => setRemoveTag('*')} /> all its tags, and the image
+              </label>
+            </fieldset>
+          ) : (
+            <p>{tagsOf(confirm).length === 1 ? 'Its only tag goes, and the image with it.' : 'The untagged image is removed.'}</p>
           )}
         </Confirm>
       )}
