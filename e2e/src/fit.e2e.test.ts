@@ -143,6 +143,7 @@ describe('fit and finish of the renderer, in Chromium', { timeout: 300_000 }, ()
   it('is usable at 800 px: readable names, every button on screen; captured at 1280 and 800 px in both themes', async () => {
     await engine.dockerOk(['run', '-d', '--name', 'fit-a-rather-long-container-name', '-p', '127.0.0.1::80', 'busybox', 'sleep', '600']);
     await engine.dockerOk(['volume', 'create', 'fit-volume']);
+    await engine.dockerOk(['create', '--name', 'fit-shop-web-1', '--label', 'com.docker.compose.project=fitshop', '--label', 'com.docker.compose.service=web', 'busybox', 'true']);
     for (const theme of ['light', 'dark'] as const) {
       for (const width of [1280, 800]) {
         await page.setViewportSize({ width, height: 720 });
@@ -153,10 +154,11 @@ describe('fit and finish of the renderer, in Chromium', { timeout: 300_000 }, ()
         // The name's cell shows at least its first 16 characters (an average character is under 8 px wide).
         const nameWidth = await row.locator('td').nth(1).evaluate((td) => td.getBoundingClientRect().width);
         assert.ok(nameWidth >= 140, `the name column is ${nameWidth} px wide at ${width} px`);
-        for (const view of ['containers', 'images', 'volumes', 'networks', 'run', 'system', 'events']) {
+        for (const view of ['containers', 'compose', 'images', 'volumes', 'networks', 'run', 'system', 'events']) {
           await page.goto(`${baseUrl}#/${view}`);
           await page.getByRole('heading', { level: 1 }).waitFor();
           if (view === 'containers') await row.waitFor();
+          if (view === 'compose') await page.getByTestId('compose-projects').waitFor({ timeout: 5000 });
           if (view === 'images') await page.getByTestId('images').waitFor({ timeout: 5000 });
           if (view === 'volumes') await page.getByTestId('volumes').waitFor({ timeout: 5000 });
           if (view === 'networks') await page.getByTestId('networks').waitFor({ timeout: 5000 });

@@ -1,10 +1,9 @@
 /** Images: list, pull with per-layer progress, tag, push, history, remove, run. */
 import { useQuery } from '@tanstack/react-query';
-import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { useEffect, useState, type FormEvent } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { ago, formatBytes, NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
-import { applyProgress, EMPTY_PROGRESS, fraction, type ProgressMessage, type ProgressState } from '../progress';
-import { lineSplitter } from '../transport';
+import { ProgressView, useProgressStream } from './progress-view';
 
 interface ImageSummary {
   Id: string;
@@ -21,103 +20,6 @@ export function splitReference(ref: string): { image: string; tag: string } {
   if (at >= 0) return { image: ref.slice(0, at), tag: ref.slice(at + 1) };
   const colon = ref.lastIndexOf(':');
   return colon > ref.lastIndexOf('/') ? { image: ref.slice(0, colon), tag: ref.slice(colon + 1) } : { image: ref, tag: 'latest' };
-}
-
-/** Docker's registry credentials header: an empty auth config (anonymous; local registries need no login). */
-const ANONYMOUS = { 'X-Registry-Auth': btoa('{}') };
-
-/**
- * Runs one JSON-lines progress stream (pull, push) into rows, redrawn at most once per frame however fast the
- * lines come. An in-band error ends it shown in its panel; an answer that is not 200 throws (the page's banner).
- */
-function useProgressStream(title: string) {
-  const t = useTransport();
-  const [state, setState] = useState<ProgressState & { title: string; running: boolean; cancelled?: boolean }>({ ...EMPTY_PROGRESS, title, running: false });
-  const abort = useRef<AbortController | null>(null);
-  useEffect(() => () => abort.current?.abort(), []);
-  const run = async (path: string, heading: string) => {
-    abort.current?.abort();
-    const controller = new AbortController();
-    abort.current = controller;
-    let current: ProgressState = EMPTY_PROGRESS;
-    let scheduled = false;
-    const draw = () => {
-      scheduled = false;
-      setState((s) => ({ ...s, ...current }));
-    };
-    setState({ ...EMPTY_PROGRESS, title: heading, running: true });
-    try {
-      await t.stream(
-        'POST',
-        path,
-        lineSplitter((line) => {
-          let m: ProgressMessage;
-          try {
-            m = JSON.parse(line) as ProgressMessage;
-          } catch {
-            m = { status: line };
-          }
-          current = applyProgress(current, m);
-          if (!scheduled) {
-            scheduled = true;
-            requestAnimationFrame(draw);
-          }
-        }),
-        { headers: ANONYMOUS, signal: controller.signal },
-      );
-    } finally {
-      setState((s) => ({ ...s, ...current, running: false, cancelled: controller.signal.aborted }));
-    }
-    // An in-band error is shown in the panel, where the stream's rows are; errors before the stream go to the banner.
-  };
-  const cancel = () => abort.current?.abort();
-  const clear = () => setState({ ...EMPTY_PROGRESS, title, running: false });
-  return { state, run, cancel, clear };
-}
-
-function ProgressView(props: { p: ReturnType<typeof useProgressStream>; testid: string }) {
-  const s = props.p.state;
-  if (!s.running && !s.layers.length && !s.lines.length && !s.head?.length && !s.error) return null;
-  return (
-    <div className="progress" data-testid={props.testid} aria-busy={s.running}>
-      <div className="progress-head">
-        <strong>{s.title}</strong>
-        <span className="muted">{s.running ? 'in progress…' : s.error ? 'failed' : s.cancelled ? 'cancelled' : 'done'}</span>
-        {s.running ? (
-          <button type="button" onClick={props.p.cancel}>
-            Cancel
-          </button>
-        ) : (
-          <button type="button" onClick={props.p.clear} aria-label="Close progress">
-            Close
-          </button>
-        )}
-      </div>
-      {(s.head ?? []).map((line, i) => (
-        <div key={`h${i}`} className="small muted">
-          {line}
-        </div>
-      ))}
-      {s.layers.map((l) => (
-        <div key={l.id} className="layer" data-layer={l.id}>
-          <code>{l.id}</code>
-          <span className="layer-status">{l.status}</span>
-          <progress max={1} value={fraction(l)} aria-label={`${l.id} ${l.status}`} />
-          <span className="muted small">{l.total ? `${formatBytes(l.current)} / ${formatBytes(l.total)}` : ''}</span>
-        </div>
-      ))}
-      {s.lines.map((line, i) => (
-        <div key={i} className={`small ${i === s.lines.length - 1 && !s.running && !s.error && !s.cancelled ? 'final' : 'muted'}`}>
-          {line}
-        </div>
-      ))}
-      {s.error && (
-        <div className="error inline" role="alert">
-          {s.error}
-        </div>
-      )}
-    </div>
-  );
 }
 
 /** A small modal form: one reference to type, Enter submits, Escape cancels. */
@@ -197,6 +99,15 @@ export function ImagesView() {
   const [removeTag, setRemoveTag] = useState('');
   const [dialog, setDialog] = useState<{ kind: 'tag' | 'push'; img: ImageSummary } | null>(null);
   const [search, setSearch] = useState('');
+  const [pruneAsk, setPruneAsk] = useState(false);
+  const [pruneAll, setPruneAll] = useState(false);
+  const [note, setNote] = useState<string | null>(null);
+  const prune = useAction(async (all: boolean) => {
+    const filters = encodeURIComponent(JSON.stringify({ dangling: [all ? 'false' : 'true'] }));
+    const r = await t.request<{ ImagesDeleted: Array<{ Deleted?: string; Untagged?: string }> | null; SpaceReclaimed: number }>('POST', `/images/prune?filters=${filters}`);
+    const n = (r?.ImagesDeleted ?? []).filter((d) => d.Deleted).length;
+    setNote(`Pruned ${n} image${n === 1 ? '' : 's'}, reclaimed ${formatBytes(r?.SpaceReclaimed ?? 0)}.`);
+  });
 
   const submit = (e: FormEvent) => {
     e.preventDefault();
@@ -217,7 +128,15 @@ export function ImagesView() {
             {doPull.isPending ? 'Pulling…' : 'Pull'}
           </button>
         </form>
+        <button type="button" onClick={() => (setNote(null), setPruneAsk(true))} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
+          {prune.isPending ? 'Pruning…' : 'Prune…'}
+        </button>
       </header>
+      {note && (
+        <p className="note" role="status">
+          {note}
+        </p>
+      )}
       <ProgressView p={pull} testid="progress" />
       <ProgressView p={push} testid="push-progress" />
       <QueryState error={list.error} loading={list.isLoading}>
@@ -331,6 +250,14 @@ export function ImagesView() {
             setDialog(null);
           }}
         />
+      )}
+      {pruneAsk && (
+        <Confirm title="Remove unused images?" confirmLabel="Prune" onCancel={() => setPruneAsk(false)} onConfirm={() => (setPruneAsk(false), prune.mutate(pruneAll))}>
+          <p>Removes the images no container uses{pruneAll ? '' : ' that carry no tag (dangling)'}.</p>
+          <label className="inline">
+            <input type="checkbox" checked={pruneAll} onChange={(e) => setPruneAll(e.target.checked)} /> Tagged ones too (every unused image)
+          </label>
+        </Confirm>
       )}
       {confirm && (
         <Confirm
