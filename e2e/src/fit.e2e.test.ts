@@ -144,6 +144,7 @@ describe('fit and finish of the renderer, in Chromium', { timeout: 300_000 }, ()
     await engine.dockerOk(['run', '-d', '--name', 'fit-a-rather-long-container-name', '-p', '127.0.0.1::80', 'busybox', 'sleep', '600']);
     await engine.dockerOk(['volume', 'create', 'fit-volume']);
     await engine.dockerOk(['create', '--name', 'fit-shop-web-1', '--label', 'com.docker.compose.project=fitshop', '--label', 'com.docker.compose.service=web', 'busybox', 'true']);
+    const longId = (await engine.dockerOk(['inspect', '-f', '{{.Id}}', 'fit-a-rather-long-container-name'])).trim();
     for (const theme of ['light', 'dark'] as const) {
       for (const width of [1280, 800]) {
         await page.setViewportSize({ width, height: 720 });
@@ -154,10 +155,13 @@ describe('fit and finish of the renderer, in Chromium', { timeout: 300_000 }, ()
         // The name's cell shows at least its first 16 characters (an average character is under 8 px wide).
         const nameWidth = await row.locator('td').nth(1).evaluate((td) => td.getBoundingClientRect().width);
         assert.ok(nameWidth >= 140, `the name column is ${nameWidth} px wide at ${width} px`);
-        for (const view of ['containers', 'compose', 'images', 'volumes', 'networks', 'run', 'system', 'events']) {
-          await page.goto(`${baseUrl}#/${view}`);
+        for (const view of ['containers', 'compose', 'images', 'volumes', 'networks', 'run', 'system', 'events', 'container', 'container-logs']) {
+          const route = view === 'container' ? `containers/${longId}` : view === 'container-logs' ? `containers/${longId}/logs` : view;
+          await page.goto(`${baseUrl}#/${route}`);
           await page.getByRole('heading', { level: 1 }).waitFor();
           if (view === 'containers') await row.waitFor();
+          if (view === 'container') await page.getByRole('tab', { name: 'Overview' }).waitFor();
+          if (view === 'container-logs') await page.getByTestId('logs-empty').getByText(/No output yet/).waitFor({ timeout: 5000 });
           if (view === 'compose') await page.getByTestId('compose-projects').waitFor({ timeout: 5000 });
           if (view === 'images') await page.getByTestId('images').waitFor({ timeout: 5000 });
           if (view === 'volumes') await page.getByTestId('volumes').waitFor({ timeout: 5000 });

@@ -294,6 +294,11 @@ function LogsView(props: { id: string; tty: boolean; running: boolean }) {
           if (el.scrollTop + el.clientHeight < el.scrollHeight - ROW * 2 && follow) setFollow(false);
         }}
       >
+        {shown.length === 0 && (
+          <p className="log-empty" data-testid="logs-empty">
+            {q && lines.length ? `No line matches “${search}”.` : props.running ? 'No output yet: lines appear here as the container writes them.' : 'The container wrote nothing.'}
+          </p>
+        )}
         <div style={{ height: shown.length * ROW, position: 'relative' }}>
           {shown.slice(first, last).map((l, i) => (
             <div key={first + i} className={`log-line ${l.stream}`} style={{ top: (first + i) * ROW }}>

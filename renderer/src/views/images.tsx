@@ -181,8 +181,14 @@ export function ImagesView() {
                       <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`} disabled={tagging.has(i.Id)} aria-busy={tagging.has(i.Id) || undefined}>
                         {tagging.has(i.Id) ? 'Tagging…' : 'Tag…'}
                       </button>
-                      <button type="button" onClick={() => setDialog({ kind: 'push', img: i })} aria-label={`Push ${label}`} disabled={push.state.running}>
-                        Push…
+                      <button
+                        type="button"
+                        onClick={() => setDialog({ kind: 'push', img: i })}
+                        aria-label={`Push ${label}`}
+                        disabled={push.state.running}
+                        aria-busy={(push.state.running && doPush.variables?.img.Id === i.Id) || undefined}
+                      >
+                        {push.state.running && doPush.variables?.img.Id === i.Id ? 'Pushing…' : 'Push…'}
                       </button>
                       <button
                         type="button"
