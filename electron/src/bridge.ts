@@ -129,7 +129,10 @@ function hostConfigAccess(hostConfig: unknown): string[] {
   // Another container's volumes come with its binds: what they are is not known here.
   for (const from of listsOf(hostConfig, 'VolumesFrom')) if (typeof from === 'string') out.push(`takes the volumes and host mounts of ${from}`);
   for (const opt of listsOf(hostConfig, 'SecurityOpt')) {
-    if (typeof opt === 'string' && (/unconfined/i.test(opt) || /^label[=:]disable$/i.test(opt))) out.push(`turns off a confinement (${opt})`);
+    if (typeof opt !== 'string') continue;
+    if (/unconfined/i.test(opt) || /^label[=:]disable$/i.test(opt)) out.push(`turns off a confinement (${opt})`);
+    // A profile of its own may allow every system call: as good as none.
+    else if (/^seccomp[=:]/i.test(opt)) out.push('replaces the default seccomp profile with its own');
   }
   return out;
 }

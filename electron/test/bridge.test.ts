@@ -76,6 +76,7 @@ describe('bridge body checks', () => {
       'turns off a confinement (label=disable)',
     ]);
     assert.deepEqual(create({ HostConfig: { VolumesFrom: ['other'] } }), ['takes the volumes and host mounts of other']);
+    assert.deepEqual(create({ HostConfig: { SecurityOpt: ['no-new-privileges', 'seccomp={"defaultAction":"SCMP_ACT_ALLOW"}'] } }), ['replaces the default seccomp profile with its own']);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/c1/exec', JSON.stringify({ Cmd: ['sh'], Privileged: true })), ['runs a privileged command in the container']);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/volumes/create', JSON.stringify({ Name: 'v', DriverOpts: { type: 'none', o: 'bind', device: '/' } })), ["makes a volume of the host's /"]);
   });
