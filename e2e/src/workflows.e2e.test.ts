@@ -128,6 +128,24 @@ describe('workflows of the renderer, in Chromium', { timeout: 300_000 }, () => {
     await engine.dockerOk(['rm', 'wf-keep']);
   });
 
+  it('prunes stopped containers from the list, and leaves running ones', async () => {
+    await engine.dockerOk(['create', '--name', 'wf-stopped', 'busybox', 'true']);
+    await engine.dockerOk(['run', '-d', '--name', 'wf-running', 'busybox', 'sleep', '600']);
+    await page.goto(`${baseUrl}#/containers`);
+    await page.locator('tr[data-name="wf-stopped"]').waitFor({ timeout: 5000 });
+    await page.getByRole('button', { name: 'Prune…' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText(/wf-stopped: removed/).waitFor();
+    assert.doesNotMatch(await dialog.innerText(), /wf-running/);
+    await dialog.getByRole('button', { name: 'Prune' }).click();
+    await page.locator('tr[data-name="wf-stopped"]').waitFor({ state: 'detached', timeout: 5000 });
+    await page.getByRole('status').getByText(/Removed 1 stopped container\./).waitFor({ timeout: 5000 });
+    const names = await engine.dockerOk(['ps', '-a', '--format', '{{.Names}}']);
+    assert.doesNotMatch(names, /wf-stopped/);
+    assert.match(names, /wf-running/);
+    await engine.dockerOk(['rm', '-f', 'wf-running']);
+  });
+
   it('groups Compose projects, and starts, stops and removes one', async () => {
     await page.goto(`${baseUrl}#/compose`);
     await page.getByTestId('compose-empty').waitFor({ timeout: 5000 });

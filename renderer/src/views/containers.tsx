@@ -3,6 +3,7 @@ import { useMutationState, useQuery } from '@tanstack/react-query';
 import { useEffect, useMemo, useState } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { ago, NARROW, shortId, useAction, useMediaQuery, useTransport } from '../engine';
+import { ApiError } from '../transport';
 
 export interface ContainerSummary {
   Id: string;
@@ -176,6 +177,23 @@ export function ContainersView() {
   const [confirm, setConfirm] = useState<{ verb: 'stop' | 'remove' | 'kill'; ids: string[] } | null>(null);
   const verb = useContainerVerb();
   const pending = usePendingVerbs();
+  const [pruneAsk, setPruneAsk] = useState(false);
+  const [note, setNote] = useState<string | null>(null);
+  const prune = useAction(async () => {
+    let n: number;
+    try {
+      const r = await t.request<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }>('POST', '/containers/prune');
+      n = r?.ContainersDeleted?.length ?? 0;
+    } catch (err) {
+      // An engine without the route: the same, one container at a time (without force: one started meanwhile stays).
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      const filters = encodeURIComponent(JSON.stringify({ status: ['exited', 'created', 'dead'] }));
+      const stopped = await t.request<ContainerSummary[]>('GET', `/containers/json?all=1&filters=${filters}`);
+      const removed = await Promise.all(stopped.map((c) => t.request('DELETE', `/containers/${c.Id}`).then(() => 1, () => 0)));
+      n = removed.reduce<number>((a, b) => a + b, 0);
+    }
+    setNote(`Removed ${n} stopped container${n === 1 ? '' : 's'}.`);
+  });
   const narrow = useMediaQuery(NARROW);
   const columns = narrow ? 5 : 7;
   const filtered = search.trim() !== '' || stateFilter !== 'all';
@@ -251,6 +269,9 @@ export function ContainersView() {
             <option key={s}>{s}</option>
           ))}
         </select>
+        <button type="button" onClick={() => (setNote(null), setPruneAsk(true))} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
+          {prune.isPending ? 'Pruning…' : 'Prune…'}
+        </button>
         <button type="button" className="primary" onClick={() => navigate('run')}>
           Run…
         </button>
@@ -270,6 +291,11 @@ export function ContainersView() {
           </button>
         ))}
       </div>
+      {note && (
+        <p className="note" role="status">
+          {note}
+        </p>
+      )}
       <QueryState error={list.error} loading={list.isLoading}>
         {list.data && list.data.length === 0 ? (
           <p className="empty">No containers yet. Run one from an image, or with <code>docker run</code>: it appears here at once.</p>
@@ -364,6 +390,17 @@ export function ContainersView() {
           </div>
         )}
       </QueryState>
+      {pruneAsk && (
+        <Confirm title="Remove every stopped container?" confirmLabel="Prune" onCancel={() => setPruneAsk(false)} onConfirm={() => (setPruneAsk(false), prune.mutate(undefined))}>
+          <p>
+            {(() => {
+              const stopped = (list.data ?? []).filter((c) => c.State === 'exited' || c.State === 'created' || c.State === 'dead');
+              const names = stopped.slice(0, 10).map(nameOf).join(', ') + (stopped.length > 10 ? ` and ${stopped.length - 10} more` : '');
+              return stopped.length ? `${names}: removed; their volumes are kept.` : 'No container is stopped now.';
+            })()}
+          </p>
+        </Confirm>
+      )}
       {confirm && (
         <Confirm
           title={`${confirm.verb[0]!.toUpperCase() + confirm.verb.slice(1)} ${confirm.ids.length === 1 ? 'container' : `${confirm.ids.length} containers`}?`}
