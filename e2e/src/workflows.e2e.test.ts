@@ -149,31 +149,44 @@ describe('workflows of the renderer, in Chromium', { timeout: 300_000 }, () => {
   it('groups Compose projects, and starts, stops and removes one', async () => {
     await page.goto(`${baseUrl}#/compose`);
     await page.getByTestId('compose-empty').waitFor({ timeout: 5000 });
-    const labels = (service: string) => ['--label', 'com.docker.compose.project=wfshop', '--label', `com.docker.compose.service=${service}`, '--label', 'com.docker.compose.project.working_dir=/srv/wfshop'];
+    const labels = (service: string, dependsOn?: string) => [
+      '--label',
+      'com.docker.compose.project=wfshop',
+      '--label',
+      `com.docker.compose.service=${service}`,
+      '--label',
+      'com.docker.compose.project.working_dir=/srv/wfshop',
+      ...(dependsOn ? ['--label', `com.docker.compose.depends_on=${dependsOn}:service_started:false`] : []),
+    ];
     await engine.dockerOk(['network', 'create', '--label', 'com.docker.compose.project=wfshop', '--label', 'com.docker.compose.network=default', 'wfshop_default']);
-    await engine.dockerOk(['run', '-d', '--name', 'wfshop-web-1', '--network', 'wfshop_default', ...labels('web'), 'busybox', 'sleep', '600']);
-    await engine.dockerOk(['run', '-d', '--name', 'wfshop-db-1', '--network', 'wfshop_default', ...labels('db'), 'busybox', 'sleep', '600']);
+    // app depends on store: started after it, though its name comes first.
+    await engine.dockerOk(['run', '-d', '--name', 'wfshop-store-1', '--network', 'wfshop_default', ...labels('store'), 'busybox', 'sleep', '600']);
+    await engine.dockerOk(['run', '-d', '--name', 'wfshop-app-1', '--network', 'wfshop_default', ...labels('app', 'store'), 'busybox', 'sleep', '600']);
     await engine.dockerOk(['run', '-d', '--name', 'wf-loose', 'busybox', 'sleep', '600']);
     const row = page.locator('tr[data-project="wfshop"]');
     await row.waitFor({ timeout: 5000 });
     assert.equal(await page.locator('tr[data-project]').count(), 1, 'containers without the label are in no project');
-    assert.match(await row.innerText(), /db, web/);
+    assert.match(await row.innerText(), /app, store/);
     await row.getByTestId('project-counts').getByText('2 of 2 running').waitFor({ timeout: 5000 });
     await row.getByRole('button', { name: /wfshop/, expanded: false }).click();
-    await page.locator('tr.sub[data-name="wfshop-db-1"]').waitFor();
+    await page.locator('tr.sub[data-name="wfshop-store-1"]').waitFor();
     await screenshot(page, 'wf-compose');
 
     const states = async () => (await engine.dockerOk(['ps', '-a', '--filter', 'label=com.docker.compose.project=wfshop', '--format', '{{.Names}} {{.State}}'])).trim().split('\n').sort();
     await row.getByRole('button', { name: 'Stop wfshop' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Stop' }).click();
     await row.getByTestId('project-counts').getByText('0 of 2 running').waitFor({ timeout: 20_000 });
-    assert.deepEqual(await states(), ['wfshop-db-1 exited', 'wfshop-web-1 exited']);
+    assert.deepEqual(await states(), ['wfshop-app-1 exited', 'wfshop-store-1 exited']);
     assert.match(await engine.dockerOk(['inspect', '-f', '{{.State.Status}}', 'wf-loose']), /running/, 'another container is left alone');
     await screenshot(page, 'wf-compose-stopped');
 
     await row.getByRole('button', { name: 'Start wfshop' }).click();
     await row.getByTestId('project-counts').getByText('2 of 2 running').waitFor({ timeout: 10_000 });
-    assert.deepEqual(await states(), ['wfshop-db-1 running', 'wfshop-web-1 running']);
+    assert.deepEqual(await states(), ['wfshop-app-1 running', 'wfshop-store-1 running']);
+    // RFC 3339 with nanoseconds, the fraction padded so that the strings compare as the times do.
+    const startedAt = async (name: string) => (await engine.dockerOk(['inspect', '-f', '{{.State.StartedAt}}', name])).trim().replace(/(?:\.(\d+))?Z$/, (_, f: string | undefined) => `.${(f ?? '').padEnd(9, '0')}Z`);
+    const [store, app] = [await startedAt('wfshop-store-1'), await startedAt('wfshop-app-1')];
+    assert.ok(store < app, `store started at ${store}, before app at ${app}`);
 
     await row.getByRole('button', { name: 'Remove wfshop' }).click();
     await page.getByRole('dialog').getByText(/volumes are kept/).waitFor();

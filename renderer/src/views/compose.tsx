@@ -12,6 +12,37 @@ import { nameOf, stateLabel, type ContainerSummary } from './containers';
 const PROJECT = 'com.docker.compose.project';
 const SERVICE = 'com.docker.compose.service';
 const WORKING_DIR = 'com.docker.compose.project.working_dir';
+/** Compose v2 writes a service's dependencies as `db:service_healthy:false,cache:service_started:true`. */
+const DEPENDS_ON = 'com.docker.compose.depends_on';
+
+/**
+ * The order to start a project's containers in: a service after those it depends on (by the depends_on
+ * label), otherwise by name. A cycle, which compose itself refuses, is broken where it is met.
+ */
+export function startOrder(containers: ContainerSummary[]): ContainerSummary[] {
+  const sorted = [...containers].sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
+  const byService = new Map<string, ContainerSummary[]>();
+  for (const c of sorted) {
+    const service = c.Labels?.[SERVICE] ?? '';
+    byService.set(service, [...(byService.get(service) ?? []), c]);
+  }
+  const out: ContainerSummary[] = [];
+  const visited = new Set<string>();
+  const visit = (service: string) => {
+    if (visited.has(service)) return;
+    visited.add(service);
+    const members = byService.get(service) ?? [];
+    for (const c of members) {
+      for (const dep of (c.Labels?.[DEPENDS_ON] ?? '').split(',')) {
+        const name = dep.split(':')[0]!.trim();
+        if (name) visit(name);
+      }
+    }
+    out.push(...members);
+  };
+  for (const c of sorted) visit(c.Labels?.[SERVICE] ?? '');
+  return out;
+}
 
 export interface ComposeProject {
   name: string;
@@ -62,8 +93,8 @@ export function ComposeView() {
         await Promise.all(targets.map((c) => call(c).catch((err: Error) => errors.push(`${nameOf(c)}: ${err.message}`))));
       };
       if (verb === 'start') {
-        // One after another, in name order: a service's dependencies are usually up before it asks for them.
-        for (const c of [...containers].sort((a, b) => nameOf(a).localeCompare(nameOf(b)))) {
+        // One after another, each service after those it depends on, as compose starts them.
+        for (const c of startOrder(containers)) {
           if (c.State === 'running') continue;
           await t.request('POST', `/containers/${c.Id}/${c.State === 'paused' ? 'unpause' : 'start'}`).catch((err: Error) => errors.push(`${nameOf(c)}: ${err.message}`));
         }
