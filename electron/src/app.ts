@@ -4,7 +4,7 @@
  * endpoints of the preload's bridge.
  */
 import path from 'node:path';
-import { BridgeError, forwardRequest, openStream, openTerminal, type BridgeRequest, type PortLike } from './bridge.js';
+import { BridgeError, forwardRequest, openStream, openTerminal, type BridgeRequest, type ConfirmHostAccess, type PortLike } from './bridge.js';
 import { EngineHost, pingSocket, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type Settings } from './settings.js';
 import { trayTemplate, trayTooltip } from './tray.js';
@@ -48,6 +48,31 @@ export interface ElectronModules {
   nativeTheme: { themeSource: 'system' | 'light' | 'dark'; shouldUseDarkColors: boolean };
   /** Opens a container's published port in the system's browser; absent, such links do nothing. */
   shell?: { openExternal(url: string): Promise<void> };
+  /** The native dialogs; absent, requests that reach beyond a container's isolation are refused. */
+  dialog?: {
+    showMessageBox(
+      window: WindowLike,
+      options: { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean },
+    ): Promise<{ response: number }>;
+  };
+}
+
+/**
+ * The question the main process asks (in its own window-modal dialog, out of the page's reach) before the
+ * bridge passes a request that gives a container privileges or the host's files. Cancel is the default.
+ */
+export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean } {
+  const what = /\/exec$/.test(ask.path.split('?')[0]!) ? 'a command' : /\/volumes\/create$/.test(ask.path.split('?')[0]!) ? 'a volume' : 'a container';
+  return {
+    type: 'warning',
+    title: 'Berth',
+    message: `Allow ${what} with access to the host?`,
+    detail: `The app asks the engine for ${what} that:\n${ask.reasons.map((r) => `• ${r}`).join('\n')}\n\nIt could read or change anything on this computer. Allow it only if you asked for it.`,
+    buttons: ['Cancel', 'Allow'],
+    defaultId: 0,
+    cancelId: 0,
+    noLink: true,
+  };
 }
 
 export interface AppOptions {
@@ -97,6 +122,12 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   const fromWindow = (event: IpcEvent) => {
     if (!win || win.isDestroyed() || event.sender.id !== win.webContents.id) throw new BridgeError(403, 'not the app window');
   };
+  // The user's answer, asked in a dialog of the app's window: page script can neither draw it nor press it.
+  const confirmHostAccess: ConfirmHostAccess = async (ask) => {
+    if (!e.dialog || !win || win.isDestroyed()) return false;
+    const { response } = await e.dialog.showMessageBox(win, hostAccessDialog(ask));
+    return response === 1;
+  };
   const endpoint = () => {
     if (engine.state !== 'running') throw new BridgeError(503, `the engine is ${engine.state}${engine.error ? `: ${engine.error}` : ''}`);
     return { socketPath: engine.socketPath };
@@ -104,7 +135,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   e.ipcMain.handle('berth:request', async (event, req: BridgeRequest) => {
     fromWindow(event);
     try {
-      return await forwardRequest(endpoint(), req);
+      return await forwardRequest(endpoint(), req, confirmHostAccess);
     } catch (err) {
       if (err instanceof BridgeError) return { status: err.status, body: JSON.stringify({ message: err.message }) };
       throw err;
@@ -117,7 +148,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
       fromWindow(event);
       // Headers as plain strings only; the bridge passes on the few the engine needs (registry credentials).
       const headers = open?.headers && typeof open.headers === 'object' ? Object.fromEntries(Object.entries(open.headers).filter((h): h is [string, string] => typeof h[1] === 'string')) : undefined;
-      if (open?.type === 'stream') openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body, headers }, port);
+      if (open?.type === 'stream') void openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body, headers }, port, confirmHostAccess);
       else if (open?.type === 'terminal') openTerminal(endpoint(), open.target, String(open.version ?? '1.53'), port);
       else throw new BridgeError(400, 'unknown stream kind');
     } catch (err) {

@@ -4,6 +4,10 @@
  * (method + path pattern) before it reaches the engine socket. Streams (logs, events, stats, pull progress)
  * and terminals (exec, attach) travel over a MessagePort: `{type: 'data', data: Uint8Array}` each way,
  * `{type: 'end'}` / `{type: 'error', status, message}` from the engine side, `{type: 'close'}` from the renderer.
+ *
+ * Paths are not enough: a create body can ask for a privileged container or one that mounts `/`. Such
+ * bodies (see hostAccessOf) go through only after the user allowed them in a dialog of the main process,
+ * which page script can neither draw nor press.
  */
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -78,6 +82,96 @@ export function checkRequest(method: unknown, target: unknown): { method: string
   return { method: upper, path: url.pathname + url.search };
 }
 
+/** Values of a JSON object's key, its spelling's case aside (a Go engine decodes `privileged` as Privileged). */
+function valuesOf(obj: unknown, key: string): unknown[] {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
+  const lower = key.toLowerCase();
+  return Object.entries(obj as Record<string, unknown>)
+    .filter(([k]) => k.toLowerCase() === lower)
+    .map(([, v]) => v);
+}
+const objectsOf = (obj: unknown, key: string) => valuesOf(obj, key).filter((v) => v && typeof v === 'object');
+const listsOf = (obj: unknown, key: string) => valuesOf(obj, key).flatMap((v) => (Array.isArray(v) ? (v as unknown[]) : []));
+const stringsOf = (obj: unknown, key: string) => valuesOf(obj, key).filter((v): v is string => typeof v === 'string');
+const isTrue = (obj: unknown, key: string) => valuesOf(obj, key).some((v) => v === true);
+
+const HOST_NAMESPACES: Array<[string, string]> = [
+  ['PidMode', 'process'],
+  ['IpcMode', 'IPC'],
+  ['UTSMode', 'UTS (host name)'],
+  ['NetworkMode', 'network'],
+  ['UsernsMode', 'user'],
+  ['CgroupnsMode', 'cgroup'],
+];
+
+/** What a container's HostConfig grants beyond a default container: privileges, host namespaces, host files. */
+function hostConfigAccess(hostConfig: unknown): string[] {
+  const out: string[] = [];
+  if (isTrue(hostConfig, 'Privileged')) out.push('runs privileged: every capability and every device of the host');
+  for (const bind of listsOf(hostConfig, 'Binds')) {
+    if (typeof bind !== 'string') continue;
+    const [source, target, mode] = bind.split(':');
+    if (source?.startsWith('/')) out.push(`mounts the host's ${source} at ${target ?? '?'}${/\bro\b/.test(mode ?? '') ? ' (read-only)' : ' (read-write)'}`);
+  }
+  for (const mount of listsOf(hostConfig, 'Mounts')) {
+    const type = stringsOf(mount, 'Type')[0] ?? '';
+    const source = stringsOf(mount, 'Source')[0] ?? '';
+    const target = stringsOf(mount, 'Target')[0] ?? '?';
+    if (type.toLowerCase() === 'bind') out.push(`mounts the host's ${source || '?'} at ${target}${isTrue(mount, 'ReadOnly') ? ' (read-only)' : ' (read-write)'}`);
+    for (const options of objectsOf(objectsOf(objectsOf(mount, 'VolumeOptions')[0], 'DriverConfig')[0], 'Options')) {
+      const device = stringsOf(options, 'device').find((d) => d.startsWith('/'));
+      if (device) out.push(`mounts the host's ${device} at ${target} (through a volume's options)`);
+    }
+  }
+  for (const cap of listsOf(hostConfig, 'CapAdd')) if (typeof cap === 'string') out.push(`adds the capability ${cap}`);
+  if (listsOf(hostConfig, 'Devices').length || listsOf(hostConfig, 'DeviceRequests').length || listsOf(hostConfig, 'DeviceCgroupRules').length) out.push("uses the host's devices");
+  for (const [key, what] of HOST_NAMESPACES) if (stringsOf(hostConfig, key).some((m) => m.toLowerCase() === 'host')) out.push(`shares the host's ${what} namespace`);
+  // Another container's volumes come with its binds: what they are is not known here.
+  for (const from of listsOf(hostConfig, 'VolumesFrom')) if (typeof from === 'string') out.push(`takes the volumes and host mounts of ${from}`);
+  for (const opt of listsOf(hostConfig, 'SecurityOpt')) {
+    if (typeof opt !== 'string') continue;
+    if (/unconfined/i.test(opt) || /^label[=:]disable$/i.test(opt)) out.push(`turns off a confinement (${opt})`);
+    // A profile of its own may allow every system call: as good as none.
+    else if (/^seccomp[=:]/i.test(opt)) out.push('replaces the default seccomp profile with its own');
+  }
+  return out;
+}
+
+/**
+ * What a request would give a container beyond a default one's isolation, in words for the user; empty
+ * when nothing. Creates of containers (their HostConfig), privileged execs, and local volumes bound to a
+ * host folder are looked at; a body that is not JSON where one is looked at is refused (400).
+ */
+export function hostAccessOf(method: string, path: string, body: string | undefined): string[] {
+  if (method !== 'POST' || body === undefined || body.trim() === '') return [];
+  const route = path.split('?')[0]!.replace(/^\/v1\.\d+/, '');
+  const looked = /^\/containers\/create$/.test(route) ? 'container' : /^\/containers\/[^/]+\/exec$/.test(route) ? 'exec' : route === '/volumes/create' ? 'volume' : undefined;
+  if (!looked) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new BridgeError(400, `the body of ${method} ${route} is not JSON`);
+  }
+  if (looked === 'container') return objectsOf(parsed, 'HostConfig').flatMap(hostConfigAccess);
+  if (looked === 'exec') return isTrue(parsed, 'Privileged') ? ['runs a privileged command in the container'] : [];
+  return objectsOf(parsed, 'DriverOpts').flatMap((opts) => stringsOf(opts, 'device').filter((d) => d.startsWith('/')).map((d) => `makes a volume of the host's ${d}`));
+}
+
+/**
+ * Asks the user whether a request that reaches beyond a container's isolation may go on (the app's own
+ * dialog); resolves true only when they allowed it.
+ */
+export type ConfirmHostAccess = (ask: { method: string; path: string; reasons: string[] }) => Promise<boolean>;
+
+/** Refuses (403) a request that reaches the host unless `confirm` says the user allowed it. */
+async function checkHostAccess(method: string, path: string, body: string | undefined, confirm: ConfirmHostAccess | undefined): Promise<void> {
+  const reasons = hostAccessOf(method, path, body);
+  if (!reasons.length) return;
+  if (confirm && (await confirm({ method, path, reasons }))) return;
+  throw new BridgeError(403, `refused without the user's consent: the request ${reasons.join('; ')}`);
+}
+
 export interface BridgeRequest {
   method: string;
   path: string;
@@ -98,9 +192,10 @@ function headersOf(req: BridgeRequest): Record<string, string> {
 }
 
 /** One request to the engine; the body is read whole (small JSON answers). */
-export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest): Promise<{ status: number; body: string }> {
+export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest, confirm?: ConfirmHostAccess): Promise<{ status: number; body: string }> {
   const { method, path } = checkRequest(req.method, req.path);
   if (req.body !== undefined && typeof req.body !== 'string') return Promise.reject(new BridgeError(400, 'the body must be a string'));
+  await checkHostAccess(method, path, req.body, confirm);
   return new Promise((resolve, reject) => {
     const r = http.request({ socketPath: engine.socketPath, method, path, headers: headersOf(req) }, (res) => {
       const chunks: Buffer[] = [];
@@ -131,10 +226,12 @@ function errorMessage(status: number, text: string): string {
 }
 
 /** A streamed request (logs, events, stats, pull): engine chunks go to the port until either side ends. */
-export function openStream(engine: EngineEndpoint, req: BridgeRequest, port: PortLike): void {
+export async function openStream(engine: EngineEndpoint, req: BridgeRequest, port: PortLike, confirm?: ConfirmHostAccess): Promise<void> {
   let checked: { method: string; path: string };
   try {
     checked = checkRequest(req.method, req.path);
+    if (req.body !== undefined && typeof req.body !== 'string') throw new BridgeError(400, 'the body must be a string');
+    await checkHostAccess(checked.method, checked.path, req.body, confirm);
   } catch (err) {
     port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 400, message: (err as Error).message });
     port.close();

@@ -8,7 +8,8 @@ import { startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
 import { fakeEngine, FakePort } from './fakes.js';
 
 /** Electron's main-process objects, faked: they record what the app does with them. */
-function fakeElectron(opts: { lock?: boolean; userData: string }) {
+function fakeElectron(opts: { lock?: boolean; userData: string; dialogAnswers?: number[] }) {
+  const dialogs: Array<{ window: unknown; options: any }> = [];
   const appHandlers: Record<string, Array<(...a: any[]) => void>> = {};
   const ipcHandle: Record<string, (event: IpcEvent, ...a: any[]) => unknown> = {};
   const ipcOn: Record<string, (event: IpcEvent, ...a: any[]) => void> = {};
@@ -80,8 +81,14 @@ function fakeElectron(opts: { lock?: boolean; userData: string }) {
       on: (ch, fn) => void (ipcOn[ch] = fn),
     },
     nativeTheme: { themeSource: 'system', shouldUseDarkColors: false },
+    dialog: {
+      showMessageBox: async (window, options) => {
+        dialogs.push({ window, options });
+        return { response: opts.dialogAnswers?.shift() ?? 0 };
+      },
+    },
   };
-  return { electron, appHandlers, ipcHandle, ipcOn, windows, trays, quits: () => quits };
+  return { electron, appHandlers, ipcHandle, ipcOn, windows, trays, dialogs, quits: () => quits };
 }
 
 describe('main process', () => {
@@ -172,6 +179,47 @@ describe('main process', () => {
     f.ipcOn['berth:open']!({ ...own, ports: [pull] }, { type: 'stream', method: 'POST', path: '/v1.53/images/create?fromImage=x', headers: { 'X-Registry-Auth': 'e30=', Cookie: 'a=b' } });
     await pull.until((s) => s.some((m) => m.type === 'error'));
     assert.ok(daemon.engines[0]!.seen.includes('POST /v1.53/images/create?fromImage=x auth=e30='), daemon.engines[0]!.seen.join('\n'));
+    await app.quit();
+  });
+
+  it("asks in its own dialog before the bridge creates a container with the host's root mounted", async () => {
+    const f = fakeElectron({ userData: tmp(), dialogAnswers: [0, 1] });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const req = { method: 'POST', path: '/v1.53/containers/create?name=rooted', body: JSON.stringify({ Image: 'busybox', HostConfig: { Privileged: true, Binds: ['/:/host'] } }) };
+    const seen = () => daemon.engines[0]!.seen.filter((s) => s.startsWith('POST /v1.53/containers/create?name=rooted')).length;
+    // Cancelled: refused with the reasons, nothing reaches the engine.
+    const refused = (await f.ipcHandle['berth:request']!(own, req)) as { status: number; body: string };
+    assert.equal(refused.status, 403);
+    assert.match(JSON.parse(refused.body).message, /privileged/);
+    assert.equal(seen(), 0);
+    assert.equal(f.dialogs.length, 1);
+    assert.equal(f.dialogs[0]!.window, f.windows[0], 'modal to the app window');
+    const { options } = f.dialogs[0]!;
+    assert.deepEqual(options.buttons, ['Cancel', 'Allow']);
+    assert.equal(options.defaultId, 0, 'Cancel is the default');
+    assert.match(options.message, /container with access to the host/);
+    assert.match(options.detail, /runs privileged/);
+    assert.match(options.detail, /mounts the host's \/ at \/host \(read-write\)/);
+    // Allowed: it goes on to the engine.
+    const allowed = (await f.ipcHandle['berth:request']!(own, req)) as { status: number; body: string };
+    assert.equal(allowed.status, 404, 'the fake engine answered');
+    assert.equal(seen(), 1);
+    // The same body as a stream asks too (and is refused: no answer left means Cancel).
+    const port = new FakePort();
+    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', ...req });
+    await port.until((s) => s.some((m) => m.type === 'error'));
+    assert.equal(port.sent[0].status, 403);
+    assert.equal(f.dialogs.length, 3);
+    assert.equal(seen(), 1);
+    // Without a dialog to ask in, such requests are refused outright.
+    const g = fakeElectron({ userData: tmp() });
+    delete (g.electron as { dialog?: unknown }).dialog;
+    const app2 = (await startApp(g.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemonStarter().start }))!;
+    const none = (await g.ipcHandle['berth:request']!({ sender: { id: g.windows[0]!.webContents.id } }, req)) as { status: number };
+    assert.equal(none.status, 403);
+    await app2.quit();
     await app.quit();
   });
 

@@ -4,6 +4,7 @@ import { ContainersView } from './views/containers';
 
 // The list is the first view and comes with the app; every other view is fetched when first opened.
 const ContainerPage = lazy(() => import('./views/container').then((m) => ({ default: m.ContainerPage })));
+const ComposeView = lazy(() => import('./views/compose').then((m) => ({ default: m.ComposeView })));
 const RunView = lazy(() => import('./views/run').then((m) => ({ default: m.RunView })));
 const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m.ImagesView })));
 const VolumesView = lazy(() => import('./views/volumes').then((m) => ({ default: m.VolumesView })));
@@ -30,6 +31,7 @@ export function navigate(...parts: string[]): void {
 
 const SECTIONS: Array<[string, string]> = [
   ['containers', 'Containers'],
+  ['compose', 'Compose'],
   ['run', 'Run'],
   ['images', 'Images'],
   ['volumes', 'Volumes'],
@@ -57,12 +59,12 @@ export function App(props: { since?: number }) {
     localStorage.setItem('berth.theme', theme);
   }, [theme]);
 
-  // Keyboard: g then a section's first letter... kept simple: Alt+1..8 switch sections, "/" focuses search.
+  // Keyboard: Alt+1..9 switch sections, "/" focuses search.
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       const target = e.target as HTMLElement;
       const typing = target.closest('input, textarea, select, .xterm');
-      if (e.altKey && /^[1-8]$/.test(e.key)) {
+      if (e.altKey && /^[1-9]$/.test(e.key) && SECTIONS[Number(e.key) - 1]) {
         e.preventDefault();
         navigate(SECTIONS[Number(e.key) - 1]![0]);
       } else if (e.key === '/' && !typing) {
@@ -88,6 +90,9 @@ export function App(props: { since?: number }) {
   switch (section) {
     case 'containers':
       view = rest[0] ? <ContainerPage id={rest[0]} tab={rest[1] ?? 'overview'} /> : <ContainersView />;
+      break;
+    case 'compose':
+      view = <ComposeView />;
       break;
     case 'run':
       view = <RunView image={rest[0]} />;
