@@ -4,7 +4,7 @@ import { startDaemon, type DaemonOptions } from './daemon.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]
-       berthd user add|list|rm ...      (users; berthd user --help)
+       berthd user add|set|list|rm ...     (users; berthd user --help)
        berthd token create|list|revoke ... (API tokens; berthd token --help)
 
 A container engine serving the Engine API.
