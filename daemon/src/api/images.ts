@@ -163,7 +163,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
     if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
     let input: Readable;
     if (fromSrc === '-') {
-      input = req.body();
+      input = req.body({ goClientText: true });
     } else {
       input = await download(fromSrc, req.signal);
     }
