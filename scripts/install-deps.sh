@@ -19,6 +19,7 @@ NODE_MAJOR_MIN=20
 #   build-essential python3     node-gyp, for the native addons (daemon/native)
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
+#   python3-docker              docker-py, a third real client the tests drive over a TCP listener (with /usr/bin/python3)
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
@@ -27,6 +28,7 @@ APT_PACKAGES=(
   tar xz-utils zstd bzip2
   build-essential python3 git
   chromium
+  python3-docker
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }

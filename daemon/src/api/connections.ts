@@ -163,8 +163,9 @@ export function guardConnections(server: http.Server, limits: ConnectionLimits, 
         continue;
       }
       const read = conn.socket.bytesRead;
-      // Bytes arrived, or the daemon is not reading (its own backpressure): the client is not the one stalling.
-      if (read !== conn.bytesRead || req.isPaused() || req.readableLength >= req.readableHighWaterMark) {
+      // Bytes arrived, or the daemon has not taken what it holds (its own backpressure: Node stops reading the
+      // socket while the request's buffer is full): the client is not the one stalling.
+      if (read !== conn.bytesRead || req.readableLength >= req.readableHighWaterMark) {
         conn.bytesRead = read;
         conn.progressAt = now;
         continue;
