@@ -275,6 +275,15 @@ describe('a plain TCP listener', () => {
     const prune = await tcpRequest(port, 'POST', '/containers/prune', { Host: `127.0.0.1:${port}`, Origin: 'https://evil.example' });
     assert.equal(prune.status, 403, prune.text);
     assert.match(JSON.parse(prune.text).message, /cross-origin/);
+    // A page's websocket (no CORS applies to those) to attach is refused the same way.
+    await engine.dockerOk(['create', '--name', 'ws-target', 'busybox', 'true']);
+    const ws = await rawExchange(
+      port,
+      `GET /containers/ws-target/attach/ws?stream=1&stdin=1 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nOrigin: https://evil.example\r\n` +
+        'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    assert.match(ws, /^HTTP\/1\.1 403 /);
+    await engine.dockerOk(['rm', 'ws-target']);
     assert.equal((await engine.request('GET', '/containers/csrf/json')).status, 404);
     // An empty body without a Content-Type is what real clients send to many endpoints.
     const ok = await tcpRequest(port, 'POST', '/containers/create?name=plain', { Host: `127.0.0.1:${port}`, 'Content-Type': 'application/json', 'Content-Length': String(body.length) }, body);
