@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { InvalidParameter, TooLarge } from '../engine/errors.js';
+import { decodeAs, type Shape } from './bodies.js';
 import type { ApiMinor } from './version.js';
 import { formatVersion } from './version.js';
 
@@ -17,6 +18,48 @@ export function mediaType(contentType: string | undefined): string {
  * a real client, so refusing them keeps a page from posting a body the engine would take.
  */
 const SIMPLE_FORM_TYPES = new Set(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data']);
+
+/**
+ * The deepest nesting of objects and lists a JSON body may have. No request type nests beyond a handful of
+ * levels; a body nested thousands deep would overflow the stack of whatever walks it later.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** True when the JSON text nests objects and lists deeper than `limit` (strings are skipped). */
+function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * Parses a JSON request body: empty text gives `undefined`; malformed or too deeply nested JSON is an
+ * InvalidParameter. With a shape, the value is decoded as Docker's Go server decodes that body type
+ * (bodies.ts).
+ */
+export function parseJsonBody(text: string, shape?: Shape): unknown {
+  if (text.trim() === '') return undefined;
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new InvalidParameter(`invalid JSON in request body: objects and lists are nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
+  }
+  return shape ? decodeAs(value, shape) : value;
+}
 
 /** One API request as a handler sees it: path parameters, query, version and the body. */
 export class ApiRequest {
@@ -68,10 +111,11 @@ export class ApiRequest {
   }
 
   /**
-   * Reads and parses a JSON body. An empty body gives `undefined`; malformed JSON, a body over the limit
-   * and a body shorter than its Content-Length are InvalidParameter / TooLarge errors.
+   * Reads and parses a JSON body, decoded as the body type `shape` when given (see parseJsonBody). An empty
+   * body gives `undefined`; malformed JSON, a body over the limit and a body shorter than its Content-Length
+   * are InvalidParameter / TooLarge errors.
    */
-  async json<T = unknown>(limit = MAX_JSON_BODY): Promise<T | undefined> {
+  async json<T = unknown>(shape?: Shape, limit = MAX_JSON_BODY): Promise<T | undefined> {
     // As dockerd: no Content-Type is fine with no body; a body must say it is JSON.
     if (this.carriesBody && mediaType(this.header('content-type')) !== 'application/json') {
       throw new InvalidParameter(`unsupported Content-Type header (${this.header('content-type') ?? ''}): must be 'application/json'`);
@@ -100,12 +144,7 @@ export class ApiRequest {
     });
     const text = Buffer.concat(chunks).toString('utf8');
     if (Number.isFinite(declared) && size < declared) throw new InvalidParameter('request body was truncated');
-    if (text.trim() === '') return undefined;
-    try {
-      return JSON.parse(text) as T;
-    } catch (err) {
-      throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
-    }
+    return parseJsonBody(text, shape) as T | undefined;
   }
 }
 

@@ -6,6 +6,8 @@ import { errorMessage, Forbidden, InvalidParameter } from '../engine/errors.js';
 import { log } from '../util/log.js';
 import { ApiRequest, ApiResponse } from './http.js';
 import { statusOf } from './httpstatus.js';
+import { statusAt } from './compat.js';
+import type { ApiMinor } from './version.js';
 import type { Router } from './router.js';
 import { checkIntervalMs, connectionLimitsFromEnv, guardConnections, type ConnectionLimits } from './connections.js';
 import { MAX_API_MINOR, MAX_API_VERSION, MIN_API_MINOR, MIN_API_VERSION } from './version.js';
@@ -66,8 +68,8 @@ export function splitVersion(pathname: string): { minor: number; path: string } 
   return { minor, path: m[3] ?? '/' };
 }
 
-function writeError(res: ApiResponse, method: string, err: unknown): void {
-  const status = statusOf(err);
+function writeError(res: ApiResponse, method: string, err: unknown, version: ApiMinor | undefined): void {
+  const status = statusAt(err, statusOf(err), version);
   if (status >= 500) log.error('handler failed', { error: errorMessage(err), stack: (err as Error)?.stack });
   if (res.started) {
     // The status line is gone already; all that is left is to end the stream.
@@ -129,6 +131,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         log.debug(`Calling ${method} ${(rawReq.url ?? '/').split('?')[0]}`, { status: rawRes.statusCode, ms: Math.round(ms * 100) / 100 });
       });
     }
+    let version: ApiMinor | undefined;
     try {
       if (opts.plainTcp) checkWebOrigin(rawReq);
       const url = requestUrl(rawReq.url);
@@ -143,6 +146,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       // A trailing slash names the same resource (GET /networks/ lists networks).
+      version = split.minor;
       const path = split.path.length > 1 ? split.path.replace(/\/+$/, '') : split.path;
       const match = router.match(method, path);
       if (!match) {
@@ -153,7 +157,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
       await match.handler(req, res);
     } catch (err) {
-      writeError(res, method, err);
+      writeError(res, method, err, version);
     }
   }
 
