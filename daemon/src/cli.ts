@@ -134,6 +134,10 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   setLogLevel(opts.logLevel);
+  // A promise that failed with nobody waiting for it is a bug to log, not a reason to stop serving.
+  process.on('unhandledRejection', (reason) => {
+    log.error('unhandled rejection', { error: errorMessage(reason), stack: (reason as Error)?.stack });
+  });
   try {
     const daemon = await startDaemon(opts);
     let stopping = false;

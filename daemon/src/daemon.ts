@@ -3,6 +3,7 @@
  * Each part is constructed from the narrow interfaces of the parts below it.
  */
 import { promises as fs, readFileSync } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -96,21 +97,60 @@ export interface Daemon {
   shutdown(): Promise<void>;
 }
 
-async function writePidfile(pidfile: string): Promise<void> {
+/**
+ * Whether process `pid` holds `pidfile` open. A running daemon keeps its pidfile open, so this tells it from
+ * a zombie left by kill -9 (no open files) or an unrelated program that reuses the pid.
+ */
+async function holdsOpen(pid: number, pidfile: string): Promise<boolean> {
+  const target = await fs.realpath(pidfile).catch(() => path.resolve(pidfile));
+  let fds: string[];
   try {
-    const old = Number((await fs.readFile(pidfile, 'utf8')).trim());
-    if (old && old !== process.pid) {
-      try {
-        process.kill(old, 0);
-        throw new Error(`pid file ${pidfile} names a running process ${old}: is another berthd running?`);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-      }
-    }
+    fds = await fs.readdir(`/proc/${pid}/fd`);
+  } catch {
+    // Gone, or another user's process: not a daemon that wrote this file.
+    return false;
+  }
+  for (const fd of fds) {
+    const link = await fs.readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+    if (link === target) return true;
+  }
+  return false;
+}
+
+/**
+ * Writes the pidfile and keeps it open while the daemon runs. A pidfile left by a daemon that is gone (even
+ * when its pid now names a zombie or another program) does not block a start; a live daemon with it does.
+ */
+async function writePidfile(pidfile: string): Promise<FileHandle> {
+  let old = 0;
+  try {
+    old = Number((await fs.readFile(pidfile, 'utf8')).trim());
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  await fs.writeFile(pidfile, `${process.pid}\n`);
+  if (Number.isInteger(old) && old > 0 && old !== process.pid) {
+    if (await holdsOpen(old, pidfile)) throw new Error(`pid file ${pidfile} names a running berthd (pid ${old}): is another berthd running?`);
+    log.info('removing a stale pid file', { pidfile, pid: old });
+  }
+  const handle = await fs.open(pidfile, 'w', 0o644);
+  try {
+    await handle.writeFile(`${process.pid}\n`);
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+  return handle;
+}
+
+/** Under the exec root: the UI's address with its access token (mode 0600). */
+export const UI_LOGIN_FILE = 'ui-url';
+
+/** Writes a file that only its owner reads, replacing any earlier one. */
+async function writeFileAtomicPrivate(file: string, text: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  await fs.rm(tmp, { force: true });
+  await fs.writeFile(tmp, text, { mode: 0o600, flag: 'wx' });
+  await fs.rename(tmp, file);
 }
 
 /** A stream that a promise gives later: its bytes, or its error. */
@@ -172,6 +212,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {
       throw new Error(`refusing to serve the API on ${address.host}:${address.port} without TLS: use --tlsverify with --tlscacert, --tlscert and --tlskey`);
     }
+    if (address.kind === 'tcp' && !opts.tls) {
+      log.warn(
+        `serving the API on tcp://${address.host}:${address.port} without TLS: every local user and program that can connect to it has root access to this machine; use a unix socket, or --tlsverify`,
+      );
+    }
   }
   if (opts.tls && (!opts.tlsCert || !opts.tlsKey)) throw new Error('--tls and --tlsverify need --tlscert and --tlskey');
   if (opts.tlsVerify && !opts.tlsCaCert) throw new Error('--tlsverify needs --tlscacert');
@@ -181,7 +226,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   await ensureExecRootTmpfs(opts.execRoot);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
-  await writePidfile(opts.pidfile);
+  const pidfileHandle = await writePidfile(opts.pidfile);
 
   const events = new EventBus();
   const router = new Router();
@@ -432,7 +477,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
           }
         : undefined;
     const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth });
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
     await listenOn(server, address);
     servers.push(server);
     log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
@@ -447,7 +492,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
     const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
     closers.push(() => ui.close());
-    log.info('UI listening: open this address in a browser', { url: ui.loginUrl });
+    // The address with its token gives full control of the engine: it goes to a file only root reads and to
+    // the terminal that started the daemon, never to the log.
+    const loginFile = path.join(opts.execRoot, UI_LOGIN_FILE);
+    await writeFileAtomicPrivate(loginFile, `${ui.loginUrl}\n`);
+    closers.push(() => fs.rm(loginFile, { force: true }));
+    if (process.stdout.isTTY) process.stdout.write(`Open the UI in a browser: ${ui.loginUrl}\n`);
+    log.info('UI listening: its address with the access token is in the login file', { url: ui.url, loginFile });
   }
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
@@ -458,6 +509,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         server.closeAllConnections();
       }
       for (const close of closers.reverse()) await close();
+      await pidfileHandle.close().catch(() => undefined);
       await fs.rm(opts.pidfile, { force: true });
       for (const address of addresses) if (address.kind === 'unix') await fs.rm(address.path, { force: true });
     },
