@@ -1,3 +1,4 @@
+import { InvalidParameter } from '../engine/errors.js';
 import type { Handler } from './http.js';
 
 interface Route {
@@ -59,10 +60,19 @@ export class Router {
       if (!m) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]);
+        params[name] = decodePathParam(name, m[i + 1]);
       });
       return { handler: route.handler, params };
     }
     return undefined;
+  }
+}
+
+/** A path parameter with its %-escapes decoded; a malformed escape (`%zz`) is the client's error. */
+function decodePathParam(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new InvalidParameter(`invalid escape in the ${name} of the path: ${JSON.stringify(raw)}`);
   }
 }
