@@ -19,6 +19,7 @@ NODE_MAJOR_MIN=20
 #   build-essential python3     node-gyp, for the native addons (daemon/native)
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
+#   docker-compose              a real compose client (1.29, with python3-docker: the docker-py tests use it too)
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
@@ -27,6 +28,7 @@ APT_PACKAGES=(
   tar xz-utils zstd bzip2
   build-essential python3 git
   chromium
+  docker-compose
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }

@@ -39,6 +39,7 @@ import { HealthMonitor } from './engine/containers/health.js';
 import { PauseService } from './engine/containers/pause.js';
 import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
+import { pruneContainers } from './engine/containers/prune.js';
 import { ContainerService } from './engine/containers/service.js';
 import { LinuxHost } from './host/linux/index.js';
 import { findInitBinary, readInitVersion } from './host/linux/init.js';
@@ -51,6 +52,8 @@ import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
+import { registerSwarmRoutes } from './api/swarm.js';
+import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
@@ -110,6 +113,9 @@ async function writePidfile(pidfile: string): Promise<void> {
 /** A stream that a promise gives later: its bytes, or its error. */
 function streamLater(source: Promise<Readable>): Readable {
   const out = new PassThrough();
+  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
+  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
+  out.on('error', () => undefined);
   source.then(
     (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
     (err: unknown) => out.destroy(err as Error),
@@ -228,7 +234,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   volumes.setUsers(containers);
   // Exec and health checks follow the containers' events from the first one on (load may restart some).
   const execs = new ExecService({
-    containers: { get: (ref) => containers.get(ref), find: (id) => containers.store.find(id), containerEvent: (r, a, e) => containers.containerEvent(r, a, e) },
+    containers: {
+      get: (ref) => containers.get(ref),
+      find: (id) => containers.store.find(id),
+      containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
+      linkEnv: (r) => containers.linkEnv(r),
+    },
     host: host.containers,
     lowerDirs: (chainIds) => images.lowerDirs(chainIds),
     events,
@@ -269,6 +280,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     readLog: (record, o) =>
       host.containers.readLogBlocks(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
     sizes: containerSizes,
+    prune: (filters) => pruneContainers({
+      all: () => containers.all(),
+      remove: (id, o) => containers.remove(id, o),
+      ownSize: (record) => host.containers.writableLayerSize(record.Id),
+      events,
+    }, filters),
   });
 
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
@@ -352,6 +369,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
+  registerSwarmRoutes(router);
+  registerPluginRoutes(router);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 

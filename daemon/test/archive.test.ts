@@ -152,6 +152,36 @@ describe('archive: path stat and GET', () => {
   });
 });
 
+describe('archive: the engine files of a container never started', () => {
+  // As in dockerd, whose init layer holds empty /etc/hosts, /etc/hostname and /etc/resolv.conf (mode 0755)
+  // until the start bind mounts the engine's files over them.
+  test('/etc/hosts, /etc/hostname and /etc/resolv.conf are empty files before the first start, the engine\'s after it', async () => {
+    const id = (await engine.dockerOk(['create', '--hostname', 'never-started', 'busybox', 'sleep', '600'])).trim();
+    try {
+      for (const p of ['/etc/hosts', '/etc/hostname', '/etc/resolv.conf']) {
+        const head = await engine.request('HEAD', archiveUrl(id, p));
+        assert.equal(head.status, 200, `HEAD ${p}: ${head.status}`);
+        const st = pathStat(head);
+        assert.equal(st.name, path.posix.basename(p));
+        assert.equal(st.size, 0);
+        assert.equal(st.mode, 0o755);
+        const got = await engine.request('GET', archiveUrl(id, p));
+        assert.equal(got.status, 200, `GET ${p}: ${got.text}`);
+        const files = await readTar(got.body);
+        assert.deepEqual([...files.keys()], [path.posix.basename(p)]);
+        assert.equal(files.get(path.posix.basename(p))!.content, '');
+      }
+      const cli = await engine.docker(['cp', `${id}:/etc/hostname`, '-']);
+      assert.equal(cli.code, 0, cli.stderr);
+      await engine.dockerOk(['start', id]);
+      assert.equal(await execOut(id, '/etc/hostname'), 'never-started\n');
+      assert.match(await execOut(id, '/etc/hosts'), /never-started/);
+    } finally {
+      await engine.docker(['rm', '-f', id]);
+    }
+  });
+});
+
 describe('docker cp', () => {
   test('copies a file and a folder into a running container and back out', async () => {
     const id = await running();

@@ -234,6 +234,38 @@ CMD ["cat /work/sub/from-files/built.txt"]
     assert.equal(last.error, "The command '/bin/sh -c false' returned a non-zero code: 1");
   });
 
+  it("a step's stderr comes in bright red (ESC[91m ... ESC[0m), its stdout as it is", async () => {
+    const r = await engine.request('POST', '/v1.41/build?t=colours:1', {
+      body: await contextTar({ Dockerfile: 'FROM busybox\nRUN echo to-out && echo to-err >&2\n' }),
+      headers: { 'content-type': 'application/x-tar' },
+    });
+    assert.equal(r.status, 200, r.text);
+    const streams = r.text.trim().split('\n').map((l) => JSON.parse(l)).map((m) => m.stream as string | undefined).filter((t): t is string => !!t);
+    assert.ok(streams.includes('to-out\n'), JSON.stringify(streams));
+    assert.ok(streams.includes('\x1b[91mto-err\n\x1b[0m'), JSON.stringify(streams));
+    assert.ok(!streams.some((t) => t.includes('to-out') && t.includes('\x1b[')), JSON.stringify(streams));
+    await engine.dockerOk(['rmi', 'colours:1']);
+  });
+
+  it('a build that needs BuildKit (RUN --mount) answers 200 with the error in the stream, which dockerode reads', async () => {
+    const dockerfile = 'FROM busybox\nRUN echo first\nRUN --mount=type=cache,target=/cache echo cached\n';
+    const api = await engine.request('POST', '/v1.41/build?t=mount:1', {
+      body: await contextTar({ Dockerfile: dockerfile }),
+      headers: { 'content-type': 'application/x-tar' },
+    });
+    assert.equal(api.status, 200, api.text);
+    const messages = api.text.trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(messages.some((m) => /Step 3\/3 : RUN --mount=type=cache,target=\/cache echo cached/.test(m.stream ?? '')), api.text);
+    const last = messages[messages.length - 1];
+    assert.match(last.error, /the --mount option requires BuildKit/);
+
+    const docker = engine.dockerode();
+    const stream = await docker.buildImage(Readable.from([await contextTar({ Dockerfile: dockerfile })]), { t: 'mount:2' });
+    const output = await new Promise<any[]>((resolve, reject) => docker.modem.followProgress(stream, (err, res) => (err ? reject(err) : resolve(res))));
+    assert.ok(output.some((m) => /the --mount option requires BuildKit/.test(m.error ?? '')), JSON.stringify(output));
+    assert.equal((await engine.request('GET', '/images/mount:2/json')).status, 404);
+  });
+
   it('dockerode buildImage builds a context stream with build args and labels', async () => {
     const docker = engine.dockerode();
     const tarball = compress(await contextTar({ Dockerfile: 'FROM busybox\nARG WHO\nRUN echo "hello $WHO" > /hello\nCMD ["cat", "/hello"]\n' }), 'gzip');

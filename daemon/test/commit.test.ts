@@ -45,6 +45,35 @@ describe('commit', () => {
     assert.equal(diff.trim(), 'absent');
   });
 
+  it('a change value holding several instructions on lines of their own applies each one', async () => {
+    await engine.dockerOk(['create', '--name', 'multi', 'busybox', 'true']);
+    const changes = encodeURIComponent('ENV A=1\nLABEL x=y\n\n# note\nCMD ["echo", "multi"]');
+    const r = await engine.request('POST', `/commit?container=multi&repo=multi&tag=v1&changes=${changes}&changes=${encodeURIComponent('USER nobody')}`);
+    assert.equal(r.status, 201, r.text);
+    const [inspect] = JSON.parse(await engine.dockerOk(['image', 'inspect', 'multi:v1']));
+    assert.ok(inspect.Config.Env.includes('A=1'), JSON.stringify(inspect.Config.Env));
+    assert.equal(inspect.Config.Labels.x, 'y');
+    assert.deepEqual(inspect.Config.Cmd, ['echo', 'multi']);
+    assert.equal(inspect.Config.User, 'nobody');
+    await engine.dockerOk(['rm', 'multi']);
+    await engine.dockerOk(['rmi', 'multi:v1']);
+  });
+
+  it('commits with pause=true while the container exits all answer 201, never a runtime error', async () => {
+    for (let round = 0; round < 3; round++) {
+      const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'echo x > /x; sleep 0.3'])).trim();
+      let exited = false;
+      for (let i = 0; i < 200 && !exited; i++) {
+        exited = JSON.parse(await engine.dockerOk(['inspect', id]))[0].State.Running === false;
+        const r = await engine.request('POST', `/commit?container=${id}&pause=1`);
+        assert.equal(r.status, 201, `round ${round}, commit ${i}: ${r.text}`);
+      }
+      assert.ok(exited);
+      await engine.dockerOk(['rm', id]);
+    }
+    await engine.dockerOk(['image', 'prune', '-f']);
+  });
+
   it('a folder replaced in the container replaces it in the image (opaque folder)', async () => {
     await engine.dockerOk(['run', '--name', 'opaque', 'busybox', 'sh', '-c', 'rm -rf /home && mkdir /home && echo only > /home/only']);
     await engine.dockerOk(['commit', 'opaque', 'opaque:1']);

@@ -3,7 +3,7 @@
  * error, stores nothing (no image, no layer, no staging debris), and the daemon keeps serving.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -140,8 +140,11 @@ describe('image archives', () => {
     it(`refuses ${what}, stores nothing, keeps serving`, async () => {
       const before = stored();
       const res = await load(await build());
-      assert.equal(res.status, 400, res.text);
-      assert.match(res.json().message, message);
+      // As dockerd: 200, and the error is the stream's last message.
+      assert.equal(res.status, 200, res.text);
+      const last = JSON.parse(res.text.trim().split('\n').pop()!);
+      assert.match(last.error, message);
+      assert.equal(last.errorDetail.message, last.error);
       assert.deepEqual(stored(), { ...before, staging: 0 });
       assert.ok(!existsSync('/tmp/pwned'));
       assert.ok(!existsSync(path.join(engine.root, 'escape')));
@@ -161,6 +164,22 @@ describe('image archives', () => {
     const cli = await engine.docker(['load', '-i', file]);
     assert.notEqual(cli.code, 0);
     assert.match(cli.stderr, /diff id/);
+  });
+
+  it('a file that is not an image archive: docker load and dockerode read the error from the stream', async () => {
+    const file = path.join(engine.root, 'not-an-archive.txt');
+    await import('node:fs/promises').then((fs) => fs.writeFile(file, 'just some text, no tar here\n'.repeat(100)));
+    const cli = await engine.docker(['load', '-i', file]);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /invalid image archive|invalid tar/i);
+    assert.doesNotMatch(cli.stderr, /Error response from daemon/);
+    const docker = engine.dockerode();
+    const stream = await docker.loadImage(createReadStream(file));
+    const output = await new Promise<Array<{ error?: string }>>((resolve, reject) =>
+      docker.modem.followProgress(stream, (err: Error | null, messages: Array<{ error?: string }>) => (err ? reject(err) : resolve(messages))));
+    const failed = output.find((m) => m.error);
+    assert.ok(failed, `no error in the stream: ${JSON.stringify(output)}`);
+    assert.match(failed.error!, /invalid image archive|invalid tar/i);
   });
 
   it('a client that disconnects mid-upload leaves nothing behind', async () => {

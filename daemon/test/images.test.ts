@@ -185,6 +185,36 @@ describe('images', () => {
     assert.equal(bad.status, 400);
   });
 
+  it('label filters of the image list select as Docker does: key, key=value, all of them, own labels only', async () => {
+    const rootfs = path.join(engine.root, 'rootfs-labels.tar');
+    await buildBusyboxRootfs(rootfs);
+    await engine.dockerOk(['import', '--change', 'LABEL a=1 b= c=x=y', rootfs, 'labelled:one']);
+    await engine.dockerOk(['import', '--change', 'LABEL a=2', rootfs, 'labelled:two']);
+    await engine.dockerOk(['import', rootfs, 'labelled:none']);
+    try {
+      const names = async (...labels: string[]) => {
+        const filters = encodeURIComponent(JSON.stringify({ reference: ['labelled'], label: labels }));
+        const r = await engine.request('GET', `/images/json?filters=${filters}`);
+        assert.equal(r.status, 200, r.text);
+        return r.json<Array<{ RepoTags: string[] }>>().flatMap((i) => i.RepoTags).sort();
+      };
+      assert.deepEqual(await names('a'), ['labelled:one', 'labelled:two']);
+      assert.deepEqual(await names('a=1'), ['labelled:one']);
+      assert.deepEqual(await names('b'), ['labelled:one']);
+      assert.deepEqual(await names('b='), ['labelled:one']);
+      assert.deepEqual(await names('c=x=y'), ['labelled:one']);
+      assert.deepEqual(await names('a=2', 'b'), []);
+      assert.deepEqual(await names('a', 'b'), ['labelled:one']);
+      // Names an object has by inheritance are not labels.
+      assert.deepEqual(await names('constructor'), []);
+      assert.deepEqual(await names('toString'), []);
+      const cli = (await engine.dockerOk(['images', '--format', '{{.Repository}}:{{.Tag}}', '--filter', 'label=a=2'])).trim();
+      assert.equal(cli, 'labelled:two');
+    } finally {
+      await engine.dockerOk(['rmi', 'labelled:one', 'labelled:two', 'labelled:none']);
+    }
+  });
+
   it('a tag moved to a new image leaves the old one dangling, and image prune removes it with its layer', async () => {
     const other = path.join(engine.root, 'busybox-other.tar');
     await buildBusyboxArchive(other, { extraFiles: { '/etc/motd': 'second build\n' } });

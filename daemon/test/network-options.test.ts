@@ -83,7 +83,8 @@ describe('network modes and options', () => {
     const outside = await engine.request('POST', '/networks/create', { body: { Name: 'third', IPAM: { Config: [{ Subnet: `10.${octet}.8.0/24`, Gateway: `10.${octet}.9.1` }] } } });
     assert.equal(outside.status, 400);
     assert.match(outside.json().message, /Gateway .* is not in the subnet/);
-    for (const name of ['bad name', '-dash', 'x/y', '']) {
+    // Spaces are fine (as with Docker); a control character or a slash is not.
+    for (const name of ['bad\nname', '-dash', 'x/y', '']) {
       const r = await engine.request('POST', '/networks/create', { body: { Name: name } });
       assert.equal(r.status, 400, name);
       assert.ok(r.json().message.length > 0);

@@ -42,7 +42,7 @@ describe('networks API', () => {
     assert.equal(res.status, 200);
     const n = res.json();
     assert.equal(n.Name, 'bridge');
-    assert.deepEqual(n.IPAM, { Driver: 'default', Options: {}, Config: [{ Subnet: '10.213.7.0/24', Gateway: '10.213.7.1' }] });
+    assert.deepEqual(n.IPAM, { Driver: 'default', Options: null, Config: [{ Subnet: '10.213.7.0/24', Gateway: '10.213.7.1' }] });
     assert.equal(n.Options['com.docker.network.bridge.name'], engine.bridge);
     assert.equal(n.Options['com.docker.network.bridge.default_bridge'], 'true');
     assert.deepEqual(n.Containers, {});

@@ -108,7 +108,7 @@ describe('the /volumes API', () => {
       [{ Name: 'a' }, 400, /invalid volume name/],
       [{ Name: 'bad name!' }, 400, /invalid volume name.*\[a-zA-Z0-9\]/],
       [{ Name: '../escape' }, 400, /invalid volume name/],
-      [{ Name: 'plugged', Driver: 'nfs-plugin' }, 404, /plugin "nfs-plugin" not found/],
+      [{ Name: 'plugged', Driver: 'nfs-plugin' }, 404, /^create plugged: error looking up volume plugin nfs-plugin: plugin "nfs-plugin" not found$/],
       [{ Name: 'nodevice', DriverOpts: { type: 'none', o: 'bind' } }, 400, /missing required option "device"/],
       [{ Name: 'notype', DriverOpts: { device: '/tmp' } }, 400, /missing required option "type"/],
       [{ Name: 'unknownopt', DriverOpts: { type: 'tmpfs', colour: 'red' } }, 400, /invalid option "colour"/],
@@ -431,7 +431,7 @@ describe('volumes in containers', () => {
       [{ VolumesFrom: ['a:b:c'] }, /expected <container>\[:ro\|rw\]/],
       [{ Mounts: [null] }, /HostConfig.Mounts\[0\]: expected an object/],
       [{ Mounts: [{ Type: 7, Target: '/x' }] }, /HostConfig.Mounts\[0\].Type: expected a string/],
-      [{ Binds: ['good-one:/d'], VolumeDriver: 'flocker' }, /HostConfig.VolumeDriver: .*plugin "flocker" not found/],
+      [{ Binds: ['good-one:/d'], VolumeDriver: 'flocker' }, /^create good-one: error looking up volume plugin flocker: plugin "flocker" not found$/],
       [{ Binds: ['good-one:/d'] }, /no such image|No such image/i, { Image: 'no-such-image:1' }],
     ];
     for (const [hc, message, extra] of cases) {

@@ -8,6 +8,7 @@ import type { BuildOptions, Emit, RegistryCredentials } from '../engine/build/bu
 import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
 import type { CommitOptions } from '../engine/containers/commit.js';
 import { parseUntil } from '../engine/images/service.js';
+import { CONTAINER_CONFIG } from './bodies.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
@@ -198,9 +199,19 @@ export function registerBuildRoutes(router: Router, backend: { builder: BuildBac
     res.json(200, await backend.builder.prune({ untilNano }));
   });
 
+  // BuildKit's session endpoint: the client upgrades to h2c and serves its files over gRPC. Without BuildKit
+  // the upgrade is refused after the checks dockerd makes of the request.
+  router.post('/session', (req) => {
+    req.raw.resume();
+    const proto = req.header('upgrade');
+    if (!proto) throw new InvalidParameter('no upgrade proto in request');
+    if (proto !== 'h2c') throw new InvalidParameter(`protocol ${proto} not supported`);
+    throw new NotImplemented('BuildKit sessions are not supported by this engine: use the classic builder (DOCKER_BUILDKIT=0)');
+  });
+
   router.post('/commit', async (req, res) => {
     const container = requiredParam(req, 'container');
-    const body = await req.json<Record<string, unknown>>();
+    const body = await req.json<Record<string, unknown>>(CONTAINER_CONFIG);
     const id = await backend.commits.commit(container, {
       repo: stringParam(req, 'repo') || undefined,
       tag: stringParam(req, 'tag') || undefined,

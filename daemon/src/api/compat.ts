@@ -1,3 +1,4 @@
+import { NotInSwarm } from '../engine/errors.js';
 import type { ApiMinor } from './version.js';
 
 /**
@@ -18,6 +19,11 @@ export interface FieldRule {
   omitEmptyFrom?: ApiMinor;
   /** Below this version the field is removed when null (its schema did not allow null yet). */
   omitNullBelow?: ApiMinor;
+  /**
+   * Below this version the field, an endpoint's settings, lists in Aliases its DNS names after the container's
+   * name too (the short id): before 1.45 Docker showed them there, and Aliases only what the client gave after.
+   */
+  dnsNamesInAliasesBelow?: ApiMinor;
 }
 
 export type ResponseKind =
@@ -77,9 +83,10 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'ImageManifestDescriptor', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
     { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
-    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
   ],
   'container.inspect': [
+    // Before the DNSNames rule below, which takes them away before 1.44.
+    { field: 'NetworkSettings.Networks.*', dnsNamesInAliasesBelow: 45 },
     { field: 'ImageManifestDescriptor', addedIn: 48 },
     { field: 'Config.OnBuild', omitEmptyFrom: 52 },
     { field: 'Config.MacAddress', removedIn: 52 },
@@ -90,7 +97,6 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'HostConfig.ConsoleSize', addedIn: 42 },
     { field: 'NetworkSettings.Networks.*.DNSNames', addedIn: 44 },
     { field: 'NetworkSettings.Networks.*.GwPriority', addedIn: 48 },
-    { field: 'NetworkSettings.Networks.*.DriverOpts', addedIn: 46 },
     { field: 'State.Health.*', addedIn: 24 },
     ...legacyNetworkFields.map((f) => ({ field: `NetworkSettings.${f}`, removedIn: 52 })),
   ],
@@ -132,11 +138,52 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
   'exec.inspect': [],
 };
 
+/** Error classes whose status was another one before an API version. */
+export interface StatusRule {
+  error: abstract new (...args: never[]) => Error;
+  /** Below this version the error answers `status` rather than its class's own. */
+  before: ApiMinor;
+  status: number;
+}
+
+export const STATUS_RULES: readonly StatusRule[] = [
+  // "node is not part of a swarm": 406 in API 1.24, 503 from 1.25 on.
+  { error: NotInSwarm, before: 25, status: 406 },
+];
+
+/** The status an error answers at this version, given its class's own status. */
+export function statusAt(err: unknown, status: number, version: ApiMinor | undefined): number {
+  if (version === undefined) return status;
+  for (const rule of STATUS_RULES) if (err instanceof rule.error && version < rule.before) return rule.status;
+  return status;
+}
+
+/** Event actions that appear in the events stream from an API version on (older clients never see them). */
+export const EVENT_ACTIONS_ADDED: Readonly<Record<string, ApiMinor>> = {
+  // Prune events, with their `reclaimed` attribute, for containers, images, volumes, networks and builds.
+  prune: 41,
+};
+
+/** Whether an event of this action is shown to a client of this version. */
+export function eventActionShown(action: string, version: ApiMinor): boolean {
+  const from = EVENT_ACTIONS_ADDED[action];
+  return from === undefined || version >= from;
+}
+
 function isEmpty(v: unknown): boolean {
   if (v === null || v === undefined || v === '') return true;
   if (Array.isArray(v)) return v.length === 0;
   if (typeof v === 'object') return Object.keys(v as object).length === 0;
   return false;
+}
+
+/** An endpoint's Aliases with its DNS names after the first (the container's name), without repeats. */
+function aliasesWithDnsNames(endpoint: unknown): void {
+  if (endpoint === null || typeof endpoint !== 'object') return;
+  const ep = endpoint as { Aliases?: unknown; DNSNames?: unknown };
+  const names = Array.isArray(ep.DNSNames) ? (ep.DNSNames as string[]).slice(1) : [];
+  if (names.length === 0) return;
+  ep.Aliases = [...new Set([...(Array.isArray(ep.Aliases) ? (ep.Aliases as string[]) : []), ...names])];
 }
 
 function applyRule(target: unknown, parts: string[], test: (value: unknown) => boolean): void {
@@ -163,6 +210,13 @@ export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
     else if (rule.removedIn !== undefined && version >= rule.removedIn) test = () => true;
     else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) test = isEmpty;
     else if (rule.omitNullBelow !== undefined && version < rule.omitNullBelow) test = (v) => v === null;
+    else if (rule.dnsNamesInAliasesBelow !== undefined && version < rule.dnsNamesInAliasesBelow) {
+      // Changes the value in place and keeps it.
+      test = (v) => {
+        aliasesWithDnsNames(v);
+        return false;
+      };
+    }
     if (!test) continue;
     const parts = rule.field.split('.');
     for (const item of items) applyRule(item, parts, test);

@@ -10,8 +10,10 @@ import type { ContainerStore } from '../engine/containers/store.js';
 import { logBytes, type LogOptions } from '../engine/containers/logs.js';
 import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from '../engine/containers/views.js';
 import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
+import { PRUNE_FILTERS, type ContainerPruneReport } from '../engine/containers/prune.js';
 import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
+import { CONTAINER_CREATE } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
@@ -20,7 +22,7 @@ import { DEFAULT_DETACH_KEYS, drained, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, MULT
 
 /** What the container endpoints need of the engine. */
 export interface ContainersBackend {
-  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize'> & {
+  containers: Pick<ContainerService, 'create' | 'get' | 'all' | 'start' | 'stop' | 'kill' | 'restart' | 'wait' | 'remove' | 'rename' | 'attach' | 'attached' | 'resize' | 'removeLink'> & {
     /** Revisions of the records, against which the list keeps what it built of them. */
     readonly store: Pick<ContainerStore, 'revision'>;
   };
@@ -29,6 +31,8 @@ export interface ContainersBackend {
   readLog(record: ContainerRecord, opts: { follow: boolean; tail?: number; signal: AbortSignal }): AsyncIterable<LogRecordBlock>;
   /** SizeRw (the container's own files) and SizeRootFs (those and its image's), in bytes. */
   sizes(record: ContainerRecord): Promise<{ rw: number; rootFs: number }>;
+  /** Removes the containers that do not run, as the filters (PRUNE_FILTERS) narrow them. */
+  prune(filters: ReadonlyMap<string, string[]>): Promise<ContainerPruneReport>;
 }
 
 function logTimestamp(req: ApiRequest, name: string): bigint | undefined {
@@ -156,8 +160,12 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     return text;
   };
 
+  router.post('/containers/prune', async (req, res) => {
+    res.json(200, await backend.prune(filterParam(req, PRUNE_FILTERS)));
+  });
+
   router.post('/containers/create', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(CONTAINER_CREATE);
     const platform = stringParam(req, 'platform');
     if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
       throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
@@ -168,12 +176,28 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     // HostConfig.KernelMemory went with API 1.42: a newer client's value is ignored, as Docker does.
     const hostConfig = (body as { HostConfig?: { KernelMemory?: unknown } } | null)?.HostConfig;
     if (req.version >= 42 && hostConfig && typeof hostConfig === 'object' && !Array.isArray(hostConfig)) delete hostConfig.KernelMemory;
+    // EndpointSettings.MacAddress came with API 1.44: before, only Config.MacAddress sets the address, as Docker
+    // has it (an older client's endpoint value is ignored).
+    const endpoints = (body as { NetworkingConfig?: { EndpointsConfig?: unknown } } | null)?.NetworkingConfig?.EndpointsConfig;
+    if (req.version < 44 && endpoints && typeof endpoints === 'object') {
+      for (const ep of Object.values(endpoints as Record<string, unknown>)) if (ep && typeof ep === 'object') delete (ep as { MacAddress?: unknown }).MacAddress;
+    }
+    // VolumeOptions.Subpath came with API 1.45: an older client cannot ask for it, as Docker answers.
+    const mounts = (hostConfig as { Mounts?: unknown } | undefined)?.Mounts;
+    if (req.version < 45 && Array.isArray(mounts) && mounts.some((m) => m?.VolumeOptions?.Subpath)) {
+      throw new InvalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
+    }
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });
 
   router.get('/containers/json', async (req, res) => {
     const filters = filterParam(req, LIST_FILTERS);
+    // The query parameters `before` and `since` (an id or a name) of API 1.24, as the filters of that name.
+    for (const key of ['before', 'since']) {
+      const ref = stringParam(req, key);
+      if (ref) filters.set(key, [...(filters.get(key) ?? []), ref]);
+    }
     const ancestors = new Map<string, string | undefined>();
     for (const a of filters.get('ancestor') ?? []) ancestors.set(a, await backend.imageId(a));
     const records = listContainers(containers.all(), {
@@ -247,8 +271,13 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     }
   });
 
-  router.delete('/containers/:id', async (req, res) => {
-    if (boolParam(req, 'link')) throw new NotImplemented('removing legacy links is not supported by this engine');
+  // A legacy link is named by its parent and alias (`/containers/web/db?link=1`): the name may hold a slash.
+  router.delete('/containers/:id*', async (req, res) => {
+    if (boolParam(req, 'link')) {
+      await containers.removeLink(req.params.id);
+      res.noContent();
+      return;
+    }
     await containers.remove(req.params.id, { force: boolParam(req, 'force'), volumes: boolParam(req, 'v') });
     res.noContent();
   });

@@ -12,7 +12,7 @@ import { InvalidParameter } from '../engine/errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../engine/filters.js';
 import { log } from '../util/log.js';
 import { nowNano, parseTimestamp, stringifyWithBigInt } from '../util/json.js';
-import { shape } from './compat.js';
+import { eventActionShown, shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { filterParam, type Filters } from './params.js';
 import type { Router } from './router.js';
@@ -164,7 +164,7 @@ export function registerEventsRoutes(router: Router, bus: EventBus): EventsApi {
     const send = (e: EngineEvent) => {
       if (finished || e.timeNano <= lastSent) return;
       if (since !== undefined && e.timeNano < since) return;
-      if (!eventMatches(e, filters)) return;
+      if (!eventMatches(e, filters) || !eventActionShown(e.Action, req.version)) return;
       lastSent = e.timeNano;
       out.write(prefix + stringifyWithBigInt(eventRecord(e, req.version)) + '\n');
       if (out.writableLength > MAX_PENDING_OUTPUT) {

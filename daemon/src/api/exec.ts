@@ -7,7 +7,8 @@ import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
 import { parseConsoleSize } from '../engine/containers/validate.js';
 import { errorMessage, InvalidParameter, TooLarge } from '../engine/errors.js';
 import { shape } from './compat.js';
-import type { ApiRequest, ApiResponse } from './http.js';
+import { EXEC_CREATE, EXEC_START } from './bodies.js';
+import { parseJsonBody, type ApiRequest, type ApiResponse } from './http.js';
 import { terminalSize } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, frame, MEDIA_MULTIPLEXED, MEDIA_RAW, parseDetachKeys, pumpStdin, writeWithBackpressure } from './streams.js';
@@ -67,17 +68,11 @@ async function upgradeBody(req: ApiRequest, res: ApiResponse): Promise<unknown> 
     });
   }
   res.upgradeHead = buffered.subarray(length);
-  const text = buffered.subarray(0, length).toString('utf8');
-  if (text.trim() === '') return undefined;
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
-  }
+  return parseJsonBody(buffered.subarray(0, length).toString('utf8'), EXEC_START);
 }
 
 async function startBody(req: ApiRequest, res: ApiResponse): Promise<StartBody> {
-  const raw = req.upgrade ? await upgradeBody(req, res) : await req.json();
+  const raw = req.upgrade ? await upgradeBody(req, res) : await req.json(EXEC_START);
   if (raw === undefined || raw === null) return { Detach: false, Tty: undefined, ConsoleSize: null };
   if (typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter('invalid exec start request: the body must be a JSON object');
   const b = raw as Record<string, unknown>;
@@ -90,7 +85,7 @@ async function startBody(req: ApiRequest, res: ApiResponse): Promise<StartBody> 
 
 export function registerExecRoutes(router: Router, execs: ExecBackend): void {
   router.post('/containers/:id/exec', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(EXEC_CREATE);
     const keys = (body as { DetachKeys?: unknown } | undefined)?.DetachKeys;
     if (typeof keys === 'string' && keys !== '') parseDetachKeys(keys);
     res.json(201, execs.create(req.params.id, body));

@@ -1,11 +1,54 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex, Readable, Writable } from 'node:stream';
 import { InvalidParameter, TooLarge } from '../engine/errors.js';
+import { decodeAs, type Shape } from './bodies.js';
 import type { ApiMinor } from './version.js';
 import { formatVersion } from './version.js';
 
 /** The largest JSON request body accepted; uploads (tars) are streamed and not bound by this. */
 export const MAX_JSON_BODY = 4 * 1024 * 1024;
+
+/**
+ * The deepest nesting of objects and lists a JSON body may have. No request type nests beyond a handful of
+ * levels; a body nested thousands deep would overflow the stack of whatever walks it later.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** True when the JSON text nests objects and lists deeper than `limit` (strings are skipped). */
+function nestedDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
+/**
+ * Parses a JSON request body: empty text gives `undefined`; malformed or too deeply nested JSON is an
+ * InvalidParameter. With a shape, the value is decoded as Docker's Go server decodes that body type
+ * (bodies.ts).
+ */
+export function parseJsonBody(text: string, shape?: Shape): unknown {
+  if (text.trim() === '') return undefined;
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new InvalidParameter(`invalid JSON in request body: objects and lists are nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
+  }
+  return shape ? decodeAs(value, shape) : value;
+}
 
 /** One API request as a handler sees it: path parameters, query, version and the body. */
 export class ApiRequest {
@@ -42,10 +85,11 @@ export class ApiRequest {
   }
 
   /**
-   * Reads and parses a JSON body. An empty body gives `undefined`; malformed JSON, a body over the limit
-   * and a body shorter than its Content-Length are InvalidParameter / TooLarge errors.
+   * Reads and parses a JSON body, decoded as the body type `shape` when given (see parseJsonBody). An empty
+   * body gives `undefined`; malformed JSON, a body over the limit and a body shorter than its Content-Length
+   * are InvalidParameter / TooLarge errors.
    */
-  async json<T = unknown>(limit = MAX_JSON_BODY): Promise<T | undefined> {
+  async json<T = unknown>(shape?: Shape, limit = MAX_JSON_BODY): Promise<T | undefined> {
     const declared = Number(this.header('content-length') ?? NaN);
     if (Number.isFinite(declared) && declared > limit) {
       this.raw.resume();
@@ -70,12 +114,7 @@ export class ApiRequest {
     });
     const text = Buffer.concat(chunks).toString('utf8');
     if (Number.isFinite(declared) && size < declared) throw new InvalidParameter('request body was truncated');
-    if (text.trim() === '') return undefined;
-    try {
-      return JSON.parse(text) as T;
-    } catch (err) {
-      throw new InvalidParameter(`invalid JSON in request body: ${(err as Error).message}`, { cause: err });
-    }
+    return parseJsonBody(text, shape) as T | undefined;
   }
 }
 

@@ -123,7 +123,9 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
     try {
       await images.load(req.body(), (m) => progress.write(m), req.signal, { quiet });
     } catch (err) {
-      if (!progress.started) throw err;
+      // As dockerd: a load always answers 200, and what went wrong (a body that is no image archive
+      // included) is the stream's error message, which clients read from the stream.
+      req.raw.resume();
       progress.fail(err);
       return;
     }
@@ -166,6 +168,8 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
       input = req.body();
     } else {
       input = await download(fromSrc, req.signal);
+      // A download that the import refuses before reading it (a bad repository name) is closed here.
+      input.on('error', () => undefined);
     }
     const progress = new ProgressStream(res);
     let id: string;
@@ -182,6 +186,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
         req.signal,
       );
     } catch (err) {
+      if (fromSrc !== '-') input.destroy();
       if (!progress.started) throw err;
       progress.fail(err);
       return;

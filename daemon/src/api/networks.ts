@@ -2,7 +2,9 @@
  * Networks: list, inspect, create, remove, prune, connect and disconnect. The handlers parse and
  * validate, call the network backend, and shape the answer for the request's version.
  */
+import { validateEndpointNames } from '../engine/containers/validate.js';
 import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { NETWORK_CONNECT, NETWORK_CREATE, NETWORK_DISCONNECT, type Shape } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, filterParam, stringParam } from './params.js';
@@ -38,7 +40,7 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
   router.get('/networks/', list);
 
   router.post('/networks/create', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(NETWORK_CREATE);
     if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new InvalidParameter('request body must be a JSON object with at least a Name');
     }
@@ -67,8 +69,8 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
     res.noContent();
   });
 
-  const containerBody = async (req: ApiRequest): Promise<Record<string, unknown>> => {
-    const body = await req.json();
+  const containerBody = async (req: ApiRequest, type: Shape): Promise<Record<string, unknown>> => {
+    const body = await req.json(type);
     if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new InvalidParameter('request body must be a JSON object with a Container');
     }
@@ -79,10 +81,11 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
 
   router.post('/networks/:id/connect', async (req, res) => {
     backend.inspect(req.params.id, {});
-    const body = await containerBody(req);
+    const body = await containerBody(req, NETWORK_CONNECT);
     if (body.EndpointConfig !== undefined && body.EndpointConfig !== null && (typeof body.EndpointConfig !== 'object' || Array.isArray(body.EndpointConfig))) {
       throw new InvalidParameter('EndpointConfig must be an object');
     }
+    validateEndpointNames('EndpointConfig', body.EndpointConfig);
     if (!containers) throw new NotImplemented('connecting a container to a network after create is not supported yet');
     await containers.connectContainer(req.params.id, body.Container as string, body.EndpointConfig);
     res.status(200);
@@ -90,7 +93,7 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
 
   router.post('/networks/:id/disconnect', async (req, res) => {
     backend.inspect(req.params.id, {});
-    const body = await containerBody(req);
+    const body = await containerBody(req, NETWORK_DISCONNECT);
     if (body.Force !== undefined && typeof body.Force !== 'boolean') throw new InvalidParameter('Force must be a boolean');
     if (!containers) throw new NotImplemented('disconnecting a container from a network is not supported yet');
     await containers.disconnectContainer(req.params.id, body.Container as string, body.Force === true);

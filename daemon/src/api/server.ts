@@ -5,6 +5,8 @@ import { errorMessage } from '../engine/errors.js';
 import { log } from '../util/log.js';
 import { ApiRequest, ApiResponse } from './http.js';
 import { statusOf } from './httpstatus.js';
+import { statusAt } from './compat.js';
+import type { ApiMinor } from './version.js';
 import type { Router } from './router.js';
 import { MAX_API_MINOR, MAX_API_VERSION, MIN_API_MINOR, MIN_API_VERSION } from './version.js';
 import { ENGINE_VERSION } from '../version.js';
@@ -33,8 +35,8 @@ export function splitVersion(pathname: string): { minor: number; path: string } 
   return { minor, path: m[3] ?? '/' };
 }
 
-function writeError(res: ApiResponse, method: string, err: unknown): void {
-  const status = statusOf(err);
+function writeError(res: ApiResponse, method: string, err: unknown, version: ApiMinor | undefined): void {
+  const status = statusAt(err, statusOf(err), version);
   if (status >= 500) log.error('handler failed', { error: errorMessage(err), stack: (err as Error)?.stack });
   if (res.started) {
     // The status line is gone already; all that is left is to end the stream.
@@ -86,6 +88,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         log.debug(`Calling ${method} ${url.pathname}`, { status: rawRes.statusCode, ms: Math.round(ms * 100) / 100 });
       });
     }
+    let version: ApiMinor | undefined;
     try {
       if (method === 'OPTIONS' && corsHeaders['Access-Control-Allow-Origin']) {
         res.status(200);
@@ -98,6 +101,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       // A trailing slash names the same resource (GET /networks/ lists networks).
+      version = split.minor;
       const path = split.path.length > 1 ? split.path.replace(/\/+$/, '') : split.path;
       const match = router.match(method, path);
       if (!match) {
@@ -108,7 +112,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
       await match.handler(req, res);
     } catch (err) {
-      writeError(res, method, err);
+      writeError(res, method, err, version);
     }
   };
 }

@@ -3,6 +3,7 @@
  * and shape the answer for the request's version.
  */
 import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { VOLUME_CREATE } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolFilter, boolParam, filterParam } from './params.js';
@@ -31,7 +32,7 @@ export function registerVolumeRoutes(router: Router, backend: VolumeBackend): vo
   router.get('/volumes/', list);
 
   router.post('/volumes/create', async (req, res) => {
-    const body = await req.json();
+    const body = await req.json(VOLUME_CREATE);
     if (body !== undefined && (body === null || typeof body !== 'object' || Array.isArray(body))) {
       throw new InvalidParameter('request body must be a JSON object: {Name, Driver, DriverOpts, Labels}');
     }

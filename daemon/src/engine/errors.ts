@@ -25,6 +25,11 @@ export class Unauthorized extends EngineError {}
 export class NotAcceptable extends EngineError {}
 /** The service or a dependency is not available right now (503). */
 export class Unavailable extends EngineError {}
+/**
+ * The node is not part of a swarm, or not a manager of one (503; API 1.24 answered 406, which api/compat.ts
+ * holds as a version difference).
+ */
+export class NotInSwarm extends Unavailable {}
 /** The feature is not implemented by this engine (501). */
 export class NotImplemented extends EngineError {}
 /** The request body is larger than the engine accepts (413). */

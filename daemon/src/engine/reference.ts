@@ -4,6 +4,7 @@
  * the familiar form (`busybox:latest`, `me/app:v1`, `localhost:5000/app:v1`).
  */
 import { InvalidParameter } from './errors.js';
+import { compileLinear, type LinearRegExp } from './regexp.js';
 
 export const DEFAULT_DOMAIN = 'docker.io';
 const LEGACY_DEFAULT_DOMAIN = 'index.docker.io';
@@ -127,7 +128,7 @@ export function matchReferencePattern(pattern: string, ref: Reference): boolean 
   return candidates.some((c) => regex.test(c));
 }
 
-function globToRegex(pattern: string): RegExp {
+function globToRegex(pattern: string): LinearRegExp {
   let source = '';
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i];
@@ -144,7 +145,7 @@ function globToRegex(pattern: string): RegExp {
       source += pattern[++i].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
     } else source += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   }
-  return new RegExp(`^${source}$`);
+  return compileLinear(`^${source}$`, 'reference filter pattern');
 }
 
 /** True when the text looks like an image id or a prefix of one (hex, optionally with `sha256:`). */

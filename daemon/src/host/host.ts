@@ -139,4 +139,9 @@ export interface ContainerRuntimeHost {
   writableLayerSize(id: string): Promise<number>;
   /** Ids of containers the runtime holds (for recovery). */
   listRuntimeContainers(): Promise<string[]>;
+  /**
+   * The mount a host path lies on (symlinks resolved) and its propagation: whether it is in a peer group
+   * (shared) or receives from one (slave). Absent where the host cannot tell.
+   */
+  sourceMount?(hostPath: string): Promise<{ mountPoint: string; shared: boolean; slave: boolean }>;
 }

@@ -105,3 +105,16 @@ test('schema errata: /system/df lists container summaries, not lists of them', (
     assert.ok(conformanceErrors(v, 'GET', '/system/df', 200, { Containers: [[container]] }), v);
   }
 });
+
+test('schema errata: IPAM.Options, and an endpoint\'s Links and Aliases, may be null (none given), as dockerd sends them', () => {
+  const network = [{ Name: 'bridge', Id: 'x', IPAM: { Driver: 'default', Options: null, Config: [] } }];
+  const id = 'd'.repeat(64);
+  const inspect = { Id: id, NetworkSettings: { Networks: { bridge: { Links: null, Aliases: null, NetworkID: 'n' } } } };
+  for (const v of ['1.25', '1.41', '1.44', '1.53']) {
+    assert.equal(conformanceErrors(v, 'GET', '/networks', 200, network), undefined, v);
+    assert.equal(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, inspect), undefined, v);
+    const wrong = { Id: id, NetworkSettings: { Networks: { bridge: { Links: 'x', Aliases: 1 } } } };
+    // (1.25's draft of NetworkSettings does not describe the endpoints.)
+    if (v !== '1.25') assert.ok(conformanceErrors(v, 'GET', '/containers/{id}/json', 200, wrong), v);
+  }
+});

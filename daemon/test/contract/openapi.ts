@@ -86,6 +86,14 @@ function applyErrata(doc: { definitions: Record<string, Json>; paths: Record<str
     const { items: _items, ...rest } = options;
     props.Options = { ...rest, type: 'object', additionalProperties: { type: 'string' } };
   }
+  // IPAM.Options is null when a network has none, and an endpoint's Links and Aliases are null when the
+  // client gave none: dockerd has always sent them so (a nil map or slice), and the Go client decodes them.
+  if (props?.Options) (props.Options as Schema)['x-nullable'] = true;
+  const endpoint = (doc.definitions.EndpointSettings as Schema | undefined)?.properties as Schema | undefined;
+  for (const key of ['Links', 'Aliases']) {
+    const field = endpoint?.[key] as Schema | undefined;
+    if (field) field['x-nullable'] = true;
+  }
   // 1.25 to 1.34 describe a container's NetworkSettings with a draft ("TODO: check is correct") whose
   // Ports is a list; it has always been the port map of later versions ({"80/tcp": [{HostIp, HostPort}]}).
   const networkConfig = (doc.definitions.NetworkConfig as Schema | undefined)?.properties as Schema | undefined;

@@ -19,7 +19,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { shortId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { EngineError, errorMessage, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
@@ -156,6 +156,11 @@ function jsonArray(text: string): string[] | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A step's stderr in the build output: in bright red (ESC[91m ... ESC[0m), as dockerd shows it. */
+function stderrText(text: string): string {
+  return `\x1b[91m${text}\x1b[0m`;
 }
 
 /** Go durations of HEALTHCHECK flags ("30s", "1m30s") in nanoseconds. */
@@ -766,6 +771,11 @@ class BuildRun {
 
   private async run(state: StageState, ins: Instruction): Promise<void> {
     const { containers, images, host } = this.builder.d;
+    // As dockerd's classic builder: RUN's flags are BuildKit's, and the step that uses one fails.
+    const buildkitFlag = Object.keys(ins.flags)[0];
+    if (buildkitFlag !== undefined) {
+      throw new NotImplemented(`the --${buildkitFlag} option requires BuildKit, which this engine does not have: build without RUN --${buildkitFlag}`);
+    }
     if (!state.imageId) throw new InvalidParameter('RUN needs a base image with a shell: this stage starts from scratch and has no files yet');
     const cmd = this.commandOf(state, ins.args, ins.heredocs);
     const { env, shown } = this.runEnv(state);
@@ -818,10 +828,12 @@ class BuildRun {
       const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
       for await (const chunk of streams.output as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>) {
         const textOut = decoders[chunk.stream].write(chunk.data);
-        if (textOut) this.out(textOut);
+        if (textOut) this.out(chunk.stream === 'stderr' ? stderrText(textOut) : textOut);
       }
-      const rest = decoders.stdout.end() + decoders.stderr.end();
-      if (rest) this.out(rest);
+      const restOut = decoders.stdout.end();
+      if (restOut) this.out(restOut);
+      const restErr = decoders.stderr.end();
+      if (restErr) this.out(stderrText(restErr));
       const { StatusCode } = await containers.wait(containerId, 'not-running', this.signal);
       this.checkAborted();
       if (StatusCode !== 0) {

@@ -14,6 +14,7 @@ import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
+import { compileLinear, type LinearRegExp } from '../regexp.js';
 
 export type Compression = 'identity' | 'gzip' | 'bzip2' | 'xz';
 
@@ -174,11 +175,11 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
 // ---- .dockerignore ----
 
 interface IgnorePattern {
-  regexp: RegExp;
+  regexp: LinearRegExp;
   exclusion: boolean;
 }
 
-function patternRegExp(pattern: string): RegExp {
+function patternRegExp(pattern: string): LinearRegExp {
   let re = '^';
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i];
@@ -204,7 +205,7 @@ function patternRegExp(pattern: string): RegExp {
     } else if (c === '\\' && i + 1 < pattern.length) re += pattern[++i].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
     else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   }
-  return new RegExp(re + '$');
+  return compileLinear(re + '$', '.dockerignore pattern');
 }
 
 export function parseDockerignore(text: string): IgnorePattern[] {

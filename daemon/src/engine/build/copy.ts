@@ -12,7 +12,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
-import { tarStream } from '../../util/tar.js';
+import { lazyPack, tarStream } from '../../util/tar.js';
 import { InvalidParameter } from '../errors.js';
 import { childDecompressor, detectCompression } from './context.js';
 import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
@@ -207,9 +207,17 @@ function decompressor(compression: string): NodeJS.ReadWriteStream {
   return childDecompressor(compression === 'bzip2' ? 'bzip2' : 'xz');
 }
 
-/** Writes a planned step as a layer tar. */
+/**
+ * Writes a planned step as a layer tar. Nothing is read or written before the consumer reads the stream: a
+ * failure (an archive entry pointing outside its destination, a corrupt archive) always finds the
+ * consumer listening, and a stream never read does no work.
+ */
 export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
-  const pack = tarStream().pack();
+  return lazyPack((pack) => writeCopy(pack, plan, destOwner, signal));
+}
+
+/** Writes the plan's entries into `pack` and finalizes it. */
+async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Promise<void> {
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
   const unpackInto = async (archive: string, compression: string, destRel: string) => {
@@ -239,34 +247,27 @@ export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number }
     });
     await pipeline(createReadStream(archive), decompressor(compression), extract, { signal });
   };
-  void (async () => {
-    try {
-      for (const e of plan.entries) {
-        if (signal?.aborted) throw signal.reason ?? new Error('aborted');
-        const header = { name: e.name, mode: e.mode, uid: e.uid, gid: e.gid, mtime: e.mtime };
-        if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
-        else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
-        else if (e.type === 'archive') {
-          const src = e.source as { archive: string; compression: string };
-          await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
-        } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
-        else if (e.source && 'file' in e.source) {
-          const file = e.source.file;
-          const st = await fs.stat(file);
-          if (st.size === 0) {
-            await entry({ ...header, type: 'file', size: 0 });
-            continue;
-          }
-          const sink = pack.entry({ ...header, type: 'file', size: st.size });
-          await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
-        }
+  for (const e of plan.entries) {
+    if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+    const header = { name: e.name, mode: e.mode, uid: e.uid, gid: e.gid, mtime: e.mtime };
+    if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
+    else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
+    else if (e.type === 'archive') {
+      const src = e.source as { archive: string; compression: string };
+      await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
+    } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
+    else if (e.source && 'file' in e.source) {
+      const file = e.source.file;
+      const st = await fs.stat(file);
+      if (st.size === 0) {
+        await entry({ ...header, type: 'file', size: 0 });
+        continue;
       }
-      pack.finalize();
-    } catch (err) {
-      pack.destroy(err as Error);
+      const sink = pack.entry({ ...header, type: 'file', size: st.size });
+      await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
     }
-  })();
-  return pack as unknown as Readable;
+  }
+  pack.finalize();
 }
 
 /** Resolves `--chown` (numeric ids or names from the image's /etc/passwd and /etc/group). */

@@ -29,7 +29,8 @@ export interface Instruction {
 
 const FLAGS: Record<string, string[]> = {
   FROM: ['platform'],
-  RUN: [],
+  // Parsed so that the build reaches the step, which then fails in the build's output: these need BuildKit.
+  RUN: ['mount', 'network', 'security'],
   COPY: ['from', 'chown', 'chmod', 'link'],
   ADD: ['chown', 'chmod', 'checksum', 'link', 'keep-git-dir'],
   HEALTHCHECK: ['interval', 'timeout', 'start-period', 'start-interval', 'retries'],
@@ -60,9 +61,6 @@ function takeFlags(keyword: string, rest: string, line: number): { flags: Record
     if (!m) break;
     const name = m[1];
     const allowed = FLAGS[keyword] ?? [];
-    if (keyword === 'RUN' && (name === 'mount' || name === 'network' || name === 'security')) {
-      throw parseError(line, `RUN --${name} needs BuildKit; the classic builder does not support it`);
-    }
     if (!allowed.includes(name)) throw parseError(line, `unknown flag: ${name}`);
     if (m[2] === undefined && name !== 'link' && name !== 'keep-git-dir') throw parseError(line, `flag --${name} needs a value (--${name}=VALUE)`);
     (flags[name] ??= []).push(m[2] ?? 'true');

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
 import { InvalidParameter } from '../errors.js';
+import { compileLinear, type LinearRegExp } from '../regexp.js';
 
 export interface SourceTree {
   /** lstat of a path in the tree ('' is the root); undefined when absent. */
@@ -156,7 +157,7 @@ export async function resolveInTree(tree: SourceTree, rel: string, followLast = 
 }
 
 /** Go's filepath.Match for one path component. */
-function componentRegExp(pattern: string): RegExp {
+function componentRegExp(pattern: string): LinearRegExp {
   let re = '^';
   for (let i = 0; i < pattern.length; i++) {
     const c = pattern[i];
@@ -172,7 +173,7 @@ function componentRegExp(pattern: string): RegExp {
     } else if (c === '\\' && i + 1 < pattern.length) re += pattern[++i].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
     else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
   }
-  return new RegExp(re + '$');
+  return compileLinear(re + '$', 'source pattern');
 }
 
 /** Expands a source pattern with wildcards into the matching paths of the tree (sorted). */

@@ -4,10 +4,13 @@
  * container's root mounted only while a copy needs it; the Host does the file work (safe resolution inside
  * the root, tar in and out).
  */
+import { lstatSync } from 'node:fs';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidParameter } from '../errors.js';
 import type { EventBus } from '../events.js';
 import type { LayerFolders } from '../images/types.js';
+import { ensurePlaceholderFiles } from './files.js';
 import type { ContainerRecord } from './model.js';
 import { resolveUser } from './ocispec.js';
 import { parseBind } from './validate.js';
@@ -84,7 +87,26 @@ export const RUNTIME_MOUNT_POINTS: ReadonlySet<string> = new Set([
 export function containerPathParam(raw: string | undefined): string {
   if (raw === undefined || raw === '') throw new InvalidParameter('path cannot be empty');
   if (raw.includes('\0')) throw new InvalidParameter('path cannot contain a NUL byte');
+  // The kernel's limits (PATH_MAX, NAME_MAX), told as a bad parameter rather than met as ENAMETOOLONG.
+  if (Buffer.byteLength(raw) >= 4096) throw new InvalidParameter(`path is too long: ${Buffer.byteLength(raw)} bytes, the limit is 4095`);
+  const longName = raw.split('/').find((name) => Buffer.byteLength(name) > 255);
+  if (longName !== undefined) throw new InvalidParameter(`path has a file name too long: ${Buffer.byteLength(longName)} bytes, the limit is 255`);
   return raw.startsWith('/') ? raw : `/${raw}`;
+}
+
+/** The host folder of a part of a volume, when every step of it exists and none is a symlink (as at start). */
+function subpathSource(volumeFolder: string, subpath: string): string | undefined {
+  let at = volumeFolder;
+  for (const part of path.posix.normalize(subpath).split('/').filter((p) => p !== '' && p !== '.')) {
+    if (part === '..') return undefined;
+    at = path.join(at, part);
+    try {
+      if (lstatSync(at).isSymbolicLink()) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return at;
 }
 
 /**
@@ -132,16 +154,25 @@ export class ContainerFiles {
       out.push({ destination: b.destination, source: b.source, readOnly: b.readOnly });
       seen.add(b.destination);
     }
+    const subpaths = new Map<string, string>();
     for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+      const clean = path.posix.normalize(String(m.Target)).replace(/(.)\/+$/, '$1');
       if (m.Type === 'bind') {
         out.push({ destination: m.Target, source: m.Source, readOnly: m.ReadOnly === true });
         seen.add(m.Target);
+        seen.add(clean);
+      } else if (m.Type === 'volume' && typeof m.VolumeOptions?.Subpath === 'string' && m.VolumeOptions.Subpath !== '') {
+        subpaths.set(clean, m.VolumeOptions.Subpath);
       }
     }
     // Volumes and what VolumesFrom brings, in their host folders.
     for (const m of record.Mounts ?? []) {
       if (m.Type === 'tmpfs' || seen.has(m.Destination)) continue;
-      out.push({ destination: m.Destination, source: m.Source, readOnly: !m.RW });
+      const subpath = subpaths.get(m.Destination);
+      const source = subpath === undefined ? m.Source : subpathSource(m.Source, subpath);
+      // A part of a volume that is missing or goes through a symlink is not mounted in the container either.
+      if (source === undefined) continue;
+      out.push({ destination: m.Destination, source, readOnly: !m.RW });
       seen.add(m.Destination);
     }
     const files: Array<[string, string]> = [
@@ -164,6 +195,7 @@ export class ContainerFiles {
     const { host, containers, images } = this.deps;
     const id = record.Id;
     const root = await containers.serialised(id, async () => {
+      if (!record.State.Running && !record.State.Restarting && !record.State.Paused) await ensurePlaceholderFiles(record);
       const lowerDirs = images.lowerDirs(record.ImageChainIds);
       const merged = await host.mountRootfs(id, lowerDirs);
       this.holds.set(id, (this.holds.get(id) ?? 0) + 1);

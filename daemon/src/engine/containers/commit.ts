@@ -4,7 +4,8 @@
  * caller gives and its `changes` lines applied, as Docker does.
  */
 import type { Readable } from 'node:stream';
-import { InvalidParameter } from '../errors.js';
+import { errorMessage, InvalidParameter } from '../errors.js';
+import { log } from '../../util/log.js';
 import { applyChanges } from '../images/changes.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import { parseReference, validateTag } from '../reference.js';
@@ -126,8 +127,18 @@ export class CommitService {
       delete (config as Record<string, unknown>)[key];
     }
 
-    const shouldPause = (opts.pause ?? true) && record.State.Running && !record.State.Paused;
-    if (shouldPause) await containers.pause(record.Id);
+    // A container that stops between the check and the pause (or that the runtime cannot freeze) is
+    // committed as it is, as Docker does: the pause is a best effort, never the commit's failure.
+    let shouldPause = (opts.pause ?? true) && record.State.Running && !record.State.Paused;
+    if (shouldPause) {
+      shouldPause = await containers.pause(record.Id).then(
+        () => true,
+        (err: unknown) => {
+          log.debug('commit goes on without pausing the container', { id: record.Id, error: errorMessage(err) });
+          return false;
+        },
+      );
+    }
     let id: string;
     try {
       const layer = host.diffTar(record.Id, images.lowerDirs(record.ImageChainIds), opts.signal);

@@ -3,6 +3,7 @@ import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import type { ImageForContainer } from '../images/types.js';
 import { mergeHealthcheck } from './health.js';
+import { verifyLogConfig } from './logconfig.js';
 import { CONTAINER_FORMAT_VERSION, initialState, type ContainerConfig, type ContainerRecord, type HostConfig } from './model.js';
 import { MASKED_PATHS, READONLY_PATHS } from './ocispec.js';
 
@@ -84,7 +85,8 @@ export function buildRecord(body: Record<string, any>, name: string, image: Imag
   } as HostConfig;
   if (!hostConfig.RestartPolicy.Name) hostConfig.RestartPolicy = { Name: 'no', MaximumRetryCount: hostConfig.RestartPolicy.MaximumRetryCount ?? 0 };
   if (hostConfig.ShmSize === 0) hostConfig.ShmSize = 64 * 1024 * 1024;
-  if (!hostConfig.LogConfig || !(hostConfig.LogConfig as { Type?: string }).Type) hostConfig.LogConfig = { Type: 'json-file', Config: {} };
+  // As Docker: an empty Type is the default driver, with the Config given.
+  hostConfig.LogConfig = verifyLogConfig(hostConfig.LogConfig);
   // As dockerd: an empty cgroup namespace mode is the daemon's default, and a container that is not privileged
   // records the default masked and read-only paths when it names none (the real CLI sends "" and null).
   if (!hostConfig.CgroupnsMode) hostConfig.CgroupnsMode = 'host';

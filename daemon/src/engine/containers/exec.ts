@@ -37,6 +37,8 @@ export interface ExecContainers {
   get(ref: string): ContainerRecord;
   find?(ref: string): ContainerRecord | undefined;
   containerEvent(record: ContainerRecord, action: string, extra?: Record<string, string>): void;
+  /** The variables of the container's legacy links (its exec processes get them too). */
+  linkEnv?(record: ContainerRecord): string[];
 }
 
 export interface ExecDeps {
@@ -365,7 +367,8 @@ export class ExecService {
     const hc = record.HostConfig as Record<string, any>;
     const user = resolveUser(c.User || record.Config.User, passwd?.toString('utf8'), group?.toString('utf8'), (hc.GroupAdd as string[] | null) ?? []);
     // The container's own process settings (capabilities, rlimits, no-new-privileges, environment).
-    const base = (buildSpec({ record, user, network: 'host', cgroupParent: '/' }) as { process: Record<string, any> }).process;
+    const linkEnv = this.deps.containers.linkEnv?.(record) ?? [];
+    const base = (buildSpec({ record, user, network: 'host', cgroupParent: '/', linkEnv }) as { process: Record<string, any> }).process;
     let env = (base.env as string[]).filter((e) => !e.startsWith('TERM='));
     if (!env.some((e) => e.startsWith('PATH='))) env.unshift(`PATH=${DEFAULT_PATH}`);
     if (c.Tty) env.push('TERM=xterm');

@@ -91,6 +91,33 @@ export async function writeHostsFile(record: ContainerRecord, address: string | 
   await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway, links));
 }
 
+/** Rewrites resolv.conf in place (same inode: the container's bind mount sees the new content), when it changes. */
+export async function rewriteResolvConf(record: ContainerRecord, opts: { embeddedDns?: boolean } = {}): Promise<void> {
+  const next = resolvConf(record, undefined, opts);
+  const current = await fs.readFile(record.ResolvConfPath, 'utf8').catch(() => undefined);
+  if (current !== next) await fs.writeFile(record.ResolvConfPath, next);
+}
+
+/**
+ * Gives the /etc/hosts lines whose first name is `name` the address `address`, or removes them (undefined),
+ * in place (same inode: the container's bind mount sees the change).
+ */
+export async function replaceHostsEntry(file: string, name: string, address: string | undefined): Promise<void> {
+  const text = await fs.readFile(file, 'utf8');
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const [ip, first, ...rest] = line.trim().split(/\s+/);
+    if (first !== name || ip.startsWith('#')) {
+      out.push(line);
+      continue;
+    }
+    // An IPv6 line of the same names goes with the old address: the new one is the IPv4 address alone.
+    if (address !== undefined && !ip.includes(':')) out.push(`${address}\t${[first, ...rest].join(' ')}`);
+  }
+  const next = out.join('\n');
+  if (next !== text) await fs.writeFile(file, next);
+}
+
 /**
  * The files are written anew before the runtime bind-mounts them (unlinked first: ext4 flushes a file truncated
  * and rewritten in place when it is closed, milliseconds on the start path), together as one task of the pool.
@@ -106,4 +133,23 @@ export async function writeContainerFiles(record: ContainerRecord, address: stri
       { file: record.ResolvConfPath, data: resolvConf(record, undefined, opts) },
     ]),
   ]);
+}
+
+/**
+ * Before a container's first start its engine files do not exist yet. As dockerd's init layer shows them
+ * then, they are empty files of mode 0755, made here for a copy to or from the container; the start writes
+ * them anew (writeContainerFiles).
+ */
+export async function ensurePlaceholderFiles(record: ContainerRecord): Promise<void> {
+  await Promise.all(
+    [record.HostsPath, record.HostnamePath, record.ResolvConfPath].filter(Boolean).map(async (file) => {
+      try {
+        await fs.writeFile(file, '', { flag: 'wx', mode: 0o755 });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+        throw err;
+      }
+      await fs.chmod(file, 0o755);
+    }),
+  );
 }

@@ -134,6 +134,10 @@ export interface SpecInputs {
   cgroupParent: string;
   /** The container's devices, device rules and block IO, read from the host at start (devices.ts). */
   devices?: ResolvedDevices;
+  /** The variables of the container's legacy links (links.ts); its own Env wins over them. */
+  linkEnv?: readonly string[];
+  /** Host paths to bind in place of some mount points' Source (a volume's Subpath), by destination. */
+  mountSources?: Map<string, string>;
 }
 
 let heldCapabilities: string[] | undefined;
@@ -174,7 +178,7 @@ function tmpfsOptions(options: string): { options: string[] } {
   return { options: out };
 }
 
-export function buildSpec({ record, user, network, cgroupParent, devices }: SpecInputs): Record<string, unknown> {
+export function buildSpec({ record, user, network, cgroupParent, devices, mountSources, linkEnv = [] }: SpecInputs): Record<string, unknown> {
   const config = record.Config;
   const hc = record.HostConfig as Record<string, any>;
   const caps = capabilitiesFor(hc);
@@ -184,6 +188,7 @@ export function buildSpec({ record, user, network, cgroupParent, devices }: Spec
   if (!has('PATH')) env.unshift(`PATH=${DEFAULT_PATH}`);
   if (!has('HOSTNAME')) env.push(`HOSTNAME=${config.Hostname}`);
   if (config.Tty && !has('TERM')) env.push('TERM=xterm');
+  for (const variable of linkEnv) if (!has(variable.slice(0, variable.indexOf('=')))) env.push(variable);
   if (!has('HOME')) env.push(`HOME=${user.home || '/'}`);
 
   // Rlimits: those asked for, and the daemon's own otherwise (a container given more than the host's hard
@@ -216,6 +221,8 @@ export function buildSpec({ record, user, network, cgroupParent, devices }: Spec
     // Volumes of Mounts are in record.Mounts with their host folder (below).
     if (m.Type === 'volume') continue;
     userMounts.add(m.Target);
+    // The record's mount point of it has the cleaned path.
+    userMounts.add(String(m.Target).replace(/\/+$/, '').replace(/\/{2,}/g, '/') || '/');
     if (m.Type === 'bind') {
       mounts.push({ destination: m.Target, type: 'bind', source: m.Source, options: ['rbind', m.ReadOnly ? 'ro' : 'rw', m.BindOptions?.Propagation ?? 'rprivate'] });
     } else if (m.Type === 'tmpfs') {
@@ -234,12 +241,20 @@ export function buildSpec({ record, user, network, cgroupParent, devices }: Spec
   for (const m of record.Mounts ?? []) {
     if (m.Type === 'tmpfs' || userMounts.has(m.Destination)) continue;
     userMounts.add(m.Destination);
-    mounts.push({ destination: m.Destination, type: 'bind', source: m.Source, options: ['rbind', m.RW ? 'rw' : 'ro', m.Propagation || 'rprivate'] });
+    mounts.push({ destination: m.Destination, type: 'bind', source: mountSources?.get(m.Destination) ?? m.Source, options: ['rbind', m.RW ? 'rw' : 'ro', m.Propagation || 'rprivate'] });
   }
   // Parents before children (a bind below a volume's place is mounted after the volume), as Docker sorts them.
   const depth = (m: Record<string, unknown>) => String(m.destination).split('/').filter(Boolean).length;
   const ordered = mounts.splice(userStart).map((m, i) => ({ m, i })).sort((a, b) => depth(a.m) - depth(b.m) || a.i - b.i);
   mounts.push(...ordered.map(({ m }) => m));
+  // As Docker: a shared mount keeps the root's propagation shared, a slave one at least rslave (else the
+  // runtime's private root would cut them off from the host).
+  const propagations = mounts.flatMap((m) => (Array.isArray(m.options) ? (m.options as string[]) : []));
+  const rootfsPropagation = propagations.some((o) => o === 'shared' || o === 'rshared')
+    ? 'shared'
+    : propagations.some((o) => o === 'slave' || o === 'rslave')
+      ? 'rslave'
+      : undefined;
   // The files the engine writes for the container; a user mount at the same place wins.
   const files: Array<[string, string]> = [
     ['/etc/resolv.conf', record.ResolvConfPath],
@@ -314,6 +329,7 @@ export function buildSpec({ record, user, network, cgroupParent, devices }: Spec
     annotations: hc.Annotations ?? undefined,
     linux: {
       namespaces,
+      rootfsPropagation,
       devices: devices && devices.devices.length > 0 ? devices.devices : undefined,
       cgroupsPath: `${cgroupParent}/${record.Id}`,
       resources,

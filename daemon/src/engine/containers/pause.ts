@@ -63,6 +63,9 @@ export class PauseService {
     const stopSignal = parseSignal(record.Config.StopSignal || 'SIGTERM');
     if (signal !== 9 && signal !== stopSignal) return;
     await this.host.resume(record.Id);
+    // The thawed process may have exited, and its exit been recorded, while the thaw was answered: the
+    // exited state stands.
+    if (!record.State.Running || !record.State.Paused) return;
     Object.assign(record.State, { Paused: false, Status: 'running' });
     await this.containers.store.save(record);
   }

@@ -17,9 +17,12 @@ import type { ContainerNetworkChange, ContainerNetworkConfig } from '../networks
 import { buildRecord, generateName } from './create.js';
 import { discardUnsupported, resolveDevices } from './devices.js';
 import { logChunks } from './logs.js';
-import { writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
+import { replaceHostsEntry, rewriteResolvConf, writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
+import { linkEntry, linkEnv, parseLink } from './links.js';
 import type { ContainerRecord, MountPoint } from './model.js';
 import { buildSpec, resolveUser } from './ocispec.js';
+import { checkPropagation } from './propagation.js';
+import { checkStorageOptions } from './storageopt.js';
 import { ContainerStore } from './store.js';
 import { parseBind, parseSignal, validateCreateBody, validateName } from './validate.js';
 
@@ -45,7 +48,8 @@ export interface ContainerVolumeParts {
   /** Copies the image's content into the new volumes, from the container's mounted root. */
   populate(rootfs: string, copies: Array<{ name: string; destination: string }>): Promise<void>;
   /** At start, with the container's mounted root (where the mount points' folders are made). */
-  mountAll(record: ContainerRecord, rootfs: string): Promise<void>;
+  /** Answers the host paths to bind instead of some mount points' Source, held until `release`. */
+  mountAll(record: ContainerRecord, rootfs: string): Promise<{ sources: Map<string, string>; release(): Promise<void> }>;
   unmountAll(record: ContainerRecord): Promise<void>;
   removeAnonymous(record: ContainerRecord): Promise<void>;
 }
@@ -224,9 +228,18 @@ export class ContainerService implements ImageUsers {
         if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
       }
     }
+    for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+      if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
+      const stat = await fs.stat(m.Source).catch(() => undefined);
+      if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+    }
     const image = await this.images.resolveForContainer(request.Image);
+    // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.
+    const links = this.checkLinks(hc, name);
     const record = buildRecord(request, name, image, this.store.root);
+    checkStorageOptions(hc.StorageOpt);
     if (!hc.Runtime) record.HostConfig.Runtime = this.deps.defaultRuntime;
+    record.HostConfig.Links = links;
     if (record.Path === '') throw new InvalidParameter('no command specified: give Cmd or Entrypoint, or use an image that has one');
     record.Networks = this.networking.plannedNetworks(plan);
     let volumes: Awaited<ReturnType<ContainerVolumeParts['prepare']>> | undefined;
@@ -293,11 +306,13 @@ export class ContainerService implements ImageUsers {
     const hc = record.HostConfig as Record<string, any>;
     let mounted = false;
     let volumesMounted = false;
+    let mountedVolumes: { sources: Map<string, string>; release(): Promise<void> } | undefined;
     let connected = false;
     try {
       // Planned again at every start: the network may have gone or changed since create.
       const plan = this.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, planOptions(record.Config, hc));
-      const links = this.legacyLinks(record);
+      const onBridge = plan.mode === 'bridge' && (plan.networkName === 'bridge' || (plan.extra ?? []).some((e) => e.networkName === 'bridge'));
+      const links = this.legacyLinks(record, onBridge);
       let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
       if (plan.mode === 'container') {
         const other = this.store.get(plan.container);
@@ -324,11 +339,14 @@ export class ContainerService implements ImageUsers {
       if (files.status === 'rejected') throw files.reason;
       const rootfs = mount.value;
       if (this.deps.volumes) {
-        await this.deps.volumes.mountAll(record, rootfs);
+        mountedVolumes = await this.deps.volumes.mountAll(record, rootfs);
         volumesMounted = true;
       }
+      await checkPropagation(record.Mounts, this.host);
       const devices = await resolveDevices(hc);
-      const spec = buildSpec({ record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices });
+      const spec = buildSpec({
+        record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
+      });
       const pending = this.pendingAttach.get(record.Id);
       const { pid } = await this.host.start(
         record.Id,
@@ -348,7 +366,7 @@ export class ContainerService implements ImageUsers {
             (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
             record.Ports = attachment.ports;
             const hostsAddresses = [attachment.hostsAddress, attachment.hostsAddress6].filter((a): a is string => !!a);
-            if (hostsAddresses.length > 0 || links.length > 0) await writeHostsFile(record, hostsAddresses, plan.hostGateway, links);
+            if (hostsAddresses.length > 0 || links.hosts.length > 0) await writeHostsFile(record, hostsAddresses, plan.hostGateway, links.hosts);
             // Clients that attached before start get the stream from the first byte on.
             if (pending) {
               this.pendingAttach.delete(record.Id);
@@ -359,6 +377,7 @@ export class ContainerService implements ImageUsers {
           },
         },
       );
+      await mountedVolumes?.release();
       const startedAt = nowNano();
       Object.assign(record.State, {
         Status: 'running', Running: true, Paused: false, Restarting: false, OOMKilled: false, Dead: false,
@@ -370,7 +389,9 @@ export class ContainerService implements ImageUsers {
       await this.store.save(record);
       this.publish(record, 'start');
       this.signals.emit(`start:${record.Id}`);
+      await this.updateLinkParents(record);
     } catch (err) {
+      await mountedVolumes?.release();
       if (connected) await this.networking.disconnect(record.Id).catch(() => undefined);
       await this.host.cleanup(record.Id).catch(() => undefined);
       if (mounted) await this.host.unmountRootfs(record.Id).catch(() => undefined);
@@ -397,21 +418,150 @@ export class ContainerService implements ImageUsers {
   }
 
   /**
-   * The /etc/hosts lines of HostConfig.Links (`name:alias`, or `/name:/me/alias` as Docker stores them):
-   * the linked container's address on the default bridge, under the alias, its short id and its name.
+   * HostConfig.Links at create, as Docker checks them: not with host or container networking; on a
+   * user-defined network they are left to the endpoint's Links (the embedded DNS answers them); otherwise each
+   * names an existing container (following `container:` networking to the namespace's owner) that is not on
+   * the host's network, and is kept as `/child:/parent/alias`. An alias given twice keeps its first link.
    */
-  private legacyLinks(record: ContainerRecord): LinkEntry[] {
-    const out: LinkEntry[] = [];
-    for (const link of (record.HostConfig.Links as string[] | null) ?? []) {
-      const [rawName, rawAlias] = link.split(':');
-      const other = this.store.get(rawName.replace(/^\//, ''));
-      const alias = (rawAlias ?? rawName).split('/').pop() || other.Name.slice(1);
-      if (!other.State.Running) throw new Conflict(`cannot link to a non running container: ${other.Name} AS ${record.Name}/${alias}`);
-      const address = other.Networks.bridge?.IPAddress;
-      if (!address) throw new InvalidParameter(`cannot link to ${other.Name}: links work on the default bridge network only`);
-      out.push({ address, names: [...new Set([alias, other.Id.slice(0, 12), other.Name.slice(1)])] });
+  private checkLinks(hc: Record<string, any>, parentName: string): string[] | null {
+    const given = (hc.Links as string[] | null | undefined) ?? [];
+    if (given.length === 0) return null;
+    const mode = (hc.NetworkMode as string | undefined) || 'default';
+    if (mode === 'host') throw new InvalidParameter("conflicting options: host type networking can't be used with links. This would result in undefined behavior");
+    if (mode.startsWith('container:')) throw new InvalidParameter("conflicting options: container type network can't be used with links. This would result in undefined behavior");
+    if (!['default', 'bridge', 'none'].includes(mode)) return null;
+    const lookup = (ref: string) => {
+      try {
+        return this.store.get(ref);
+      } catch (err) {
+        // Not a 404: the docker CLI would take it for a missing image and try to pull it.
+        if (err instanceof NotFound) throw new InvalidParameter(`could not get container for ${ref}: No such container: ${ref}`, { cause: err });
+        throw err;
+      }
+    };
+    const out: string[] = [];
+    const aliases = new Set<string>();
+    for (const text of given) {
+      const { name, alias } = parseLink(text);
+      let child = lookup(name);
+      for (let hops = 0; String(child.HostConfig.NetworkMode ?? '').startsWith('container:') && hops < 16; hops++) {
+        child = lookup(String(child.HostConfig.NetworkMode).slice('container:'.length));
+      }
+      if (child.HostConfig.NetworkMode === 'host') throw new InvalidParameter("conflicting options: host type networking can't be used with links. This would result in undefined behavior");
+      if (aliases.has(alias)) continue;
+      aliases.add(alias);
+      out.push(linkEntry(child.Name, parentName, alias));
     }
     return out;
+  }
+
+  /**
+   * What HostConfig.Links give a container that joins the default bridge: for each linked container (which
+   * must run, on the default bridge too) an /etc/hosts line (its address under the alias, its hostname and
+   * its name) and the link's variables. Nothing for a container that is not on the default bridge.
+   */
+  private legacyLinks(record: ContainerRecord, onBridge: boolean): { hosts: LinkEntry[]; env: string[] } {
+    const hosts: LinkEntry[] = [];
+    const env: string[] = [];
+    const links = (record.HostConfig.Links as string[] | null) ?? [];
+    if (links.length === 0 || !onBridge) return { hosts, env };
+    for (const link of links) {
+      const { name, alias } = parseLink(link);
+      const linkName = `${record.Name}/${alias}`;
+      const other = this.store.find(name);
+      // A linked container removed since is no more running than a stopped one (and not this start's 404).
+      if (!other?.State.Running) throw new Conflict(`Cannot link to a non running container: ${other?.Name ?? `/${name}`} AS ${linkName}`);
+      const address = other.Networks.bridge?.IPAddress;
+      if (!address) throw new InvalidParameter(`Cannot link to ${other.Name}, as it does not belong to the default network`);
+      const names = [alias, other.Config.Hostname || other.Id.slice(0, 12)];
+      if (alias !== other.Name.slice(1)) names.push(other.Name.slice(1));
+      hosts.push({ address, names });
+      const v6 = other.Networks.bridge?.GlobalIPv6Address;
+      if (v6) hosts.push({ address: v6, names });
+      env.push(...linkEnv({ linkName, address, env: other.Config.Env ?? [], exposedPorts: Object.keys(other.Config.ExposedPorts ?? {}) }));
+    }
+    return { hosts, env };
+  }
+
+  /**
+   * The link variables of a running container, for its exec processes (as Docker gives them); none when a
+   * linked container no longer runs.
+   */
+  linkEnv(record: ContainerRecord): string[] {
+    try {
+      return this.legacyLinks(record, record.Networks.bridge !== undefined).env;
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * The running containers that link to `child` see its new address on the default bridge in their
+   * /etc/hosts (as Docker updates its parents' files when a linked container starts again).
+   */
+  private async updateLinkParents(child: ContainerRecord): Promise<void> {
+    const address = child.Networks.bridge?.IPAddress;
+    if (!address) return;
+    for (const parent of this.store.all()) {
+      if (parent.Id === child.Id || !parent.State.Running) continue;
+      for (const link of (parent.HostConfig.Links as string[] | null) ?? []) {
+        const { name, alias } = parseLink(link);
+        if (name !== child.Name.slice(1)) continue;
+        await replaceHostsEntry(parent.HostsPath, alias, address).catch((err) =>
+          log.warn('cannot update the hosts file of a linked container', { id: parent.Id, error: errorMessage(err) }),
+        );
+      }
+    }
+  }
+
+  /**
+   * Legacy links follow a renamed container, as Docker's do: those to it (as the linked container) and its
+   * own (as the parent) name it anew.
+   */
+  private async renameInLinks(oldName: string, newName: string): Promise<void> {
+    const bare = (n: string) => n.replace(/^\//, '');
+    for (const c of this.store.all()) {
+      const links = (c.HostConfig.Links as string[] | null) ?? [];
+      let changed = false;
+      const next = links.map((l) => {
+        const { name, alias } = parseLink(l);
+        const child = name === bare(oldName) ? newName : `/${name}`;
+        const entry = linkEntry(child, c.Name, alias);
+        if (entry !== l) changed = true;
+        return entry;
+      });
+      if (!changed) continue;
+      c.HostConfig.Links = next;
+      await this.store.save(c).catch((err) => log.warn('cannot save the renamed links of a container', { id: c.Id, error: errorMessage(err) }));
+    }
+  }
+
+  /**
+   * Removes the legacy link `parent/alias` (DELETE /containers/parent/alias?link=1): the parent's
+   * configuration forgets it, and a running parent's /etc/hosts loses its line.
+   */
+  async removeLink(ref: string): Promise<void> {
+    const full = ref.replace(/^\/+/, '');
+    const slash = full.lastIndexOf('/');
+    if (slash < 0) {
+      this.store.get(full);
+      throw new Conflict('Conflict, cannot remove the default link name of the container');
+    }
+    const parentName = full.slice(0, slash);
+    const alias = full.slice(slash + 1);
+    const parent = this.store.all().find((c) => c.Name === `/${parentName}`);
+    const has = (c: ContainerRecord) => ((c.HostConfig.Links as string[] | null) ?? []).some((l) => parseLink(l).alias === alias);
+    if (!parent || !has(parent)) throw new NotFound(`No such container: ${full}`);
+    await this.withLock(parent.Id, async () => {
+      const kept = ((parent.HostConfig.Links as string[] | null) ?? []).filter((l) => parseLink(l).alias !== alias);
+      parent.HostConfig.Links = kept.length > 0 ? kept : null;
+      await this.store.save(parent);
+      if (parent.State.Running) {
+        await replaceHostsEntry(parent.HostsPath, alias, undefined).catch((err) =>
+          log.warn('cannot update the hosts file of a container', { id: parent.Id, error: errorMessage(err) }),
+        );
+      }
+    });
   }
 
   /** Watches a running container's process and handles its exit. */
@@ -634,8 +784,9 @@ export class ContainerService implements ImageUsers {
   async remove(ref: string, opts: { force: boolean; volumes?: boolean }): Promise<void> {
     const record = this.store.get(ref);
     if (record.State.Status === 'removing') throw new Conflict(`removal of container ${record.Id} is already in progress`);
-    if ((record.State.Running || record.State.Paused) && !opts.force) {
-      throw new Conflict(`cannot remove container "${record.Name}": container is ${record.State.Paused ? 'paused' : 'running'}: stop the container before removing or force remove`);
+    if ((record.State.Running || record.State.Paused || record.State.Restarting) && !opts.force) {
+      const state = record.State.Paused ? 'paused' : record.State.Restarting ? 'restarting' : 'running';
+      throw new Conflict(`cannot remove container "${ref}": container is ${state}: stop the container before removing or force remove`);
     }
     if (record.State.Running && opts.force) {
       record.ManuallyStopped = true;
@@ -746,6 +897,7 @@ export class ContainerService implements ImageUsers {
         throw err;
       }
       await this.networking.renamed(record.Id, newName);
+      await this.renameInLinks(oldName, record.Name);
       // A running container's endpoints now answer to the new name: its record shows their DNSNames.
       if (record.State.Running) {
         const networks = this.networking.containerNetworks(record.Id);
@@ -775,8 +927,16 @@ export class ContainerService implements ImageUsers {
         Pid: record.State.Pid,
         NetworkMode: (hc.NetworkMode as string | undefined) ?? '',
         EndpointsConfig: structuredClone(record.EndpointsConfig ?? {}),
+        Dns: (hc.Dns as string[] | null | undefined) ?? undefined,
       });
       if (!next) return;
+      // A running container that now has the embedded DNS server (it joined a user-defined network) resolves
+      // through it, as with Docker: its resolv.conf is written again, in place.
+      if (next.Networks && record.State.Running && this.networking.servesDns(record.Id)) {
+        await rewriteResolvConf(record, { embeddedDns: true }).catch((err) =>
+          log.warn('cannot point the resolv.conf of a container at the embedded DNS server', { id: record.Id, error: errorMessage(err) }),
+        );
+      }
       const networkMode = next.NetworkMode ?? hc.NetworkMode;
       const networks =
         next.Networks ??

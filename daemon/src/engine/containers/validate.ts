@@ -254,6 +254,32 @@ export function validateHealthcheck(hc: Record<string, unknown>, field = 'Health
   }
 }
 
+// Control characters (a newline above all) in a value written into a file of the container (resolv.conf,
+// hosts, hostname) would add lines of the client's choosing to it.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/** Refuses a value bound for one of the container's files when it holds a control character. */
+export function checkFileValue(field: string, value: unknown): void {
+  if (typeof value === 'string' && CONTROL_CHARACTER.test(value)) {
+    throw new InvalidParameter(`invalid ${field} ${JSON.stringify(value)}: control characters such as newlines are not allowed`);
+  }
+}
+
+/** The same for each string of a list. */
+function checkFileValues(field: string, values: unknown): void {
+  if (Array.isArray(values)) values.forEach((v, i) => checkFileValue(`${field}[${i}]`, v));
+}
+
+/**
+ * Checks the fields of a network endpoint's settings that reach the container's hosts file or the
+ * embedded DNS (create's EndpointsConfig entries, network connect's EndpointConfig).
+ */
+export function validateEndpointNames(field: string, endpoint: unknown): void {
+  if (endpoint === null || typeof endpoint !== 'object' || Array.isArray(endpoint)) return;
+  const e = endpoint as Record<string, unknown>;
+  for (const key of ['Aliases', 'Links', 'DNSNames']) checkFileValues(`${field}.${key}`, e[key]);
+}
+
 /** Checks every field of the create body; throws InvalidParameter naming the first bad one. */
 export function validateCreateBody(body: unknown): void {
   if (body === undefined || body === null) throw new InvalidParameter('the create request needs a JSON body with at least Image');
@@ -263,6 +289,8 @@ export function validateCreateBody(body: unknown): void {
   checkKind('HostConfig', 'object', config.HostConfig);
   checkKind('NetworkingConfig', 'object', config.NetworkingConfig);
   if (typeof config.Image !== 'string' || config.Image === '') throw new InvalidParameter('Config.Image is required: name the image to create the container from');
+  checkFileValue('Hostname', config.Hostname);
+  checkFileValue('Domainname', config.Domainname);
   if (typeof config.Hostname === 'string' && config.Hostname !== '' && (config.Hostname.length > 255 || !HOSTNAME.test(config.Hostname))) {
     throw new InvalidParameter(`invalid Hostname ${JSON.stringify(config.Hostname)}: not a valid RFC 1123 hostname`);
   }
@@ -349,23 +377,26 @@ export function validateCreateBody(body: unknown): void {
   for (const bind of (hc.Binds as string[] | null) ?? []) parseBind(bind);
   for (const [i, m] of ((hc.Mounts as unknown[] | null) ?? []).entries()) {
     if (m === null || typeof m !== 'object' || Array.isArray(m)) fail(`HostConfig.Mounts[${i}]`, 'an object with Type, Source and Target', m);
-    checkKind(`HostConfig.Mounts[${i}].Type`, 'string', (m as { Type?: unknown }).Type);
+    const { Type: type, Source: source } = m as { Type?: unknown; Source?: unknown };
+    checkKind(`HostConfig.Mounts[${i}].Type`, 'string', type);
+    if (type === 'bind' && (typeof source !== 'string' || !source.startsWith('/'))) {
+      throw new InvalidParameter(`invalid mount config for type "bind": invalid HostConfig.Mounts[${i}].Source ${JSON.stringify(source ?? '')}: the host path must be absolute`);
+    }
   }
   for (const [dest] of Object.entries((hc.Tmpfs as Record<string, string> | null) ?? {})) {
     if (!dest.startsWith('/')) throw new InvalidParameter(`invalid HostConfig.Tmpfs: mount path ${JSON.stringify(dest)} must be absolute`);
   }
+  for (const key of ['Dns', 'DnsSearch', 'DnsOptions', 'ExtraHosts', 'Links']) checkFileValues(`HostConfig.${key}`, hc[key]);
   for (const host of (hc.ExtraHosts as string[] | null) ?? []) {
     if (!/^[^:\s]+[:=]\S+$/.test(host)) throw new InvalidParameter(`invalid HostConfig.ExtraHosts entry ${JSON.stringify(host)}: expected host:ip`);
   }
-  const logType = (hc.LogConfig as { Type?: unknown } | undefined)?.Type;
-  if (logType !== undefined && logType !== '' && !['json-file', 'k8s-file', 'local', 'none'].includes(logType as string)) {
-    throw new InvalidParameter(`logging driver ${JSON.stringify(logType)} is not supported: use json-file, local or none`);
-  }
+  // LogConfig is checked after the image is found, as Docker does (logconfig.ts).
   if (typeof hc.Runtime === 'string' && hc.Runtime !== '' && !['crun', 'runc'].includes(hc.Runtime)) {
     throw new InvalidParameter(`unknown or invalid runtime name: ${hc.Runtime}`);
   }
   const net = config.NetworkingConfig as { EndpointsConfig?: unknown } | undefined;
   if (net?.EndpointsConfig !== undefined) checkKind('NetworkingConfig.EndpointsConfig', 'objectMap', net.EndpointsConfig);
+  for (const [name, endpoint] of Object.entries((net?.EndpointsConfig as object | null) ?? {})) validateEndpointNames(`NetworkingConfig.EndpointsConfig.${name}`, endpoint);
 }
 
 export interface BindSpec {

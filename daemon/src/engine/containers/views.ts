@@ -2,6 +2,7 @@
  * What list and inspect show of a container, in the newest API shape (api/compat trims per version).
  */
 import { InvalidParameter } from '../errors.js';
+import { compileLinear } from '../regexp.js';
 import type { ContainerRecord } from './model.js';
 import { humanStatus } from './model.js';
 
@@ -42,6 +43,8 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
   for (const e of f.get('exited') ?? []) if (!/^-?\d+$/.test(e)) throw new InvalidParameter(`invalid filter 'exited=${e}'`);
   const before = (f.get('before') ?? []).map((r) => BigInt(opts.lookup(r).CreatedNano));
   const since = (f.get('since') ?? []).map((r) => BigInt(opts.lookup(r).CreatedNano));
+  // Names match as Go regular expressions (linear time), with or without their leading slash.
+  const namePatterns = f.get('name')?.map((n) => compileLinear(n, "filter 'name'"));
   // Filters on status or exit code, limit, before and since imply all.
   const all = opts.all || f.has('status') || f.has('exited') || opts.limit > 0 || before.length > 0 || since.length > 0;
   const createdOf = new Map(records.map((c) => [c, BigInt(c.CreatedNano)]));
@@ -50,8 +53,7 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
     if (!all && !c.State.Running && !c.State.Paused && !c.State.Restarting) return false;
     const ids = f.get('id');
     if (ids && !ids.some((id) => c.Id.startsWith(id))) return false;
-    const names = f.get('name');
-    if (names && !names.some((n) => new RegExp(n).test(c.Name.slice(1)) || new RegExp(n).test(c.Name))) return false;
+    if (namePatterns && !namePatterns.some((n) => n.test(c.Name.slice(1)) || n.test(c.Name))) return false;
     const labels = f.get('label');
     if (labels && !labels.every((l) => labelMatches(c.Config.Labels ?? {}, l))) return false;
     const statuses = f.get('status');
@@ -81,13 +83,13 @@ export function listContainers(records: ContainerRecord[], opts: ListOptions): C
 }
 
 /**
- * Endpoint settings as the published schemas type them: lists and maps are empty rather than null (clients
- * generated from the schemas reject null where no x-nullable allows it).
+ * Endpoint settings: what the client gave (Links, Aliases, DriverOpts) is null when it gave nothing, as Docker
+ * shows it; IPAMConfig and DNSNames are empty rather than null.
  */
 function endpointsView(networks: ContainerRecord['Networks']): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [name, ep] of Object.entries(networks)) {
-    out[name] = { ...ep, IPAMConfig: ep.IPAMConfig ?? {}, Links: ep.Links ?? [], Aliases: ep.Aliases ?? [], DriverOpts: ep.DriverOpts ?? {}, DNSNames: ep.DNSNames ?? [] };
+    out[name] = { ...ep, IPAMConfig: ep.IPAMConfig ?? {}, Links: ep.Links ?? null, Aliases: ep.Aliases ?? null, DriverOpts: ep.DriverOpts ?? null, DNSNames: ep.DNSNames ?? [] };
   }
   return out;
 }

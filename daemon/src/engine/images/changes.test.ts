@@ -38,3 +38,17 @@ describe('import changes', () => {
     assert.throws(() => applyChanges({}, ['ENV A="unterminated']), InvalidParameter);
   });
 });
+
+describe('changes holding several instructions', () => {
+  it('applies each line of a value, continued lines as one, without blank lines and comments', () => {
+    const config = applyChanges({}, ['ENV A=1\nLABEL x=y\n\n# a comment\nCMD echo \\\n  continued', 'USER app']);
+    assert.deepEqual(config.Env, ['A=1']);
+    assert.deepEqual(config.Labels, { x: 'y' });
+    assert.deepEqual(config.Cmd, ['/bin/sh', '-c', 'echo   continued']);
+    assert.equal(config.User, 'app');
+  });
+
+  it('refuses a line of a value that is not a change command', () => {
+    assert.throws(() => applyChanges({}, ['ENV A=1\nRUN true']), InvalidParameter);
+  });
+});

@@ -72,10 +72,35 @@ function keyValues(instruction: string, args: string): Array<[string, string]> {
   });
 }
 
+/**
+ * The instructions of the `changes` values. As in Docker, the values are read as one Dockerfile (joined with
+ * newlines): a value may hold several instructions on lines of their own, a line ending in a backslash goes
+ * on on the next one, and blank lines and `#` comments are skipped.
+ */
+export function changeInstructions(changes: string[]): string[] {
+  const instructions: string[] = [];
+  let pending: string | undefined;
+  for (const raw of changes.join('\n').split('\n')) {
+    const line = raw.replace(/\r$/, '');
+    if (pending === undefined && /^\s*(#|$)/.test(line)) continue;
+    // A comment line inside a continued instruction is dropped, as the Dockerfile parser does.
+    if (pending !== undefined && /^\s*#/.test(line)) continue;
+    const continued = /\\\s*$/.test(line);
+    const text = continued ? line.replace(/\\\s*$/, '') : line;
+    pending = pending === undefined ? text : `${pending}${text}`;
+    if (!continued) {
+      instructions.push(pending);
+      pending = undefined;
+    }
+  }
+  if (pending !== undefined && pending.trim() !== '') instructions.push(pending);
+  return instructions;
+}
+
 /** Applies change lines to a copy of `config` and returns it. */
 export function applyChanges(config: ImageRunConfig, changes: string[]): ImageRunConfig {
   const out: ImageRunConfig = JSON.parse(JSON.stringify(config)) as ImageRunConfig;
-  for (const line of changes) {
+  for (const line of changeInstructions(changes)) {
     const m = /^\s*(\S+)\s*([\s\S]*)$/.exec(line);
     if (!m) continue;
     const instruction = m[1].toUpperCase();

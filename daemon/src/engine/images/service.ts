@@ -2,6 +2,7 @@
  * The image service: the local images (configurations, tags, layers) and the verbs on them. The api
  * module for images calls it; the container engine sees it through ImageLookup (types.ts).
  */
+import { matchLabels, matchNotLabels } from '../filters.js';
 import type { Readable, Writable } from 'node:stream';
 import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
 import type { EventBus } from '../events.js';
@@ -66,16 +67,12 @@ export function parseUntil(value: string): bigint {
   throw new InvalidParameter(`invalid filter 'until=${value}': expected a timestamp, a date or a duration such as 10m`);
 }
 
-/** label filters: `key`, `key=value`; negated (`label!`) as the prune endpoints accept. */
-function labelsMatch(labels: Record<string, string>, wanted: string[] | undefined, negated: string[] | undefined): boolean {
-  const test = (spec: string): boolean => {
-    const eq = spec.indexOf('=');
-    if (eq === -1) return spec in labels;
-    return labels[spec.slice(0, eq)] === spec.slice(eq + 1);
-  };
-  if (wanted && !wanted.every(test)) return false;
-  if (negated && negated.some(test)) return false;
-  return true;
+/**
+ * label filters: `key`, `key=value` (every one must match, as Docker's key-value lists); negated (`label!`)
+ * as the prune endpoints accept. Only the image's own labels count (never an object's inherited keys).
+ */
+function labelsMatch(labels: Readonly<Record<string, string>>, wanted: string[] | undefined, negated: string[] | undefined): boolean {
+  return matchLabels(wanted, labels) && matchNotLabels(negated, labels);
 }
 
 /** The full container-config shape that image inspect shows (api/compat trims it per version). */

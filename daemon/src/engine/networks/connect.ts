@@ -20,6 +20,8 @@ export interface ContainerNetworkConfig {
   NetworkMode: string;
   /** The endpoint configs by network name (a copy: the change returns the new one). */
   EndpointsConfig: Record<string, unknown>;
+  /** HostConfig.Dns: the embedded DNS server's upstreams when the container gets it. */
+  Dns?: readonly string[];
 }
 
 /** What a change gives back; `Networks` undefined: the engine shows the planned (not yet joined) endpoints. */
@@ -96,7 +98,7 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
         const endpointsConfig = { ...current.EndpointsConfig };
         if (current.Running && current.Pid > 0) {
           const detached = endpointsConfig[DETACHED_KEY] === true;
-          const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid, { ownNamespace: detached });
+          const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid, { ownNamespace: detached, dns: current.Dns });
           if (detached && tryFind(modeOf(current.NetworkMode))?.Id === target.Id) delete endpointsConfig[DETACHED_KEY];
           return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} }, Networks: networks };
         }

@@ -26,7 +26,11 @@ export interface NetworkCreateSpec {
   ipamOptions: Record<string, string>;
 }
 
-const NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+/**
+ * Docker takes any name; here it starts with a letter or digit (the container engine's own keys start
+ * otherwise), and holds no control character nor slash (it names the network in a URL path). Spaces are fine.
+ */
+const NAME = /^[a-zA-Z0-9][^\x00-\x1f\x7f/]*$/;
 const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const PREDEFINED = ['bridge', 'host', 'none'];
 
@@ -53,7 +57,7 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
   if (typeof name !== 'string' || name === '') throw new InvalidParameter('Name is required to create a network');
   if (PREDEFINED.includes(name)) throw new Forbidden(`operation is not permitted on predefined ${name} network`);
   if (!NAME.test(name) || name.length > 128) {
-    throw new InvalidParameter(`invalid network name ${JSON.stringify(name)}: only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed`);
+    throw new InvalidParameter(`invalid network name ${JSON.stringify(name)}: it must start with a letter or digit and hold no slash or control character`);
   }
   const driver = body.Driver === undefined || body.Driver === null || body.Driver === '' ? 'bridge' : body.Driver;
   if (typeof driver !== 'string') throw new InvalidParameter('Driver must be a string');

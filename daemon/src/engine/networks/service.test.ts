@@ -411,7 +411,9 @@ test('user-defined networks: pools, IP ranges, auxiliary addresses, internal and
   await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/33' }] } }, /IPAM\.Config\[0\]\.Subnet/);
   await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/24', Gateway: '10.41.0.1' }] } }, /Gateway 10\.41\.0\.1: it is not in the subnet/);
   await bad({ Name: 'x', IPAM: { Config: [{ Subnet: '10.40.0.0/24', IPRange: '10.40.1.0/25' }] } }, /IPRange/);
-  await bad({ Name: 'bad name!' }, /invalid network name/);
+  await bad({ Name: 'bad/name' }, /invalid network name/);
+  await bad({ Name: 'bad\nname' }, /invalid network name/);
+  await bad({ Name: ' leading space' }, /invalid network name/);
   await bad({ Name: 'x', Driver: 'weird' }, /plugin "weird" not found/, NotFound);
   await bad({ Name: 'x', Driver: 'overlay' }, /overlay/, NotImplemented);
   await bad({ Name: 'x', Driver: 'host' }, /only one instance/, Forbidden);

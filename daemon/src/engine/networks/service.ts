@@ -28,6 +28,7 @@ import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
+import { compileLinear } from '../regexp.js';
 import type {
   ContainerNetworkAttachment,
   ContainerNetworking,
@@ -107,13 +108,14 @@ class Mutex {
   }
 }
 
-function matchesPattern(pattern: string, value: string): boolean {
-  if (pattern === value) return true;
-  try {
-    return new RegExp(pattern).test(value);
-  } catch {
-    return false;
-  }
+/**
+ * The `id` and `name` filters: each value matches itself, or as a Go regular expression somewhere in the
+ * text; an absent filter matches everything.
+ */
+function patternFilter(values: string[] | undefined, what: string): (text: string) => boolean {
+  if (!values?.length) return () => true;
+  const patterns = values.map((v) => ({ exact: v, re: compileLinear(v, `filter '${what}'`) }));
+  return (text) => patterns.some((p) => p.exact === text || p.re.test(text));
 }
 
 function randomInterfaceName(): string {
@@ -336,8 +338,8 @@ export class NetworkService implements ContainerNetworking {
   private view(entry: NetworkEntry, withContainers: boolean): NetworkView {
     const network = structuredClone(entry.network) as NetworkView;
     network.Containers = {};
-    // The published schema has IPAM.Options as an object (never null).
-    network.IPAM.Options ??= {};
+    // As Docker: null when no options were given.
+    if (!network.IPAM.Options || Object.keys(network.IPAM.Options).length === 0) network.IPAM.Options = null;
     if (withContainers) {
       for (const ep of entry.endpoints.values()) {
         network.Containers[ep.containerId] = {
@@ -386,16 +388,15 @@ export class NetworkService implements ContainerNetworking {
       else if (v === 'false' || v === '0') dangling = false;
       else throw new InvalidParameter(`invalid filter 'dangling=${v}': expected true, false, 1 or 0`);
     }
+    const idMatches = patternFilter(filters.get('id'), 'id');
+    const nameMatches = patternFilter(filters.get('name'), 'name');
     const out: NetworkView[] = [];
     for (const entry of this.entries.values()) {
       const n = entry.network;
       const builtin = (PREDEFINED_NETWORKS as readonly string[]).includes(n.Name);
       const driver = filters.get('driver');
       if (driver?.length && !driver.includes(n.Driver)) continue;
-      const ids = filters.get('id');
-      if (ids?.length && !ids.some((p) => matchesPattern(p, n.Id))) continue;
-      const names = filters.get('name');
-      if (names?.length && !names.some((p) => matchesPattern(p, n.Name))) continue;
+      if (!idMatches(n.Id) || !nameMatches(n.Name)) continue;
       const scope = filters.get('scope');
       if (scope?.length && !scope.includes(n.Scope)) continue;
       if (type.length && !type.includes(builtin ? 'builtin' : 'custom')) continue;
@@ -669,9 +670,36 @@ export class NetworkService implements ContainerNetworking {
       if (IPv6Address !== undefined && IPv6Address !== '') {
         endpoint.ipv6Address = this.validateStaticIPv6(entry, IPv6Address, `${field}.IPAMConfig.IPv6Address`);
       }
-      if (Array.isArray(LinkLocalIPs) && LinkLocalIPs.length > 0) {
-        throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: link-local addresses are not supported`);
+      if (LinkLocalIPs !== undefined && LinkLocalIPs !== null) {
+        if (!Array.isArray(LinkLocalIPs)) throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs must be a list of addresses`);
+        const addresses: string[] = [];
+        for (const a of LinkLocalIPs) {
+          // As Docker: any address but the unspecified ones (it is added to the interface with a /16 or /64).
+          const v4 = typeof a === 'string' ? parseIPv4(a) : undefined;
+          const v6 = typeof a === 'string' && v4 === undefined ? parseIPv6(a) : undefined;
+          if ((v4 === undefined && v6 === undefined) || v4 === 0 || v6 === 0n) {
+            throw new InvalidParameter(`${field}.IPAMConfig.LinkLocalIPs: invalid link-local IP address: ${typeof a === 'string' ? a : JSON.stringify(a)}`);
+          }
+          addresses.push(v4 !== undefined ? formatIPv4(v4) : formatIPv6(v6!));
+        }
+        if (addresses.length > 0) endpoint.linkLocalIPs = addresses;
       }
+    }
+    const links = settings.Links;
+    if (links !== undefined && links !== null) {
+      if (!Array.isArray(links) || links.some((l) => typeof l !== 'string')) throw new InvalidParameter(`${field}.Links must be a list of strings`);
+      for (const l of links as string[]) {
+        const parts = l.split(':');
+        if (l === '' || parts.length > 2 || parts.some((p) => p === '')) throw new InvalidParameter(`${field}.Links: bad format for links: ${JSON.stringify(l)}`);
+      }
+      if (links.length > 0) endpoint.links = [...(links as string[])];
+    }
+    const driverOpts = settings.DriverOpts;
+    if (driverOpts !== undefined && driverOpts !== null) {
+      if (typeof driverOpts !== 'object' || Array.isArray(driverOpts) || Object.values(driverOpts).some((v) => typeof v !== 'string')) {
+        throw new InvalidParameter(`${field}.DriverOpts must be an object of strings`);
+      }
+      if (Object.keys(driverOpts).length > 0) endpoint.driverOpts = { ...(driverOpts as Record<string, string>) };
     }
     const aliases = settings.Aliases;
     if (Array.isArray(aliases) && aliases.length > 0 && this.isPredefined(entry)) {
@@ -748,17 +776,22 @@ export class NetworkService implements ContainerNetworking {
     const gateway6 = ep?.ipv6 && entry ? (ipv6Pool(entry.network)?.Gateway ?? '') : '';
     const staticIPv4 = ep ? (ep.staticIPv4 ? ep.ipv4 : undefined) : request?.ipv4Address;
     const staticIPv6 = ep ? (ep.staticIPv6 ? ep.ipv6 : undefined) : request?.ipv6Address;
-    const ipamConfig: EndpointSettings['IPAMConfig'] = staticIPv4 || staticIPv6 ? {} : null;
+    const linkLocalIPs = ep ? ep.linkLocalIPs : request?.linkLocalIPs;
+    const ipamConfig: EndpointSettings['IPAMConfig'] = staticIPv4 || staticIPv6 || linkLocalIPs ? {} : null;
     if (staticIPv4) ipamConfig!.IPv4Address = staticIPv4;
     if (staticIPv6) ipamConfig!.IPv6Address = staticIPv6;
+    if (linkLocalIPs) ipamConfig!.LinkLocalIPs = [...linkLocalIPs];
     const aliases = ep ? ep.aliases : request?.aliases;
+    const links = ep ? ep.links : request?.links;
+    const driverOpts = ep ? ep.driverOpts : request?.driverOpts;
     const userDefined = entry !== undefined && !this.isPredefined(entry);
+    // What the client gave is shown as given (null when it gave nothing), before the start too.
     return {
       IPAMConfig: ipamConfig,
-      Links: null,
+      Links: links && links.length > 0 ? [...links] : null,
       Aliases: aliases && aliases.length > 0 ? [...aliases] : null,
-      MacAddress: ep?.macAddress ?? '',
-      DriverOpts: null,
+      MacAddress: ep ? ep.macAddress : (request?.macAddress ?? ''),
+      DriverOpts: driverOpts ? { ...driverOpts } : null,
       GwPriority: 0,
       NetworkID: networkId,
       EndpointID: ep?.endpointId ?? '',
@@ -934,18 +967,29 @@ export class NetworkService implements ContainerNetworking {
       lookup: (rawName) => {
         const name = rawName.toLowerCase().replace(/\.$/, '');
         const found: string[] = [];
-        for (const entry of this.entries.values()) {
-          if (this.isPredefined(entry) || !entry.endpoints.has(containerId)) continue;
+        const shared = [...this.entries.values()].filter((entry) => !this.isPredefined(entry) && entry.endpoints.has(containerId));
+        const resolveIn = (entry: NetworkEntry, wanted: string) => {
           const network = entry.network.Name.toLowerCase();
           for (const ep of entry.endpoints.values()) {
             if (!ep.ipv4) continue;
             const names = [ep.containerName, ...(ep.aliases ?? [])].map((n) => n.toLowerCase());
             const matches =
-              names.some((n) => n === name || `${n}.${network}` === name) || (name.length === 12 && ep.containerId.startsWith(name));
+              names.some((n) => n === wanted || `${n}.${network}` === wanted) || (wanted.length === 12 && ep.containerId.startsWith(wanted));
             if (!matches) continue;
             if (!found.includes(ep.ipv4)) found.push(ep.ipv4);
             if (ep.ipv6 && !found.includes(ep.ipv6)) found.push(ep.ipv6);
           }
+        };
+        // As Docker: the asker's own links (EndpointSettings.Links) first; a link's alias stands for the linked
+        // container's name on that network, and for this asker only.
+        for (const entry of shared) {
+          const target = linkTarget(entry.endpoints.get(containerId)!, name, entry.network.Name.toLowerCase());
+          if (target !== undefined) resolveIn(entry, target);
+        }
+        if (found.length > 0) return found;
+        for (const entry of shared) {
+          if (linkTarget(entry.endpoints.get(containerId)!, name, entry.network.Name.toLowerCase()) !== undefined) continue;
+          resolveIn(entry, name);
         }
         return found.length > 0 ? found : undefined;
       },
@@ -1014,6 +1058,9 @@ export class NetworkService implements ContainerNetworking {
     if (stale) await this.unplug(entry, stale).catch(() => undefined);
     const endpoint: EndpointRecord = { containerId: container.id, containerName, endpointId: newId(), ipv4: '', prefixLen: 0, macAddress: '', pid };
     if (request.aliases) endpoint.aliases = [...request.aliases];
+    if (request.links) endpoint.links = [...request.links];
+    if (request.driverOpts) endpoint.driverOpts = { ...request.driverOpts };
+    if (request.linkLocalIPs) endpoint.linkLocalIPs = [...request.linkLocalIPs];
     if (entry.network.Driver !== 'bridge' || pid === undefined) {
       entry.endpoints.set(container.id, endpoint);
       await this.saveEndpoints(entry);
@@ -1050,6 +1097,7 @@ export class NetworkService implements ContainerNetworking {
         macAddress: endpoint.macAddress,
         mtu: this.mtuOf(entry),
         direct: this.deliversDirectly(entry),
+        ...(endpoint.linkLocalIPs ? { linkLocal: endpoint.linkLocalIPs } : {}),
         ...(v6
           ? { ipv6: { address: endpoint.ipv6!, prefixLen: v6.subnet.prefix, gateway: !defaultRoute6 || entry.network.Internal ? undefined : formatIPv6(v6.gateway) } }
           : {}),
@@ -1070,7 +1118,7 @@ export class NetworkService implements ContainerNetworking {
     networkRef: string,
     endpointConfig: unknown,
     pid: number,
-    opts: { ownNamespace?: boolean } = {},
+    opts: { ownNamespace?: boolean; dns?: readonly string[] } = {},
   ): Promise<Record<string, EndpointSettings>> {
     const entry = this.find(networkRef);
     const current = [...this.entries.values()].filter((e) => e.endpoints.has(container.id));
@@ -1089,10 +1137,31 @@ export class NetworkService implements ContainerNetworking {
       // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
       // A container without IPv6 so far takes its IPv6 default route from the network it joins now.
       const withIPv6 = current.some((e) => e.endpoints.get(container.id)?.ipv6);
-      await this.join(entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
+      const endpoint = await this.join(entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
+      if (!this.isPredefined(entry)) {
+        // As Docker: a container that joins its first user-defined network (from the default bridge, say) gets
+        // the embedded DNS server; the engine points its resolv.conf at it (servesDns).
+        const served = current.some((e) => e.endpoints.get(container.id)?.dns);
+        endpoint.dns = true;
+        if (!served && opts.dns && opts.dns.length > 0) endpoint.dnsServers = [...opts.dns];
+        try {
+          if (!served) await this.host.startDns(container.id, pid, this.dnsAnswers(container.id));
+          await this.store.save(entry);
+        } catch (err) {
+          entry.endpoints.delete(container.id);
+          await this.store.save(entry).catch(() => undefined);
+          await this.unplug(entry, endpoint).catch(() => undefined);
+          throw err;
+        }
+      }
       this.publishEndpoint('connect', entry, container.id);
       return this.containerNetworks(container.id);
     });
+  }
+
+  servesDns(containerId: string): boolean {
+    for (const entry of this.entries.values()) if (entry.endpoints.get(containerId)?.dns) return true;
+    return false;
   }
 
   /** Validates an endpoint config (network connect of a container that is not running) for the network. */
@@ -1115,6 +1184,19 @@ export class NetworkService implements ContainerNetworking {
       entry.endpoints.delete(containerId);
       await this.store.save(entry);
       await this.unplug(entry, ep);
+      // As Docker: the embedded DNS server keeps serving a container that leaves its last user-defined network
+      // (its resolv.conf still names it); another endpoint of the container carries the mark (and its
+      // upstreams), so that a daemon restart serves it again.
+      if (ep.dns) {
+        const rest = [...this.entries.values()].filter((e) => e.network.Driver === 'bridge' && e.endpoints.has(containerId));
+        const heir = rest.find((e) => e.endpoints.get(containerId)!.dns) ? undefined : rest[0];
+        if (heir) {
+          const kept = heir.endpoints.get(containerId)!;
+          kept.dns = true;
+          if (ep.dnsServers && !kept.dnsServers) kept.dnsServers = ep.dnsServers;
+          await this.store.save(heir);
+        }
+      }
       this.publishEndpoint('disconnect', entry, containerId);
       return this.containerNetworks(containerId);
     });
@@ -1208,6 +1290,16 @@ export class NetworkService implements ContainerNetworking {
     await this.host.removeNat(this.opts.bridgeName);
     await this.host.removeBridge(this.opts.bridgeName);
   }
+}
+
+/** The container name an endpoint's link alias (`alias` or `alias.network`) stands for, if `name` is one. */
+function linkTarget(ep: EndpointRecord, name: string, network: string): string | undefined {
+  for (const link of ep.links ?? []) {
+    const [target, alias = target] = link.split(':');
+    const a = alias.replace(/^.*\//, '').toLowerCase();
+    if (a === name || `${a}.${network}` === name) return target.replace(/^\//, '').toLowerCase();
+  }
+  return undefined;
 }
 
 /** A Go duration such as 24h, 90m or 1h30m, taken back from now; undefined when malformed. */

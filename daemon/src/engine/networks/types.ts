@@ -61,6 +61,12 @@ export interface EndpointRecord {
   dns?: boolean;
   /** HostConfig.Dns: the embedded DNS server's upstreams for this container (on its first network). */
   dnsServers?: string[];
+  /** EndpointSettings.Links as the client gave them (`name:alias`): the aliases this container resolves. */
+  links?: string[];
+  /** EndpointSettings.DriverOpts as the client gave them. */
+  driverOpts?: Record<string, string>;
+  /** IPAMConfig.LinkLocalIPs: further addresses of the container's interface. */
+  linkLocalIPs?: string[];
 }
 
 export type PortProto = 'tcp' | 'udp' | 'sctp';
@@ -123,6 +129,10 @@ export interface EndpointRequest {
   ipv6Address?: string;
   macAddress?: string;
   aliases?: string[];
+  /** EndpointSettings.Links (`name` or `name:alias`): names only this container resolves, on this network. */
+  links?: string[];
+  driverOpts?: Record<string, string>;
+  linkLocalIPs?: string[];
 }
 
 /** What a plan carries besides the networks: how the container's name resolution files are written. */
@@ -213,8 +223,10 @@ export interface ContainerNetworking {
     networkRef: string,
     endpointConfig: unknown,
     pid: number,
-    opts?: { ownNamespace?: boolean },
+    opts?: { ownNamespace?: boolean; dns?: readonly string[] },
   ): Promise<Record<string, EndpointSettings>>;
+  /** Whether the embedded DNS server serves the container (it is on a user-defined network). */
+  servesDns(containerId: string): boolean;
   /** Disconnects a running container from one network (POST /networks/{id}/disconnect); NotFound when not connected. */
   disconnectOne(containerId: string, networkRef: string): Promise<Record<string, EndpointSettings>>;
   /**
@@ -265,6 +277,8 @@ export interface VethSpec {
    * bridge through (icc). Without it, or where the host cannot do it, they go through the bridge.
    */
   direct?: boolean;
+  /** Link-local addresses (IPAMConfig.LinkLocalIPs) the container end gets besides its address (/16 or /64). */
+  linkLocal?: string[];
 }
 
 /** The firewall rules of one bridge. */

@@ -50,15 +50,39 @@ function stringMap(field: string, value: unknown): Record<string, string> {
   return { ...(value as Record<string, string>) };
 }
 
-/** Driver errors in a container's create are bad input there (a 404 would make the CLI try to pull the image). */
-function driverInMount(field: string, driver: unknown): void {
+/**
+ * The driver of a volume the container needs, checked when that volume is planned, with Docker's wording. An
+ * unknown driver is bad input here (a 404 would make the CLI try to pull the image).
+ */
+function driverInMount(driver: unknown, volumeName: string): void {
   try {
     checkDriver(driver);
   } catch (err) {
-    if (err instanceof NotFound) throw new InvalidParameter(`invalid ${field}: ${err.message}`);
+    if (err instanceof NotFound) throw new InvalidParameter(`create ${volumeName}: ${err.message}`);
     throw err;
   }
 }
+
+/** Whether a Subpath stays inside its volume, lexically (as Go's filepath.IsLocal): relative, no `..` above it. */
+export function isLocalSubpath(subpath: string): boolean {
+  if (subpath === '' || subpath.startsWith('/')) return false;
+  const clean = path.posix.normalize(subpath);
+  return clean !== '..' && !clean.startsWith('../');
+}
+
+/** The Subpath of each volume mount of HostConfig.Mounts that has one, by its destination in the container. */
+export function subpathsOf(hc: Record<string, unknown>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of (hc.Mounts as Array<Record<string, any>> | null | undefined) ?? []) {
+    const subpath = m?.VolumeOptions?.Subpath;
+    if (m?.Type !== 'volume' || typeof subpath !== 'string' || subpath === '') continue;
+    const target = m.Target ?? m.Destination;
+    if (typeof target === 'string') out.set(path.posix.normalize(target).replace(/\/+$/, '') || '/', subpath);
+  }
+  return out;
+}
+
+const PROPAGATIONS = ['private', 'rprivate', 'shared', 'rshared', 'slave', 'rslave'];
 
 /**
  * Plans the mount points of a container. Precedence as Docker's: the mounts of VolumesFrom containers, then
@@ -73,8 +97,9 @@ export function planMounts(
   mountpoint: (name: string) => string,
 ): MountPlan {
   const hc = (body.HostConfig ?? {}) as Record<string, any>;
-  // Volumes a container creates use HostConfig.VolumeDriver: only the local driver exists here.
-  driverInMount('HostConfig.VolumeDriver', hc.VolumeDriver);
+  // The volumes of Binds and the anonymous ones use HostConfig.VolumeDriver (only the local driver exists
+  // here): an unknown one is an error when such a volume is planned, and is kept as given otherwise.
+  const volumeDriver = hc.VolumeDriver;
   const byDestination = new Map<string, MountPoint>();
   const volumes = new Map<string, NeededVolume>();
   const copies = new Map<string, { name: string; destination: string }>();
@@ -113,6 +138,7 @@ export function planMounts(
     if (fromBinds.has(destination)) throw new InvalidParameter(`Duplicate mount point: ${destination}`);
     fromBinds.add(destination);
     if (b.volume) {
+      driverInMount(volumeDriver, b.source);
       need(b.source);
       byDestination.set(destination, volumeMount(b.source, destination, !b.readOnly, b.options.join(',')));
       if (!b.options.includes('nocopy')) copies.set(destination, { name: b.source, destination });
@@ -131,8 +157,30 @@ export function planMounts(
     const destination = cleanDestination(`${field}.Target`, m.Target ?? m.Destination);
     if (fromBinds.has(destination) || fromMounts.has(destination)) throw new InvalidParameter(`Duplicate mount point: ${destination}`);
     fromMounts.add(destination);
+    if (m.Type === 'bind') {
+      const invalid = (what: string) => new InvalidParameter(`invalid mount config for type "bind": ${what}`);
+      if (m.VolumeOptions) throw invalid('field VolumeOptions must not be specified');
+      if (m.TmpfsOptions) throw invalid('field TmpfsOptions must not be specified');
+      if (typeof m.Source !== 'string' || m.Source === '') throw invalid('field Source must not be empty');
+      if (!m.Source.startsWith('/')) throw invalid(`invalid mount path: '${m.Source}' mount path must be absolute`);
+      const propagation = m.BindOptions?.Propagation;
+      if (propagation !== undefined && propagation !== '' && !PROPAGATIONS.includes(propagation)) throw invalid(`invalid propagation mode: ${propagation}`);
+      byDestination.set(destination, {
+        Type: 'bind', Source: path.posix.normalize(m.Source).replace(/(.)\/+$/, '$1'), Destination: destination, Mode: '', RW: m.ReadOnly !== true, Propagation: propagation || 'rprivate',
+      });
+      copies.delete(destination);
+      continue;
+    }
+    if (m.Type === 'tmpfs') {
+      const invalid = (what: string) => new InvalidParameter(`invalid mount config for type "tmpfs": ${what}`);
+      if (m.Source !== undefined && m.Source !== null && m.Source !== '') throw invalid('field Source must not be specified');
+      if (m.BindOptions) throw invalid('field BindOptions must not be specified');
+      if (m.VolumeOptions) throw invalid('field VolumeOptions must not be specified');
+      byDestination.set(destination, { Type: 'tmpfs', Source: '', Destination: destination, Mode: '', RW: m.ReadOnly !== true, Propagation: '' });
+      copies.delete(destination);
+      continue;
+    }
     if (m.Type !== 'volume') {
-      // Binds and tmpfs of Mounts are the container engine's; they only take the place here.
       byDestination.delete(destination);
       copies.delete(destination);
       continue;
@@ -142,15 +190,21 @@ export function planMounts(
     if (m.ReadOnly !== undefined && typeof m.ReadOnly !== 'boolean') throw new InvalidParameter(`invalid ${field}.ReadOnly: expected a boolean`);
     const options = (m.VolumeOptions ?? {}) as Record<string, any>;
     if (typeof options !== 'object' || Array.isArray(options)) throw new InvalidParameter(`invalid ${field}.VolumeOptions: expected an object`);
-    if (options.Subpath) throw new InvalidParameter(`invalid ${field}.VolumeOptions.Subpath: mounting a part of a volume is not supported by this engine yet`);
+    const anonymous = m.Source === undefined || m.Source === null || m.Source === '';
+    if (options.Subpath !== undefined && options.Subpath !== null && typeof options.Subpath !== 'string') {
+      throw new InvalidParameter(`invalid ${field}.VolumeOptions.Subpath: expected a string`);
+    }
+    if (options.Subpath) {
+      if (anonymous) throw new InvalidParameter('invalid mount config for type "volume": must not set Subpath when using anonymous volumes');
+      if (!isLocalSubpath(options.Subpath)) throw new InvalidParameter('invalid mount config for type "volume": subpath must be a relative path within the volume');
+    }
     if (options.NoCopy !== undefined && typeof options.NoCopy !== 'boolean') throw new InvalidParameter(`invalid ${field}.VolumeOptions.NoCopy: expected a boolean`);
     const driverConfig = (options.DriverConfig ?? {}) as Record<string, any>;
     if (typeof driverConfig !== 'object' || Array.isArray(driverConfig)) throw new InvalidParameter(`invalid ${field}.VolumeOptions.DriverConfig: expected an object`);
-    driverInMount(`${field}.VolumeOptions.DriverConfig.Name`, driverConfig.Name);
     const labels = stringMap(`${field}.VolumeOptions.Labels`, options.Labels);
     const driverOpts = stringMap(`${field}.VolumeOptions.DriverConfig.Options`, driverConfig.Options);
     let name: string;
-    if (m.Source === undefined || m.Source === null || m.Source === '') {
+    if (anonymous) {
       name = newId();
       labels[ANONYMOUS_LABEL] = '';
     } else {
@@ -159,6 +213,7 @@ export function planMounts(
       }
       name = m.Source;
     }
+    driverInMount(driverConfig.Name, name);
     need(name, labels, driverOpts);
     byDestination.set(destination, volumeMount(name, destination, m.ReadOnly !== true, ''));
     if (options.NoCopy === true) copies.delete(destination);
@@ -173,6 +228,7 @@ export function planMounts(
     if (taken.has(destination)) continue;
     taken.add(destination);
     const name = newId();
+    driverInMount(volumeDriver, name);
     need(name, { [ANONYMOUS_LABEL]: '' });
     byDestination.set(destination, volumeMount(name, destination, true, ''));
     copies.set(destination, { name, destination });
@@ -181,6 +237,14 @@ export function planMounts(
   for (const v of volumes.values()) validateVolumeName(v.name);
   const mounts = [...byDestination.values()].sort((a, b) => a.Destination.localeCompare(b.Destination));
   return { mounts, volumes: [...volumes.values()], copies: [...copies.values()] };
+}
+
+/** The volumes of a container being started. */
+export interface MountedVolumes {
+  /** Host paths to bind instead of a mount point's Source (a volume's Subpath), by destination. */
+  sources: Map<string, string>;
+  /** Lets go of what pins those paths, once the runtime mounted them. */
+  release(): Promise<void>;
 }
 
 /** What the container engine does with volumes around its own verbs. */
@@ -245,20 +309,37 @@ export class ContainerVolumes {
    * At start: mounts the container's volumes (the DriverOpts ones for their first running user), with
    * events. With the container's mounted root, the places of its mount points are made there first.
    */
-  async mountAll(record: VolumeContainer, rootfs?: string): Promise<void> {
+  async mountAll(record: VolumeContainer, rootfs?: string): Promise<MountedVolumes> {
     const done: string[] = [];
+    const sources = new Map<string, string>();
+    const handles: Array<{ close(): Promise<void> }> = [];
+    const release = async () => {
+      for (const h of handles.splice(0)) await h.close().catch(() => undefined);
+    };
+    const subpaths = subpathsOf(record.HostConfig);
     try {
       for (const m of record.Mounts) {
         if (m.Type !== 'volume' || !m.Name) continue;
-        // Only for volumes: a volume is a folder, while a host bind may be a file the runtime makes a file for.
-        if (rootfs) await this.volumes.makeMountPoint(rootfs, m.Destination);
         await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
         done.push(m.Name);
+        // A part of the volume (VolumeOptions.Subpath): checked now, held open until the runtime mounted it.
+        const subpath = subpaths.get(m.Destination);
+        let directory = true;
+        if (subpath) {
+          const opened = await this.volumes.openSubpath(m.Name, subpath);
+          handles.push(opened);
+          sources.set(m.Destination, opened.path);
+          directory = opened.directory;
+        }
+        // A volume is a folder (a part of one may be a file, for which the runtime makes a file).
+        if (rootfs && directory) await this.volumes.makeMountPoint(rootfs, m.Destination);
       }
     } catch (err) {
+      await release();
       for (const name of done) await this.volumes.unmount(name, record.Id).catch(() => undefined);
       throw err;
     }
+    return { sources, release };
   }
 
   /** At stop: the container no longer holds its volumes. */

@@ -5,12 +5,15 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { Conflict, InvalidParameter, NotFound } from '../errors.js';
 import { EventBus } from '../events.js';
-import { planMounts, type VolumeContainer } from './mounts.js';
+import { isLocalSubpath, planMounts, subpathsOf, type VolumeContainer } from './mounts.js';
 import { VolumeService } from './service.js';
 import type { LocalDriverOptions, VolumeHost } from './types.js';
 
 /** A volume host on plain folders that records mounts instead of making them. */
 class FakeVolumeHost implements VolumeHost {
+  async openBeneath(base: string, subpath: string) {
+    return { path: `${base}/${subpath}`, directory: true, close: async () => undefined };
+  }
   readonly mounted = new Map<string, LocalDriverOptions>();
   async createVolumeDir(dir: string): Promise<void> {
     await fs.mkdir(dir);
@@ -130,6 +133,26 @@ describe('VolumeService', () => {
 });
 
 describe('planMounts', () => {
+  test('binds and tmpfs of Mounts are mount points; VolumeDriver only matters to the volumes that use it', () => {
+    const plan = planMounts(
+      { HostConfig: { VolumeDriver: 'other', Mounts: [{ Type: 'bind', Source: '/srv//data/', Target: '/d/', ReadOnly: true }, { Type: 'tmpfs', Target: '/t' }] } },
+      null,
+      none,
+      mountpoint,
+    );
+    assert.deepEqual(plan.mounts, [
+      { Type: 'bind', Source: '/srv/data', Destination: '/d', Mode: '', RW: false, Propagation: 'rprivate' },
+      { Type: 'tmpfs', Source: '', Destination: '/t', Mode: '', RW: true, Propagation: '' },
+    ]);
+    assert.deepEqual(plan.volumes, []);
+  });
+
+  test('a Subpath stays inside its volume, lexically', () => {
+    for (const ok of ['a', 'a/b', './a', 'a/../b', '.']) assert.equal(isLocalSubpath(ok), true, ok);
+    for (const bad of ['', '/a', '..', '../a', 'a/../../b']) assert.equal(isLocalSubpath(bad), false, bad);
+    assert.deepEqual([...subpathsOf({ Mounts: [{ Type: 'volume', Source: 'v1', Target: '/m/', VolumeOptions: { Subpath: 'in' } }, { Type: 'bind', Source: '/x', Target: '/b' }] })], [['/m', 'in']]);
+  });
+
   const mountpoint = (name: string) => `/v/${name}/_data`;
   const none = (): VolumeContainer => {
     throw new NotFound('no such container');
@@ -177,6 +200,11 @@ describe('planMounts', () => {
       [{ Mounts: [{ Type: 'volume', Source: '/abs', Target: '/y' }] }, /invalid mount config for type "volume"/],
       [{ Mounts: [{ Type: 'volume', Source: 'b1', Target: '/y', VolumeOptions: { NoCopy: 'yes' } }] }, /NoCopy: expected a boolean/],
       [{ VolumesFrom: ['nobody'] }, /no such container: nobody/],
+      [{ Mounts: [{ Type: 'volume', Source: 'b1', Target: '/y', VolumeOptions: { Subpath: '../up' } }] }, /subpath must be a relative path within the volume/],
+      [{ Mounts: [{ Type: 'volume', Source: '', Target: '/y', VolumeOptions: { Subpath: 'in' } }] }, /must not set Subpath when using anonymous volumes/],
+      [{ Mounts: [{ Type: 'bind', Source: '', Target: '/y' }] }, /field Source must not be empty/],
+      [{ Mounts: [{ Type: 'tmpfs', Target: '/y', BindOptions: {} }] }, /field BindOptions must not be specified/],
+      [{ Binds: ['vol1:/x'], VolumeDriver: 'other' }, /^create vol1: error looking up volume plugin other: plugin "other" not found$/],
     ];
     for (const [hc, message] of bad) {
       assert.throws(() => planMounts({ HostConfig: hc }, null, none, mountpoint), (err: unknown) => err instanceof InvalidParameter && message.test((err as Error).message), JSON.stringify(hc));

@@ -14,7 +14,7 @@ import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
-import { ANONYMOUS_LABEL, VOLUME_NAME, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
 
@@ -45,6 +45,8 @@ function isStringMap(value: unknown): value is Record<string, string> {
 
 /** Checks a volume name; the message says what is allowed. */
 export function validateVolumeName(name: string): void {
+  // The name is a folder's name on disk: the kernel's NAME_MAX bounds it.
+  if (name.length > VOLUME_NAME_MAX) throw new InvalidParameter(`invalid volume name: ${name.length} characters, the limit is ${VOLUME_NAME_MAX}`);
   if (!VOLUME_NAME.test(name)) {
     throw new InvalidParameter(
       `invalid volume name ${JSON.stringify(name)}: only [a-zA-Z0-9][a-zA-Z0-9_.-] are allowed, at least two characters. If you intended to pass a host directory, use an absolute path`,
@@ -151,6 +153,7 @@ export class VolumeService {
   /** Loads the stored volumes; a folder without a readable record (a create cut short) is removed. */
   async init(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true, mode: 0o701 });
+    await this.host.releaseStaleSubpaths?.().catch((err) => log.warn('stale volume subpath mounts kept', { error: errorMessage(err) }));
     for (const name of await fs.readdir(this.root)) {
       if (!VOLUME_NAME.test(name)) continue;
       let record: VolumeFile | undefined;
@@ -245,13 +248,22 @@ export class VolumeService {
     if (request.Name !== undefined && request.Name !== null && typeof request.Name !== 'string') throw new InvalidParameter('Name must be a string');
     const name = (request.Name as string | undefined) || newId();
     validateVolumeName(name);
-    checkDriver(request.Driver);
+    const anonymous = !request.Name;
+    try {
+      checkDriver(request.Driver);
+    } catch (err) {
+      // As Docker words it: the operation and the volume, then the driver's lookup.
+      if (err instanceof NotFound) throw new NotFound(`create ${name}: ${err.message}`, { cause: err });
+      throw err;
+    }
     if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
       throw new InvalidParameter('DriverOpts must be a map of strings');
     }
     if (request.Labels !== undefined && request.Labels !== null && !isStringMap(request.Labels)) throw new InvalidParameter('Labels must be a map of strings');
     const options = { ...((request.DriverOpts as Record<string, string> | null | undefined) ?? {}) };
     const labels = { ...((request.Labels as Record<string, string> | null | undefined) ?? {}) };
+    // As Docker: a volume created without a name is anonymous (a later prune, from API 1.42, removes it).
+    if (anonymous) labels[ANONYMOUS_LABEL] = '';
     return this.withLock(name, async () => {
       const existing = this.volumes.get(name);
       if (existing) return { volume: this.view(existing), created: false };
@@ -376,6 +388,11 @@ export class VolumeService {
 
   copyFromRootfs(name: string, rootfs: string, containerPath: string): Promise<void> {
     return this.host.copyFromRootfs(rootfs, containerPath, this.mountpoint(name));
+  }
+
+  /** A part of a volume's content to mount (see VolumeHost.openBeneath). */
+  openSubpath(name: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
+    return this.host.openBeneath(this.mountpoint(name), subpath);
   }
 
   /** Makes a mount point's folder inside a container root (see VolumeHost.makeMountPoint). */

@@ -35,7 +35,9 @@ export interface VolumeView {
 export const ANONYMOUS_LABEL = 'com.docker.volume.anonymous';
 
 /** Names of the local driver's volumes, as Docker checks them. */
-export const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/;
+export const VOLUME_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{1,254}$/;
+/** The longest volume name (a folder's name: NAME_MAX). */
+export const VOLUME_NAME_MAX = 255;
 
 /** Who uses volumes: the container engine answers from its records (so refcounts survive restarts). */
 export interface VolumeUsers {
@@ -72,4 +74,12 @@ export interface VolumeHost {
    * the root), and missing folders are created. Answers the resolved container path.
    */
   makeMountPoint(rootfs: string, containerPath: string): Promise<string>;
+  /**
+   * Opens `subpath` below the folder `base` (a volume's content) for a mount: it must exist, and no step of it
+   * may be a symlink (NotFound otherwise). Answers a path the runtime can bind that stays on what was checked
+   * until `close`.
+   */
+  openBeneath(base: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }>;
+  /** Lets go of what openBeneath held for starts a stop of the daemon interrupted. */
+  releaseStaleSubpaths?(): Promise<void>;
 }

@@ -9,6 +9,8 @@ export interface MountEntry {
   fsType: string;
   source: string;
   superOptions: string[];
+  /** The optional fields: `shared:N` (a peer group), `master:N` (a slave of one), `unbindable`... */
+  optional: string[];
 }
 
 function unescape(field: string): string {
@@ -30,7 +32,21 @@ export function parseMountinfo(text: string): MountEntry[] {
       fsType,
       source: source ?? '',
       superOptions: (superOptions ?? '').split(','),
+      optional: left.slice(6),
     });
   }
   return out;
+}
+
+/**
+ * The mount a path lies on (symlinks resolved by the caller): the entry with the longest mount point that is
+ * the path or one of its parents, the later entry when several sit at the same place (the one on top).
+ */
+export function mountOf(entries: MountEntry[], resolvedPath: string): MountEntry | undefined {
+  let best: MountEntry | undefined;
+  for (const m of entries) {
+    const inside = m.mountPoint === '/' || resolvedPath === m.mountPoint || resolvedPath.startsWith(`${m.mountPoint}/`);
+    if (inside && (!best || m.mountPoint.length >= best.mountPoint.length)) best = m;
+  }
+  return best;
 }

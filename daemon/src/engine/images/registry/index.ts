@@ -16,6 +16,7 @@ import { BlobMetadata } from './metadata.js';
 import { parseManifest, parsePlatform, sha256Digest, type Platform } from './manifest.js';
 import type { Emit } from './progress.js';
 
+import { searchImages, type SearchRequest, type SearchResult } from './search.js';
 export { parseAuthHeader, type AuthConfig } from './auth.js';
 export { RegistryConfig, type RegistryOptions } from './config.js';
 
@@ -131,6 +132,11 @@ export class Distribution {
   }
 
   /** POST /auth: checks credentials against a registry; the identity token when the token server gave one. */
+  /** Searches the index a term names (GET /images/search). */
+  search(request: SearchRequest): Promise<SearchResult[]> {
+    return searchImages(this.config, request);
+  }
+
   async login(auth: AuthConfig): Promise<{ Status: string; IdentityToken: string }> {
     const domain = domainOfServerAddress(auth.serveraddress);
     if (!auth.username && !auth.identitytoken) throw new InvalidParameter('a user name (or an identity token) is required to log in');

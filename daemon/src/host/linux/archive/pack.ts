@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type tar from 'tar-stream';
 import { devMajor, devMinor } from '../../../util/devnum.js';
-import { tarStream } from '../../../util/tar.js';
+import { lazyPack } from '../../../util/tar.js';
 import { ContainerFilesystem, type FilesystemMount } from './resolve.js';
 
 const CHUNK = 64 * 1024;
@@ -152,15 +152,9 @@ class Packer {
  * truncated archive); a client that goes away aborts the walk through `opts.signal`.
  */
 export function packFiles(sources: PackSource[], opts: PackOptions = {}): Readable {
-  const pack = tarStream().pack();
-  const packer = new Packer(pack, opts);
-  void (async () => {
-    try {
-      for (const source of sources) await packer.add(source);
-      pack.finalize();
-    } catch (err) {
-      pack.destroy(err as Error);
-    }
-  })();
-  return pack as unknown as Readable;
+  return lazyPack(async (pack) => {
+    const packer = new Packer(pack, opts);
+    for (const source of sources) await packer.add(source);
+    pack.finalize();
+  });
 }

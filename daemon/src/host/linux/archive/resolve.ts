@@ -113,6 +113,7 @@ export class ContainerFilesystem {
           }
           throw new NotFound(`Could not find the file ${p} in container: no such file or directory`);
         }
+        if (errno(err) === 'ENAMETOOLONG') throw new InvalidParameter(`path ${p} is too long once its links are resolved`, { cause: err });
         throw err;
       }
       if (st.isSymbolicLink() && (!last || followLast)) {

@@ -251,6 +251,9 @@ export async function extractArchive(fsys: ContainerFilesystem, target: Location
     if (err instanceof Error && /Invalid tar header|Unexpected end of data|tar/i.test(err.message) && !(err as { code?: string }).code && err.constructor === Error) {
       throw new InvalidParameter(`invalid tar archive: ${err.message}`, { cause: err });
     }
+    if ((err as NodeJS.ErrnoException).code === 'ENAMETOOLONG') {
+      throw new InvalidParameter('invalid tar archive: an entry has a file name or path too long for the file system', { cause: err });
+    }
     throw err;
   }
   await extractor.finish();

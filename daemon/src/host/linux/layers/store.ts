@@ -85,6 +85,10 @@ export class LinuxLayerStore implements LayerStore {
   }
 
   async stage(input: NodeJS.ReadableStream, signal?: AbortSignal): Promise<StagedLayer> {
+    // The input's errors are heard from the start: one raised while the folders below are made would
+    // otherwise find no listener and end the process. It is thrown once the folders exist.
+    let inputError: Error | undefined;
+    input.on('error', (err: Error) => (inputError ??= err));
     const dir = path.join(this.stagingDir, randomBytes(16).toString('hex'));
     const diffDir = path.join(dir, 'diff');
     await fs.mkdir(diffDir, { recursive: true, mode: 0o755 });
@@ -101,6 +105,7 @@ export class LinuxLayerStore implements LayerStore {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal?.aborted) throw signal.reason ?? abortError();
+      if (inputError) throw inputError instanceof InvalidParameter ? inputError : new InvalidParameter(`invalid layer: ${inputError.message}`, { cause: inputError });
       decoded = await decompressed(raw, GUNZIP_CHUNK);
       const tarStream = decoded.stream;
       let result;

@@ -415,10 +415,14 @@ export class LinuxNetworkHost implements NetworkHost {
         throw new Error(`invalid IPv6 configuration ${JSON.stringify(spec.ipv6)}`);
       }
     }
+    for (const a of spec.linkLocal ?? []) {
+      if (!IPV6.test(a) && !IPV4.test(a)) throw new Error(`invalid link-local address ${JSON.stringify(a)}`);
+    }
     await this.attachVeth4(spec);
-    if (spec.ipv6) {
+    if (spec.ipv6 || (spec.linkLocal ?? []).length > 0) {
       try {
-        await this.configureIPv6(spec.pid, spec.containerInterface, spec.ipv6);
+        if (spec.ipv6) await this.configureIPv6(spec.pid, spec.containerInterface, spec.ipv6);
+        if (spec.linkLocal && spec.linkLocal.length > 0) await this.addLinkLocal(spec.pid, spec.containerInterface, spec.linkLocal);
       } catch (err) {
         await this.removeInterface(spec.hostInterface).catch(() => undefined);
         throw err;
@@ -461,6 +465,12 @@ export class LinuxNetworkHost implements NetworkHost {
     const lines = [`addr add ${v6.address}/${v6.prefixLen} dev ${ifname} nodad`];
     if (v6.gateway) lines.push(`route add default via ${v6.gateway} dev ${ifname}`);
     await run('nsenter', ['-t', String(pid), '-n', 'ip', '-6', '-batch', '-'], lines.join('\n') + '\n');
+  }
+
+  /** The interface's link-local addresses (IPAMConfig.LinkLocalIPs), with Docker's prefixes: /16 and /64. */
+  private async addLinkLocal(pid: number, ifname: string, addresses: readonly string[]): Promise<void> {
+    const lines = addresses.map((a) => (a.includes(':') ? `addr add ${a}/64 dev ${ifname} nodad` : `addr add ${a}/16 dev ${ifname}`));
+    await run('nsenter', ['-t', String(pid), '-n', 'ip', '-batch', '-'], lines.join('\n') + '\n');
   }
 
   private async attachVeth4(spec: VethSpec): Promise<void> {

@@ -21,6 +21,7 @@ import { ExitWatcher, readExitFile, type ExitSource } from './exits.js';
 import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
 import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
+import { mountOf, parseMountinfo } from '../mountinfo.js';
 import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
 import { SeccompProgramCache } from './seccompcache.js';
 import { AttachLockWarmer } from '../cgroups/attachlock.js';
@@ -400,6 +401,17 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
       if (errno(err) === 'ENOENT') return [];
       throw err;
     }
+  }
+
+  async sourceMount(hostPath: string): Promise<{ mountPoint: string; shared: boolean; slave: boolean }> {
+    const resolved = await fs.realpath(hostPath);
+    const entry = mountOf(parseMountinfo(await fs.readFile('/proc/self/mountinfo', 'utf8')), resolved);
+    if (!entry) throw new Error(`Can't find mount point of ${hostPath}`);
+    return {
+      mountPoint: entry.mountPoint,
+      shared: entry.optional.some((o) => o.startsWith('shared:')),
+      slave: entry.optional.some((o) => o.startsWith('master:')),
+    };
   }
 
   // -- stdio --

@@ -75,4 +75,37 @@ describe('LinuxVolumeHost', () => {
     await host.copyFromRootfs(rootfs, '/missing', path.join(dir, '_data'));
     await host.removeVolumeDir(dir);
   });
+  test('a subpath of a volume: bound from a handle on what was checked, never through a symlink, released', async () => {
+    const dir = path.join(volumesRoot, 'parts');
+    await host.createVolumeDir(dir);
+    const data = path.join(dir, '_data');
+    await fs.mkdir(path.join(data, 'app', 'conf'), { recursive: true });
+    await fs.writeFile(path.join(data, 'app', 'conf', 'f'), 'inner');
+    await fs.symlink(root, path.join(data, 'out'));
+    await fs.symlink('app', path.join(data, 'in'));
+
+    const opened = await host.openBeneath(data, 'app/./conf');
+    assert.ok(opened.path.startsWith(path.join(volumesRoot, '.subpaths') + '/'));
+    assert.equal(await host.isMounted(opened.path), true);
+    assert.equal(await fs.readFile(path.join(opened.path, 'f'), 'utf8'), 'inner');
+    assert.equal(opened.directory, true);
+    const file = await host.openBeneath(data, 'app/conf/f');
+    assert.equal(file.directory, false);
+    assert.equal(await fs.readFile(file.path, 'utf8'), 'inner');
+    await file.close();
+    await opened.close();
+    assert.ok(!existsSync(opened.path) && !existsSync(file.path), 'released');
+
+    await assert.rejects(host.openBeneath(data, 'out'), /cannot access path .*\/out: too many levels of symbolic links/);
+    await assert.rejects(host.openBeneath(data, 'in/conf'), /too many levels of symbolic links/);
+    await assert.rejects(host.openBeneath(data, 'app/none'), /cannot access path .*app\/none: no such file or directory/);
+    await assert.rejects(host.openBeneath(data, '../..'), /escapes the base directory/);
+
+    // What a stopped daemon left is released at the next start.
+    const left = await host.openBeneath(data, 'app');
+    await host.releaseStaleSubpaths();
+    assert.equal(await host.isMounted(left.path), false);
+    assert.ok(!existsSync(left.path));
+    await host.removeVolumeDir(dir);
+  });
 });

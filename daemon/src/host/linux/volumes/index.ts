@@ -3,15 +3,18 @@
  * volumes (tmpfs, bind, a device), and the copy of an image's content into a new volume.
  */
 import { execFile } from 'node:child_process';
-import { promises as fs } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
-import { InvalidParameter } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../engine/errors.js';
 import { components, ContainerFilesystem } from '../archive/resolve.js';
 import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
 import { linuxSys } from '../sys.js';
 
 const MAX_SYMLINKS = 40;
+/** open(2)'s O_PATH (Linux): a handle on a file or folder that reads nothing and opens no device. */
+const O_PATH = 0o10000000;
 
 function run(cmd: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -114,6 +117,69 @@ export class LinuxVolumeHost implements VolumeHost {
     await fs.chmod(into, st.mode & 0o7777);
     // -a: no link followed, owners, modes, times, xattrs kept; `/.` copies the folder's content.
     await run('cp', ['-a', '--', `${source}/.`, `${into}/`]);
+  }
+
+  /** Unmounts and removes what openBeneath left when the daemon stopped before a start released it. */
+  async releaseStaleSubpaths(): Promise<void> {
+    const holder = path.join(this.volumesRoot, '.subpaths');
+    const entries = await fs.readdir(holder).catch(() => [] as string[]);
+    for (const entry of entries) {
+      const target = path.join(holder, entry);
+      if (await isMountPoint(target)) await run('umount', ['-l', target]).catch(() => undefined);
+      await fs.rm(target, { force: true }).catch(() => fs.rmdir(target).catch(() => undefined));
+    }
+  }
+
+  async openBeneath(base: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
+    const root = await fs.realpath(this.inside(base));
+    const parts = subpath.split('/').filter((p) => p !== '' && p !== '.');
+    const wanted = path.join(root, ...parts);
+    if (wanted !== root && !wanted.startsWith(`${root}/`)) {
+      throw new InvalidParameter(`path concatenation escapes the base directory, base: ${root}, subpath: ${subpath}`);
+    }
+    // Every step below the volume's root must be there and must not be a symlink (as Docker resolves it).
+    let at = root;
+    for (const part of path.relative(root, wanted).split('/').filter(Boolean)) {
+      at = path.join(at, part);
+      const stat = await fs.lstat(at).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ENOTDIR') throw new NotFound(`cannot access path ${wanted}: no such file or directory`);
+        throw err;
+      });
+      if (stat.isSymbolicLink()) throw new NotFound(`cannot access path ${wanted}: too many levels of symbolic links`);
+    }
+    // A handle pins what was checked, and the mount the runtime binds is made from the handle (in this mount
+    // namespace: the runtime's own cannot bind from it), so a symlink swapped in after the check (by a
+    // container using the volume) cannot send the mount elsewhere. Where the handle's file sits is checked
+    // again through it.
+    const handle = await fs.open(wanted, O_PATH | constants.O_NOFOLLOW);
+    let target: string | undefined;
+    let directory = false;
+    try {
+      const [stat, real] = await Promise.all([handle.stat(), fs.readlink(`/proc/self/fd/${handle.fd}`)]);
+      if (stat.isSymbolicLink() || real !== wanted) throw new NotFound(`cannot access path ${wanted}: it changed while it was opened`);
+      const holder = path.join(this.volumesRoot, '.subpaths');
+      await fs.mkdir(holder, { recursive: true, mode: 0o700 });
+      target = path.join(holder, randomBytes(12).toString('hex'));
+      directory = stat.isDirectory();
+      if (directory) await fs.mkdir(target, { mode: 0o700 });
+      else await fs.writeFile(target, '', { mode: 0o600, flag: 'wx' });
+      // --no-canonicalize: mount(8) must not turn the handle's path back into a path name.
+      await run('mount', ['--no-canonicalize', '--bind', `/proc/${process.pid}/fd/${handle.fd}`, target]);
+    } catch (err) {
+      if (target) await fs.rm(target, { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    } finally {
+      await handle.close();
+    }
+    const mounted = target;
+    return {
+      path: mounted,
+      directory,
+      close: async () => {
+        await run('umount', ['-l', mounted]).catch(() => undefined);
+        await fs.rm(mounted, { force: true, recursive: false }).catch(() => fs.rmdir(mounted));
+      },
+    };
   }
 
   async makeMountPoint(rootfs: string, containerPath: string): Promise<string> {
