@@ -13,7 +13,7 @@
  *
  * The generator is seeded: the seed is printed, and BERTH_FUZZ_SEED=<seed> replays the same requests
  * (BERTH_FUZZ_REQUESTS sets how many random ones follow the sweep). Nothing leaves the machine: pulls, pushes,
- * logins and build contexts name a registry on 127.0.0.1 at a closed port.
+ * logins, searches and build contexts name a registry on 127.0.0.1 at a closed port.
  */
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
@@ -170,6 +170,12 @@ const ALLOWED_5XX = [
   /cluster volumes need swarm mode/,
   /only cluster volumes can be updated/,
   /^importing from \S+ URLs is not supported/,
+  /^BuildKit sessions are not supported/,
+  /^configured logging driver does not support reading$/,
+  /^plugins are not supported by this engine/,
+  /^swarm mode is not supported by this engine/,
+  /^This node is not a swarm manager\./,
+  /^This node is not part of a swarm$/,
   /cannot reach the registry 127\.0\.0\.1:1\b/,
 ];
 
@@ -430,6 +436,10 @@ class Builder {
       // No dots, slashes or escapes: the URL's dot segments must not take the registry away from the name.
       const rest = urlPath.split('/').slice(2, -1).join('').replace(/[./%\\]/g, '');
       urlPath = `/${t.split('/')[1]}/${REGISTRY}/fuzz${pct(rest)}/${t.split('/').at(-1)}`;
+    }
+    if (t === '/images/search' && query.has('term')) {
+      // A term without a registry part searches Docker Hub's index.
+      query.set('term', `${REGISTRY}/${query.get('term') || 'x'}`);
     }
     if (t === '/build' && query.has('remote')) query.set('remote', `http://${REGISTRY}/context.tar`);
     if (t.startsWith('/plugins')) {
