@@ -6,7 +6,7 @@
  * clients, each on its own kept-alive connection: for each of N containers create, start, exec (`echo`, its
  * output read to the end), logs (read to the end), inspect, list, and remove by force. One container in four
  * is on the default bridge with an ephemeral published port, the others have no network. After each round it
- * waits for the daemon to be quiet and reads its idle RSS again. The target: the last round's idle RSS within
+ * leaves the daemon quiet for 6 s and reads its idle RSS again. The target: the last round's idle RSS within
  * 15 MB of round 0.
  *
  *   node daemon/dist/bench/soak.js [--rounds 10] [-n 200] [-c 8] [--json] [--check] [--verbose]
@@ -23,6 +23,9 @@ import { cpuSeconds, killLeftovers, MB, settledRss } from './procmem.js';
 import { fmt, msSince } from './stats.js';
 
 export const TARGETS = { growthMB: 15 };
+
+/** How long the daemon is left quiet before its idle RSS is read. */
+export const IDLE_MS = 6000;
 
 export interface Options extends CommonOptions {
   rounds: number;
@@ -152,8 +155,9 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  // The idle figure: the daemon quiet for 2 s, the median of a few readings.
-  const idle = async () => (await settledRss(engine.pid!, 2000, 5)) / MB;
+  // The idle figure: the daemon quiet for 6 s (it gives memory back one second after its last request, at most
+  // every 5 s), the median of a few readings.
+  const idle = async () => (await settledRss(engine.pid!, IDLE_MS, 5)) / MB;
   try {
     progress(`starting berthd in ${engine.root}`);
     await engine.start();
