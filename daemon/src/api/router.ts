@@ -78,11 +78,7 @@ export class Router {
       if (!m) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
-        try {
-          params[name] = decodeURIComponent(m[i + 1]!);
-        } catch (err) {
-          throw new InvalidParameter(`invalid escape in the path: ${JSON.stringify(m[i + 1])}`, { cause: err });
-        }
+        params[name] = decodePathParam(name, m[i + 1]);
       });
       return { handler: route.handler, params, options: route.options };
     }
@@ -92,5 +88,14 @@ export class Router {
   /** The options of an unversioned route of this path under any method (how to answer a method it lacks). */
   unversionedPath(path: string): RouteOptions | undefined {
     return this.routes.find((r) => r.options.unversioned && r.regex.test(path))?.options;
+  }
+}
+
+/** A path parameter with its %-escapes decoded; a malformed escape (`%zz`) is the client's error. */
+function decodePathParam(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new InvalidParameter(`invalid escape in the ${name} of the path: ${JSON.stringify(raw)}`);
   }
 }
