@@ -40,6 +40,8 @@ export interface EngineOptions {
   runtime?: 'crun' | 'runc';
   /** Inherit the daemon's stderr (for debugging a test). */
   verbose?: boolean;
+  /** Extra environment variables of the daemon. */
+  env?: Record<string, string>;
 }
 
 export class Engine {
@@ -90,7 +92,7 @@ export class Engine {
       '--runtime', this.opts.runtime ?? 'crun',
       ...(this.opts.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...this.opts.env }, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     child.stderr!.on('data', (chunk: Buffer) => {
       this.logChunks.push(chunk);
