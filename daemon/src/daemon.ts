@@ -60,6 +60,8 @@ import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
+import { PluginManager } from './engine/plugins/manager.js';
+import { findExecutable } from './host/linux/runtime/ociruntime.js';
 import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
@@ -231,7 +233,18 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   });
   // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
   // the container engine says who uses them.
-  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins));
+  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
+  const pluginManager = new PluginManager({
+    dataRoot: opts.dataRoot,
+    execRoot: opts.execRoot,
+    runtimePath: findExecutable(host.containers.runtimeName) ?? host.containers.runtimeName,
+    events,
+  });
+  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  await pluginManager.init();
+  closers.push(() => pluginManager.close());
+  registerPluginRoutes(router, pluginManager);
   await volumes.init();
   registerVolumeRoutes(router, volumes);
   const containers = new ContainerService({
@@ -383,7 +396,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
   registerBuildRoutes(router, { builder, commits });
   registerSwarmRoutes(router);
-  registerPluginRoutes(router);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 

@@ -5,6 +5,7 @@
 import { EngineError, errorMessage, NotFound } from '../errors.js';
 import type { PluginClient } from '../plugins/client.js';
 import type { LegacyPlugins } from '../plugins/legacy.js';
+import { normalizePluginName, type PluginManager, type PluginRecord } from '../plugins/manager.js';
 
 export const VOLUME_DRIVER_INTERFACE = 'VolumeDriver';
 
@@ -22,6 +23,8 @@ export class VolumeDriverProxy {
   constructor(
     readonly name: string,
     private readonly client: PluginClient,
+    /** Turns a path the plugin answers into a host path (a managed plugin's paths are inside its root). */
+    private readonly hostPath: (p: string) => string = (p) => p,
   ) {}
 
   async create(name: string, opts: Record<string, string>): Promise<void> {
@@ -38,7 +41,7 @@ export class VolumeDriverProxy {
     if (typeof answer.Mountpoint !== 'string' || !answer.Mountpoint.startsWith('/')) {
       throw new EngineError(`VolumeDriver.Mount: the plugin answered no absolute Mountpoint for ${name}`);
     }
-    return answer.Mountpoint;
+    return this.hostPath(answer.Mountpoint);
   }
 
   async unmount(name: string, id: string): Promise<void> {
@@ -47,14 +50,14 @@ export class VolumeDriverProxy {
 
   async path(name: string): Promise<string> {
     const answer = await this.client.call<{ Mountpoint?: unknown }>('VolumeDriver.Path', { Name: name });
-    return typeof answer.Mountpoint === 'string' ? answer.Mountpoint : '';
+    return typeof answer.Mountpoint === 'string' && answer.Mountpoint ? this.hostPath(answer.Mountpoint) : '';
   }
 
   async get(name: string): Promise<DriverVolume> {
     const answer = await this.client.call<{ Volume?: DriverVolume | null }>('VolumeDriver.Get', { Name: name });
     const v = answer.Volume;
     if (!v || typeof v !== 'object') throw new NotFound(`no such volume: ${name}`);
-    return { Name: name, Mountpoint: typeof v.Mountpoint === 'string' ? v.Mountpoint : '', Status: isObject(v.Status) ? v.Status : undefined };
+    return { Name: name, Mountpoint: typeof v.Mountpoint === 'string' && v.Mountpoint ? this.hostPath(v.Mountpoint) : '', Status: isObject(v.Status) ? v.Status : undefined };
   }
 
   async list(opts: { retry?: boolean } = {}): Promise<DriverVolume[]> {
@@ -62,7 +65,7 @@ export class VolumeDriverProxy {
     if (!Array.isArray(answer.Volumes)) return [];
     return answer.Volumes.filter((v): v is DriverVolume => isObject(v) && typeof v.Name === 'string').map((v) => ({
       Name: v.Name,
-      Mountpoint: typeof v.Mountpoint === 'string' ? v.Mountpoint : '',
+      Mountpoint: typeof v.Mountpoint === 'string' && v.Mountpoint ? this.hostPath(v.Mountpoint) : '',
     }));
   }
 
@@ -86,13 +89,29 @@ export interface VolumeDrivers {
   lookup(name: string): Promise<VolumeDriverProxy>;
   /** Every driver that answers now. */
   all(): Promise<VolumeDriverProxy[]>;
+  /** The name the volumes of driver `name` are recorded under. */
+  canonical?(name: string): string;
 }
 
-/** Volume drivers served by legacy plugins. */
+/** Volume drivers served by managed plugins (enabled ones, by their name with its tag) and legacy plugins. */
 export class PluginVolumeDrivers implements VolumeDrivers {
   private readonly proxies = new Map<string, VolumeDriverProxy>();
 
-  constructor(private readonly plugins: LegacyPlugins) {}
+  constructor(
+    private readonly plugins: LegacyPlugins,
+    private readonly managed?: PluginManager,
+  ) {}
+
+  private managedProxy(p: PluginRecord): VolumeDriverProxy {
+    return new VolumeDriverProxy(p.Name, this.managed!.client(p), (inside) => this.managed!.scopedPath(p, inside));
+  }
+
+  /** The managed plugin a driver name means, if one is installed under that name. */
+  private managedPlugin(name: string): PluginRecord | undefined {
+    if (!this.managed) return undefined;
+    const full = normalizePluginName(name);
+    return this.managed.list().find((p) => p.Name === full);
+  }
 
   private proxy(name: string, client: PluginClient): VolumeDriverProxy {
     let p = this.proxies.get(name);
@@ -104,6 +123,14 @@ export class PluginVolumeDrivers implements VolumeDrivers {
   }
 
   async lookup(name: string): Promise<VolumeDriverProxy> {
+    const managed = this.managedPlugin(name);
+    if (managed) {
+      if (!managed.Enabled) throw new EngineError(`error looking up volume plugin ${name}: plugin ${JSON.stringify(managed.Name)} is disabled`);
+      if (!this.managed!.enabledWith('volumedriver').includes(managed)) {
+        throw new EngineError(`error looking up volume plugin ${name}: plugin ${JSON.stringify(managed.Name)} does not implement VolumeDriver`);
+      }
+      return this.managedProxy(managed);
+    }
     try {
       const plugin = await this.plugins.get(name, VOLUME_DRIVER_INTERFACE);
       return this.proxy(name, plugin.client);
@@ -115,6 +142,12 @@ export class PluginVolumeDrivers implements VolumeDrivers {
   }
 
   async all(): Promise<VolumeDriverProxy[]> {
-    return (await this.plugins.all(VOLUME_DRIVER_INTERFACE)).map((p) => this.proxy(p.name, p.client));
+    const managed = (this.managed?.enabledWith('volumedriver') ?? []).map((p) => this.managedProxy(p));
+    return [...managed, ...(await this.plugins.all(VOLUME_DRIVER_INTERFACE)).map((p) => this.proxy(p.name, p.client))];
+  }
+
+  /** The name volumes of a driver are recorded under (a managed plugin's full name). */
+  canonical(name: string): string {
+    return this.managedPlugin(name)?.Name ?? name;
   }
 }

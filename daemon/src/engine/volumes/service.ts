@@ -337,7 +337,8 @@ export class VolumeService {
     const name = (request.Name as string | undefined) || newId();
     validateVolumeName(name);
     const anonymous = !request.Name;
-    const driverName = checkDriver(request.Driver);
+    const given = checkDriver(request.Driver);
+    const driverName = given === undefined ? undefined : (this.drivers.canonical?.(given) ?? given);
     if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
       throw new InvalidParameter('DriverOpts must be a map of strings');
     }
@@ -359,6 +360,7 @@ export class VolumeService {
         // A plugin's driver: it makes the volume; the record here keeps its name, driver, labels and options.
         const volume: VolumeRecord = { Name: name, Driver: driverName, CreatedAt: createdAtNow(), Labels: labels, Options: options };
         const driver = await this.driverOf(volume, 'create');
+        volume.Driver = driver.name;
         await this.remember(driver);
         try {
           await driver.create(name, options);
@@ -550,6 +552,11 @@ export class VolumeService {
       out.push(this.view(volume, { Size: size, RefCount: this.users.containersUsingVolume(volume.Name).length }));
     }
     return out;
+  }
+
+  /** Names of the volumes recorded with a driver. */
+  namesOfDriver(driver: string): string[] {
+    return [...this.volumes.values()].filter((v) => v.Driver === driver).map((v) => v.Name);
   }
 
   get size(): number {
