@@ -244,6 +244,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   await pluginManager.init();
   closers.push(() => pluginManager.close());
+  pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
   await volumes.init();
   registerVolumeRoutes(router, volumes);

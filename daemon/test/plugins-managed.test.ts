@@ -3,7 +3,8 @@
  * (static, serving HTTP on /run/docker/plugins/fixvol.sock inside its root and keeping volumes in /data of
  * its root), made with `docker plugin create`, then ls, inspect (1.25+ and the 1.24 shape), set, enable (it
  * runs as a runtime container of its own), its volumes in containers, disable refused while a volume uses
- * it, a restart when it dies, its return with the daemon, rm, and the plugin events.
+ * it, a restart when it dies, its return with the daemon, rm, and the plugin events; then push to a local
+ * docker-registry and `docker plugin install --grant-all-permissions` from it.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,6 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DAEMON_DIR, startEngine, type Engine } from './harness.js';
+import { getFromRegistry, haveRegistry, startRegistry, type TestRegistry } from './registry-support.js';
 
 let engine: Engine;
 let context: string;
@@ -164,5 +166,51 @@ describe('managed plugins', () => {
     assert.equal(existsSync(path.join(engine.dataRoot, 'plugins', p.Id)), false);
     // Events are the daemon's memory: those since its restart.
     assert.deepEqual(await pluginEvents(), ['disable', 'remove']);
+  });
+});
+
+describe('managed plugins through a registry', () => {
+  let registry: TestRegistry | undefined;
+  before(async () => {
+    if (haveRegistry()) registry = await startRegistry();
+  });
+  after(async () => {
+    await registry?.stop();
+  });
+
+  test('push, privileges, install with --grant-all-permissions and a setting, use, remove', async (t) => {
+    if (!registry) return t.skip('docker-registry is not installed');
+    const name = `${registry.host}/fixvol:1`;
+    await engine.dockerOk(['plugin', 'create', name, context], { timeoutMs: 60_000 });
+    const pushed = await engine.dockerOk(['plugin', 'push', name], { timeoutMs: 120_000 });
+    assert.match(pushed, /1: digest: sha256:[0-9a-f]{64} size: \d+/);
+    const manifest = await getFromRegistry(registry, '/v2/fixvol/manifests/1', 'application/vnd.docker.distribution.manifest.v2+json');
+    assert.equal(manifest.status, 200);
+    assert.equal(JSON.parse(manifest.body.toString()).config.mediaType, 'application/vnd.docker.plugin.v1+json');
+    await engine.dockerOk(['plugin', 'rm', name]);
+
+    const privileges = await engine.request('GET', `/plugins/privileges?remote=${encodeURIComponent(name)}`);
+    assert.equal(privileges.status, 200, privileges.text);
+    assert.deepEqual(privileges.json(), [{ Name: 'network', Description: 'permissions to access a network', Value: ['none'] }]);
+    const refused = await engine.request('POST', `/plugins/pull?remote=${encodeURIComponent(name)}`, { body: [] });
+    assert.match(refused.text, /privileges granted do not match/);
+
+    await engine.dockerOk(['plugin', 'install', '--grant-all-permissions', name, 'VOLPLUGIN_GREETING=ciao'], { timeoutMs: 120_000 });
+    const p = JSON.parse(await engine.dockerOk(['plugin', 'inspect', name]))[0];
+    assert.equal(p.Enabled, true);
+    assert.equal(p.PluginReference, name);
+    assert.deepEqual(p.Settings.Env, ['VOLPLUGIN_GREETING=ciao']);
+    await engine.dockerOk(['volume', 'create', '-d', name, 'iv-one']);
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'iv-one:/v', 'busybox', 'cat', '/v/greeting']), 'ciao\n');
+    await engine.dockerOk(['volume', 'rm', 'iv-one']);
+    await engine.dockerOk(['plugin', 'rm', '--force', name]);
+    assert.equal((await engine.dockerOk(['plugin', 'ls', '-q'])).trim(), '');
+
+    // An image is not a plugin.
+    await engine.dockerOk(['tag', 'busybox', `${registry.host}/plain:1`]);
+    await engine.dockerOk(['push', `${registry.host}/plain:1`], { timeoutMs: 120_000 });
+    const notPlugin = await engine.docker(['plugin', 'install', '--grant-all-permissions', `${registry.host}/plain:1`]);
+    assert.notEqual(notPlugin.code, 0);
+    assert.match(notPlugin.stderr, /is not a plugin/);
   });
 });

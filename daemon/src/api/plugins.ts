@@ -1,17 +1,44 @@
 /**
- * Managed plugins: /plugins. Made with `create` from a tar of config.json and rootfs/, enabled, disabled,
- * set, removed and inspected through the plugin manager. Installing from a registry (pull, privileges,
- * upgrade, push) is refused.
+ * Managed plugins: /plugins. Made with `create` from a tar of config.json and rootfs/ or pulled from a
+ * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
+ * manager. Upgrade is refused.
  */
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import type { Writable } from 'node:stream';
+import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { parseAuthHeader } from '../engine/images/registry/auth.js';
 import type { PluginManager } from '../engine/plugins/manager.js';
-import { typeImplements } from '../engine/plugins/manager.js';
-import { pluginShape } from './compat.js';
-import type { ApiRequest } from './http.js';
-import { boolParam, intParam, parseFilters, requiredParam } from './params.js';
+import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';
+import { PLUGIN_SETTINGS_SHAPE_FROM, pluginShape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
 
-const UNSUPPORTED = 'installing plugins from a registry is not supported by this engine yet: make one with `docker plugin create`';
+const UNSUPPORTED = 'upgrading plugins is not supported by this engine yet: remove the plugin and install the new one';
+
+/** A JSON progress stream started at its first message: an error before it is an ordinary error answer. */
+class Progress {
+  private out: Writable | undefined;
+  constructor(
+    private readonly res: ApiResponse,
+    private readonly headers: Record<string, string> = {},
+  ) {}
+  get started(): boolean {
+    return this.out !== undefined;
+  }
+  write(message: object): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.write(JSON.stringify(message) + '\n');
+  }
+  fail(err: unknown): void {
+    const message = errorMessage(err);
+    this.write({ errorDetail: { message }, error: message });
+    this.end();
+  }
+  end(): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.end();
+  }
+}
 
 export function registerPluginRoutes(router: Router, plugins: PluginManager): void {
   const name = (req: ApiRequest) => req.params.name;
@@ -32,15 +59,34 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
       .map((p) => pluginShape(req.version, p));
     res.json(200, out);
   });
-  router.get('/plugins/privileges', (req) => {
-    requiredParam(req, 'remote');
-    throw new NotImplemented(UNSUPPORTED);
+  router.get('/plugins/privileges', async (req, res) => {
+    const remote = requiredParam(req, 'remote');
+    res.json(200, await plugins.privileges(remote, parseAuthHeader(req.header('x-registry-auth')), req.signal));
   });
-  router.post('/plugins/pull', (req) => {
-    req.raw.resume();
-    // API 1.24 named the plugin to pull `name`; later versions `remote`.
-    if (!req.query.get('name')) requiredParam(req, 'remote');
-    throw new NotImplemented(UNSUPPORTED);
+  router.post('/plugins/pull', async (req, res) => {
+    const auth = parseAuthHeader(req.header('x-registry-auth'));
+    if (req.version < PLUGIN_SETTINGS_SHAPE_FROM) {
+      // API 1.24 pulled and installed in one call (all privileges taken as granted), answering the privileges.
+      const remote = requiredParam(req, 'name');
+      req.raw.resume();
+      const asked = await plugins.privileges(remote, auth, req.signal);
+      await plugins.pull(remote, undefined, asked, auth, () => undefined, req.signal);
+      res.json(200, asked);
+      return;
+    }
+    const remote = requiredParam(req, 'remote');
+    const granted = (await req.json()) ?? [];
+    const localName = stringParam(req, 'name') || undefined;
+    // The client goes on (set, enable) with the name the plugin is installed under.
+    const progress = new Progress(res, { 'Docker-Plugin-Name': normalizePluginName(localName || remote) });
+    try {
+      await plugins.pull(remote, localName, granted, auth, (m) => progress.write(m), req.signal);
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
   });
   router.post('/plugins/create', async (req, res) => {
     const pluginName = requiredParam(req, 'name');
@@ -67,10 +113,18 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
     plugins.get(name(req));
     throw new NotImplemented(UNSUPPORTED);
   });
-  router.post('/plugins/:name*/push', (req) => {
+  router.post('/plugins/:name*/push', async (req, res) => {
     req.raw.resume();
     plugins.get(name(req));
-    throw new NotImplemented('pushing plugins is not supported by this engine yet');
+    const progress = new Progress(res);
+    try {
+      await plugins.push(name(req), parseAuthHeader(req.header('x-registry-auth')), (m) => progress.write(m), req.signal);
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
   });
   router.post('/plugins/:name*/set', async (req, res) => {
     const body = await req.json();

@@ -17,7 +17,10 @@ import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
+import type { AuthConfig } from '../images/registry/auth.js';
+import type { RegistryClient } from '../images/registry/client.js';
 import { PluginClient } from './client.js';
+import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type Privilege } from './distribution.js';
 
 /** Where plugins listen inside their root: their binaries expect this path. */
 export const PLUGIN_SOCKET_DIR_IN_PLUGIN = '/run/docker/plugins';
@@ -114,6 +117,8 @@ export class PluginManager {
   private closed = false;
   /** Says which volumes use a plugin (a plugin with volumes is not disabled unless forced). */
   usersOf: (name: string) => string[] = () => [];
+  /** The registry client for pull and push (the image service's). */
+  registry: RegistryClient | undefined;
 
   constructor(private readonly opts: PluginManagerOptions) {
     this.root = path.join(opts.dataRoot, 'plugins');
@@ -209,6 +214,66 @@ export class PluginManager {
       await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
       throw err;
     }
+  }
+
+  private needRegistry(): RegistryClient {
+    if (!this.registry) throw new EngineError('no registry client is configured');
+    return this.registry;
+  }
+
+  /** The privileges a plugin in a registry asks for. */
+  async privileges(remote: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<Privilege[]> {
+    const fetched = await fetchPlugin(this.needRegistry(), remote, auth, signal);
+    return privilegesOf(fetched.config);
+  }
+
+  /**
+   * Installs a plugin from a registry (disabled) under `localName` (the remote's name by default), once the
+   * privileges granted match those it asks for.
+   */
+  async pull(remote: string, localName: string | undefined, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<PluginRecord> {
+    const name = normalizePluginName(localName || remote);
+    if (!NAME.test(name)) throw new InvalidParameter(`invalid plugin name ${JSON.stringify(name)}`);
+    if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+    const fetched = await fetchPlugin(this.needRegistry(), normalizePluginName(remote), auth, signal);
+    const config = checkConfig(fetched.config);
+    const asked = privilegesOf(config);
+    const key = (list: unknown) =>
+      JSON.stringify(
+        (Array.isArray(list) ? list : [])
+          .map((p: any) => [String(p?.Name), [...(Array.isArray(p?.Value) ? p.Value : [])].map(String).sort()])
+          .sort(),
+      );
+    if (key(granted) !== key(asked)) throw new InvalidParameter('the privileges granted do not match those the plugin asks for: ask GET /plugins/privileges again');
+    emit({ status: `Pulling from ${fetched.ref.path}`, id: fetched.ref.tag ?? 'latest' });
+    const id = randomBytes(32).toString('hex');
+    const staging = path.join(this.root, `tmp-${id}`);
+    await fs.mkdir(path.join(staging, 'rootfs'), { recursive: true, mode: 0o700 });
+    try {
+      await unpackLayers(fetched, path.join(staging, 'rootfs'), emit);
+      if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+      await fs.rename(staging, this.dir(id));
+      const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: normalizePluginName(remote), Config: config };
+      await this.save(record);
+      this.plugins.set(id, record);
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
+    emit({ status: `Digest: ${fetched.digest}` });
+    emit({ status: `Status: Downloaded newer plugin for ${name}` });
+    const record = this.get(name);
+    this.opts.events.publish('plugin', 'pull', id, { name });
+    return record;
+  }
+
+  /** Pushes a plugin to the registry its name says. */
+  async push(ref: string, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<void> {
+    const p = this.get(ref);
+    const { rootfs: _rootfs, ...config } = p.Config as PluginConfig & { rootfs?: unknown };
+    await pushPlugin(this.needRegistry(), p.Name, path.join(this.dir(p.Id), 'rootfs'), config as PluginConfig, auth, emit, signal);
+    this.opts.events.publish('plugin', 'push', p.Id, { name: p.Name });
   }
 
   async enable(ref: string, timeoutMs: number): Promise<void> {
