@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { DAEMON_DIR, startEngine, type Engine } from './harness.js';
 import { getFromRegistry, haveRegistry, startRegistry, type TestRegistry } from './registry-support.js';
 
@@ -79,6 +80,14 @@ describe('managed plugins', () => {
     assert.deepEqual(p.Settings.Env, ['VOLPLUGIN_GREETING=hello']);
     assert.deepEqual(p.Config.Interface.Types, ['docker.volumedriver/1.0']);
     assert.ok(existsSync(path.join(engine.dataRoot, 'plugins', p.Id, 'rootfs', 'volplugin')));
+    for (const version of ['1.25', '1.41', '1.53']) {
+      await expectConforms(version, 'get', '/plugins/{name}/json', 200, (await engine.request('GET', `/v${version}/plugins/fixvol/json`)).json());
+      await expectConforms(version, 'get', '/plugins', 200, (await engine.request('GET', `/v${version}/plugins`)).json());
+    }
+    const filtered = await engine.request('GET', `/plugins?filters=${encodeURIComponent(JSON.stringify({ capability: ['volumedriver'], enabled: ['false'] }))}`);
+    assert.deepEqual(filtered.json().map((x: any) => x.Name), ['fixvol:latest']);
+    const none = await engine.request('GET', `/plugins?filters=${encodeURIComponent(JSON.stringify({ capability: ['networkdriver'] }))}`);
+    assert.deepEqual(none.json(), []);
 
     const old = (await engine.request('GET', '/v1.24/plugins/fixvol')).json();
     assert.equal(old.Name, 'fixvol');

@@ -83,7 +83,7 @@ const NAME = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?
 function settingsFrom(config: PluginConfig): PluginRecord['Settings'] {
   return {
     Mounts: (config.Mounts ?? []).map((m) => ({ ...m })),
-    Env: (config.Env ?? []).filter((e) => e.Value !== null && e.Value !== undefined).map((e) => `${e.Name}=${e.Value}`),
+    Env: (config.Env ?? []).filter((e) => e.Value !== null && e.Value !== undefined && e.Value !== '').map((e) => `${e.Name}=${e.Value}`),
     Args: [...(config.Args?.Value ?? [])],
     Devices: (config.Linux?.Devices ?? []).map((d) => ({ ...d })),
   };
@@ -98,7 +98,41 @@ function checkConfig(raw: unknown): PluginConfig {
   if (config.Entrypoint !== undefined && config.Entrypoint !== null && (!Array.isArray(config.Entrypoint) || !config.Entrypoint.every((a) => typeof a === 'string'))) {
     throw new InvalidParameter('invalid plugin config: Entrypoint must be a list of strings');
   }
-  return config;
+  // Every field of the API's PluginConfig, with its zero value where the file leaves it out (as dockerd
+  // decodes it into its struct).
+  return {
+    ...config,
+    Description: config.Description ?? '',
+    Documentation: config.Documentation ?? '',
+    Interface: { ...iface, ProtocolScheme: iface.ProtocolScheme ?? '' },
+    Entrypoint: config.Entrypoint ?? [],
+    WorkDir: config.WorkDir ?? '',
+    User: config.User ?? {},
+    Network: { Type: config.Network?.Type ?? '' },
+    Linux: { Capabilities: config.Linux?.Capabilities ?? [], AllowAllDevices: config.Linux?.AllowAllDevices ?? false, Devices: config.Linux?.Devices ?? [] },
+    PropagatedMount: config.PropagatedMount ?? '',
+    IpcHost: config.IpcHost ?? false,
+    PidHost: config.PidHost ?? false,
+    Mounts: config.Mounts ?? [],
+    Env: (config.Env ?? []).map((e) => ({ ...e, Description: e.Description ?? '', Settable: e.Settable ?? [], Value: e.Value ?? '' })),
+    Args: { Name: config.Args?.Name ?? '', Description: config.Args?.Description ?? '', Settable: config.Args?.Settable ?? [], Value: config.Args?.Value ?? [] },
+  };
+}
+
+/** The OCI device entries and cgroup rules of the plugin's devices (host nodes, as they are). */
+async function devicesOf(paths: string[]): Promise<{ devices: object[]; rules: object[] }> {
+  const devices: object[] = [];
+  const rules: object[] = [];
+  for (const p of paths) {
+    const st = await fs.stat(p).catch(() => undefined);
+    if (!st || !(st.isCharacterDevice() || st.isBlockDevice())) throw new InvalidParameter(`plugin device ${p}: not a device node on this host`);
+    const type = st.isCharacterDevice() ? 'c' : 'b';
+    const major = Math.floor(st.rdev / 256) & 0xfff;
+    const minor = (st.rdev & 0xff) | ((st.rdev >> 12) & 0xfff00);
+    devices.push({ path: p, type, major, minor, fileMode: st.mode & 0o777, uid: st.uid, gid: st.gid });
+    rules.push({ allow: true, type, major, minor, access: 'rwm' });
+  }
+  return { devices, rules };
 }
 
 class Running {
@@ -356,7 +390,7 @@ export class PluginManager {
     return path.join(this.dir(p.Id), 'rootfs', clean);
   }
 
-  private spec(p: PluginRecord): object {
+  private async spec(p: PluginRecord): Promise<object> {
     const config = p.Config;
     const caps = [...new Set([...DEFAULT_CAPS, ...(config.Linux?.Capabilities ?? [])])];
     const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...p.Settings.Env];
@@ -374,13 +408,14 @@ export class PluginManager {
       { destination: PLUGIN_SOCKET_DIR_IN_PLUGIN, type: 'bind', source: this.socketDir(p.Id), options: ['rbind', 'rshared'] },
     ];
     for (const m of (p.Settings.Mounts as PluginConfig['Mounts']) ?? []) {
-      if (!m?.Destination) continue;
+      if (!m?.Destination || ((!m.Type || m.Type === 'bind') && !m.Source)) continue;
       const options = m.Options ?? ['rbind'];
       mounts.push({ destination: m.Destination, type: m.Type || 'bind', source: m.Source || (m.Type && m.Type !== 'bind' ? m.Type : ''), options });
     }
     if (config.PropagatedMount) {
       mounts.push({ destination: config.PropagatedMount, type: 'bind', source: path.join(this.dir(p.Id), 'propagated-mount'), options: ['rbind', 'rshared'] });
     }
+    const devices = await devicesOf(((p.Settings.Devices as Array<{ Path?: string }>) ?? []).map((d) => d.Path).filter((d): d is string => !!d));
     return {
       ociVersion: '1.0.2',
       process: {
@@ -399,7 +434,8 @@ export class PluginManager {
         namespaces,
         rootfsPropagation: config.PropagatedMount ? 'rshared' : undefined,
         cgroupsPath: `/berth-plugins/${p.Id}`,
-        resources: { devices: [{ allow: config.Linux?.AllowAllDevices === true, access: 'rwm' }] },
+        resources: { devices: [{ allow: config.Linux?.AllowAllDevices === true, access: 'rwm' }, ...devices.rules] },
+        devices: devices.devices.length > 0 ? devices.devices : undefined,
         maskedPaths: ['/proc/kcore', '/proc/keys', '/proc/timer_list', '/sys/firmware'],
       },
     };
@@ -415,7 +451,7 @@ export class PluginManager {
     await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
     if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
     await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
-    await writeJSONAtomic(path.join(bundle, 'config.json'), this.spec(p));
+    await writeJSONAtomic(path.join(bundle, 'config.json'), await this.spec(p));
     await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
     const logFile = path.join(this.dir(p.Id), 'plugin.log');
     const out = await fs.open(logFile, 'a');
