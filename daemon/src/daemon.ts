@@ -419,6 +419,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         readInitVersion(initBinary),
       ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
     initBinary: initBinary.name,
+    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',

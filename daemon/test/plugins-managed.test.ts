@@ -117,6 +117,7 @@ describe('managed plugins', () => {
     assert.ok(existsSync(path.join(engine.execRoot, 'plugins', p.Id, 'fixvol.sock')), 'the socket in the host folder');
     assert.equal(runtimeState(p.Id)?.status, 'running');
     assert.equal((await engine.dockerOk(['ps', '-aq'])).trim(), '', 'not a container');
+    assert.deepEqual((await engine.request('GET', '/info')).json().Plugins.Volume, ['local', 'fixvol:latest']);
     assert.equal((await engine.docker(['plugin', 'enable', 'fixvol'])).code !== 0, true);
 
     await engine.dockerOk(['volume', 'create', '-d', 'fixvol', 'mv-one']);
