@@ -172,6 +172,8 @@ export class PluginManager {
   async init(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true, mode: 0o700 });
     for (const id of await fs.readdir(this.root)) {
+      // A create or pull cut short leaves its staging folder.
+      if (/^tmp-[0-9a-f]{64}$/.test(id)) await fs.rm(path.join(this.root, id), { recursive: true, force: true }).catch(() => undefined);
       if (!/^[0-9a-f]{64}$/.test(id)) continue;
       const record = await readJSONIfExists<PluginRecord>(path.join(this.dir(id), 'config.json')).catch(() => undefined);
       if (!record) {
@@ -180,10 +182,12 @@ export class PluginManager {
       }
       this.plugins.set(id, record);
     }
-    for (const p of this.plugins.values()) {
-      if (!p.Enabled) continue;
-      await this.start(p, 30_000).catch((err) => log.warn('plugin not restored', { plugin: p.Name, error: errorMessage(err) }));
-    }
+    // Side by side: one that does not come up delays the daemon's start by its timeout, not the sum of them.
+    await Promise.all(
+      [...this.plugins.values()]
+        .filter((p) => p.Enabled)
+        .map((p) => this.start(p, 30_000).catch((err) => log.warn('plugin not restored', { plugin: p.Name, error: errorMessage(err) }))),
+    );
   }
 
   list(): PluginRecord[] {
