@@ -278,12 +278,14 @@ export class VolumeService {
       }
       for (const v of listed) {
         if (!VOLUME_NAME.test(v.Name)) continue;
-        if (v.Mountpoint) this.driverMountpoints.set(v.Name, v.Mountpoint);
-        if (this.volumes.has(v.Name)) continue;
-        await this.withLock(v.Name, async () => {
-          if (this.volumes.has(v.Name)) return;
-          await this.record({ Name: v.Name, Driver: driver.name, CreatedAt: createdAtNow(), Labels: {}, Options: {} });
-        }).catch((err) => log.warn('volume of a driver not recorded', { name: v.Name, driver: driver.name, error: errorMessage(err) }));
+        if (!this.volumes.has(v.Name)) {
+          await this.withLock(v.Name, async () => {
+            if (this.volumes.has(v.Name)) return;
+            await this.record({ Name: v.Name, Driver: driver.name, CreatedAt: createdAtNow(), Labels: {}, Options: {} });
+          }).catch((err) => log.warn('volume of a driver not recorded', { name: v.Name, driver: driver.name, error: errorMessage(err) }));
+        }
+        // A name another driver holds here keeps that driver's volume.
+        if (v.Mountpoint && this.volumes.get(v.Name)?.Driver === driver.name) this.driverMountpoints.set(v.Name, v.Mountpoint);
       }
     }
   }
