@@ -216,6 +216,14 @@ describe('managed plugins through a registry', () => {
     await engine.dockerOk(['plugin', 'rm', '--force', name]);
     assert.equal((await engine.dockerOk(['plugin', 'ls', '-q'])).trim(), '');
 
+    // API 1.24 pulls and installs in one call, answering the privileges.
+    const legacy = await engine.request('POST', `/v1.24/plugins/pull?name=${encodeURIComponent(name)}`, { timeoutMs: 120_000 });
+    assert.equal(legacy.status, 200, legacy.text);
+    assert.deepEqual(legacy.json().map((x: any) => x.Name), ['network']);
+    const old = (await engine.request('GET', `/v1.24/plugins/${name}`)).json();
+    assert.deepEqual([old.Name, old.Tag, old.Active], [`${registry.host}/fixvol`, '1', false]);
+    await engine.dockerOk(['plugin', 'rm', name]);
+
     // An image is not a plugin.
     await engine.dockerOk(['tag', 'busybox', `${registry.host}/plain:1`]);
     await engine.dockerOk(['push', `${registry.host}/plain:1`], { timeoutMs: 120_000 });
