@@ -60,6 +60,10 @@ import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
+import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
+import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
+import { PluginManager } from './engine/plugins/manager.js';
+import { findExecutable } from './host/linux/runtime/ociruntime.js';
 import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
@@ -266,8 +270,28 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Volumes of the local driver under <data-root>/volumes; the container engine says who uses them.
-  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events);
+  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
+  // colon-separated lists, replace them), serve volume drivers beside the local one.
+  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
+  const legacyPlugins = new LegacyPlugins({
+    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
+    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
+  });
+  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
+  // the container engine says who uses them.
+  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
+  const pluginManager = new PluginManager({
+    dataRoot: opts.dataRoot,
+    execRoot: opts.execRoot,
+    runtimePath: findExecutable(host.containers.runtimeName) ?? host.containers.runtimeName,
+    events,
+  });
+  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  await pluginManager.init();
+  closers.push(() => pluginManager.close());
+  pluginManager.registry = distribution.client;
+  registerPluginRoutes(router, pluginManager);
   await volumes.init();
   registerVolumeRoutes(router, volumes);
   const containers = new ContainerService({
@@ -419,7 +443,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
   registerBuildRoutes(router, { builder, commits });
   registerSwarmRoutes(router);
-  registerPluginRoutes(router);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 
@@ -442,6 +465,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         readInitVersion(initBinary),
       ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
     initBinary: initBinary.name,
+    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',

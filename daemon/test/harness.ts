@@ -315,12 +315,14 @@ export function httpRequest(
 
 function killContainersUnder(execRoot: string): void {
   for (const runtime of ['crun', 'runc']) {
-    const stateRoot = path.join(execRoot, 'runtime');
-    if (!existsSync(stateRoot)) continue;
-    const list = spawnSync(runtime, ['--root', stateRoot, 'list', '-q'], { encoding: 'utf8' });
-    for (const id of (list.stdout ?? '').split('\n').map((s) => s.trim()).filter(Boolean)) {
-      spawnSync(runtime, ['--root', stateRoot, 'kill', id, 'KILL'], { encoding: 'utf8' });
-      spawnSync(runtime, ['--root', stateRoot, 'delete', '--force', id], { encoding: 'utf8' });
+    // The containers, and the managed plugins (run with a state root of their own).
+    for (const stateRoot of [path.join(execRoot, 'runtime'), path.join(execRoot, 'plugins', 'runtime')]) {
+      if (!existsSync(stateRoot)) continue;
+      const list = spawnSync(runtime, ['--root', stateRoot, 'list', '-q'], { encoding: 'utf8' });
+      for (const id of (list.stdout ?? '').split('\n').map((s) => s.trim()).filter(Boolean)) {
+        spawnSync(runtime, ['--root', stateRoot, 'kill', id, 'KILL'], { encoding: 'utf8' });
+        spawnSync(runtime, ['--root', stateRoot, 'delete', '--force', id], { encoding: 'utf8' });
+      }
     }
   }
 }
