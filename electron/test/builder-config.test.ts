@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +37,9 @@ describe('electron-builder.yml', () => {
 
   it('ships the files the app loads at run time', () => {
     assert.equal(config.extraMetadata.main, 'electron/dist/src/main.js');
-    for (const needed of ['electron/dist/src/**', 'renderer/dist/**', 'daemon/dist/src/**']) assert.ok(config.files.includes(needed), needed);
+    for (const needed of ['electron/dist/src/**', 'renderer/dist/**', 'daemon/dist/src/**', 'daemon/native/*/build/Release/*.node']) assert.ok(config.files.includes(needed), needed);
+    assert.ok(config.asarUnpack.includes('**/*.node'));
+    assert.ok(existsSync(path.join(root, config.icon)), 'the icon');
   });
 
   it('the schema check catches a broken configuration', () => {
