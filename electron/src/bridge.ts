@@ -10,11 +10,20 @@
  * which page script can neither draw nor press.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type { Duplex } from 'node:stream';
 
-/** The engine the bridge talks to. */
-export interface EngineEndpoint {
-  socketPath: string;
+/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
+export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+
+/** A request to the engine, over whichever transport the endpoint names. */
+export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
+  const host = engine.host.replace(/^\[(.*)\]$/, '$1');
+  // The Host header names the engine's address: TLS checks the engine's certificate against it.
+  const headers = { ...(options.headers as Record<string, string> | undefined), Host: `${engine.host}:${engine.port}` };
+  if (!engine.tls) return http.request({ ...options, headers, host, port: engine.port });
+  return https.request({ ...options, headers, host, port: engine.port, ca: engine.tls.ca, cert: engine.tls.cert, key: engine.tls.key });
 }
 
 const ID = '[A-Za-z0-9][A-Za-z0-9_.-]*';
@@ -197,7 +206,8 @@ export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest,
   if (req.body !== undefined && typeof req.body !== 'string') return Promise.reject(new BridgeError(400, 'the body must be a string'));
   await checkHostAccess(method, path, req.body, confirm);
   return new Promise((resolve, reject) => {
-    const r = http.request({ socketPath: engine.socketPath, method, path, headers: headersOf(req) }, (res) => {
+    const r = engineRequest(engine, { method, path, headers: headersOf(req) });
+    r.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 500, body: Buffer.concat(chunks).toString('utf8') }));
@@ -237,7 +247,8 @@ export async function openStream(engine: EngineEndpoint, req: BridgeRequest, por
     port.close();
     return;
   }
-  const r = http.request({ socketPath: engine.socketPath, method: checked.method, path: checked.path, headers: headersOf(req) }, (res) => {
+  const r = engineRequest(engine, { method: checked.method, path: checked.path, headers: headersOf(req) });
+  r.on('response', (res) => {
     if ((res.statusCode ?? 500) >= 400) {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -285,8 +296,7 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
   }
   let socket: Duplex | undefined;
   const pending: Buffer[] = [];
-  const r = http.request({
-    socketPath: engine.socketPath,
+  const r = engineRequest(engine, {
     method: 'POST',
     path,
     headers: { Host: 'engine', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
