@@ -43,10 +43,24 @@ export interface Transport {
   terminal(target: TerminalTarget): ByteSocket;
 }
 
-/** The preload's bridge (see electron/src/preload.ts). */
+/** The desktop app's settings (electron/src/settings.ts). */
+export interface AppSettings {
+  version: number;
+  engine: { mode: 'embedded' | 'socket' | 'tcp'; socketPath: string; tcp: { host: string; port: number; tls: boolean; ca: string; cert: string; key: string } };
+  theme: 'system' | 'light' | 'dark';
+}
+
+/** The preload's bridge (see electron/src/preload.cts). */
 export interface BerthBridge {
   request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }>;
   version: string;
+  settings?: { get(): Promise<AppSettings>; update(patch: unknown): Promise<AppSettings> };
+  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string }> };
+  registries?: {
+    list(): Promise<{ keychain: boolean; logins: Array<{ serveraddress: string; username: string }> }>;
+    login(login: { serveraddress: string; username: string; password: string }): Promise<{ ok: boolean; message: string }>;
+    logout(serveraddress: string): Promise<{ ok: boolean }>;
+  };
 }
 
 declare global {
