@@ -212,7 +212,9 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   /** A pull or push without credentials of its own gets the saved login of its registry, added here. */
   function withRegistryAuth(req: BridgeRequest): BridgeRequest {
     if (!req || typeof req.path !== 'string' || String(req.method).toUpperCase() !== 'POST') return req;
-    if (Object.keys(req.headers ?? {}).some((k) => k.toLowerCase() === 'x-registry-auth')) return req;
+    // The page sends an empty auth config (anonymous) where it has none; a login of the user's own replaces it.
+    const given = Object.entries(req.headers ?? {}).find(([k]) => k.toLowerCase() === 'x-registry-auth');
+    if (given && !isEmptyAuth(given[1])) return req;
     let image: string | undefined;
     try {
       const url = new URL(req.path, 'http://engine');
@@ -223,7 +225,9 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
       return req;
     }
     const found = image ? credentials.credentialsFor(registryOfImage(image)) : undefined;
-    return found ? { ...req, headers: { ...req.headers, 'X-Registry-Auth': registryAuthHeader(found) } } : req;
+    if (!found) return req;
+    const headers = Object.fromEntries(Object.entries(req.headers ?? {}).filter(([k]) => k.toLowerCase() !== 'x-registry-auth'));
+    return { ...req, headers: { ...headers, 'X-Registry-Auth': registryAuthHeader(found) } };
   }
 
   function createWindow(): WindowLike {
@@ -270,6 +274,17 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   win = createWindow();
   await engine.start();
   return { engine, settings, credentials, window: () => win, quit };
+}
+
+/** An X-Registry-Auth value that carries no credentials: `{}` in base64 or base64url, or nothing. */
+function isEmptyAuth(value: unknown): boolean {
+  if (typeof value !== 'string' || !value.trim()) return true;
+  try {
+    const parsed = JSON.parse(Buffer.from(value, 'base64').toString('utf8')) as Record<string, unknown>;
+    return !!parsed && typeof parsed === 'object' && Object.values(parsed).every((v) => v === '' || v === undefined || v === null);
+  } catch {
+    return false;
+  }
 }
 
 /** POST /auth: the engine checks the login against the registry; its status and message come back. */

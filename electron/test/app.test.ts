@@ -336,13 +336,17 @@ describe('main process', () => {
 
     // A push to that registry carries the login; one elsewhere does not; one with its own header keeps it.
     const port = new FakePort();
-    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', method: 'POST', path: '/v1.53/images/localhost:5000/team/app/push?tag=1' });
+    // The page sends an empty auth config (anonymous) of its own, as the images view does.
+    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', method: 'POST', path: '/v1.53/images/localhost:5000/team/app/push?tag=1', headers: { 'X-Registry-Auth': Buffer.from('{}').toString('base64') } });
     await port.until((sent) => sent.some((m) => m.type === 'end' || m.type === 'error'));
     const pushed = engine.seen.find((s) => s.startsWith('POST /v1.53/images/localhost:5000/team/app/push'))!;
     const auth = JSON.parse(Buffer.from(/auth=(\S+)/.exec(pushed)![1]!, 'base64url').toString());
     assert.deepEqual(auth, { username: 'ann', password: 'right', serveraddress: 'localhost:5000' });
     await f.ipcHandle['berth:request']!(own, { method: 'POST', path: '/v1.53/images/other.example/app/push' });
     assert.ok(engine.seen.includes('POST /v1.53/images/other.example/app/push'));
+    const own64 = Buffer.from(JSON.stringify({ username: 'carl', password: 'x' })).toString('base64');
+    await f.ipcHandle['berth:request']!(own, { method: 'POST', path: '/v1.53/images/localhost:5000/team/other/push', headers: { 'X-Registry-Auth': own64 } });
+    assert.ok(engine.seen.includes(`POST /v1.53/images/localhost:5000/team/other/push auth=${own64}`));
 
     assert.deepEqual(await f.ipcHandle['berth:registry:logout']!(own, 'localhost:5000'), { ok: true });
     assert.deepEqual(((await f.ipcHandle['berth:registry:list']!(own)) as any).logins, []);
