@@ -13,6 +13,7 @@ const NetworksView = lazy(() => import('./views/resources').then((m) => ({ defau
 const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
 const SystemView = lazy(() => import('./views/resources').then((m) => ({ default: m.SystemView })));
+const BuildView = lazy(() => import('./views/build').then((m) => ({ default: m.BuildView })));
 const SettingsView = lazy(() => import('./views/settings').then((m) => ({ default: m.SettingsView })));
 
 /** Hash routes (`#/containers/<id>/logs`): they work from file:// in Electron and behind `berthd --ui`. */
@@ -90,7 +91,7 @@ export function App(props: { since?: number }) {
       view = <RunView image={rest[0]} />;
       break;
     case 'images':
-      view = <ImagesView />;
+      view = rest[0] === 'build' ? <BuildView /> : <ImagesView />;
       break;
     case 'volumes':
       view = <VolumesView />;

@@ -41,6 +41,19 @@ export interface Transport {
   /** A streamed response: chunks until the engine ends it or `cancel` is called. Rejects on errors. */
   stream(method: string, path: string, onChunk: (bytes: Uint8Array) => void, opts?: RequestOptions & { signal?: AbortSignal }): Promise<void>;
   terminal(target: TerminalTarget): ByteSocket;
+  /**
+   * A request whose body is a large Blob (a build context), its upload's progress told as it goes, the
+   * answer streamed as `stream` does. Absent where the transport cannot send one.
+   */
+  upload?(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void>;
+}
+
+export interface UploadOptions {
+  contentType: string;
+  headers?: Record<string, string>;
+  onUploaded(sent: number, total: number): void;
+  onChunk(bytes: Uint8Array): void;
+  signal?: AbortSignal;
 }
 
 /** The desktop app's settings (electron/src/settings.ts). */
@@ -128,6 +141,38 @@ export class HttpTransport implements Transport {
       if (opts?.signal?.aborted) return;
       throw err;
     }
+  }
+
+  /** XMLHttpRequest: of the browser's clients, the one that tells an upload's progress. */
+  upload(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open(method, this.url(path));
+      xhr.withCredentials = true;
+      xhr.setRequestHeader('Content-Type', opts.contentType);
+      for (const [k, v] of Object.entries(opts.headers ?? {})) xhr.setRequestHeader(k, v);
+      const encoder = new TextEncoder();
+      let seen = 0;
+      const flush = () => {
+        // The answer so far: only its new part is handed on (the engine's JSON lines).
+        if (xhr.status !== 200) return;
+        const text = xhr.responseText;
+        if (text.length > seen) opts.onChunk(encoder.encode(text.slice(seen)));
+        seen = text.length;
+      };
+      xhr.upload.onprogress = (ev) => opts.onUploaded(ev.loaded, ev.lengthComputable ? ev.total : body.size);
+      xhr.upload.onload = () => opts.onUploaded(body.size, body.size);
+      xhr.onprogress = flush;
+      xhr.onload = () => {
+        if (xhr.status >= 400) return reject(new ApiError(xhr.status, messageOf(xhr.status, xhr.responseText)));
+        flush();
+        resolve();
+      };
+      xhr.onerror = () => reject(new ApiError(0, 'the upload failed: the connection to the engine broke'));
+      xhr.onabort = () => resolve();
+      opts.signal?.addEventListener('abort', () => xhr.abort());
+      xhr.send(body);
+    });
   }
 
   terminal(target: TerminalTarget): ByteSocket {
