@@ -30,13 +30,13 @@ async function shots(page: Page, name: string): Promise<void> {
 describe('build from a folder, in Chromium', { timeout: 300_000 }, () => {
   let engine: Engine;
   let baseUrl: string;
+  let loginUrl: string;
   let browser: Browser;
   let page: Page;
   let dir: string;
   let registry: Registry;
 
   before(async () => {
-    let loginUrl: string;
     ({ engine, loginUrl, baseUrl } = await startEngineWithUi(harness));
     await engine.loadBusybox();
     dir = mkdtempSync(path.join(os.tmpdir(), 'berth-e2e-build-'));
@@ -139,5 +139,68 @@ describe('build from a folder, in Chromium', { timeout: 300_000 }, () => {
     await page.getByTestId('push-progress').getByText(/digest: sha256:[0-9a-f]{64}/).waitFor({ timeout: 60_000 });
     const tags = (await (await fetch(`http://${registry.address}/v2/e2e/built/tags/list`)).json()) as { tags: string[] };
     assert.deepEqual(tags.tags, ['1']);
+  });
+
+  it("in the desktop app, sends the context over the bridge's port within its window of unacknowledged bytes", async () => {
+    const context = path.join(dir, 'app');
+    const desktop = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    // The main process's side of the bridge, stood in by the page: requests through fetch; an upload's chunks
+    // acknowledged as they arrive (the most seen unacknowledged is recorded), then the context sent to the
+    // engine and its answer relayed back.
+    await desktop.addInitScript(() => {
+      const w = window as unknown as { berth: unknown; uploadStats: { chunks: number; bytes: number; maxAhead: number } };
+      w.uploadStats = { chunks: 0, bytes: 0, maxAhead: 0 };
+      w.berth = {
+        version: '1',
+        async request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }) {
+          const res = await fetch(`/api${req.path}`, { method: req.method, body: req.body, headers: { ...req.headers, ...(req.body ? { 'Content-Type': 'application/json' } : {}) } });
+          return { status: res.status, body: await res.text() };
+        },
+      };
+      window.addEventListener('message', (event: MessageEvent) => {
+        const open = event.data?.berthOpen as { type: string; method: string; path: string } | undefined;
+        if (!open || open.type !== 'upload') return;
+        const port = event.ports[0]!;
+        const parts: Uint8Array[] = [];
+        let received = 0;
+        let acked = 0;
+        port.onmessage = async (ev: MessageEvent<{ type: string; data?: Uint8Array }>) => {
+          if (ev.data.type === 'data' && ev.data.data) {
+            parts.push(ev.data.data);
+            received += ev.data.data.byteLength;
+            w.uploadStats.chunks++;
+            w.uploadStats.maxAhead = Math.max(w.uploadStats.maxAhead, received - acked);
+            // Acknowledged a little later, as a busy connection would.
+            await new Promise((r) => setTimeout(r, 5));
+            acked += ev.data.data.byteLength;
+            port.postMessage({ type: 'ack', bytes: ev.data.data.byteLength });
+          } else if (ev.data.type === 'end-upload') {
+            w.uploadStats.bytes = received;
+            const res = await fetch(`/api${open.path}`, { method: 'POST', headers: { 'Content-Type': 'application/x-tar' }, body: new Blob(parts as BlobPart[]) });
+            if (!res.ok) return port.postMessage({ type: 'error', status: res.status, message: (await res.json()).message });
+            port.postMessage({ type: 'data', data: new Uint8Array(await res.arrayBuffer()) });
+            port.postMessage({ type: 'end' });
+          }
+        };
+        port.start();
+      });
+    });
+    const page2 = await desktop.newPage();
+    await page2.goto(loginUrl);
+    await page2.goto(`${baseUrl}#/images/build`);
+    await page2.getByRole('heading', { name: 'Build an image' }).waitFor();
+    await page2.getByLabel('Folder').setInputFiles(context);
+    await page2.getByLabel('Tags', { exact: true }).fill('e2e/built-desktop:1');
+    await page2.getByRole('button', { name: 'Build', exact: true }).click();
+    await page2.getByTestId('build-result').waitFor({ timeout: 60_000 });
+    assert.match(await page2.getByTestId('build-log').innerText(), /Successfully tagged e2e\/built-desktop:1/);
+    assert.match(await page2.locator('.build-output').innerText(), /100% \(8(\.0)?\s+MB of 8(\.0)?\s+MB\)/);
+    const stats = (await page2.evaluate(() => (window as unknown as { uploadStats: unknown }).uploadStats)) as { chunks: number; bytes: number; maxAhead: number };
+    assert.ok(stats.chunks > 1, `chunks: ${stats.chunks}`);
+    assert.ok(stats.bytes > 8_000_000, `bytes: ${stats.bytes}`);
+    // The page waited for acknowledgements: never more than the window (4 MiB) plus one chunk ahead.
+    assert.ok(stats.maxAhead <= 4 * 1024 * 1024 + 1024 * 1024, `ahead: ${stats.maxAhead}`);
+    assert.equal(await engine.dockerOk(['run', '--rm', 'e2e/built-desktop:1']), 'hello from the folder\n');
+    await desktop.close();
   });
 });

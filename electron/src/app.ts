@@ -4,7 +4,7 @@
  * endpoints of the preload's bridge.
  */
 import path from 'node:path';
-import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
+import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, openUpload, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
 import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageLike } from './credentials.js';
 import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
@@ -158,6 +158,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
       const headers = open?.headers && typeof open.headers === 'object' ? Object.fromEntries(Object.entries(open.headers).filter((h): h is [string, string] => typeof h[1] === 'string')) : undefined;
       if (open?.type === 'stream') void openStream(endpoint(), withRegistryAuth({ method: String(open.method), path: String(open.path), body: open.body, headers }), port, confirmHostAccess);
       else if (open?.type === 'terminal') openTerminal(endpoint(), open.target, String(open.version ?? '1.53'), port);
+      else if (open?.type === 'upload') openUpload(endpoint(), { method: String(open.method), path: String(open.path) }, port);
       else throw new BridgeError(400, 'unknown stream kind');
     } catch (err) {
       port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 500, message: (err as Error).message });

@@ -65,6 +65,16 @@ export async function fakeEngine(
       return;
     }
     if (/^\/v1\.53\/images\/.+\/push/.test(req.url!)) return void res.end('{"status":"pushed"}\n');
+    // A build: counts the context's bytes, then answers as the engine does.
+    if (req.url!.startsWith('/v1.53/build') && req.method === 'POST') {
+      let size = 0;
+      req.on('data', (c: Buffer) => (size += c.length));
+      req.on('end', () => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(`{"stream":"context of ${size} bytes (${req.headers['content-type']})\\n"}\n{"aux":{"ID":"sha256:feed"}}\n`);
+      });
+      return;
+    }
     if (req.url === '/v1.53/containers/json?all=1') {
       res.setHeader('Content-Type', 'application/json');
       return void res.end(JSON.stringify([{ Id: 'c1', Names: ['/web'] }]));

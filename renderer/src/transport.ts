@@ -265,6 +265,64 @@ export class ElectronTransport implements Transport {
     });
   }
 
+  /**
+   * The body goes over the port in chunks read from the Blob; the main process acknowledges each once the
+   * engine's connection took it, and no more than UPLOAD_WINDOW bytes wait unacknowledged.
+   */
+  upload(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void> {
+    const UPLOAD_WINDOW = 4 * 1024 * 1024;
+    return new Promise((resolve, reject) => {
+      const port = this.openPort({ type: 'upload', method, path: `/v${API_VERSION}${path}` });
+      let acked = 0;
+      let sent = 0;
+      let settled = false;
+      let wake: (() => void) | undefined;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        wake?.();
+        fn();
+      };
+      opts.signal?.addEventListener('abort', () => {
+        port.postMessage({ type: 'close' });
+        port.close();
+        settle(resolve);
+      });
+      port.onmessage = (ev: MessageEvent<{ type: string; data?: Uint8Array; bytes?: number; status?: number; message?: string }>) => {
+        const msg = ev.data;
+        if (msg.type === 'ack') {
+          acked += msg.bytes ?? 0;
+          opts.onUploaded(acked, body.size);
+          wake?.();
+        } else if (msg.type === 'data' && msg.data) opts.onChunk(msg.data);
+        else if (msg.type === 'end') {
+          port.close();
+          settle(resolve);
+        } else if (msg.type === 'error') {
+          port.close();
+          settle(() => reject(new ApiError(msg.status ?? 500, msg.message ?? 'the upload failed')));
+        }
+      };
+      port.start();
+      void (async () => {
+        const reader = body.stream().getReader();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (settled) return void reader.cancel();
+          if (done) break;
+          while (sent - acked > UPLOAD_WINDOW && !settled) await new Promise<void>((r) => (wake = r));
+          sent += value.byteLength;
+          port.postMessage({ type: 'data', data: value });
+        }
+        port.postMessage({ type: 'end-upload' });
+      })().catch((err: unknown) => {
+        port.postMessage({ type: 'close' });
+        port.close();
+        settle(() => reject(new ApiError(0, `the folder could not be read: ${(err as Error).message}`)));
+      });
+    });
+  }
+
   terminal(target: TerminalTarget): ByteSocket {
     const port = this.openPort({ type: 'terminal', target, version: API_VERSION });
     const encoder = new TextEncoder();

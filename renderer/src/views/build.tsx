@@ -45,7 +45,7 @@ export function BuildView() {
   // A refusal shows in the form, and goes with the next attempt; the build's own failure shows under its log.
   const build = useMutation({
     mutationFn: async () => {
-      if (!t.upload) throw new Error('building from a folder needs the browser UI (berthd --ui) for now');
+      if (!t.upload) throw new Error('this connection to the engine cannot send a build context');
       if (!files.length) throw new Error('choose the folder to build first');
       const dockerfile = form.dockerfile.trim() || 'Dockerfile';
       if (!files.some((f) => f.path === dockerfile)) throw new Error(`the folder has no ${dockerfile}`);
