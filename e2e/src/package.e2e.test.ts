@@ -92,7 +92,9 @@ describe('the packaged app', { timeout: 600_000 }, () => {
     await engine.dockerOk(['run', '-d', '--name', 'pkg-exec', 'busybox', 'sleep', '600']);
     assert.equal((await engine.dockerOk(['exec', 'pkg-exec', 'cat', '/etc/hostname'])).trim().length > 0, true);
     await engine.dockerOk(['rm', '-f', 'pkg-exec']);
-    const uiUrl = await harness.eventually(() => /url="(http:\/\/127\.0\.0\.1:\d+)\/\?token=/.exec(engine!.daemonLog)?.[1], 5000);
+    // The UI's address: in a file of the exec root where the daemon writes one, else in its log.
+    const uiFile = path.join((engine as unknown as { execRoot: string }).execRoot, 'ui-url');
+    const uiUrl = await harness.eventually(() => /(http:\/\/127\.0\.0\.1:\d+)\/\?token=/.exec(existsSync(uiFile) ? readFileSync(uiFile, 'utf8') : engine!.daemonLog)?.[1], 5000);
     assert.equal((await fetch(uiUrl)).status < 500, true);
     // SIGTERM: the daemon exits on its own, and the tracer writes require's cache.
     await (engine as unknown as { stop(): Promise<void> }).stop();
