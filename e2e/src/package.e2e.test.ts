@@ -54,13 +54,20 @@ describe('the packaged app', { timeout: 600_000 }, () => {
     chmodSync(path.join(electronDist, 'electron'), 0o755);
     const builder = require('app-builder-lib') as Builder;
     const output = path.join(dir, 'out');
-    await builder.build({
-      projectDir: ROOT,
-      targets: builder.Platform.LINUX.createTarget('dir', builder.Arch.x64!),
-      // Only what running offline needs; the rest comes from electron-builder.yml.
-      config: { electronDist, electronVersion: '41.7.1', directories: { output } },
-    });
-    const resources = path.join(output, 'linux-unpacked', 'resources');
+    // From the repository root, as electron-builder is run: the config's hook paths are relative to it.
+    const cwd = process.cwd();
+    process.chdir(ROOT);
+    try {
+      await builder.build({
+        projectDir: ROOT,
+        targets: builder.Platform.LINUX.createTarget('dir', builder.Arch[process.arch]!),
+        // Only what running offline needs; the rest comes from electron-builder.yml.
+        config: { electronDist, electronVersion: '41.7.1', directories: { output } },
+      });
+    } finally {
+      process.chdir(cwd);
+    }
+    const resources = path.join(output, process.arch === 'x64' ? 'linux-unpacked' : `linux-${process.arch}-unpacked`, 'resources');
     const archive = path.join(resources, 'app.asar');
     const asar = createRequire(require.resolve('app-builder-lib'))('@electron/asar') as AsarModule;
     for (const entry of asar.listPackage(archive, { isPack: false })) {
