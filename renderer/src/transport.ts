@@ -310,7 +310,8 @@ export class ElectronTransport implements Transport {
           const { done, value } = await reader.read();
           if (settled) return void reader.cancel();
           if (done) break;
-          while (sent - acked > UPLOAD_WINDOW && !settled) await new Promise<void>((r) => (wake = r));
+          // Within the window with this chunk too (a chunk larger than the window goes alone).
+          while (sent > acked && sent - acked + value.byteLength > UPLOAD_WINDOW && !settled) await new Promise<void>((r) => (wake = r));
           sent += value.byteLength;
           port.postMessage({ type: 'data', data: value });
         }
