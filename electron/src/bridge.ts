@@ -10,11 +10,20 @@
  * which page script can neither draw nor press.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type { Duplex } from 'node:stream';
 
-/** The engine the bridge talks to. */
-export interface EngineEndpoint {
-  socketPath: string;
+/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
+export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+
+/** A request to the engine, over whichever transport the endpoint names. */
+export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
+  const host = engine.host.replace(/^\[(.*)\]$/, '$1');
+  // The Host header names the engine's address: TLS checks the engine's certificate against it.
+  const headers = { ...(options.headers as Record<string, string> | undefined), Host: `${engine.host}:${engine.port}` };
+  if (!engine.tls) return http.request({ ...options, headers, host, port: engine.port });
+  return https.request({ ...options, headers, host, port: engine.port, ca: engine.tls.ca, cert: engine.tls.cert, key: engine.tls.key });
 }
 
 const ID = '[A-Za-z0-9][A-Za-z0-9_.-]*';
@@ -197,7 +206,8 @@ export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest,
   if (req.body !== undefined && typeof req.body !== 'string') return Promise.reject(new BridgeError(400, 'the body must be a string'));
   await checkHostAccess(method, path, req.body, confirm);
   return new Promise((resolve, reject) => {
-    const r = http.request({ socketPath: engine.socketPath, method, path, headers: headersOf(req) }, (res) => {
+    const r = engineRequest(engine, { method, path, headers: headersOf(req) });
+    r.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 500, body: Buffer.concat(chunks).toString('utf8') }));
@@ -237,7 +247,8 @@ export async function openStream(engine: EngineEndpoint, req: BridgeRequest, por
     port.close();
     return;
   }
-  const r = http.request({ socketPath: engine.socketPath, method: checked.method, path: checked.path, headers: headersOf(req) }, (res) => {
+  const r = engineRequest(engine, { method: checked.method, path: checked.path, headers: headersOf(req) });
+  r.on('response', (res) => {
     if ((res.statusCode ?? 500) >= 400) {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -285,8 +296,7 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
   }
   let socket: Duplex | undefined;
   const pending: Buffer[] = [];
-  const r = http.request({
-    socketPath: engine.socketPath,
+  const r = engineRequest(engine, {
     method: 'POST',
     path,
     headers: { Host: 'engine', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
@@ -331,4 +341,64 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
   });
   port.start();
   r.end(body);
+}
+
+/** The build options the app sends; others (a host network for RUN, cgroup parents...) are refused. */
+const BUILD_PARAMS = new Set(['dockerfile', 't', 'nocache', 'q', 'rm', 'forcerm', 'pull', 'labels', 'buildargs']);
+/** How much of an upload may be on its way to the engine before the page waits for acknowledgements. */
+export const UPLOAD_WINDOW = 4 * 1024 * 1024;
+
+/** Checks an upload (only a build from a tar context); returns the path to send, or throws BridgeError. */
+export function checkUpload(method: unknown, target: unknown): string {
+  if (method !== 'POST' || typeof target !== 'string' || !/^\/v1\.\d+\/build(\?|$)/.test(target)) throw new BridgeError(403, 'only a build takes an upload');
+  const url = new URL(target, 'http://engine');
+  if (url.host !== 'engine') throw new BridgeError(400, `malformed path ${JSON.stringify(target)}`);
+  for (const key of url.searchParams.keys()) if (!BUILD_PARAMS.has(key)) throw new BridgeError(403, `the build option ${key} is not one the app may use`);
+  return url.pathname + url.search;
+}
+
+/**
+ * A request whose body the page sends in chunks over the port (a build context): `{type: 'data', data}`
+ * each, then `{type: 'end-upload'}`. Each chunk is acknowledged (`{type: 'ack', bytes}`) once the engine's
+ * connection took it, so that the page sends no more than UPLOAD_WINDOW ahead. The answer streams back as
+ * openStream's does.
+ */
+export function openUpload(engine: EngineEndpoint, req: { method: string; path: string }, port: PortLike): void {
+  let path: string;
+  try {
+    path = checkUpload(req.method, req.path);
+  } catch (err) {
+    port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 400, message: (err as Error).message });
+    port.close();
+    return;
+  }
+  let done = false;
+  const finish = (message: { type: string; status?: number; message?: string }) => {
+    if (done) return;
+    done = true;
+    port.postMessage(message);
+    port.close();
+  };
+  const r = engineRequest(engine, { method: 'POST', path, headers: { Host: 'engine', 'Content-Type': 'application/x-tar', 'Transfer-Encoding': 'chunked' } });
+  r.on('response', (res) => {
+    if ((res.statusCode ?? 500) >= 400) {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => finish({ type: 'error', status: res.statusCode, message: errorMessage(res.statusCode ?? 500, Buffer.concat(chunks).toString('utf8')) }));
+      return;
+    }
+    res.on('data', (c: Buffer) => !done && port.postMessage({ type: 'data', data: new Uint8Array(c) }));
+    res.on('end', () => finish({ type: 'end' }));
+  });
+  r.on('error', (err) => finish({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` }));
+  port.on('message', (ev) => {
+    const msg = ev.data as { type?: string; data?: Uint8Array };
+    if (msg?.type === 'data' && msg.data instanceof Uint8Array) {
+      const bytes = msg.data.byteLength;
+      r.write(Buffer.from(msg.data.buffer, msg.data.byteOffset, bytes), () => !done && port.postMessage({ type: 'ack', bytes }));
+    } else if (msg?.type === 'end-upload') r.end();
+    else if (msg?.type === 'close') r.destroy();
+  });
+  port.on('close', () => r.destroy());
+  port.start();
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BridgeError, checkRequest, forwardRequest, hostAccessOf, openStream, openTerminal } from '../src/bridge.js';
+import { BridgeError, checkRequest, checkUpload, forwardRequest, hostAccessOf, openStream, openTerminal, openUpload } from '../src/bridge.js';
 import { fakeEngine, FakePort } from './fakes.js';
 
 describe('bridge allow-list', () => {
@@ -176,5 +176,49 @@ describe('bridge to an engine socket', () => {
     const invalid = new FakePort();
     openTerminal(endpoint, { kind: 'exec', execId: '../x' } as never, '1.53', invalid);
     assert.equal(invalid.sent[0].status, 400);
+  });
+});
+
+describe('bridge uploads', () => {
+  let dir: string;
+  let engine: Awaited<ReturnType<typeof fakeEngine>>;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bridge-upload-'));
+    engine = await fakeEngine(path.join(dir, 'engine.sock'));
+  });
+  after(async () => {
+    await engine.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('sends a build context in chunks, acknowledges each once sent, and streams the answer back', async () => {
+    const port = new FakePort();
+    openUpload({ socketPath: path.join(dir, 'engine.sock') }, { method: 'POST', path: '/v1.53/build?t=app%3A1&dockerfile=Dockerfile' }, port);
+    const chunk = new Uint8Array(256 * 1024).fill(7);
+    for (let i = 0; i < 3; i++) port.send({ type: 'data', data: chunk });
+    await port.until((sent) => sent.filter((m) => m.type === 'ack').length === 3);
+    assert.equal(port.sent.filter((m) => m.type === 'ack').reduce((n, m) => n + m.bytes, 0), 3 * chunk.length);
+    port.send({ type: 'end-upload' });
+    await port.until((sent) => sent.some((m) => m.type === 'end'));
+    assert.match(port.text(), new RegExp(`context of ${3 * chunk.length} bytes \\(application/x-tar\\)`));
+    assert.match(port.text(), /"aux":\{"ID":"sha256:feed"\}/);
+    assert.ok(engine.seen.includes('POST /v1.53/build?t=app%3A1&dockerfile=Dockerfile'));
+  });
+
+  it('takes uploads for builds only, without options that reach beyond the build', () => {
+    assert.equal(checkUpload('POST', '/v1.53/build?t=a&t=b&nocache=1'), '/v1.53/build?t=a&t=b&nocache=1');
+    for (const [m, p] of [
+      ['POST', '/v1.53/images/load'],
+      ['PUT', '/v1.53/containers/c1/archive?path=/'],
+      ['GET', '/v1.53/build'],
+      ['POST', '/v1.53/build?networkmode=host'],
+      ['POST', '/v1.53/build?cgroupparent=/'],
+    ])
+      assert.throws(() => checkUpload(m, p), (err: unknown) => err instanceof BridgeError && err.status === 403, `${m} ${p}`);
+    const port = new FakePort();
+    openUpload({ socketPath: path.join(dir, 'engine.sock') }, { method: 'POST', path: '/v1.53/build?networkmode=host' }, port);
+    assert.equal(port.sent[0].type, 'error');
+    assert.equal(port.sent[0].status, 403);
+    assert.equal(port.closed, true);
   });
 });

@@ -1,5 +1,6 @@
 import { lazy, Suspense, useCallback, useEffect, useState, type ReactNode } from 'react';
 import { ErrorContext, useEventSubscription } from './engine';
+import { ThemeContext, useThemeState } from './theme';
 import { ContainersView } from './views/containers';
 
 // The list is the first view and comes with the app; every other view is fetched when first opened.
@@ -12,6 +13,8 @@ const NetworksView = lazy(() => import('./views/resources').then((m) => ({ defau
 const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
 const SystemView = lazy(() => import('./views/resources').then((m) => ({ default: m.SystemView })));
+const BuildView = lazy(() => import('./views/build').then((m) => ({ default: m.BuildView })));
+const SettingsView = lazy(() => import('./views/settings').then((m) => ({ default: m.SettingsView })));
 
 /** Hash routes (`#/containers/<id>/logs`): they work from file:// in Electron and behind `berthd --ui`. */
 export function useRoute(): string[] {
@@ -39,25 +42,15 @@ const SECTIONS: Array<[string, string]> = [
   ['swarm', 'Swarm'],
   ['events', 'Events'],
   ['system', 'System'],
+  ['settings', 'Settings'],
 ];
-
-type Theme = 'light' | 'dark';
-function initialTheme(): Theme {
-  const saved = localStorage.getItem('berth.theme');
-  if (saved === 'light' || saved === 'dark') return saved;
-  return matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
-}
 
 export function App(props: { since?: number }) {
   const route = useRoute();
-  const [theme, setTheme] = useState<Theme>(initialTheme);
+  const themeState = useThemeState();
+  const theme = themeState.theme;
   const [errors, setErrors] = useState<Array<{ id: number; message: string }>>([]);
   const report = useCallback((message: string) => setErrors((e) => [...e.slice(-2), { id: Date.now() + Math.random(), message }]), []);
-
-  useEffect(() => {
-    document.documentElement.dataset.theme = theme;
-    localStorage.setItem('berth.theme', theme);
-  }, [theme]);
 
   // Keyboard: Alt+1..9 switch sections, "/" focuses search.
   useEffect(() => {
@@ -98,7 +91,7 @@ export function App(props: { since?: number }) {
       view = <RunView image={rest[0]} />;
       break;
     case 'images':
-      view = <ImagesView />;
+      view = rest[0] === 'build' ? <BuildView /> : <ImagesView />;
       break;
     case 'volumes':
       view = <VolumesView />;
@@ -115,47 +108,52 @@ export function App(props: { since?: number }) {
     case 'system':
       view = <SystemView />;
       break;
+    case 'settings':
+      view = <SettingsView />;
+      break;
     default:
       view = <p className="empty">Nothing here.</p>;
   }
 
   return (
     <ErrorContext.Provider value={report}>
-      <div className="app">
-        <nav className="sidebar" aria-label="Sections">
-          <div className="brand">Berth</div>
-          <ul>
-            {SECTIONS.map(([key, label], i) => (
-              <li key={key}>
-                <a href={`#/${key}`} className={section === key ? 'active' : ''} aria-current={section === key ? 'page' : undefined} title={`Alt+${i + 1}`}>
-                  {label}
-                </a>
-              </li>
-            ))}
-          </ul>
-          <div className="sidebar-foot">
-            <EventStream since={props.since} />
-            <button type="button" className="theme" onClick={() => setTheme(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
-              {theme === 'dark' ? 'Light theme' : 'Dark theme'}
-            </button>
-          </div>
-        </nav>
-        <main className="content">
-          {errors.length > 0 && (
-            <div className="errors" role="alert">
-              {errors.map((e) => (
-                <div key={e.id} className="error">
-                  <span>{e.message}</span>
-                  <button type="button" aria-label="Dismiss" onClick={() => setErrors((all) => all.filter((x) => x.id !== e.id))}>
-                    ×
-                  </button>
-                </div>
+      <ThemeContext.Provider value={themeState}>
+        <div className="app">
+          <nav className="sidebar" aria-label="Sections">
+            <div className="brand">Berth</div>
+            <ul>
+              {SECTIONS.map(([key, label], i) => (
+                <li key={key}>
+                  <a href={`#/${key}`} className={section === key ? 'active' : ''} aria-current={section === key ? 'page' : undefined} title={i < 9 ? `Alt+${i + 1}` : undefined}>
+                    {label}
+                  </a>
+                </li>
               ))}
+            </ul>
+            <div className="sidebar-foot">
+              <EventStream since={props.since} />
+              <button type="button" className="theme" onClick={() => themeState.setChoice(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
+                {theme === 'dark' ? 'Light theme' : 'Dark theme'}
+              </button>
             </div>
-          )}
-          <Suspense fallback={<p className="muted">Loading…</p>}>{view}</Suspense>
-        </main>
-      </div>
+          </nav>
+          <main className="content">
+            {errors.length > 0 && (
+              <div className="errors" role="alert">
+                {errors.map((e) => (
+                  <div key={e.id} className="error">
+                    <span>{e.message}</span>
+                    <button type="button" aria-label="Dismiss" onClick={() => setErrors((all) => all.filter((x) => x.id !== e.id))}>
+                      ×
+                    </button>
+                  </div>
+                ))}
+              </div>
+            )}
+            <Suspense fallback={<p className="muted">Loading…</p>}>{view}</Suspense>
+          </main>
+        </div>
+      </ThemeContext.Provider>
     </ErrorContext.Provider>
   );
 }

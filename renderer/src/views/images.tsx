@@ -128,6 +128,9 @@ export function ImagesView() {
             {doPull.isPending ? 'Pulling…' : 'Pull'}
           </button>
         </form>
+        <button type="button" onClick={() => navigate('images', 'build')}>
+          Build…
+        </button>
         <button type="button" onClick={() => (setNote(null), setPruneAsk(true))} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
           {prune.isPending ? 'Pruning…' : 'Prune…'}
         </button>
