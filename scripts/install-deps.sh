@@ -20,6 +20,7 @@ NODE_MAJOR_MIN=20
 #   git                         the repository itself
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
 #   docker-compose              a real compose client (1.29, with python3-docker: the docker-py tests use it too)
+#   python3-docker              docker-py, a real client the tests drive over a TCP listener (with /usr/bin/python3)
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
@@ -28,7 +29,7 @@ APT_PACKAGES=(
   tar xz-utils zstd bzip2
   build-essential python3 git
   chromium
-  docker-compose
+  docker-compose python3-docker
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }

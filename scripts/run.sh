@@ -15,6 +15,7 @@ cd "$ROOT"
 detach=0
 args=()
 socket=/var/run/engine.sock
+exec_root=/run/berth
 while [ $# -gt 0 ]; do
   case "$1" in
     --detach|-d) detach=1 ;;
@@ -22,6 +23,13 @@ while [ $# -gt 0 ]; do
       args+=("$1" "${2:?$1 needs an address}")
       case "$2" in unix://*) [ "$socket" = /var/run/engine.sock ] && socket="${2#unix://}" ;; esac
       shift ;;
+    --exec-root)
+      args+=("$1" "${2:?$1 needs a folder}")
+      exec_root="$2"
+      shift ;;
+    --exec-root=*)
+      args+=("$1")
+      exec_root="${1#*=}" ;;
     -H=*|--host=*)
       args+=("$1")
       value="${1#*=}"
@@ -49,8 +57,8 @@ if ping; then
 else
   # The flags the user gave come last, so that they win over the default socket.
   [ "${#args[@]}" -gt 0 ] && printf '%s\n' "${args[@]}" | grep -qE '^(-H|--host)' || args=(-H "$host" "${args[@]}")
-  # Where a display exists, the UI comes too: berthd serves it on 127.0.0.1 and prints its address with
-  # the access token ("UI listening ... url=...").
+  # Where a display exists, the UI comes too: berthd serves it on 127.0.0.1 and prints its address with the
+  # access token on its terminal, and writes it to <exec-root>/ui-url (root only; never to the log).
   if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && ! printf '%s\n' "${args[@]}" | grep -qE '^--ui'; then args+=(--ui); fi
   if [ "$detach" = 1 ]; then
     setsid "$ROOT/daemon/bin/berthd" "${args[@]}" </dev/null >>/var/log/berthd.log 2>&1 &
@@ -79,6 +87,18 @@ if ! curl -sf --unix-socket "$socket" http://localhost/images/busybox:latest/jso
     echo "[run] warning: could not load the busybox image (docker load failed); the engine keeps running" >&2
   fi
   rm -f "$tarball"
+fi
+
+# The daemon prints the UI's address on its own terminal only: in the background (or without a terminal),
+# it comes from the file the daemon wrote.
+# An engine that was already running is asked the same way.
+if [ -z "${pid:-}" ] || [ "$detach" = 1 ] || [ ! -t 1 ]; then
+  if [ -n "${pid:-}" ] && printf '%s\n' "${args[@]}" | grep -qE '^--ui'; then
+    for _ in $(seq 1 50); do [ -s "$exec_root/ui-url" ] && break; sleep 0.1; done
+  fi
+  if [ -s "$exec_root/ui-url" ]; then
+    echo "[run] open the UI in a browser: $(cat "$exec_root/ui-url")"
+  fi
 fi
 
 echo

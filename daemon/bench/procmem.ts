@@ -13,6 +13,22 @@ export function rssBytes(pid: number): number | undefined {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
+/** User and system CPU time a process has used, in seconds; 0 when the process is gone. */
+export function cpuSeconds(pid: number): number {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return 0;
+  }
+  // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
+const CLOCK_TICKS = 100;
+
 /** The argument vector of a process; undefined when the process is gone or is a kernel thread. */
 export function cmdline(pid: number): string[] | undefined {
   try {

@@ -4,6 +4,8 @@ import { startDaemon, type DaemonOptions } from './daemon.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]
+       berthd user add|set|list|rm ...     (users; berthd user --help)
+       berthd token create|list|revoke ... (API tokens; berthd token --help)
 
 A container engine serving the Engine API.
 
@@ -25,6 +27,7 @@ Options:
       --tlskey string          Server key
       --registry-mirror list   Preferred Docker Hub mirror (repeatable)
       --insecure-registry list Registry (CIDR or HOST[:PORT]) reached over plain HTTP (repeatable; 127.0.0.0/8 always)
+      --auth-tokens            On TCP listeners, serve the engine API only to bearer tokens (engineRead: GET and HEAD)
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
@@ -66,6 +69,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       ui: { type: 'string' },
       'registry-mirror': { type: 'string', multiple: true },
       'insecure-registry': { type: 'string', multiple: true },
+      'auth-tokens': { type: 'boolean' },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
       version: { type: 'boolean', short: 'v' },
@@ -99,10 +103,20 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     ui: v.ui as string | undefined,
     registryMirrors: (v['registry-mirror'] as string[] | undefined) ?? [],
     insecureRegistries: (v['insecure-registry'] as string[] | undefined) ?? [],
+    authTokens: Boolean(v['auth-tokens']),
   };
 }
 
 export async function main(argv: string[]): Promise<void> {
+  if (argv[0] === 'user' || argv[0] === 'token') {
+    const { authMain, AUTH_USAGE } = await import('./auth-cli.js');
+    if (argv.length < 2 || argv.includes('--help') || argv.includes('-h')) {
+      process.stdout.write(AUTH_USAGE);
+      return;
+    }
+    process.exitCode = await authMain(argv);
+    return;
+  }
   let opts: ReturnType<typeof parseFlags>;
   try {
     opts = parseFlags(argv);
@@ -120,6 +134,10 @@ export async function main(argv: string[]): Promise<void> {
     return;
   }
   setLogLevel(opts.logLevel);
+  // A promise that failed with nobody waiting for it is a bug to log, not a reason to stop serving.
+  process.on('unhandledRejection', (reason) => {
+    log.error('unhandled rejection', { error: errorMessage(reason), stack: (reason as Error)?.stack });
+  });
   try {
     const daemon = await startDaemon(opts);
     let stopping = false;

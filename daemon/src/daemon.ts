@@ -3,6 +3,7 @@
  * Each part is constructed from the narrow interfaces of the parts below it.
  */
 import { promises as fs, readFileSync } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -49,7 +50,8 @@ import { ensureExecRootTmpfs } from './host/linux/execroot.js';
 import { writebackAfterDeletions } from './host/linux/nojournal.js';
 import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
-import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter } from './host/linux/sys.js';
+import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
+import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
@@ -60,8 +62,15 @@ import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
+import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
+import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
+import { PluginManager } from './engine/plugins/manager.js';
+import { findExecutable } from './host/linux/runtime/ociruntime.js';
 import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
+import { AuthStoreReader } from './engine/auth/store.js';
+import { registerScimRoutes } from './api/scim.js';
+import { registerSandboxRoutes } from './api/sandbox.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -87,6 +96,8 @@ export interface DaemonOptions {
   registryMirrors?: string[];
   /** `--insecure-registry`: registries (CIDR or host[:port]) reached over plain HTTP or unverified TLS; loopback always is. */
   insecureRegistries?: string[];
+  /** `--auth-tokens`: the engine API on TCP listeners needs a bearer token (unix sockets stay as they are). */
+  authTokens?: boolean;
 }
 
 export interface Daemon {
@@ -94,21 +105,60 @@ export interface Daemon {
   shutdown(): Promise<void>;
 }
 
-async function writePidfile(pidfile: string): Promise<void> {
+/**
+ * Whether process `pid` holds `pidfile` open. A running daemon keeps its pidfile open, so this tells it from
+ * a zombie left by kill -9 (no open files) or an unrelated program that reuses the pid.
+ */
+async function holdsOpen(pid: number, pidfile: string): Promise<boolean> {
+  const target = await fs.realpath(pidfile).catch(() => path.resolve(pidfile));
+  let fds: string[];
   try {
-    const old = Number((await fs.readFile(pidfile, 'utf8')).trim());
-    if (old && old !== process.pid) {
-      try {
-        process.kill(old, 0);
-        throw new Error(`pid file ${pidfile} names a running process ${old}: is another berthd running?`);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
-      }
-    }
+    fds = await fs.readdir(`/proc/${pid}/fd`);
+  } catch {
+    // Gone, or another user's process: not a daemon that wrote this file.
+    return false;
+  }
+  for (const fd of fds) {
+    const link = await fs.readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+    if (link === target) return true;
+  }
+  return false;
+}
+
+/**
+ * Writes the pidfile and keeps it open while the daemon runs. A pidfile left by a daemon that is gone (even
+ * when its pid now names a zombie or another program) does not block a start; a live daemon with it does.
+ */
+async function writePidfile(pidfile: string): Promise<FileHandle> {
+  let old = 0;
+  try {
+    old = Number((await fs.readFile(pidfile, 'utf8')).trim());
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  await fs.writeFile(pidfile, `${process.pid}\n`);
+  if (Number.isInteger(old) && old > 0 && old !== process.pid) {
+    if (await holdsOpen(old, pidfile)) throw new Error(`pid file ${pidfile} names a running berthd (pid ${old}): is another berthd running?`);
+    log.info('removing a stale pid file', { pidfile, pid: old });
+  }
+  const handle = await fs.open(pidfile, 'w', 0o644);
+  try {
+    await handle.writeFile(`${process.pid}\n`);
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+  return handle;
+}
+
+/** Under the exec root: the UI's address with its access token (mode 0600). */
+export const UI_LOGIN_FILE = 'ui-url';
+
+/** Writes a file that only its owner reads, replacing any earlier one. */
+async function writeFileAtomicPrivate(file: string, text: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  await fs.rm(tmp, { force: true });
+  await fs.writeFile(tmp, text, { mode: 0o600, flag: 'wx' });
+  await fs.rename(tmp, file);
 }
 
 /** A stream that a promise gives later: its bytes, or its error. */
@@ -170,6 +220,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {
       throw new Error(`refusing to serve the API on ${address.host}:${address.port} without TLS: use --tlsverify with --tlscacert, --tlscert and --tlskey`);
     }
+    if (address.kind === 'tcp' && !opts.tls) {
+      log.warn(
+        `serving the API on tcp://${address.host}:${address.port} without TLS: every local user and program that can connect to it has root access to this machine; use a unix socket, or --tlsverify`,
+      );
+    }
   }
   if (opts.tls && (!opts.tlsCert || !opts.tlsKey)) throw new Error('--tls and --tlsverify need --tlscert and --tlskey');
   if (opts.tlsVerify && !opts.tlsCaCert) throw new Error('--tlsverify needs --tlscacert');
@@ -179,7 +234,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   await ensureExecRootTmpfs(opts.execRoot);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
-  await writePidfile(opts.pidfile);
+  const pidfileHandle = await writePidfile(opts.pidfile);
 
   const events = new EventBus();
   const router = new Router();
@@ -219,8 +274,28 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Volumes of the local driver under <data-root>/volumes; the container engine says who uses them.
-  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events);
+  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
+  // colon-separated lists, replace them), serve volume drivers beside the local one.
+  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
+  const legacyPlugins = new LegacyPlugins({
+    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
+    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
+  });
+  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
+  // the container engine says who uses them.
+  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
+  const pluginManager = new PluginManager({
+    dataRoot: opts.dataRoot,
+    execRoot: opts.execRoot,
+    runtimePath: findExecutable(host.containers.runtimeName) ?? host.containers.runtimeName,
+    events,
+  });
+  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  await pluginManager.init();
+  closers.push(() => pluginManager.close());
+  pluginManager.registry = distribution.client;
+  registerPluginRoutes(router, pluginManager);
   await volumes.init();
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
@@ -387,7 +462,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
   registerBuildRoutes(router, { builder, commits });
   registerSwarmRoutes(router);
-  registerPluginRoutes(router);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 
@@ -410,6 +484,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         readInitVersion(initBinary),
       ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
     initBinary: initBinary.name,
+    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',
@@ -430,6 +505,23 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     },
   });
 
+  // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
+  const authStore = new AuthStoreReader(opts.dataRoot);
+  registerScimRoutes(router, { user: (id) => authStore.user(id) });
+  registerSandboxRoutes(router, sandboxes);
+
+  // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
+  // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst
+  // promoted, and V8 keeps free pages for later), and what malloc's arenas keep of freed buffers. After a
+  // burst of container work they were 10 to 15 MB of the idle daemon's RSS. The collections take a few ms
+  // of a daemon that has nothing else to do, at most once in 5 s (a client polling does not make it run more).
+  const release = nativeReleaseMemory();
+  const afterBurst = release ? whenIdle(release, 1000, 5000) : undefined;
+  if (afterBurst) closers.push(() => afterBurst.close());
+  const touch = (req: http.IncomingMessage, res?: http.ServerResponse) => {
+    afterBurst!.touch();
+    (res ?? req.socket).once('close', () => afterBurst!.touch());
+  };
   const servers: http.Server[] = [];
   for (const address of addresses) {
     const tls =
@@ -441,7 +533,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls });
+    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
+    if (afterBurst) {
+      server.on('request', touch);
+      server.on('upgrade', (req: http.IncomingMessage) => touch(req));
+    }
     await listenOn(server, address);
     servers.push(server);
     log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
@@ -456,7 +553,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
     const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
     closers.push(() => ui.close());
-    log.info('UI listening: open this address in a browser', { url: ui.loginUrl });
+    // The address with its token gives full control of the engine: it goes to a file only root reads and to
+    // the terminal that started the daemon, never to the log.
+    const loginFile = path.join(opts.execRoot, UI_LOGIN_FILE);
+    await writeFileAtomicPrivate(loginFile, `${ui.loginUrl}\n`);
+    closers.push(() => fs.rm(loginFile, { force: true }));
+    if (process.stdout.isTTY) process.stdout.write(`Open the UI in a browser: ${ui.loginUrl}\n`);
+    log.info('UI listening: its address with the access token is in the login file', { url: ui.url, loginFile });
   }
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
@@ -467,6 +570,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         server.closeAllConnections();
       }
       for (const close of closers.reverse()) await close();
+      await pidfileHandle.close().catch(() => undefined);
       await fs.rm(opts.pidfile, { force: true });
       for (const address of addresses) if (address.kind === 'unix') await fs.rm(address.path, { force: true });
     },

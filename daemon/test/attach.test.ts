@@ -337,6 +337,35 @@ describe('detach keys and stdin on the raw protocol', () => {
   });
 });
 
+describe('the end of an attached client stdin, the container stdin staying open', () => {
+  test('docker run -d -i, then docker attach with piped input: the answer to the input is printed', async () => {
+    const id = (await engine.dockerOk(['run', '-d', '-i', 'busybox', 'sh', '-c', 'read line; echo "got $line"'])).trim();
+    try {
+      const attached = await engine.docker(['attach', id], { input: 'piped in\n' });
+      assert.equal(attached.code, 0, attached.stderr);
+      assert.equal(attached.stdout, 'got piped in\n');
+    } finally {
+      await engine.docker(['rm', '-f', id]);
+    }
+  });
+
+  test('raw protocol: output written after the end of the client stdin still reaches it, then the attachment ends', async () => {
+    // The answer comes a while after the input, which the client ended at once; the container goes on.
+    const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['sh', '-c', 'while read line; do sleep 0.2; echo "got $line"; done'], OpenStdin: true } });
+    const id = created.json().Id;
+    try {
+      assert.equal((await engine.request('POST', `/containers/${id}/start`)).status, 204);
+      const client = await rawAttach(id, 'stream=1&stdin=1&stdout=1&stderr=1');
+      client.socket.end('one\n');
+      await client.closed;
+      assert.equal(demux(client.received()).stdout, 'got one\n');
+      assert.equal((await engine.request('GET', `/containers/${id}/json`)).json().State.Running, true);
+    } finally {
+      await engine.request('DELETE', `/containers/${id}?force=1`);
+    }
+  });
+});
+
 describe('wait answers after the attached clients have the output', () => {
   test('attach, start, wait, then read: every byte is there when the wait answers (50 runs each way)', { timeout: 300_000 }, async () => {
     // 64 KiB through stdout and a line on stderr, written as fast as the container can, then an exit.

@@ -298,7 +298,8 @@ describe('dockerode', () => {
 });
 
 describe('bad input to create', () => {
-  const create = (body: unknown, query = '') => engine.request('POST', `/v1.44/containers/create${query}`, { body });
+  const create = (body: unknown, query = '') =>
+    engine.request('POST', `/v1.44/containers/create${query}`, { body, headers: { 'Content-Type': 'application/json' } });
 
   test('each bad value answers 400 naming what is wrong, and the daemon keeps serving', async () => {
     const cases: Array<[unknown, RegExp, string?]> = [

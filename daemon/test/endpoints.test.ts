@@ -210,7 +210,7 @@ describe('swarm and plugins, as a daemon without them', () => {
     assert.ok(r.stderr.includes(NOT_MANAGER), r.stderr);
   });
 
-  test('plugins: an empty list, a named plugin not found, installing refused', async () => {
+  test('plugins: an empty list, a named plugin not found, a pull without its remote refused', async () => {
     const list = await engine.request('GET', '/plugins');
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(list.json(), []);
@@ -226,8 +226,9 @@ describe('swarm and plugins, as a daemon without them', () => {
       assert.equal(r.status, 404, `${method} ${path}: ${r.text}`);
       assert.equal(r.json().message, 'plugin "vieux/sshfs:latest" not found');
     }
-    const pull = await engine.request('POST', '/plugins/pull?remote=vieux/sshfs');
-    assert.equal(pull.status, 501, pull.text);
+    const pull = await engine.request('POST', '/plugins/pull');
+    assert.equal(pull.status, 400, pull.text);
+    assert.equal(pull.json().message, 'query parameter remote is required');
   });
 
   test('the session endpoint refuses an upgrade without BuildKit', async () => {

@@ -40,6 +40,10 @@ export interface EngineOptions {
   runtime?: 'crun' | 'runc';
   /** Inherit the daemon's stderr (for debugging a test). */
   verbose?: boolean;
+  /** Extra environment of the daemon. */
+  env?: Record<string, string>;
+  /** Options for node itself, before the daemon's script (--import ...). */
+  nodeArgs?: string[];
 }
 
 export class Engine {
@@ -81,6 +85,7 @@ export class Engine {
     if (this.child) throw new Error('engine already running');
     await fs.mkdir(this.dockerConfig, { recursive: true });
     const args = [
+      ...(this.opts.nodeArgs ?? []),
       BERTHD,
       '-H', this.host,
       '--data-root', this.dataRoot,
@@ -90,7 +95,7 @@ export class Engine {
       '--runtime', this.opts.runtime ?? 'crun',
       ...(this.opts.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.opts.env } });
     this.child = child;
     child.stderr!.on('data', (chunk: Buffer) => {
       this.logChunks.push(chunk);
@@ -310,12 +315,14 @@ export function httpRequest(
 
 function killContainersUnder(execRoot: string): void {
   for (const runtime of ['crun', 'runc']) {
-    const stateRoot = path.join(execRoot, 'runtime');
-    if (!existsSync(stateRoot)) continue;
-    const list = spawnSync(runtime, ['--root', stateRoot, 'list', '-q'], { encoding: 'utf8' });
-    for (const id of (list.stdout ?? '').split('\n').map((s) => s.trim()).filter(Boolean)) {
-      spawnSync(runtime, ['--root', stateRoot, 'kill', id, 'KILL'], { encoding: 'utf8' });
-      spawnSync(runtime, ['--root', stateRoot, 'delete', '--force', id], { encoding: 'utf8' });
+    // The containers, and the managed plugins (run with a state root of their own).
+    for (const stateRoot of [path.join(execRoot, 'runtime'), path.join(execRoot, 'plugins', 'runtime')]) {
+      if (!existsSync(stateRoot)) continue;
+      const list = spawnSync(runtime, ['--root', stateRoot, 'list', '-q'], { encoding: 'utf8' });
+      for (const id of (list.stdout ?? '').split('\n').map((s) => s.trim()).filter(Boolean)) {
+        spawnSync(runtime, ['--root', stateRoot, 'kill', id, 'KILL'], { encoding: 'utf8' });
+        spawnSync(runtime, ['--root', stateRoot, 'delete', '--force', id], { encoding: 'utf8' });
+      }
     }
   }
 }

@@ -142,4 +142,28 @@ describe('top', () => {
     assert.equal((await engine.request('GET', '/containers/no-such/top')).status, 404);
     await engine.dockerOk(['rm', created]);
   });
+
+  test('top while the container stops, starts and restarts: its processes or 409, never a 5xx', async () => {
+    // PID 1 leaves at SIGTERM within a second, so that stops and restarts come quickly one after the other.
+    const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done'])).trim();
+    const changes = ['restart?t=1', 'stop?t=1', 'start', 'kill?signal=TERM'];
+    const end = Date.now() + 8000;
+    const answers = new Map<number, number>();
+    const churn = async (from: number) => {
+      for (let i = from; Date.now() < end; i++) await engine.request('POST', `/containers/${id}/${changes[i % changes.length]}`);
+    };
+    await Promise.all([
+      churn(0),
+      churn(1),
+      (async () => {
+        while (Date.now() < end) {
+          const r = await engine.request('GET', `/containers/${id}/top`);
+          answers.set(r.status, (answers.get(r.status) ?? 0) + 1);
+          assert.ok(r.status === 200 || r.status === 409, `top answered ${r.status}: ${r.text}`);
+        }
+      })(),
+    ]);
+    assert.ok(answers.get(200), `some answers listed processes: ${JSON.stringify([...answers])}`);
+    await engine.dockerOk(['rm', '-f', id]);
+  });
 });

@@ -70,6 +70,18 @@ describe('the Electron app', { skip: binary ? false : 'no Electron binary here (
     await screenshot(page, 'electron-containers');
   });
 
+  it('carries the Content-Security-Policy of berthd --ui, and it holds', async () => {
+    const policy = await page.evaluate(() => document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute('content'));
+    assert.match(String(policy), /default-src 'self'/);
+    const ran = await page.evaluate(() => {
+      const s = document.createElement('script');
+      s.textContent = 'window.injected = true';
+      document.head.appendChild(s);
+      return (window as { injected?: boolean }).injected;
+    });
+    assert.equal(ran, undefined);
+  });
+
   it('refuses operations outside the allow-list', async () => {
     const res = await page.evaluate(() => (window as any).berth.request({ method: 'POST', path: '/v1.53/swarm/init', body: '{}' }));
     assert.equal(res.status, 403);

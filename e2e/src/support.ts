@@ -2,7 +2,7 @@
  * What the end-to-end tests share: a real berthd (through the daemon's test harness, compiled in
  * daemon/dist) serving the built renderer with `--ui`, and Debian's Chromium driven by playwright-core.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -24,6 +24,7 @@ export interface RunResult {
 export interface Engine {
   readonly socket: string;
   readonly root: string;
+  readonly execRoot: string;
   readonly daemonLog: string;
   docker(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<RunResult>;
   dockerOk(args: string[], opts?: { input?: string; timeoutMs?: number }): Promise<string>;
@@ -46,7 +47,9 @@ export async function loadHarness(): Promise<Harness> {
 export async function startEngineWithUi(harness: Harness): Promise<{ engine: Engine; loginUrl: string; baseUrl: string }> {
   if (!existsSync(path.join(ROOT, 'renderer', 'dist', 'index.html'))) throw new Error('the renderer is not built: npm run build -w renderer');
   const engine = await harness.startEngine({ args: ['--ui', '127.0.0.1:0'], verbose: !!process.env.E2E_VERBOSE });
-  const loginUrl = await harness.eventually(() => /url="(http:\/\/127\.0\.0\.1:\d+\/\?token=[^"]+)"/.exec(engine.daemonLog)?.[1], 5000);
+  // The address with its token is written to a file of the exec root that only root reads (never to the log).
+  const loginFile = path.join(engine.execRoot, 'ui-url');
+  const loginUrl = await harness.eventually(() => (existsSync(loginFile) ? /^http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(readFileSync(loginFile, 'utf8'))?.[0] : undefined), 5000);
   return { engine, loginUrl, baseUrl: loginUrl.replace(/\?token=.*$/, '') };
 }
 

@@ -252,11 +252,13 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 480_000 }
   });
 
   it("shows the engine's message when a call fails", async () => {
-    const expected = (await engine.request('POST', '/containers/create', { body: { Image: 'no-such-image:never' } })).json().message as string;
+    // A name in use (a missing image would be pulled first).
+    const expected = (await engine.request('POST', '/containers/create?name=e2e-sleep', { body: { Image: 'busybox' } })).json().message as string;
     assert.ok(expected);
     await page.goto(`${baseUrl}#/run`);
-    await page.getByLabel('Image').fill('no-such-image:never');
-    await page.getByRole('button', { name: 'Run' }).click();
+    await page.getByLabel('Image', { exact: true }).fill('busybox');
+    await page.getByLabel('Name', { exact: true }).fill('e2e-sleep');
+    await page.getByRole('button', { name: 'Run', exact: true }).click();
     const alert = page.locator('.errors .error');
     await alert.waitFor({ timeout: 5000 });
     assert.equal((await alert.locator('span').innerText()).trim(), expected);
@@ -403,8 +405,8 @@ describe('the renderer served by berthd --ui, in Chromium', { timeout: 480_000 }
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
     await page.locator('tr[data-name="e2e-sleep"]').waitFor();
     await screenshot(page, 'containers-dark');
-    // Keyboard: Alt+3 goes to images, arrows move between rows, Enter opens one.
-    await page.keyboard.press('Alt+3');
+    // Keyboard: Alt+4 goes to images, arrows move between rows, Enter opens one.
+    await page.keyboard.press('Alt+4');
     await page.getByRole('heading', { name: 'Images' }).waitFor();
     await page.keyboard.press('Alt+1');
     await page.locator('tr[data-name]').first().focus();

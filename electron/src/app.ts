@@ -4,9 +4,10 @@
  * endpoints of the preload's bridge.
  */
 import path from 'node:path';
-import { BridgeError, forwardRequest, openStream, openTerminal, type BridgeRequest, type PortLike } from './bridge.js';
-import { EngineHost, pingSocket, type DaemonStarter } from './engine-host.js';
-import { defaultSettings, SettingsStore, type Settings } from './settings.js';
+import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, openUpload, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
+import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageLike } from './credentials.js';
+import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
+import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
 import { trayTemplate, trayTooltip } from './tray.js';
 import { guardNavigation, windowOptions } from './window.js';
 
@@ -48,6 +49,33 @@ export interface ElectronModules {
   nativeTheme: { themeSource: 'system' | 'light' | 'dark'; shouldUseDarkColors: boolean };
   /** Opens a container's published port in the system's browser; absent, such links do nothing. */
   shell?: { openExternal(url: string): Promise<void> };
+  /** The OS keychain's encryption; absent, registry logins cannot be kept. */
+  safeStorage?: SafeStorageLike;
+  /** The native dialogs; absent, requests that reach beyond a container's isolation are refused. */
+  dialog?: {
+    showMessageBox(
+      window: WindowLike,
+      options: { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean },
+    ): Promise<{ response: number }>;
+  };
+}
+
+/**
+ * The question the main process asks (in its own window-modal dialog, out of the page's reach) before the
+ * bridge passes a request that gives a container privileges or the host's files. Cancel is the default.
+ */
+export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean } {
+  const what = /\/exec$/.test(ask.path.split('?')[0]!) ? 'a command' : /\/volumes\/create$/.test(ask.path.split('?')[0]!) ? 'a volume' : 'a container';
+  return {
+    type: 'warning',
+    title: 'Berth',
+    message: `Allow ${what} with access to the host?`,
+    detail: `The app asks the engine for ${what} that:\n${ask.reasons.map((r) => `• ${r}`).join('\n')}\n\nIt could read or change anything on this computer. Allow it only if you asked for it.`,
+    buttons: ['Cancel', 'Allow'],
+    defaultId: 0,
+    cancelId: 0,
+    noLink: true,
+  };
 }
 
 export interface AppOptions {
@@ -55,12 +83,13 @@ export interface AppOptions {
   preload: string;
   trayIcon: string;
   startDaemon: DaemonStarter;
-  ping?: (socketPath: string) => Promise<boolean>;
+  ping?: (endpoint: EngineEndpoint) => Promise<string | undefined>;
 }
 
 export interface RunningApp {
   engine: EngineHost;
   settings: SettingsStore;
+  credentials: CredentialStore;
   window(): WindowLike | undefined;
   quit(): Promise<void>;
 }
@@ -91,20 +120,30 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   await settings.load();
   e.nativeTheme.themeSource = settings.value.theme;
 
-  const engine = new EngineHost(() => settings.value, opts.startDaemon, opts.ping ?? pingSocket);
+  const engine = new EngineHost(() => settings.value, opts.startDaemon, opts.ping ?? ((endpoint) => pingEngine(endpoint)));
+  const noKeychain: SafeStorageLike = { isEncryptionAvailable: () => false, encryptString: () => Buffer.alloc(0), decryptString: () => '' };
+  const credentials = new CredentialStore(path.join(userData, 'registries.json'), e.safeStorage ?? noKeychain);
+  await credentials.load();
 
   // Only the app's own window may use the bridge.
   const fromWindow = (event: IpcEvent) => {
     if (!win || win.isDestroyed() || event.sender.id !== win.webContents.id) throw new BridgeError(403, 'not the app window');
   };
-  const endpoint = () => {
-    if (engine.state !== 'running') throw new BridgeError(503, `the engine is ${engine.state}${engine.error ? `: ${engine.error}` : ''}`);
-    return { socketPath: engine.socketPath };
+  // The user's answer, asked in a dialog of the app's window: page script can neither draw it nor press it.
+  const confirmHostAccess: ConfirmHostAccess = async (ask) => {
+    if (!e.dialog || !win || win.isDestroyed()) return false;
+    const { response } = await e.dialog.showMessageBox(win, hostAccessDialog(ask));
+    return response === 1;
+  };
+  const endpoint = (): EngineEndpoint => {
+    const current = engine.endpoint;
+    if (!current) throw new BridgeError(503, `the engine is ${engine.state}${engine.error ? `: ${engine.error}` : ''}`);
+    return current;
   };
   e.ipcMain.handle('berth:request', async (event, req: BridgeRequest) => {
     fromWindow(event);
     try {
-      return await forwardRequest(endpoint(), req);
+      return await forwardRequest(endpoint(), withRegistryAuth(req), confirmHostAccess);
     } catch (err) {
       if (err instanceof BridgeError) return { status: err.status, body: JSON.stringify({ message: err.message }) };
       throw err;
@@ -117,8 +156,9 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
       fromWindow(event);
       // Headers as plain strings only; the bridge passes on the few the engine needs (registry credentials).
       const headers = open?.headers && typeof open.headers === 'object' ? Object.fromEntries(Object.entries(open.headers).filter((h): h is [string, string] => typeof h[1] === 'string')) : undefined;
-      if (open?.type === 'stream') openStream(endpoint(), { method: String(open.method), path: String(open.path), body: open.body, headers }, port);
+      if (open?.type === 'stream') void openStream(endpoint(), withRegistryAuth({ method: String(open.method), path: String(open.path), body: open.body, headers }), port, confirmHostAccess);
       else if (open?.type === 'terminal') openTerminal(endpoint(), open.target, String(open.version ?? '1.53'), port);
+      else if (open?.type === 'upload') openUpload(endpoint(), { method: String(open.method), path: String(open.path) }, port);
       else throw new BridgeError(400, 'unknown stream kind');
     } catch (err) {
       port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 500, message: (err as Error).message });
@@ -129,17 +169,67 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
     fromWindow(event);
     return settings.value;
   });
-  e.ipcMain.handle('berth:settings:update', async (event, patch: Partial<Settings>) => {
+  e.ipcMain.handle('berth:settings:update', async (event, patch: SettingsPatch) => {
     fromWindow(event);
-    const before = settings.value.engine;
+    const before = JSON.stringify(settings.value.engine);
     const next = await settings.update({ engine: patch?.engine, theme: patch?.theme });
     e.nativeTheme.themeSource = next.theme;
-    if (next.engine.mode !== before.mode || next.engine.socketPath !== before.socketPath) {
+    // Another engine: let go of this one (the embedded daemon stops, containers keep running) and reach the new one.
+    if (JSON.stringify(next.engine) !== before) {
       await engine.stop();
       await engine.start();
     }
     return next;
   });
+  e.ipcMain.handle('berth:engine:status', (event) => {
+    fromWindow(event);
+    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address };
+  });
+  e.ipcMain.handle('berth:registry:list', (event) => {
+    fromWindow(event);
+    return { keychain: credentials.available, logins: credentials.list() };
+  });
+  // A login is checked by the engine (POST /auth, as docker login does) and kept only when it succeeded.
+  e.ipcMain.handle('berth:registry:login', async (event, login: { serveraddress?: unknown; username?: unknown; password?: unknown }) => {
+    fromWindow(event);
+    const [serveraddress, username, password] = [login?.serveraddress, login?.username, login?.password];
+    if (typeof serveraddress !== 'string' || typeof username !== 'string' || typeof password !== 'string' || !serveraddress.trim() || !username || !password)
+      return { ok: false, message: 'a login needs a registry, a user name and a password' };
+    if (!credentials.available) return { ok: false, message: 'no OS keychain is available to keep the password: the login was not saved' };
+    try {
+      const answer = await authenticate(endpoint(), { serveraddress: serveraddress.trim(), username, password });
+      if (answer.status !== 200) return { ok: false, message: answer.message };
+      await credentials.save({ serveraddress: serveraddress.trim(), username, password });
+      return { ok: true, message: answer.message };
+    } catch (err) {
+      return { ok: false, message: (err as Error).message };
+    }
+  });
+  e.ipcMain.handle('berth:registry:logout', async (event, serveraddress: unknown) => {
+    fromWindow(event);
+    return { ok: typeof serveraddress === 'string' && (await credentials.remove(serveraddress)) };
+  });
+
+  /** A pull or push without credentials of its own gets the saved login of its registry, added here. */
+  function withRegistryAuth(req: BridgeRequest): BridgeRequest {
+    if (!req || typeof req.path !== 'string' || String(req.method).toUpperCase() !== 'POST') return req;
+    // The page sends an empty auth config (anonymous) where it has none; a login of the user's own replaces it.
+    const given = Object.entries(req.headers ?? {}).find(([k]) => k.toLowerCase() === 'x-registry-auth');
+    if (given && !isEmptyAuth(given[1])) return req;
+    let image: string | undefined;
+    try {
+      const url = new URL(req.path, 'http://engine');
+      if (/^\/v1\.\d+\/images\/create$/.test(url.pathname)) image = url.searchParams.get('fromImage') ?? undefined;
+      else image = /^\/v1\.\d+\/images\/(.+)\/push$/.exec(url.pathname)?.[1];
+      if (image) image = decodeURIComponent(image);
+    } catch {
+      return req;
+    }
+    const found = image ? credentials.credentialsFor(registryOfImage(image)) : undefined;
+    if (!found) return req;
+    const headers = Object.fromEntries(Object.entries(req.headers ?? {}).filter(([k]) => k.toLowerCase() !== 'x-registry-auth'));
+    return { ...req, headers: { ...headers, 'X-Registry-Auth': registryAuthHeader(found) } };
+  }
 
   function createWindow(): WindowLike {
     const w = new e.BrowserWindow(windowOptions(opts.preload, e.nativeTheme.shouldUseDarkColors));
@@ -161,7 +251,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   };
   const refreshTray = () => {
     tray.setToolTip(trayTooltip(engine.state));
-    tray.setContextMenu(e.Menu.buildFromTemplate(trayTemplate(engine.state, { mode: engine.mode, socketPath: engine.socketPath, error: engine.error }, actions)));
+    tray.setContextMenu(e.Menu.buildFromTemplate(trayTemplate(engine.state, { mode: engine.mode, socketPath: engine.socketPath, address: engine.address, error: engine.error }, actions)));
   };
   engine.onChange(refreshTray);
   refreshTray();
@@ -184,5 +274,41 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
 
   win = createWindow();
   await engine.start();
-  return { engine, settings, window: () => win, quit };
+  return { engine, settings, credentials, window: () => win, quit };
+}
+
+/** An X-Registry-Auth value that carries no credentials: `{}` in base64 or base64url, or nothing. */
+function isEmptyAuth(value: unknown): boolean {
+  if (typeof value !== 'string' || !value.trim()) return true;
+  try {
+    const parsed = JSON.parse(Buffer.from(value, 'base64').toString('utf8')) as Record<string, unknown>;
+    return !!parsed && typeof parsed === 'object' && Object.values(parsed).every((v) => v === '' || v === undefined || v === null);
+  } catch {
+    return false;
+  }
+}
+
+/** POST /auth: the engine checks the login against the registry; its status and message come back. */
+function authenticate(engine: EngineEndpoint, login: { serveraddress: string; username: string; password: string }): Promise<{ status: number; message: string }> {
+  const body = JSON.stringify(login);
+  return new Promise((resolve, reject) => {
+    const r = engineRequest(engine, { method: 'POST', path: '/v1.53/auth', headers: { Host: 'engine', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) } });
+    r.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        let message = '';
+        try {
+          const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { Status?: string; message?: string };
+          message = parsed.Status ?? parsed.message ?? '';
+        } catch {
+          message = Buffer.concat(chunks).toString('utf8').trim();
+        }
+        resolve({ status: res.statusCode ?? 500, message: message || `the engine answered ${res.statusCode}` });
+      });
+      res.on('error', reject);
+    });
+    r.on('error', (err) => reject(new Error(`the engine did not answer: ${err.message}`)));
+    r.end(body);
+  });
 }

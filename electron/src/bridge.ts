@@ -4,13 +4,26 @@
  * (method + path pattern) before it reaches the engine socket. Streams (logs, events, stats, pull progress)
  * and terminals (exec, attach) travel over a MessagePort: `{type: 'data', data: Uint8Array}` each way,
  * `{type: 'end'}` / `{type: 'error', status, message}` from the engine side, `{type: 'close'}` from the renderer.
+ *
+ * Paths are not enough: a create body can ask for a privileged container or one that mounts `/`. Such
+ * bodies (see hostAccessOf) go through only after the user allowed them in a dialog of the main process,
+ * which page script can neither draw nor press.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type { Duplex } from 'node:stream';
 
-/** The engine the bridge talks to. */
-export interface EngineEndpoint {
-  socketPath: string;
+/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
+export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+
+/** A request to the engine, over whichever transport the endpoint names. */
+export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
+  const host = engine.host.replace(/^\[(.*)\]$/, '$1');
+  // The Host header names the engine's address: TLS checks the engine's certificate against it.
+  const headers = { ...(options.headers as Record<string, string> | undefined), Host: `${engine.host}:${engine.port}` };
+  if (!engine.tls) return http.request({ ...options, headers, host, port: engine.port });
+  return https.request({ ...options, headers, host, port: engine.port, ca: engine.tls.ca, cert: engine.tls.cert, key: engine.tls.key });
 }
 
 const ID = '[A-Za-z0-9][A-Za-z0-9_.-]*';
@@ -78,6 +91,96 @@ export function checkRequest(method: unknown, target: unknown): { method: string
   return { method: upper, path: url.pathname + url.search };
 }
 
+/** Values of a JSON object's key, its spelling's case aside (a Go engine decodes `privileged` as Privileged). */
+function valuesOf(obj: unknown, key: string): unknown[] {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return [];
+  const lower = key.toLowerCase();
+  return Object.entries(obj as Record<string, unknown>)
+    .filter(([k]) => k.toLowerCase() === lower)
+    .map(([, v]) => v);
+}
+const objectsOf = (obj: unknown, key: string) => valuesOf(obj, key).filter((v) => v && typeof v === 'object');
+const listsOf = (obj: unknown, key: string) => valuesOf(obj, key).flatMap((v) => (Array.isArray(v) ? (v as unknown[]) : []));
+const stringsOf = (obj: unknown, key: string) => valuesOf(obj, key).filter((v): v is string => typeof v === 'string');
+const isTrue = (obj: unknown, key: string) => valuesOf(obj, key).some((v) => v === true);
+
+const HOST_NAMESPACES: Array<[string, string]> = [
+  ['PidMode', 'process'],
+  ['IpcMode', 'IPC'],
+  ['UTSMode', 'UTS (host name)'],
+  ['NetworkMode', 'network'],
+  ['UsernsMode', 'user'],
+  ['CgroupnsMode', 'cgroup'],
+];
+
+/** What a container's HostConfig grants beyond a default container: privileges, host namespaces, host files. */
+function hostConfigAccess(hostConfig: unknown): string[] {
+  const out: string[] = [];
+  if (isTrue(hostConfig, 'Privileged')) out.push('runs privileged: every capability and every device of the host');
+  for (const bind of listsOf(hostConfig, 'Binds')) {
+    if (typeof bind !== 'string') continue;
+    const [source, target, mode] = bind.split(':');
+    if (source?.startsWith('/')) out.push(`mounts the host's ${source} at ${target ?? '?'}${/\bro\b/.test(mode ?? '') ? ' (read-only)' : ' (read-write)'}`);
+  }
+  for (const mount of listsOf(hostConfig, 'Mounts')) {
+    const type = stringsOf(mount, 'Type')[0] ?? '';
+    const source = stringsOf(mount, 'Source')[0] ?? '';
+    const target = stringsOf(mount, 'Target')[0] ?? '?';
+    if (type.toLowerCase() === 'bind') out.push(`mounts the host's ${source || '?'} at ${target}${isTrue(mount, 'ReadOnly') ? ' (read-only)' : ' (read-write)'}`);
+    for (const options of objectsOf(objectsOf(objectsOf(mount, 'VolumeOptions')[0], 'DriverConfig')[0], 'Options')) {
+      const device = stringsOf(options, 'device').find((d) => d.startsWith('/'));
+      if (device) out.push(`mounts the host's ${device} at ${target} (through a volume's options)`);
+    }
+  }
+  for (const cap of listsOf(hostConfig, 'CapAdd')) if (typeof cap === 'string') out.push(`adds the capability ${cap}`);
+  if (listsOf(hostConfig, 'Devices').length || listsOf(hostConfig, 'DeviceRequests').length || listsOf(hostConfig, 'DeviceCgroupRules').length) out.push("uses the host's devices");
+  for (const [key, what] of HOST_NAMESPACES) if (stringsOf(hostConfig, key).some((m) => m.toLowerCase() === 'host')) out.push(`shares the host's ${what} namespace`);
+  // Another container's volumes come with its binds: what they are is not known here.
+  for (const from of listsOf(hostConfig, 'VolumesFrom')) if (typeof from === 'string') out.push(`takes the volumes and host mounts of ${from}`);
+  for (const opt of listsOf(hostConfig, 'SecurityOpt')) {
+    if (typeof opt !== 'string') continue;
+    if (/unconfined/i.test(opt) || /^label[=:]disable$/i.test(opt)) out.push(`turns off a confinement (${opt})`);
+    // A profile of its own may allow every system call: as good as none.
+    else if (/^seccomp[=:]/i.test(opt)) out.push('replaces the default seccomp profile with its own');
+  }
+  return out;
+}
+
+/**
+ * What a request would give a container beyond a default one's isolation, in words for the user; empty
+ * when nothing. Creates of containers (their HostConfig), privileged execs, and local volumes bound to a
+ * host folder are looked at; a body that is not JSON where one is looked at is refused (400).
+ */
+export function hostAccessOf(method: string, path: string, body: string | undefined): string[] {
+  if (method !== 'POST' || body === undefined || body.trim() === '') return [];
+  const route = path.split('?')[0]!.replace(/^\/v1\.\d+/, '');
+  const looked = /^\/containers\/create$/.test(route) ? 'container' : /^\/containers\/[^/]+\/exec$/.test(route) ? 'exec' : route === '/volumes/create' ? 'volume' : undefined;
+  if (!looked) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new BridgeError(400, `the body of ${method} ${route} is not JSON`);
+  }
+  if (looked === 'container') return objectsOf(parsed, 'HostConfig').flatMap(hostConfigAccess);
+  if (looked === 'exec') return isTrue(parsed, 'Privileged') ? ['runs a privileged command in the container'] : [];
+  return objectsOf(parsed, 'DriverOpts').flatMap((opts) => stringsOf(opts, 'device').filter((d) => d.startsWith('/')).map((d) => `makes a volume of the host's ${d}`));
+}
+
+/**
+ * Asks the user whether a request that reaches beyond a container's isolation may go on (the app's own
+ * dialog); resolves true only when they allowed it.
+ */
+export type ConfirmHostAccess = (ask: { method: string; path: string; reasons: string[] }) => Promise<boolean>;
+
+/** Refuses (403) a request that reaches the host unless `confirm` says the user allowed it. */
+async function checkHostAccess(method: string, path: string, body: string | undefined, confirm: ConfirmHostAccess | undefined): Promise<void> {
+  const reasons = hostAccessOf(method, path, body);
+  if (!reasons.length) return;
+  if (confirm && (await confirm({ method, path, reasons }))) return;
+  throw new BridgeError(403, `refused without the user's consent: the request ${reasons.join('; ')}`);
+}
+
 export interface BridgeRequest {
   method: string;
   path: string;
@@ -98,11 +201,13 @@ function headersOf(req: BridgeRequest): Record<string, string> {
 }
 
 /** One request to the engine; the body is read whole (small JSON answers). */
-export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest): Promise<{ status: number; body: string }> {
+export async function forwardRequest(engine: EngineEndpoint, req: BridgeRequest, confirm?: ConfirmHostAccess): Promise<{ status: number; body: string }> {
   const { method, path } = checkRequest(req.method, req.path);
   if (req.body !== undefined && typeof req.body !== 'string') return Promise.reject(new BridgeError(400, 'the body must be a string'));
+  await checkHostAccess(method, path, req.body, confirm);
   return new Promise((resolve, reject) => {
-    const r = http.request({ socketPath: engine.socketPath, method, path, headers: headersOf(req) }, (res) => {
+    const r = engineRequest(engine, { method, path, headers: headersOf(req) });
+    r.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 500, body: Buffer.concat(chunks).toString('utf8') }));
@@ -131,16 +236,19 @@ function errorMessage(status: number, text: string): string {
 }
 
 /** A streamed request (logs, events, stats, pull): engine chunks go to the port until either side ends. */
-export function openStream(engine: EngineEndpoint, req: BridgeRequest, port: PortLike): void {
+export async function openStream(engine: EngineEndpoint, req: BridgeRequest, port: PortLike, confirm?: ConfirmHostAccess): Promise<void> {
   let checked: { method: string; path: string };
   try {
     checked = checkRequest(req.method, req.path);
+    if (req.body !== undefined && typeof req.body !== 'string') throw new BridgeError(400, 'the body must be a string');
+    await checkHostAccess(checked.method, checked.path, req.body, confirm);
   } catch (err) {
     port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 400, message: (err as Error).message });
     port.close();
     return;
   }
-  const r = http.request({ socketPath: engine.socketPath, method: checked.method, path: checked.path, headers: headersOf(req) }, (res) => {
+  const r = engineRequest(engine, { method: checked.method, path: checked.path, headers: headersOf(req) });
+  r.on('response', (res) => {
     if ((res.statusCode ?? 500) >= 400) {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -188,8 +296,7 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
   }
   let socket: Duplex | undefined;
   const pending: Buffer[] = [];
-  const r = http.request({
-    socketPath: engine.socketPath,
+  const r = engineRequest(engine, {
     method: 'POST',
     path,
     headers: { Host: 'engine', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
@@ -234,4 +341,64 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
   });
   port.start();
   r.end(body);
+}
+
+/** The build options the app sends; others (a host network for RUN, cgroup parents...) are refused. */
+const BUILD_PARAMS = new Set(['dockerfile', 't', 'nocache', 'q', 'rm', 'forcerm', 'pull', 'labels', 'buildargs']);
+/** How much of an upload may be on its way to the engine before the page waits for acknowledgements. */
+export const UPLOAD_WINDOW = 4 * 1024 * 1024;
+
+/** Checks an upload (only a build from a tar context); returns the path to send, or throws BridgeError. */
+export function checkUpload(method: unknown, target: unknown): string {
+  if (method !== 'POST' || typeof target !== 'string' || !/^\/v1\.\d+\/build(\?|$)/.test(target)) throw new BridgeError(403, 'only a build takes an upload');
+  const url = new URL(target, 'http://engine');
+  if (url.host !== 'engine') throw new BridgeError(400, `malformed path ${JSON.stringify(target)}`);
+  for (const key of url.searchParams.keys()) if (!BUILD_PARAMS.has(key)) throw new BridgeError(403, `the build option ${key} is not one the app may use`);
+  return url.pathname + url.search;
+}
+
+/**
+ * A request whose body the page sends in chunks over the port (a build context): `{type: 'data', data}`
+ * each, then `{type: 'end-upload'}`. Each chunk is acknowledged (`{type: 'ack', bytes}`) once the engine's
+ * connection took it, so that the page sends no more than UPLOAD_WINDOW ahead. The answer streams back as
+ * openStream's does.
+ */
+export function openUpload(engine: EngineEndpoint, req: { method: string; path: string }, port: PortLike): void {
+  let path: string;
+  try {
+    path = checkUpload(req.method, req.path);
+  } catch (err) {
+    port.postMessage({ type: 'error', status: (err as BridgeError).status ?? 400, message: (err as Error).message });
+    port.close();
+    return;
+  }
+  let done = false;
+  const finish = (message: { type: string; status?: number; message?: string }) => {
+    if (done) return;
+    done = true;
+    port.postMessage(message);
+    port.close();
+  };
+  const r = engineRequest(engine, { method: 'POST', path, headers: { Host: 'engine', 'Content-Type': 'application/x-tar', 'Transfer-Encoding': 'chunked' } });
+  r.on('response', (res) => {
+    if ((res.statusCode ?? 500) >= 400) {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => finish({ type: 'error', status: res.statusCode, message: errorMessage(res.statusCode ?? 500, Buffer.concat(chunks).toString('utf8')) }));
+      return;
+    }
+    res.on('data', (c: Buffer) => !done && port.postMessage({ type: 'data', data: new Uint8Array(c) }));
+    res.on('end', () => finish({ type: 'end' }));
+  });
+  r.on('error', (err) => finish({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` }));
+  port.on('message', (ev) => {
+    const msg = ev.data as { type?: string; data?: Uint8Array };
+    if (msg?.type === 'data' && msg.data instanceof Uint8Array) {
+      const bytes = msg.data.byteLength;
+      r.write(Buffer.from(msg.data.buffer, msg.data.byteOffset, bytes), () => !done && port.postMessage({ type: 'ack', bytes }));
+    } else if (msg?.type === 'end-upload') r.end();
+    else if (msg?.type === 'close') r.destroy();
+  });
+  port.on('close', () => r.destroy());
+  port.start();
 }

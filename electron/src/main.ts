@@ -1,5 +1,5 @@
 /** Electron's entry point: the real Electron objects, the renderer build, and berthd in process. */
-import { app, BrowserWindow, ipcMain, Menu, nativeTheme, shell, Tray } from 'electron';
+import { app, BrowserWindow, dialog, ipcMain, Menu, nativeTheme, safeStorage, shell, Tray } from 'electron';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startApp, type ElectronModules } from './app.js';
@@ -31,7 +31,7 @@ const startDaemon: DaemonStarter = async (socketPath) => {
   });
 };
 
-void startApp({ app, BrowserWindow, Tray, Menu, ipcMain, nativeTheme, shell } as unknown as ElectronModules, {
+void startApp({ app, BrowserWindow, Tray, Menu, ipcMain, nativeTheme, shell, dialog, safeStorage } as unknown as ElectronModules, {
   rendererIndex: path.join(root, 'renderer', 'dist', 'index.html'),
   preload: path.join(here, 'preload.cjs'),
   trayIcon: path.join(electronDir, 'assets', 'tray.png'),

@@ -25,6 +25,15 @@ contextBridge.exposeInMainWorld('berth', {
     get: () => ipcRenderer.invoke('berth:settings:get'),
     update: (patch: unknown) => ipcRenderer.invoke('berth:settings:update', JSON.parse(JSON.stringify(patch ?? {}))),
   },
+  engine: {
+    status: () => ipcRenderer.invoke('berth:engine:status'),
+  },
+  registries: {
+    list: () => ipcRenderer.invoke('berth:registry:list'),
+    login: (login: { serveraddress?: unknown; username?: unknown; password?: unknown }) =>
+      ipcRenderer.invoke('berth:registry:login', { serveraddress: String(login?.serveraddress ?? ''), username: String(login?.username ?? ''), password: String(login?.password ?? '') }),
+    logout: (serveraddress: unknown) => ipcRenderer.invoke('berth:registry:logout', String(serveraddress ?? '')),
+  },
 });
 
 window.addEventListener('message', (event: MessageEvent) => {

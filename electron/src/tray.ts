@@ -17,11 +17,11 @@ const LABELS: Record<EngineState, string> = {
   error: 'Engine failed',
 };
 
-export function trayTemplate(state: EngineState, detail: { mode: 'embedded' | 'socket'; socketPath: string; error?: string }, actions: TrayActions): MenuItemConstructorOptions[] {
+export function trayTemplate(state: EngineState, detail: { mode: 'embedded' | 'socket' | 'tcp'; socketPath: string; address?: string; error?: string }, actions: TrayActions): MenuItemConstructorOptions[] {
   const busy = state === 'starting' || state === 'stopping';
   return [
     { label: LABELS[state] + (state === 'error' && detail.error ? `: ${detail.error}` : ''), enabled: false },
-    { label: detail.mode === 'embedded' ? `Embedded engine on ${detail.socketPath}` : `Connected to ${detail.socketPath}`, enabled: false },
+    { label: detail.mode === 'embedded' ? `Embedded engine on ${detail.socketPath}` : `Connected to ${detail.address ?? detail.socketPath}`, enabled: false },
     { type: 'separator' },
     { label: 'Start engine', enabled: !busy && state !== 'running', click: actions.start },
     { label: detail.mode === 'embedded' ? 'Stop engine' : 'Disconnect', enabled: state === 'running', click: actions.stop },

@@ -5,7 +5,7 @@ export function windowOptions(preload: string, dark: boolean): BrowserWindowCons
   return {
     width: 1280,
     height: 820,
-    minWidth: 900,
+    minWidth: 800,
     minHeight: 560,
     title: 'Berth',
     show: false,

@@ -1,14 +1,16 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
-import { fakeEngine, FakePort } from './fakes.js';
+import { fakeEngine, FakePort, fakeSafeStorage } from './fakes.js';
 
 /** Electron's main-process objects, faked: they record what the app does with them. */
-function fakeElectron(opts: { lock?: boolean; userData: string }) {
+function fakeElectron(opts: { lock?: boolean; userData: string; dialogAnswers?: number[]; safeStorage?: ElectronModules['safeStorage'] }) {
+  const dialogs: Array<{ window: unknown; options: any }> = [];
   const appHandlers: Record<string, Array<(...a: any[]) => void>> = {};
   const ipcHandle: Record<string, (event: IpcEvent, ...a: any[]) => unknown> = {};
   const ipcOn: Record<string, (event: IpcEvent, ...a: any[]) => void> = {};
@@ -80,8 +82,15 @@ function fakeElectron(opts: { lock?: boolean; userData: string }) {
       on: (ch, fn) => void (ipcOn[ch] = fn),
     },
     nativeTheme: { themeSource: 'system', shouldUseDarkColors: false },
+    safeStorage: opts.safeStorage,
+    dialog: {
+      showMessageBox: async (window, options) => {
+        dialogs.push({ window, options });
+        return { response: opts.dialogAnswers?.shift() ?? 0 };
+      },
+    },
   };
-  return { electron, appHandlers, ipcHandle, ipcOn, windows, trays, quits: () => quits };
+  return { electron, appHandlers, ipcHandle, ipcOn, windows, trays, dialogs, quits: () => quits };
 }
 
 describe('main process', () => {
@@ -175,6 +184,47 @@ describe('main process', () => {
     await app.quit();
   });
 
+  it("asks in its own dialog before the bridge creates a container with the host's root mounted", async () => {
+    const f = fakeElectron({ userData: tmp(), dialogAnswers: [0, 1] });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const req = { method: 'POST', path: '/v1.53/containers/create?name=rooted', body: JSON.stringify({ Image: 'busybox', HostConfig: { Privileged: true, Binds: ['/:/host'] } }) };
+    const seen = () => daemon.engines[0]!.seen.filter((s) => s.startsWith('POST /v1.53/containers/create?name=rooted')).length;
+    // Cancelled: refused with the reasons, nothing reaches the engine.
+    const refused = (await f.ipcHandle['berth:request']!(own, req)) as { status: number; body: string };
+    assert.equal(refused.status, 403);
+    assert.match(JSON.parse(refused.body).message, /privileged/);
+    assert.equal(seen(), 0);
+    assert.equal(f.dialogs.length, 1);
+    assert.equal(f.dialogs[0]!.window, f.windows[0], 'modal to the app window');
+    const { options } = f.dialogs[0]!;
+    assert.deepEqual(options.buttons, ['Cancel', 'Allow']);
+    assert.equal(options.defaultId, 0, 'Cancel is the default');
+    assert.match(options.message, /container with access to the host/);
+    assert.match(options.detail, /runs privileged/);
+    assert.match(options.detail, /mounts the host's \/ at \/host \(read-write\)/);
+    // Allowed: it goes on to the engine.
+    const allowed = (await f.ipcHandle['berth:request']!(own, req)) as { status: number; body: string };
+    assert.equal(allowed.status, 404, 'the fake engine answered');
+    assert.equal(seen(), 1);
+    // The same body as a stream asks too (and is refused: no answer left means Cancel).
+    const port = new FakePort();
+    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', ...req });
+    await port.until((s) => s.some((m) => m.type === 'error'));
+    assert.equal(port.sent[0].status, 403);
+    assert.equal(f.dialogs.length, 3);
+    assert.equal(seen(), 1);
+    // Without a dialog to ask in, such requests are refused outright.
+    const g = fakeElectron({ userData: tmp() });
+    delete (g.electron as { dialog?: unknown }).dialog;
+    const app2 = (await startApp(g.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemonStarter().start }))!;
+    const none = (await g.ipcHandle['berth:request']!({ sender: { id: g.windows[0]!.webContents.id } }, req)) as { status: number };
+    assert.equal(none.status, 403);
+    await app2.quit();
+    await app.quit();
+  });
+
   it('stops and starts the engine from the tray, and persists settings', async () => {
     const userData = tmp();
     const f = fakeElectron({ userData });
@@ -213,5 +263,106 @@ describe('main process', () => {
     await app2.quit();
     await app.quit();
     void http;
+  });
+
+  /** A self-signed certificate for 127.0.0.1 (it is its own CA), made with openssl. */
+  function certificate(dir: string, name: string): { cert: string; key: string } {
+    const cert = path.join(dir, `${name}-cert.pem`);
+    const key = path.join(dir, `${name}-key.pem`);
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    return { cert, key };
+  }
+
+  it('switches from the embedded engine to one over TCP with TLS, trusting only the CA given, and back', async () => {
+    const userData = tmp();
+    const f = fakeElectron({ userData });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const server = certificate(userData, 'server');
+    const other = certificate(userData, 'other');
+    const remote = await fakeEngine({ port: 0, tls: { cert: readFileSync(server.cert), key: readFileSync(server.key) } });
+    cleanups.push(() => remote.close());
+
+    // A CA that did not sign the engine's certificate: no connection, and the reason is told.
+    await f.ipcHandle['berth:settings:update']!(own, { engine: { mode: 'tcp', tcp: { host: '127.0.0.1', port: remote.port, tls: true, ca: other.cert } } });
+    assert.equal(daemon.calls.stopped, 1, 'the embedded engine stopped');
+    assert.equal(app.engine.state, 'error');
+    assert.match(app.engine.error, /no engine answers on https:\/\/127\.0\.0\.1:\d+: .*(self.signed|verify|certificate)/i);
+    const refused = (await f.ipcHandle['berth:request']!(own, { method: 'GET', path: '/_ping' })) as { status: number };
+    assert.equal(refused.status, 503);
+    assert.equal(remote.seen.length, 0, 'nothing reached the engine over an untrusted connection');
+
+    // Its own CA: connected, and requests go there.
+    await f.ipcHandle['berth:settings:update']!(own, { engine: { tcp: { ca: server.cert } } });
+    assert.equal(app.engine.state, 'running', app.engine.error);
+    const list = (await f.ipcHandle['berth:request']!(own, { method: 'GET', path: '/v1.53/containers/json?all=1' })) as { status: number; body: string };
+    assert.equal(list.status, 200);
+    assert.deepEqual(JSON.parse(list.body), [{ Id: 'c1', Names: ['/web'] }]);
+    assert.ok(remote.seen.includes('GET /v1.53/containers/json?all=1'));
+    const status = (await f.ipcHandle['berth:engine:status']!(own)) as { state: string; address: string };
+    assert.deepEqual(status, { state: 'running', error: '', mode: 'tcp', address: `https://127.0.0.1:${remote.port}` });
+    assert.equal(f.trays[0]!.menu[1].label, `Connected to https://127.0.0.1:${remote.port}`);
+    // Streams go over TLS too.
+    const port = new FakePort();
+    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', method: 'GET', path: '/v1.53/events' });
+    await port.until((sent) => sent.some((m) => m.type === 'end'));
+    assert.match(port.text(), /"Action":"die"/);
+
+    // Back to the embedded engine.
+    await f.ipcHandle['berth:settings:update']!(own, { engine: { mode: 'embedded' } });
+    assert.equal(daemon.calls.started, 2);
+    assert.equal(app.engine.state, 'running');
+    assert.equal(f.trays[0]!.menu[1].label, `Embedded engine on ${path.join(userData, 'engine.sock')}`);
+    await app.quit();
+  });
+
+  it('logs in to a registry through the engine, keeps the password only encrypted, and adds it to pushes', async () => {
+    const userData = tmp();
+    const f = fakeElectron({ userData, safeStorage: fakeSafeStorage() });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const engine = daemon.engines[0]!;
+
+    const wrong = (await f.ipcHandle['berth:registry:login']!(own, { serveraddress: 'localhost:5000', username: 'ann', password: 'wrong' })) as { ok: boolean; message: string };
+    assert.deepEqual(wrong, { ok: false, message: 'login attempt failed: unauthorized' });
+    assert.deepEqual(((await f.ipcHandle['berth:registry:list']!(own)) as any).logins, []);
+    const good = (await f.ipcHandle['berth:registry:login']!(own, { serveraddress: 'localhost:5000', username: 'ann', password: 'right' })) as { ok: boolean; message: string };
+    assert.deepEqual(good, { ok: true, message: 'Login Succeeded' });
+    assert.deepEqual(await f.ipcHandle['berth:registry:list']!(own), { keychain: true, logins: [{ serveraddress: 'localhost:5000', username: 'ann' }] });
+    assert.doesNotMatch(readFileSync(path.join(userData, 'registries.json'), 'utf8'), /right/);
+    assert.ok(engine.seen.filter((s) => s.startsWith('POST /v1.53/auth')).length === 2);
+
+    // A push to that registry carries the login; one elsewhere does not; one with its own header keeps it.
+    const port = new FakePort();
+    // The page sends an empty auth config (anonymous) of its own, as the images view does.
+    f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', method: 'POST', path: '/v1.53/images/localhost:5000/team/app/push?tag=1', headers: { 'X-Registry-Auth': Buffer.from('{}').toString('base64') } });
+    await port.until((sent) => sent.some((m) => m.type === 'end' || m.type === 'error'));
+    const pushed = engine.seen.find((s) => s.startsWith('POST /v1.53/images/localhost:5000/team/app/push'))!;
+    const auth = JSON.parse(Buffer.from(/auth=(\S+)/.exec(pushed)![1]!, 'base64url').toString());
+    assert.deepEqual(auth, { username: 'ann', password: 'right', serveraddress: 'localhost:5000' });
+    await f.ipcHandle['berth:request']!(own, { method: 'POST', path: '/v1.53/images/other.example/app/push' });
+    assert.ok(engine.seen.includes('POST /v1.53/images/other.example/app/push'));
+    const own64 = Buffer.from(JSON.stringify({ username: 'carl', password: 'x' })).toString('base64');
+    await f.ipcHandle['berth:request']!(own, { method: 'POST', path: '/v1.53/images/localhost:5000/team/other/push', headers: { 'X-Registry-Auth': own64 } });
+    assert.ok(engine.seen.includes(`POST /v1.53/images/localhost:5000/team/other/push auth=${own64}`));
+
+    assert.deepEqual(await f.ipcHandle['berth:registry:logout']!(own, 'localhost:5000'), { ok: true });
+    assert.deepEqual(((await f.ipcHandle['berth:registry:list']!(own)) as any).logins, []);
+    await app.quit();
+  });
+
+  it('refuses a registry login when no keychain can keep it', async () => {
+    const userData = tmp();
+    const f = fakeElectron({ userData, safeStorage: fakeSafeStorage({ backend: 'basic_text' }) });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const answer = (await f.ipcHandle['berth:registry:login']!(own, { serveraddress: 'localhost:5000', username: 'ann', password: 'right' })) as { ok: boolean; message: string };
+    assert.equal(answer.ok, false);
+    assert.match(answer.message, /no OS keychain/);
+    assert.equal(((await f.ipcHandle['berth:registry:list']!(own)) as any).keychain, false);
+    await app.quit();
   });
 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BridgeError, checkRequest, forwardRequest, openStream, openTerminal } from '../src/bridge.js';
+import { BridgeError, checkRequest, checkUpload, forwardRequest, hostAccessOf, openStream, openTerminal, openUpload } from '../src/bridge.js';
 import { fakeEngine, FakePort } from './fakes.js';
 
 describe('bridge allow-list', () => {
@@ -37,6 +37,58 @@ describe('bridge allow-list', () => {
   });
 });
 
+describe('bridge body checks', () => {
+  const create = (body: unknown) => hostAccessOf('POST', '/v1.53/containers/create?name=x', JSON.stringify(body));
+
+  it('passes what the run form sends: named and anonymous volumes, ports, a user network, limits', () => {
+    assert.deepEqual(
+      create({
+        Image: 'busybox',
+        Cmd: ['sh'],
+        Volumes: { '/scratch': {} },
+        HostConfig: { Binds: ['data:/data', 'cache:/cache:ro'], PortBindings: { '80/tcp': [{ HostPort: '8080' }] }, NetworkMode: 'mynet', Memory: 1 << 28, NanoCpus: 5e8, RestartPolicy: { Name: 'always' } },
+      }),
+      [],
+    );
+    assert.deepEqual(create({ Image: 'busybox', HostConfig: { Mounts: [{ Type: 'volume', Source: 'data', Target: '/d' }, { Type: 'tmpfs', Target: '/t' }] } }), []);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/c1/exec', JSON.stringify({ Cmd: ['sh'], Tty: true })), []);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/volumes/create', JSON.stringify({ Name: 'v', DriverOpts: { type: 'tmpfs', device: 'tmpfs', o: 'size=64m' } })), []);
+    assert.deepEqual(hostAccessOf('GET', '/v1.53/containers/json', undefined), []);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/create', undefined), []);
+  });
+
+  it('names privileges, host mounts, host namespaces, devices and lifted confinement', () => {
+    assert.deepEqual(create({ Image: 'busybox', HostConfig: { Privileged: true, Binds: ['/:/host'] } }), [
+      'runs privileged: every capability and every device of the host',
+      "mounts the host's / at /host (read-write)",
+    ]);
+    assert.deepEqual(create({ HostConfig: { Binds: ['/etc:/etc:ro'] } }), ["mounts the host's /etc at /etc (read-only)"]);
+    assert.deepEqual(create({ HostConfig: { Mounts: [{ Type: 'bind', Source: '/var/run', Target: '/r' }] } }), ["mounts the host's /var/run at /r (read-write)"]);
+    assert.deepEqual(create({ HostConfig: { Mounts: [{ Type: 'volume', Target: '/x', VolumeOptions: { DriverConfig: { Name: 'local', Options: { type: 'none', o: 'bind', device: '/root' } } } }] } }), [
+      "mounts the host's /root at /x (through a volume's options)",
+    ]);
+    assert.deepEqual(create({ HostConfig: { CapAdd: ['SYS_ADMIN'], Devices: [{ PathOnHost: '/dev/sda' }], PidMode: 'host', NetworkMode: 'host', SecurityOpt: ['seccomp=unconfined', 'label=disable'] } }), [
+      'adds the capability SYS_ADMIN',
+      "uses the host's devices",
+      "shares the host's process namespace",
+      "shares the host's network namespace",
+      'turns off a confinement (seccomp=unconfined)',
+      'turns off a confinement (label=disable)',
+    ]);
+    assert.deepEqual(create({ HostConfig: { VolumesFrom: ['other'] } }), ['takes the volumes and host mounts of other']);
+    assert.deepEqual(create({ HostConfig: { SecurityOpt: ['no-new-privileges', 'seccomp={"defaultAction":"SCMP_ACT_ALLOW"}'] } }), ['replaces the default seccomp profile with its own']);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/c1/exec', JSON.stringify({ Cmd: ['sh'], Privileged: true })), ['runs a privileged command in the container']);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/volumes/create', JSON.stringify({ Name: 'v', DriverOpts: { type: 'none', o: 'bind', device: '/' } })), ["makes a volume of the host's /"]);
+  });
+
+  it('reads keys in any case, as a Go engine decodes them, and refuses a body that is not JSON', () => {
+    assert.equal(create({ hostconfig: { privileged: true } }).length, 1);
+    assert.equal(create({ HostConfig: { PRIVILEGED: false, privileged: true } }).length, 1, 'any spelling that asks counts');
+    assert.equal(create({ HostConfig: { binds: ['/:/h'] } }).length, 1);
+    assert.throws(() => hostAccessOf('POST', '/v1.53/containers/create', '{"HostConfig": {"Privileged": true}'), (err: unknown) => err instanceof BridgeError && err.status === 400);
+  });
+});
+
 describe('bridge to an engine socket', () => {
   let dir: string;
   let engine: Awaited<ReturnType<typeof fakeEngine>>;
@@ -58,6 +110,35 @@ describe('bridge to an engine socket', () => {
     const missing = await forwardRequest(endpoint, { method: 'GET', path: '/v1.53/containers/zz/json' });
     assert.equal(missing.status, 404);
     await assert.rejects(forwardRequest(endpoint, { method: 'POST', path: '/v1.53/swarm/init' }), /not an operation the app may use/);
+  });
+
+  it('sends a privileged or host-mounting create only after the user allowed it', async () => {
+    const body = JSON.stringify({ Image: 'busybox', HostConfig: { Privileged: true, Binds: ['/:/host'] } });
+    const req = { method: 'POST', path: '/v1.53/containers/create?name=root', body };
+    const reached = () => engine.seen.filter((s) => s.startsWith('POST /v1.53/containers/create?name=root')).length;
+    await assert.rejects(forwardRequest(endpoint, req), (err: unknown) => err instanceof BridgeError && err.status === 403 && /consent.*privileged.*mounts the host's \/ at \/host/.test(err.message));
+    const asked: string[][] = [];
+    await assert.rejects(
+      forwardRequest(endpoint, req, async (ask) => (asked.push(ask.reasons), false)),
+      (err: unknown) => err instanceof BridgeError && err.status === 403,
+    );
+    assert.equal(asked.length, 1);
+    assert.equal(reached(), 0, 'nothing reached the engine');
+    // Streams are held to the same check (a create could be sent as one).
+    const port = new FakePort();
+    await openStream(endpoint, req, port);
+    assert.equal(port.sent[0].type, 'error');
+    assert.equal(port.sent[0].status, 403);
+    assert.equal(reached(), 0);
+    // Allowed: it goes through, once.
+    const res = await forwardRequest(endpoint, req, async () => true);
+    assert.equal(res.status, 404, 'the fake engine answered');
+    assert.equal(reached(), 1);
+    // A plain create never asks.
+    let questions = 0;
+    await forwardRequest(endpoint, { method: 'POST', path: '/v1.53/containers/create?name=plain', body: JSON.stringify({ Image: 'busybox', HostConfig: { Binds: ['data:/data'] } }) }, async () => (questions++, false));
+    assert.equal(questions, 0);
+    assert.ok(engine.seen.some((s) => s.startsWith('POST /v1.53/containers/create?name=plain')));
   });
 
   it('streams a response over a port until the engine ends it', async () => {
@@ -95,5 +176,49 @@ describe('bridge to an engine socket', () => {
     const invalid = new FakePort();
     openTerminal(endpoint, { kind: 'exec', execId: '../x' } as never, '1.53', invalid);
     assert.equal(invalid.sent[0].status, 400);
+  });
+});
+
+describe('bridge uploads', () => {
+  let dir: string;
+  let engine: Awaited<ReturnType<typeof fakeEngine>>;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'berth-bridge-upload-'));
+    engine = await fakeEngine(path.join(dir, 'engine.sock'));
+  });
+  after(async () => {
+    await engine.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('sends a build context in chunks, acknowledges each once sent, and streams the answer back', async () => {
+    const port = new FakePort();
+    openUpload({ socketPath: path.join(dir, 'engine.sock') }, { method: 'POST', path: '/v1.53/build?t=app%3A1&dockerfile=Dockerfile' }, port);
+    const chunk = new Uint8Array(256 * 1024).fill(7);
+    for (let i = 0; i < 3; i++) port.send({ type: 'data', data: chunk });
+    await port.until((sent) => sent.filter((m) => m.type === 'ack').length === 3);
+    assert.equal(port.sent.filter((m) => m.type === 'ack').reduce((n, m) => n + m.bytes, 0), 3 * chunk.length);
+    port.send({ type: 'end-upload' });
+    await port.until((sent) => sent.some((m) => m.type === 'end'));
+    assert.match(port.text(), new RegExp(`context of ${3 * chunk.length} bytes \\(application/x-tar\\)`));
+    assert.match(port.text(), /"aux":\{"ID":"sha256:feed"\}/);
+    assert.ok(engine.seen.includes('POST /v1.53/build?t=app%3A1&dockerfile=Dockerfile'));
+  });
+
+  it('takes uploads for builds only, without options that reach beyond the build', () => {
+    assert.equal(checkUpload('POST', '/v1.53/build?t=a&t=b&nocache=1'), '/v1.53/build?t=a&t=b&nocache=1');
+    for (const [m, p] of [
+      ['POST', '/v1.53/images/load'],
+      ['PUT', '/v1.53/containers/c1/archive?path=/'],
+      ['GET', '/v1.53/build'],
+      ['POST', '/v1.53/build?networkmode=host'],
+      ['POST', '/v1.53/build?cgroupparent=/'],
+    ])
+      assert.throws(() => checkUpload(m, p), (err: unknown) => err instanceof BridgeError && err.status === 403, `${m} ${p}`);
+    const port = new FakePort();
+    openUpload({ socketPath: path.join(dir, 'engine.sock') }, { method: 'POST', path: '/v1.53/build?networkmode=host' }, port);
+    assert.equal(port.sent[0].type, 'error');
+    assert.equal(port.sent[0].status, 403);
+    assert.equal(port.closed, true);
   });
 });

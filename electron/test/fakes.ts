@@ -1,6 +1,9 @@
 /** Fakes of the Electron objects and of an engine socket, for the main-process tests. */
 import http from 'node:http';
+import https from 'node:https';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { PortLike } from '../src/bridge.js';
+import type { SafeStorageLike } from '../src/credentials.js';
 
 export class FakePort implements PortLike {
   sent: any[] = [];
@@ -41,11 +44,37 @@ export class FakePort implements PortLike {
 }
 
 /** A stand-in engine: JSON routes, a chunked stream, and hijacked exec/attach that echo upper-cased. */
-export async function fakeEngine(socketPath: string): Promise<{ server: http.Server; seen: string[]; close(): Promise<void> }> {
+export async function fakeEngine(
+  socketPath: string | { port: 0; tls?: { cert: Buffer; key: Buffer } },
+): Promise<{ server: http.Server; seen: string[]; port: number; close(): Promise<void> }> {
   const seen: string[] = [];
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     seen.push(`${req.method} ${req.url}${req.headers['x-registry-auth'] ? ` auth=${req.headers['x-registry-auth']}` : ''}${req.headers.cookie ? ' cookie' : ''}`);
     if (req.url === '/_ping') return void res.end('OK');
+    // POST /auth: one good login (user "ann", password "right"), as a registry would check it.
+    if (req.url === '/v1.53/auth' && req.method === 'POST') {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const login = JSON.parse(Buffer.concat(chunks).toString()) as { username: string; password: string };
+        res.setHeader('Content-Type', 'application/json');
+        if (login.username === 'ann' && login.password === 'right') return void res.end(JSON.stringify({ Status: 'Login Succeeded' }));
+        res.statusCode = 401;
+        res.end(JSON.stringify({ message: 'login attempt failed: unauthorized' }));
+      });
+      return;
+    }
+    if (/^\/v1\.53\/images\/.+\/push/.test(req.url!)) return void res.end('{"status":"pushed"}\n');
+    // A build: counts the context's bytes, then answers as the engine does.
+    if (req.url!.startsWith('/v1.53/build') && req.method === 'POST') {
+      let size = 0;
+      req.on('data', (c: Buffer) => (size += c.length));
+      req.on('end', () => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(`{"stream":"context of ${size} bytes (${req.headers['content-type']})\\n"}\n{"aux":{"ID":"sha256:feed"}}\n`);
+      });
+      return;
+    }
     if (req.url === '/v1.53/containers/json?all=1') {
       res.setHeader('Content-Type', 'application/json');
       return void res.end(JSON.stringify([{ Id: 'c1', Names: ['/web'] }]));
@@ -58,7 +87,8 @@ export async function fakeEngine(socketPath: string): Promise<{ server: http.Ser
     }
     res.writeHead(404, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ message: `No such thing: ${req.url}` }));
-  });
+  };
+  const server = typeof socketPath === 'object' && socketPath.tls ? https.createServer({ cert: socketPath.tls.cert, key: socketPath.tls.key }, handler) : http.createServer(handler);
   server.on('upgrade', (req, socket, head: Buffer) => {
     seen.push(`${req.method} ${req.url} upgrade=${req.headers.upgrade} body=${head.toString()}`);
     if (/^\/v1\.53\/(exec\/e1\/start|containers\/c1\/attach)/.test(req.url!)) {
@@ -74,13 +104,36 @@ export async function fakeEngine(socketPath: string): Promise<{ server: http.Ser
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
-  await new Promise<void>((r) => server.listen(socketPath, r));
+  await new Promise<void>((r) => (typeof socketPath === 'string' ? server.listen(socketPath, r) : server.listen(0, '127.0.0.1', r)));
+  const address = server.address();
   return {
     server,
     seen,
+    port: address && typeof address === 'object' ? address.port : 0,
     close: async () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+/** safeStorage, faked: AES with a key only this process holds (as the OS keychain would hold it). */
+export function fakeSafeStorage(opts: { available?: boolean; backend?: string } = {}): SafeStorageLike & { calls: number } {
+  const key = randomBytes(32);
+  const fake = {
+    calls: 0,
+    isEncryptionAvailable: () => opts.available ?? true,
+    getSelectedStorageBackend: () => opts.backend ?? 'gnome_libsecret',
+    encryptString(plain: string): Buffer {
+      fake.calls++;
+      const iv = randomBytes(16);
+      const c = createCipheriv('aes-256-cbc', key, iv);
+      return Buffer.concat([iv, c.update(plain, 'utf8'), c.final()]);
+    },
+    decryptString(encrypted: Buffer): string {
+      const d = createDecipheriv('aes-256-cbc', key, encrypted.subarray(0, 16));
+      return Buffer.concat([d.update(encrypted.subarray(16)), d.final()]).toString('utf8');
+    },
+  };
+  return fake;
 }

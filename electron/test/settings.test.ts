@@ -18,7 +18,7 @@ describe('settings', () => {
       assert.equal(loaded.engine.mode, 'socket');
       assert.equal(loaded.engine.socketPath, '/run/berth.sock');
       assert.equal(loaded.theme, 'dark');
-      assert.equal(JSON.parse(readFileSync(file, 'utf8')).version, 1);
+      assert.equal(JSON.parse(readFileSync(file, 'utf8')).version, 2);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -36,6 +36,49 @@ describe('settings', () => {
       writeFileSync(file, '{not json');
       assert.deepEqual(await new SettingsStore(file, defaultSettings(dir)).load(), defaultSettings(dir));
       assert.ok(existsSync(`${file}.corrupt`));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reads a version 1 file, and keeps a TCP engine with its TLS files', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-settings-'));
+    try {
+      const file = path.join(dir, 'settings.json');
+      writeFileSync(file, JSON.stringify({ version: 1, engine: { mode: 'socket', socketPath: '/run/old.sock' }, theme: 'dark' }));
+      const store = new SettingsStore(file, defaultSettings(dir));
+      const old = await store.load();
+      assert.equal(old.engine.mode, 'socket');
+      assert.equal(old.engine.socketPath, '/run/old.sock');
+      assert.equal(old.engine.tcp.port, 2376);
+      await store.update({ engine: { mode: 'tcp', tcp: { host: 'engine.example', port: 2376, tls: true, ca: '/etc/berth/ca.pem', cert: '/etc/berth/cert.pem', key: '/etc/berth/key.pem' } } });
+      const again = await new SettingsStore(file, defaultSettings(dir)).load();
+      assert.deepEqual(again.engine.tcp, { host: 'engine.example', port: 2376, tls: true, ca: '/etc/berth/ca.pem', cert: '/etc/berth/cert.pem', key: '/etc/berth/key.pem' });
+      assert.equal(again.engine.socketPath, '/run/old.sock', 'the socket stays for a switch back');
+      assert.equal(again.theme, 'dark');
+      // A partial patch of tcp keeps its other fields.
+      await store.update({ engine: { tcp: { port: 2377 } } });
+      assert.equal(store.value.engine.tcp.host, 'engine.example');
+      assert.equal(store.value.engine.tcp.port, 2377);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a patch it would otherwise have to replace: relative TLS paths, bad ports and hosts, unknown modes', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-settings-'));
+    try {
+      const file = path.join(dir, 'settings.json');
+      const store = new SettingsStore(file, defaultSettings(dir));
+      await store.load();
+      await assert.rejects(store.update({ engine: { tcp: { ca: 'ca.pem' } } }), /ca file must be an absolute path/);
+      await assert.rejects(store.update({ engine: { tcp: { port: 70000 } } }), /invalid port/);
+      await assert.rejects(store.update({ engine: { tcp: { host: 'user@host/x' } } }), /invalid host/);
+      await assert.rejects(store.update({ engine: { mode: 'ssh' as never } }), /unknown engine mode/);
+      await assert.rejects(store.update({ engine: { socketPath: 'engine.sock' } }), /absolute/);
+      assert.equal(existsSync(file), false, 'nothing written');
+      await store.update({ engine: { tcp: { host: '[::1]', ca: '' } } });
+      assert.equal(store.value.engine.tcp.host, '[::1]');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,9 +1,11 @@
 import { lazy, Suspense, useCallback, useEffect, useState, type ReactNode } from 'react';
 import { ErrorContext, useEventSubscription } from './engine';
+import { ThemeContext, useThemeState } from './theme';
 import { ContainersView } from './views/containers';
 
 // The list is the first view and comes with the app; every other view is fetched when first opened.
 const ContainerPage = lazy(() => import('./views/container').then((m) => ({ default: m.ContainerPage })));
+const ComposeView = lazy(() => import('./views/compose').then((m) => ({ default: m.ComposeView })));
 const RunView = lazy(() => import('./views/run').then((m) => ({ default: m.RunView })));
 const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m.ImagesView })));
 const VolumesView = lazy(() => import('./views/volumes').then((m) => ({ default: m.VolumesView })));
@@ -11,6 +13,8 @@ const NetworksView = lazy(() => import('./views/resources').then((m) => ({ defau
 const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
 const SystemView = lazy(() => import('./views/resources').then((m) => ({ default: m.SystemView })));
+const BuildView = lazy(() => import('./views/build').then((m) => ({ default: m.BuildView })));
+const SettingsView = lazy(() => import('./views/settings').then((m) => ({ default: m.SettingsView })));
 
 /** Hash routes (`#/containers/<id>/logs`): they work from file:// in Electron and behind `berthd --ui`. */
 export function useRoute(): string[] {
@@ -30,6 +34,7 @@ export function navigate(...parts: string[]): void {
 
 const SECTIONS: Array<[string, string]> = [
   ['containers', 'Containers'],
+  ['compose', 'Compose'],
   ['run', 'Run'],
   ['images', 'Images'],
   ['volumes', 'Volumes'],
@@ -37,32 +42,22 @@ const SECTIONS: Array<[string, string]> = [
   ['swarm', 'Swarm'],
   ['events', 'Events'],
   ['system', 'System'],
+  ['settings', 'Settings'],
 ];
-
-type Theme = 'light' | 'dark';
-function initialTheme(): Theme {
-  const saved = localStorage.getItem('berth.theme');
-  if (saved === 'light' || saved === 'dark') return saved;
-  return matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
-}
 
 export function App(props: { since?: number }) {
   const route = useRoute();
-  const [theme, setTheme] = useState<Theme>(initialTheme);
+  const themeState = useThemeState();
+  const theme = themeState.theme;
   const [errors, setErrors] = useState<Array<{ id: number; message: string }>>([]);
   const report = useCallback((message: string) => setErrors((e) => [...e.slice(-2), { id: Date.now() + Math.random(), message }]), []);
 
-  useEffect(() => {
-    document.documentElement.dataset.theme = theme;
-    localStorage.setItem('berth.theme', theme);
-  }, [theme]);
-
-  // Keyboard: g then a section's first letter... kept simple: Alt+1..8 switch sections, "/" focuses search.
+  // Keyboard: Alt+1..9 switch sections, "/" focuses search.
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       const target = e.target as HTMLElement;
       const typing = target.closest('input, textarea, select, .xterm');
-      if (e.altKey && /^[1-8]$/.test(e.key)) {
+      if (e.altKey && /^[1-9]$/.test(e.key) && SECTIONS[Number(e.key) - 1]) {
         e.preventDefault();
         navigate(SECTIONS[Number(e.key) - 1]![0]);
       } else if (e.key === '/' && !typing) {
@@ -89,11 +84,14 @@ export function App(props: { since?: number }) {
     case 'containers':
       view = rest[0] ? <ContainerPage id={rest[0]} tab={rest[1] ?? 'overview'} /> : <ContainersView />;
       break;
+    case 'compose':
+      view = <ComposeView />;
+      break;
     case 'run':
       view = <RunView image={rest[0]} />;
       break;
     case 'images':
-      view = <ImagesView />;
+      view = rest[0] === 'build' ? <BuildView /> : <ImagesView />;
       break;
     case 'volumes':
       view = <VolumesView />;
@@ -110,47 +108,52 @@ export function App(props: { since?: number }) {
     case 'system':
       view = <SystemView />;
       break;
+    case 'settings':
+      view = <SettingsView />;
+      break;
     default:
       view = <p className="empty">Nothing here.</p>;
   }
 
   return (
     <ErrorContext.Provider value={report}>
-      <div className="app">
-        <nav className="sidebar" aria-label="Sections">
-          <div className="brand">Berth</div>
-          <ul>
-            {SECTIONS.map(([key, label], i) => (
-              <li key={key}>
-                <a href={`#/${key}`} className={section === key ? 'active' : ''} aria-current={section === key ? 'page' : undefined} title={`Alt+${i + 1}`}>
-                  {label}
-                </a>
-              </li>
-            ))}
-          </ul>
-          <div className="sidebar-foot">
-            <EventStream since={props.since} />
-            <button type="button" className="theme" onClick={() => setTheme(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
-              {theme === 'dark' ? 'Light theme' : 'Dark theme'}
-            </button>
-          </div>
-        </nav>
-        <main className="content">
-          {errors.length > 0 && (
-            <div className="errors" role="alert">
-              {errors.map((e) => (
-                <div key={e.id} className="error">
-                  <span>{e.message}</span>
-                  <button type="button" aria-label="Dismiss" onClick={() => setErrors((all) => all.filter((x) => x.id !== e.id))}>
-                    ×
-                  </button>
-                </div>
+      <ThemeContext.Provider value={themeState}>
+        <div className="app">
+          <nav className="sidebar" aria-label="Sections">
+            <div className="brand">Berth</div>
+            <ul>
+              {SECTIONS.map(([key, label], i) => (
+                <li key={key}>
+                  <a href={`#/${key}`} className={section === key ? 'active' : ''} aria-current={section === key ? 'page' : undefined} title={i < 9 ? `Alt+${i + 1}` : undefined}>
+                    {label}
+                  </a>
+                </li>
               ))}
+            </ul>
+            <div className="sidebar-foot">
+              <EventStream since={props.since} />
+              <button type="button" className="theme" onClick={() => themeState.setChoice(theme === 'dark' ? 'light' : 'dark')} aria-label="Toggle theme">
+                {theme === 'dark' ? 'Light theme' : 'Dark theme'}
+              </button>
             </div>
-          )}
-          <Suspense fallback={<p className="muted">Loading…</p>}>{view}</Suspense>
-        </main>
-      </div>
+          </nav>
+          <main className="content">
+            {errors.length > 0 && (
+              <div className="errors" role="alert">
+                {errors.map((e) => (
+                  <div key={e.id} className="error">
+                    <span>{e.message}</span>
+                    <button type="button" aria-label="Dismiss" onClick={() => setErrors((all) => all.filter((x) => x.id !== e.id))}>
+                      ×
+                    </button>
+                  </div>
+                ))}
+              </div>
+            )}
+            <Suspense fallback={<p className="muted">Loading…</p>}>{view}</Suspense>
+          </main>
+        </div>
+      </ThemeContext.Provider>
     </ErrorContext.Provider>
   );
 }

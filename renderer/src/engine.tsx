@@ -3,7 +3,7 @@
  * that keeps every query fresh. Nothing here polls: queries have no refetch interval and no stale timer;
  * they are invalidated when `/events` says that something of their kind changed.
  */
-import { QueryClient, useMutation, useQueryClient } from '@tanstack/react-query';
+import { QueryClient, useMutation, useMutationState, useQueryClient } from '@tanstack/react-query';
 import { createContext, useContext, useEffect, useRef, useState } from 'react';
 import { ApiError, lineSplitter, type Transport } from './transport';
 
@@ -89,7 +89,9 @@ export function applyContainerEvent<T extends ListedContainer>(list: T[] | undef
   if (ev.Action === 'destroy') return list.filter((c) => c.Id !== id);
   const state = STATE_AFTER[ev.Action];
   if (!state || ev.Action === 'kill') return list;
-  return list.map((c) => (c.Id === id ? { ...c, State: state } : c));
+  // `die` carries the exit code: the row says it at once, as the list's Status will (`Exited (137) ...`).
+  const status = ev.Action === 'die' && attrs.exitCode !== undefined ? `Exited (${attrs.exitCode}) Less than a second ago` : undefined;
+  return list.map((c) => (c.Id === id ? { ...c, State: state, ...(status ? { Status: status } : {}) } : c));
 }
 
 type Listener = (ev: EngineEvent) => void;
@@ -159,15 +161,40 @@ export function useEventSubscription(since?: number): 'connecting' | 'live' | 'l
   return state;
 }
 
-/** A mutation whose errors are shown with the engine's message in the page's error banner. */
-export function useAction<V>(fn: (vars: V) => Promise<unknown>, opts: { onSuccess?: () => void } = {}) {
+/**
+ * A mutation whose errors are shown with the engine's message in the page's error banner. With a
+ * `mutationKey`, every view can see which of its kind are still running (useMutationState), not only the last.
+ */
+export function useAction<V>(fn: (vars: V) => Promise<unknown>, opts: { onSuccess?: () => void; mutationKey?: string[] } = {}) {
   const report = useContext(ErrorContext);
   return useMutation({
+    mutationKey: opts.mutationKey,
     mutationFn: fn,
     onError: (err) => report(err instanceof Error ? err.message : String(err)),
     onSuccess: opts.onSuccess,
   });
 }
+
+/** The variables of the mutations of one key still running: which rows show a pending action. */
+export function usePending<V>(mutationKey: string[]): V[] {
+  return useMutationState({ filters: { mutationKey, status: 'pending' }, select: (m) => m.state.variables as V });
+}
+
+/** Whether a media query holds, kept current by its change events (the layout at narrow widths). */
+export function useMediaQuery(query: string): boolean {
+  const [matches, setMatches] = useState(() => matchMedia(query).matches);
+  useEffect(() => {
+    const list = matchMedia(query);
+    const on = () => setMatches(list.matches);
+    on();
+    list.addEventListener('change', on);
+    return () => list.removeEventListener('change', on);
+  }, [query]);
+  return matches;
+}
+
+/** The width below which lists drop their least needed columns and the sidebar narrows (styles.css agrees). */
+export const NARROW = '(max-width: 1000px)';
 
 export const ErrorContext = createContext<(message: string) => void>(() => undefined);
 

@@ -41,12 +41,39 @@ export interface Transport {
   /** A streamed response: chunks until the engine ends it or `cancel` is called. Rejects on errors. */
   stream(method: string, path: string, onChunk: (bytes: Uint8Array) => void, opts?: RequestOptions & { signal?: AbortSignal }): Promise<void>;
   terminal(target: TerminalTarget): ByteSocket;
+  /**
+   * A request whose body is a large Blob (a build context), its upload's progress told as it goes, the
+   * answer streamed as `stream` does. Absent where the transport cannot send one.
+   */
+  upload?(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void>;
 }
 
-/** The preload's bridge (see electron/src/preload.ts). */
+export interface UploadOptions {
+  contentType: string;
+  headers?: Record<string, string>;
+  onUploaded(sent: number, total: number): void;
+  onChunk(bytes: Uint8Array): void;
+  signal?: AbortSignal;
+}
+
+/** The desktop app's settings (electron/src/settings.ts). */
+export interface AppSettings {
+  version: number;
+  engine: { mode: 'embedded' | 'socket' | 'tcp'; socketPath: string; tcp: { host: string; port: number; tls: boolean; ca: string; cert: string; key: string } };
+  theme: 'system' | 'light' | 'dark';
+}
+
+/** The preload's bridge (see electron/src/preload.cts). */
 export interface BerthBridge {
   request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }>;
   version: string;
+  settings?: { get(): Promise<AppSettings>; update(patch: unknown): Promise<AppSettings> };
+  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string }> };
+  registries?: {
+    list(): Promise<{ keychain: boolean; logins: Array<{ serveraddress: string; username: string }> }>;
+    login(login: { serveraddress: string; username: string; password: string }): Promise<{ ok: boolean; message: string }>;
+    logout(serveraddress: string): Promise<{ ok: boolean }>;
+  };
 }
 
 declare global {
@@ -114,6 +141,38 @@ export class HttpTransport implements Transport {
       if (opts?.signal?.aborted) return;
       throw err;
     }
+  }
+
+  /** XMLHttpRequest: of the browser's clients, the one that tells an upload's progress. */
+  upload(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open(method, this.url(path));
+      xhr.withCredentials = true;
+      xhr.setRequestHeader('Content-Type', opts.contentType);
+      for (const [k, v] of Object.entries(opts.headers ?? {})) xhr.setRequestHeader(k, v);
+      const encoder = new TextEncoder();
+      let seen = 0;
+      const flush = () => {
+        // The answer so far: only its new part is handed on (the engine's JSON lines).
+        if (xhr.status !== 200) return;
+        const text = xhr.responseText;
+        if (text.length > seen) opts.onChunk(encoder.encode(text.slice(seen)));
+        seen = text.length;
+      };
+      xhr.upload.onprogress = (ev) => opts.onUploaded(ev.loaded, ev.lengthComputable ? ev.total : body.size);
+      xhr.upload.onload = () => opts.onUploaded(body.size, body.size);
+      xhr.onprogress = flush;
+      xhr.onload = () => {
+        if (xhr.status >= 400) return reject(new ApiError(xhr.status, messageOf(xhr.status, xhr.responseText)));
+        flush();
+        resolve();
+      };
+      xhr.onerror = () => reject(new ApiError(0, 'the upload failed: the connection to the engine broke'));
+      xhr.onabort = () => resolve();
+      opts.signal?.addEventListener('abort', () => xhr.abort());
+      xhr.send(body);
+    });
   }
 
   terminal(target: TerminalTarget): ByteSocket {
@@ -203,6 +262,65 @@ export class ElectronTransport implements Transport {
         }
       };
       port.start();
+    });
+  }
+
+  /**
+   * The body goes over the port in chunks read from the Blob; the main process acknowledges each once the
+   * engine's connection took it, and no more than UPLOAD_WINDOW bytes wait unacknowledged.
+   */
+  upload(method: string, path: string, body: Blob, opts: UploadOptions): Promise<void> {
+    const UPLOAD_WINDOW = 4 * 1024 * 1024;
+    return new Promise((resolve, reject) => {
+      const port = this.openPort({ type: 'upload', method, path: `/v${API_VERSION}${path}` });
+      let acked = 0;
+      let sent = 0;
+      let settled = false;
+      let wake: (() => void) | undefined;
+      const settle = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        wake?.();
+        fn();
+      };
+      opts.signal?.addEventListener('abort', () => {
+        port.postMessage({ type: 'close' });
+        port.close();
+        settle(resolve);
+      });
+      port.onmessage = (ev: MessageEvent<{ type: string; data?: Uint8Array; bytes?: number; status?: number; message?: string }>) => {
+        const msg = ev.data;
+        if (msg.type === 'ack') {
+          acked += msg.bytes ?? 0;
+          opts.onUploaded(acked, body.size);
+          wake?.();
+        } else if (msg.type === 'data' && msg.data) opts.onChunk(msg.data);
+        else if (msg.type === 'end') {
+          port.close();
+          settle(resolve);
+        } else if (msg.type === 'error') {
+          port.close();
+          settle(() => reject(new ApiError(msg.status ?? 500, msg.message ?? 'the upload failed')));
+        }
+      };
+      port.start();
+      void (async () => {
+        const reader = body.stream().getReader();
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (settled) return void reader.cancel();
+          if (done) break;
+          // Within the window with this chunk too (a chunk larger than the window goes alone).
+          while (sent > acked && sent - acked + value.byteLength > UPLOAD_WINDOW && !settled) await new Promise<void>((r) => (wake = r));
+          sent += value.byteLength;
+          port.postMessage({ type: 'data', data: value });
+        }
+        port.postMessage({ type: 'end-upload' });
+      })().catch((err: unknown) => {
+        port.postMessage({ type: 'close' });
+        port.close();
+        settle(() => reject(new ApiError(0, `the folder could not be read: ${(err as Error).message}`)));
+      });
     });
   }
 

@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "linuxsys",
-      "sources": ["linuxsys.c"],
+      "sources": ["linuxsys.c", "heap.cc"],
       "cflags": ["-O2", "-Wall"]
     }
   ]

@@ -37,7 +37,7 @@ export function registerArchiveRoutes(router: Router, files: ArchiveBackend): vo
   });
 
   router.put('/containers/:id/archive', async (req, res) => {
-    await files.extract(req.params.id, pathParam(req), req.body(), {
+    await files.extract(req.params.id, pathParam(req), req.body({ goClientText: true }), {
       noOverwriteDirNonDir: boolParam(req, 'noOverwriteDirNonDir'),
       copyUIDGID: boolParam(req, 'copyUIDGID'),
       signal: req.signal,

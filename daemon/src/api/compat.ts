@@ -223,3 +223,24 @@ export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
   }
   return value;
 }
+
+/**
+ * Below this version a plugin was `{Id, Name, Tag, Active, Config (its settings), Manifest (its config,
+ * ManifestVersion v0)}`; from it `{Id, Name, Enabled, Settings, PluginReference, Config}`.
+ */
+export const PLUGIN_SETTINGS_SHAPE_FROM = 25;
+
+/** A plugin object in the shape of the request's version. */
+export function pluginShape(version: number, p: { Id: string; Name: string; Enabled: boolean; Settings: object; PluginReference: string; Config: object }): object {
+  if (version >= PLUGIN_SETTINGS_SHAPE_FROM) return p;
+  const colon = p.Name.lastIndexOf(':');
+  const tagged = colon > p.Name.lastIndexOf('/');
+  return {
+    Id: p.Id,
+    Name: tagged ? p.Name.slice(0, colon) : p.Name,
+    Tag: tagged ? p.Name.slice(colon + 1) : 'latest',
+    Active: p.Enabled,
+    Config: p.Settings,
+    Manifest: { ManifestVersion: 'v0', ...p.Config },
+  };
+}

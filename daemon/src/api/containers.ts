@@ -70,6 +70,13 @@ function flushed(conn: Duplex): Promise<void> {
   });
 }
 
+/**
+ * When an attached client ends its stdin and the container's stdin stays open, its attachment goes on until
+ * the output was quiet this long after the input reached the container (or until the container's exit), so
+ * that the answer to the last input is not lost (`echo cmd | docker attach` of a `docker run -d -i`).
+ */
+const STDIN_END_QUIET_MS = 500;
+
 const FLUSH_BYTES = 256 * 1024;
 const FLUSH_DELAY_MS = 5;
 
@@ -364,6 +371,9 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     conn.once('close', () => closed.abort());
     let delivered!: () => void;
     const delivery = new Promise<void>((resolve) => (delivered = resolve));
+    // Set once the client's stdin ended (and the container's stays open): restarts the quiet wait on output.
+    let quietEnd: NodeJS.Timeout | undefined;
+    let outputSeen: (() => void) | undefined;
     try {
       if (logs) {
         const past = backend.readLog(record, { follow: false, signal: closed.signal });
@@ -393,18 +403,34 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
           },
           clientEnded: () => {
             // The client closed its stdin: StdinOnce without a TTY closes the container's and the output goes
-            // on; otherwise the attachment ends, and the container's stdin stays open for a later one.
-            if (closesStdin) streams.input.end();
-            else {
+            // on; otherwise the attachment ends, and the container's stdin stays open for a later one. Docker
+            // ends it at once, which drops what the container writes in answer to the input just sent; here
+            // the output goes on until it was quiet for a moment after that input was handed to the container.
+            if (closesStdin) {
+              streams.input.end();
+              return;
+            }
+            const end = () => {
               streams.close();
               conn.end();
-            }
+            };
+            const arm = () => {
+              clearTimeout(quietEnd);
+              quietEnd = setTimeout(end, STDIN_END_QUIET_MS);
+            };
+            // An empty write's callback runs once the earlier input was written out (or the stream failed).
+            streams.input.write(Buffer.alloc(0), () => {
+              if (closed.signal.aborted) return;
+              outputSeen = arm;
+              arm();
+            });
           },
         });
       }
       const output = (async function* () {
         const chunks = streams.output.iterator({ destroyOnReturn: !drainsToExit }) as AsyncIterable<{ stream: 'stdout' | 'stderr'; data: Buffer }>;
         for await (const chunk of chunks) {
+          outputSeen?.();
           if (chunk.stream === 'stdout' ? wantStdout : wantStderr) yield chunk;
         }
       })();
@@ -418,6 +444,8 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     } catch {
       conn.destroy();
     } finally {
+      clearTimeout(quietEnd);
+      outputSeen = undefined;
       delivered();
     }
   });

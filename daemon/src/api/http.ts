@@ -8,6 +8,17 @@ import { formatVersion } from './version.js';
 /** The largest JSON request body accepted; uploads (tars) are streamed and not bound by this. */
 export const MAX_JSON_BODY = 4 * 1024 * 1024;
 
+/** The media type of a Content-Type header, lowercased, without its parameters ('' when absent). */
+export function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/**
+ * The types a web page can send without a CORS preflight. A tar upload never comes with one of these from
+ * a real client, so refusing them keeps a page from posting a body the engine would take.
+ */
+const SIMPLE_FORM_TYPES = new Set(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data']);
+
 /**
  * The deepest nesting of objects and lists a JSON body may have. No request type nests beyond a handful of
  * levels; a body nested thousands deep would overflow the stack of whatever walks it later.
@@ -79,8 +90,23 @@ export class ApiRequest {
     return Array.isArray(v) ? v[0] : v;
   }
 
-  /** The request body as a stream (tar uploads). */
-  body(): Readable {
+  /** True when the request carries a body (a length above zero, or a chunked one). */
+  get carriesBody(): boolean {
+    const length = this.header('content-length');
+    return this.header('transfer-encoding') !== undefined || (length !== undefined && Number(length) > 0);
+  }
+
+  /**
+   * The request body as a stream (tar uploads). A body sent as a form or as text is refused: a web page can
+   * send those without asking first, and `docker build`, `docker load` and the other clients send a tar type
+   * or none. Uploads the Go client sends without a type of their own (it then says text/plain: `docker cp`,
+   * `docker import`) pass `goClientText`; `docker cp` is a PUT, which no page sends without CORS.
+   */
+  body(opts: { goClientText?: boolean } = {}): Readable {
+    const type = mediaType(this.header('content-type'));
+    if (this.carriesBody && SIMPLE_FORM_TYPES.has(type) && !(opts.goClientText && type === 'text/plain')) {
+      throw new InvalidParameter(`unsupported Content-Type header (${this.header('content-type')}): must be 'application/x-tar'`);
+    }
     return this.raw;
   }
 
@@ -90,6 +116,10 @@ export class ApiRequest {
    * are InvalidParameter / TooLarge errors.
    */
   async json<T = unknown>(shape?: Shape, limit = MAX_JSON_BODY): Promise<T | undefined> {
+    // As dockerd: no Content-Type is fine with no body; a body must say it is JSON.
+    if (this.carriesBody && mediaType(this.header('content-type')) !== 'application/json') {
+      throw new InvalidParameter(`unsupported Content-Type header (${this.header('content-type') ?? ''}): must be 'application/json'`);
+    }
     const declared = Number(this.header('content-length') ?? NaN);
     if (Number.isFinite(declared) && declared > limit) {
       this.raw.resume();
@@ -137,11 +167,13 @@ export class ApiResponse {
     return this.hijacked || this.raw.headersSent;
   }
 
-  json(status: number, body: unknown): void {
+  /** A JSON answer; `headers` may set another JSON content type (application/scim+json) or add headers. */
+  json(status: number, body: unknown, headers: Record<string, string> = {}): void {
     const text = JSON.stringify(body) + '\n';
     this.raw.writeHead(status, {
       ...this.extraHeaders,
       'Content-Type': 'application/json',
+      ...headers,
       'Content-Length': Buffer.byteLength(text),
     });
     this.raw.end(text);

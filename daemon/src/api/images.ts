@@ -119,9 +119,11 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
 
   router.post('/images/load', async (req, res) => {
     const quiet = boolParam(req, 'quiet');
+    // A body sent as a form or as text is the request's fault (400), refused before the stream starts.
+    const archive = req.body();
     const progress = new ProgressStream(res);
     try {
-      await images.load(req.body(), (m) => progress.write(m), req.signal, { quiet });
+      await images.load(archive, (m) => progress.write(m), req.signal, { quiet });
     } catch (err) {
       // As dockerd: a load always answers 200, and what went wrong (a body that is no image archive
       // included) is the stream's error message, which clients read from the stream.
@@ -165,7 +167,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
     if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
     let input: Readable;
     if (fromSrc === '-') {
-      input = req.body();
+      input = req.body({ goClientText: true });
     } else {
       input = await download(fromSrc, req.signal);
       // A download that the import refuses before reading it (a bad repository name) is closed here.

@@ -1,57 +1,142 @@
 /**
- * Managed plugins: /plugins. This engine has no plugin manager yet; these routes answer as a daemon with
- * no plugin installed (an empty list; a named plugin is not found) and refuse to install one. A real
- * implementation replaces this module.
+ * Managed plugins: /plugins. Made with `create` from a tar of config.json and rootfs/ or pulled from a
+ * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
+ * manager. Upgrade is refused.
  */
-import { InvalidParameter, NotFound, NotImplemented } from '../engine/errors.js';
-import type { ApiRequest, Handler } from './http.js';
-import { parseFilters, requiredParam } from './params.js';
+import type { Writable } from 'node:stream';
+import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { parseAuthHeader } from '../engine/images/registry/auth.js';
+import type { PluginManager } from '../engine/plugins/manager.js';
+import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';
+import { PLUGIN_SETTINGS_SHAPE_FROM, pluginShape } from './compat.js';
+import type { ApiRequest, ApiResponse } from './http.js';
+import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
 
-function notFound(name: string): NotFound {
-  return new NotFound(`plugin ${JSON.stringify(name)} not found`);
+const UNSUPPORTED = 'upgrading plugins is not supported by this engine yet: remove the plugin and install the new one';
+
+/** A JSON progress stream started at its first message: an error before it is an ordinary error answer. */
+class Progress {
+  private out: Writable | undefined;
+  constructor(
+    private readonly res: ApiResponse,
+    private readonly headers: Record<string, string> = {},
+  ) {}
+  get started(): boolean {
+    return this.out !== undefined;
+  }
+  write(message: object): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.write(JSON.stringify(message) + '\n');
+  }
+  fail(err: unknown): void {
+    const message = errorMessage(err);
+    this.write({ errorDetail: { message }, error: message });
+    this.end();
+  }
+  end(): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.end();
+  }
 }
 
-const UNSUPPORTED = 'plugins are not supported by this engine';
-
-export function registerPluginRoutes(router: Router): void {
-  const missing: Handler = (req: ApiRequest) => {
-    req.raw.resume();
-    throw notFound(req.params.name);
-  };
+export function registerPluginRoutes(router: Router, plugins: PluginManager): void {
+  const name = (req: ApiRequest) => req.params.name;
 
   router.get('/plugins', (req, res) => {
-    // The filters dockerd knows are checked, though no plugin is there to match them.
     const filters = parseFilters(req.query.get('filters'), ['capability', 'enabled']);
+    let enabled: boolean | undefined;
     for (const v of filters.get('enabled') ?? []) {
-      if (!['true', '1', 'false', '0'].includes(v.toLowerCase())) throw new InvalidParameter(`invalid filter 'enabled=${v}'`);
+      const lower = v.toLowerCase();
+      if (!['true', '1', 'false', '0'].includes(lower)) throw new InvalidParameter(`invalid filter 'enabled=${v}'`);
+      enabled = lower === 'true' || lower === '1';
     }
-    res.json(200, []);
+    const caps = filters.get('capability') ?? [];
+    const out = plugins
+      .list()
+      .filter((p) => enabled === undefined || p.Enabled === enabled)
+      .filter((p) => caps.length === 0 || caps.some((c) => p.Config.Interface.Types.some((t) => typeImplements(t, c))))
+      .map((p) => pluginShape(req.version, p));
+    res.json(200, out);
   });
-  // Installing needs a registry and a plugin runtime: refused. `remote` and `name` are still required.
-  router.get('/plugins/privileges', (req) => {
-    requiredParam(req, 'remote');
-    throw new NotImplemented(UNSUPPORTED);
+  router.get('/plugins/privileges', async (req, res) => {
+    const remote = requiredParam(req, 'remote');
+    res.json(200, await plugins.privileges(remote, parseAuthHeader(req.header('x-registry-auth')), req.signal));
   });
-  router.post('/plugins/pull', (req) => {
-    req.raw.resume();
-    // API 1.24 named the plugin to pull `name`; later versions `remote`.
-    if (!req.query.get('name')) requiredParam(req, 'remote');
-    throw new NotImplemented(UNSUPPORTED);
+  router.post('/plugins/pull', async (req, res) => {
+    const auth = parseAuthHeader(req.header('x-registry-auth'));
+    if (req.version < PLUGIN_SETTINGS_SHAPE_FROM) {
+      // API 1.24 pulled and installed in one call (all privileges taken as granted), answering the privileges.
+      const remote = requiredParam(req, 'name');
+      req.raw.resume();
+      const asked = await plugins.privileges(remote, auth, req.signal);
+      await plugins.pull(remote, undefined, asked, auth, () => undefined, req.signal);
+      res.json(200, asked);
+      return;
+    }
+    const remote = requiredParam(req, 'remote');
+    const granted = (await req.json()) ?? [];
+    const localName = stringParam(req, 'name') || undefined;
+    // The client goes on (set, enable) with the name the plugin is installed under.
+    const progress = new Progress(res, { 'Docker-Plugin-Name': normalizePluginName(localName || remote) });
+    try {
+      await plugins.pull(remote, localName, granted, auth, (m) => progress.write(m), req.signal);
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
   });
-  router.post('/plugins/create', (req) => {
-    req.raw.resume();
-    requiredParam(req, 'name');
-    throw new NotImplemented(UNSUPPORTED);
+  router.post('/plugins/create', async (req, res) => {
+    const pluginName = requiredParam(req, 'name');
+    await plugins.create(pluginName, req.raw);
+    res.noContent();
   });
   // Names hold slashes (`vieux/sshfs:latest`), hence `:name*`.
-  router.get('/plugins/:name*/json', missing);
-  router.post('/plugins/:name*/enable', missing);
-  router.post('/plugins/:name*/disable', missing);
-  router.post('/plugins/:name*/upgrade', missing);
-  router.post('/plugins/:name*/push', missing);
-  router.post('/plugins/:name*/set', missing);
-  router.delete('/plugins/:name*', missing);
+  router.get('/plugins/:name*/json', (req, res) => {
+    res.json(200, pluginShape(req.version, plugins.get(name(req))));
+  });
+  router.post('/plugins/:name*/enable', async (req, res) => {
+    req.raw.resume();
+    const timeout = intParam(req, 'timeout', 30, { min: 0, max: 3600 });
+    await plugins.enable(name(req), (timeout || 30) * 1000);
+    res.status(200);
+  });
+  router.post('/plugins/:name*/disable', async (req, res) => {
+    req.raw.resume();
+    await plugins.disable(name(req), boolParam(req, 'force'));
+    res.status(200);
+  });
+  router.post('/plugins/:name*/upgrade', (req) => {
+    req.raw.resume();
+    plugins.get(name(req));
+    throw new NotImplemented(UNSUPPORTED);
+  });
+  router.post('/plugins/:name*/push', async (req, res) => {
+    req.raw.resume();
+    plugins.get(name(req));
+    const progress = new Progress(res);
+    try {
+      await plugins.push(name(req), parseAuthHeader(req.header('x-registry-auth')), (m) => progress.write(m), req.signal);
+    } catch (err) {
+      if (!progress.started) throw err;
+      progress.fail(err);
+      return;
+    }
+    progress.end();
+  });
+  router.post('/plugins/:name*/set', async (req, res) => {
+    const body = await req.json();
+    await plugins.set(name(req), body);
+    res.noContent();
+  });
+  router.delete('/plugins/:name*', async (req, res) => {
+    await plugins.remove(name(req), boolParam(req, 'force'));
+    res.status(200);
+  });
   // API 1.24 inspected a plugin at /plugins/{name}, without /json.
-  router.get('/plugins/:name*', missing);
+  router.get('/plugins/:name*', (req, res) => {
+    res.json(200, pluginShape(req.version, plugins.get(name(req))));
+  });
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { InvalidParameter } from '../engine/errors.js';
 import { Router } from './router.js';
 
 test('router: methods, parameters, greedy names and order', () => {
@@ -19,4 +20,11 @@ test('router: methods, parameters, greedy names and order', () => {
   const dots = new Router().get('/a.b', noop);
   assert.ok(dots.match('GET', '/a.b'));
   assert.equal(dots.match('GET', '/axb'), undefined);
+});
+
+test('router: a malformed escape in a parameter is an invalid parameter, not a crash of the handler', () => {
+  const r = new Router().get('/containers/:id/json', () => undefined);
+  assert.throws(() => r.match('GET', '/containers/%zz/json'), (err: unknown) => err instanceof InvalidParameter && /invalid escape in the id/.test((err as Error).message));
+  assert.throws(() => r.match('GET', '/containers/%E2%98/json'), InvalidParameter);
+  assert.deepEqual(r.match('GET', '/containers/%E2%98%83/json')?.params, { id: '\u2603' });
 });

@@ -1,4 +1,20 @@
+import type { Permission } from '../engine/auth/store.js';
+import { InvalidParameter } from '../engine/errors.js';
 import type { Handler } from './http.js';
+import type { ErrorStyle } from './httpstatus.js';
+
+/**
+ * How a route is served. Engine routes (the default) sit under the `/v1.NN` version prefix and write errors as
+ * `{"message"}`. Unversioned routes are the other interfaces served beside the engine API (`/v1/sandboxes/...`,
+ * `/v2/scim/2.0/...`): matched on the whole path, never under a version prefix, each with its own error style
+ * and the token permission it requires.
+ */
+export interface RouteOptions {
+  unversioned?: boolean;
+  errorStyle?: ErrorStyle;
+  /** The bearer token's permission the route requires (checked before the handler runs, on every listener). */
+  permission?: Permission;
+}
 
 interface Route {
   method: string;
@@ -6,11 +22,13 @@ interface Route {
   regex: RegExp;
   names: string[];
   handler: Handler;
+  options: RouteOptions;
 }
 
 export interface RouteMatch {
   handler: Handler;
   params: Record<string, string>;
+  options: RouteOptions;
 }
 
 /**
@@ -21,7 +39,7 @@ export interface RouteMatch {
 export class Router {
   private readonly routes: Route[] = [];
 
-  add(method: string, pattern: string, handler: Handler): this {
+  add(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): this {
     const names: string[] = [];
     const source = pattern
       .split('/')
@@ -32,37 +50,52 @@ export class Router {
         return m[2] ? '(.+)' : '([^/]+)';
       })
       .join('/');
-    this.routes.push({ method, pattern, regex: new RegExp(`^${source}$`), names, handler });
+    this.routes.push({ method, pattern, regex: new RegExp(`^${source}$`), names, handler, options });
     return this;
   }
 
-  get(pattern: string, handler: Handler): this {
-    return this.add('GET', pattern, handler);
+  get(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('GET', pattern, handler, options);
   }
-  head(pattern: string, handler: Handler): this {
-    return this.add('HEAD', pattern, handler);
+  head(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('HEAD', pattern, handler, options);
   }
-  post(pattern: string, handler: Handler): this {
-    return this.add('POST', pattern, handler);
+  post(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('POST', pattern, handler, options);
   }
-  put(pattern: string, handler: Handler): this {
-    return this.add('PUT', pattern, handler);
+  put(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('PUT', pattern, handler, options);
   }
-  delete(pattern: string, handler: Handler): this {
-    return this.add('DELETE', pattern, handler);
+  delete(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('DELETE', pattern, handler, options);
   }
 
-  match(method: string, path: string): RouteMatch | undefined {
+  /** The engine route (or, with `unversioned`, the unversioned route) of this method and path. */
+  match(method: string, path: string, unversioned = false): RouteMatch | undefined {
     for (const route of this.routes) {
-      if (route.method !== method) continue;
+      if (route.method !== method || Boolean(route.options.unversioned) !== unversioned) continue;
       const m = route.regex.exec(path);
       if (!m) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]);
+        params[name] = decodePathParam(name, m[i + 1]);
       });
-      return { handler: route.handler, params };
+      return { handler: route.handler, params, options: route.options };
     }
     return undefined;
+  }
+
+  /** The options of an unversioned route of this path under any method (how to answer a method it lacks). */
+  unversionedPath(path: string): RouteOptions | undefined {
+    return this.routes.find((r) => r.options.unversioned && r.regex.test(path))?.options;
+  }
+}
+
+/** A path parameter with its %-escapes decoded; a malformed escape (`%zz`) is the client's error. */
+function decodePathParam(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new InvalidParameter(`invalid escape in the ${name} of the path: ${JSON.stringify(raw)}`);
   }
 }

@@ -100,6 +100,8 @@ export interface SystemDeps {
   registryConfig?(): Record<string, unknown>;
   /** What /info shows as InitBinary (its version is the `docker-init` component). */
   initBinary?: string;
+  /** Volume drivers of enabled managed plugins, after `local` in Plugins.Volume. */
+  volumePlugins?(): string[];
 }
 
 const INACTIVE_SWARM: SwarmStatus = {
@@ -295,7 +297,7 @@ export async function buildInfo(deps: SystemDeps, swarm: SwarmStatus): Promise<R
     Driver: host.storageDriver,
     DriverStatus: driverStatus,
     Plugins: {
-      Volume: ['local'],
+      Volume: ['local', ...(deps.volumePlugins?.() ?? [])],
       Network: ['bridge', 'host', 'null'],
       Authorization: [],
       Log: ['json-file', 'none'],

@@ -11,8 +11,8 @@ import type { Router } from './router.js';
 
 /** What the volume routes need of the engine. */
 export interface VolumeBackend {
-  list(filters: ReadonlyMap<string, string[]>): object[];
-  inspect(name: string): object;
+  list(filters: ReadonlyMap<string, string[]>): Promise<object[]>;
+  inspect(name: string): Promise<object>;
   create(body: Record<string, unknown>): Promise<{ volume: object }>;
   remove(name: string, opts: { force: boolean }): Promise<void>;
   prune(filters: ReadonlyMap<string, string[]>, opts: { all: boolean }): Promise<{ VolumesDeleted: string[]; SpaceReclaimed: number }>;
@@ -24,9 +24,9 @@ const PRUNE_FILTERS = ['label', 'label!', 'all'] as const;
 const PRUNE_ANONYMOUS_ONLY_FROM = 42;
 
 export function registerVolumeRoutes(router: Router, backend: VolumeBackend): void {
-  const list = (req: ApiRequest, res: ApiResponse) => {
+  const list = async (req: ApiRequest, res: ApiResponse) => {
     const filters = filterParam(req, LIST_FILTERS);
-    res.json(200, { Volumes: shape('volume', req.version, backend.list(filters)), Warnings: [] });
+    res.json(200, { Volumes: shape('volume', req.version, await backend.list(filters)), Warnings: [] });
   };
   router.get('/volumes', list);
   router.get('/volumes/', list);
@@ -50,12 +50,12 @@ export function registerVolumeRoutes(router: Router, backend: VolumeBackend): vo
     res.json(200, await backend.prune(filters, { all }));
   });
 
-  router.get('/volumes/:name', (req, res) => {
-    res.json(200, shape('volume', req.version, backend.inspect(req.params.name)));
+  router.get('/volumes/:name', async (req, res) => {
+    res.json(200, shape('volume', req.version, await backend.inspect(req.params.name)));
   });
 
-  router.put('/volumes/:name', (req) => {
-    backend.inspect(req.params.name);
+  router.put('/volumes/:name', async (req) => {
+    await backend.inspect(req.params.name);
     throw new NotImplemented('only cluster volumes can be updated, and this engine does not run swarm mode');
   });
 

@@ -18,7 +18,11 @@ export interface EngineEvent {
   from?: string;
 }
 
-const HISTORY_LIMIT = 4096;
+/**
+ * Events kept for replay (`since`): as many as dockerd keeps. Each holds its actor's attributes (labels
+ * included), so a longer history is megabytes of heap that an idle daemon carries.
+ */
+const HISTORY_LIMIT = 256;
 
 /**
  * The event bus: publishes events to live subscribers and keeps the most recent ones so that

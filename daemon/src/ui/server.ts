@@ -84,11 +84,21 @@ export function parseUiAddress(text: string | undefined): { host: string; port: 
   return { host, port };
 }
 
+/** Compares in constant time, whatever the lengths: digests of equal size are compared, not the texts. */
 function sameToken(given: string | undefined, token: string): boolean {
-  if (!given) return false;
-  const a = Buffer.from(given);
-  const b = Buffer.from(token);
-  return a.length === b.length && timingSafeEqual(a, b);
+  if (given === undefined) return false;
+  const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+  return timingSafeEqual(digest(given), digest(token));
+}
+
+/** The request target as a URL of this server; `//` and other odd targets stay paths, or give undefined. */
+function requestUrl(target: string | undefined): URL | undefined {
+  const text = target ?? '/';
+  try {
+    return text.startsWith('/') ? new URL(`http://ui${text}`) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function cookieValue(header: string | undefined, name: string): string | undefined {
@@ -162,7 +172,7 @@ function engineHeaders(headers: http.IncomingHttpHeaders): http.OutgoingHttpHead
   delete out.origin;
   delete out.referer;
   delete out.authorization;
-  out.host = 'engine';
+  out.host = 'localhost';
   return out;
 }
 
@@ -270,7 +280,19 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
   }
 
   const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://ui');
+    try {
+      handleRequest(req, res);
+    } catch (err) {
+      // A failure serving one request ends that request, never the daemon.
+      log.error('UI request failed', { error: (err as Error)?.message });
+      if (!res.headersSent) sendError(res, 500, 'internal error');
+      else res.destroy();
+    }
+  });
+
+  function handleRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = requestUrl(req.url);
+    if (!url) return sendError(res, 400, 'malformed request target');
     const verdict = check(req, url);
     if (!verdict.ok) {
       if (verdict.status === 401 && req.method === 'GET' && !url.pathname.startsWith('/api/')) {
@@ -294,7 +316,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       if (!res.headersSent) sendError(res, 500, err.message);
       else res.destroy();
     });
-  });
+  }
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1 << 20 });
 
@@ -304,7 +326,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: 'POST',
       path: `/exec/${encodeURIComponent(execId)}/start`,
-      headers: { Host: 'engine', 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(startBody), Connection: 'Upgrade', Upgrade: 'tcp' },
+      headers: { Host: 'localhost', 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(startBody), Connection: 'Upgrade', Upgrade: 'tcp' },
     });
     // Keystrokes typed before the engine upgraded the connection wait for it.
     let engineSocket: Duplex | undefined;
@@ -336,7 +358,17 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
 
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
-    const url = new URL(req.url ?? '/', 'http://ui');
+    try {
+      handleUpgrade(req, socket, head);
+    } catch (err) {
+      log.error('UI upgrade failed', { error: (err as Error)?.message });
+      socket.destroy();
+    }
+  });
+
+  function handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = requestUrl(req.url);
+    if (!url) return refuseUpgrade(socket, 400, 'malformed request target');
     const verdict = check(req, url);
     if (!verdict.ok) return refuseUpgrade(socket, verdict.status, verdict.message);
     const exec = /^\/ui\/exec\/([A-Za-z0-9_.-]+)\/ws$/.exec(url.pathname);
@@ -369,7 +401,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
     upstream.on('error', (err) => refuseUpgrade(socket, 502, `the engine did not answer: ${err.message}`));
     if (head.length) upstream.write(head);
     upstream.end();
-  });
+  }
 
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {

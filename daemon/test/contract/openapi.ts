@@ -128,6 +128,12 @@ function applyErrata(doc: { definitions: Record<string, Json>; paths: Record<str
   if (inspectProps && (inspectProps.ExecIDs as Schema | undefined)?.type === 'string') {
     inspectProps.ExecIDs = { type: 'array', items: { type: 'string' }, 'x-nullable': true };
   }
+  // Up to 1.52 a plugin's Config.Interface.Types holds PluginInterfaceType objects; dockerd has always
+  // written each as one string ("docker.volumedriver/1.0"), which 1.53 documented.
+  const pluginConfig = ((doc.definitions.Plugin as Schema | undefined)?.properties as Schema | undefined)?.Config as Schema | undefined;
+  const pluginInterface = (pluginConfig?.properties as Schema | undefined)?.Interface as Schema | undefined;
+  const types = (pluginInterface?.properties as Schema | undefined)?.Types as Schema | undefined;
+  if (types && (types.items as Schema | undefined)?.$ref === '#/definitions/PluginInterfaceType') types.items = { type: 'string' };
 }
 
 interface SpecVersion {

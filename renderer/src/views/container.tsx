@@ -4,7 +4,7 @@ import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { formatBytes, shortId, useTransport } from '../engine';
 import { frameDemuxer, lineSplitter } from '../transport';
-import { HealthBadge, PortLinks, publishedPorts, useContainerVerb, type ContainerSummary } from './containers';
+import { HealthBadge, PENDING_LABEL, PortLinks, publishedPorts, useContainerVerb, usePendingVerbs, type ContainerSummary, type Verb } from './containers';
 
 // xterm.js is loaded with the first terminal, not with the app: the list paints sooner.
 const TerminalView = lazy(() => import('../terminal').then((m) => ({ default: m.TerminalView })));
@@ -43,36 +43,33 @@ export function ContainerPage(props: { id: string; tab: string }) {
   const [confirm, setConfirm] = useState<'stop' | 'remove' | null>(null);
   const c = info.data;
   const name = c?.Name.replace(/^\//, '') ?? shortId(props.id);
+  const pending = usePendingVerbs().get(c?.Id ?? props.id);
+  /** A header button: disabled while any verb runs on the container, and saying which one does. */
+  const verbButton = (v: Verb, onClick: () => void, danger = false) => (
+    <button type="button" className={danger ? 'danger' : undefined} disabled={!!pending} aria-busy={pending === v || undefined} onClick={onClick}>
+      {pending === v ? PENDING_LABEL[v] : v[0]!.toUpperCase() + v.slice(1)}
+    </button>
+  );
   return (
     <section>
       <header className="page-head">
         <h1>
           <a href="#/containers">Containers</a> / {name}
         </h1>
-        {c && <span className={`badge ${c.State.Status}`}>{c.State.Status}</span>}
+        {c && <span className={`badge ${c.State.Status}`}>{c.State.Status === 'exited' ? `exited (${c.State.ExitCode})` : c.State.Status}</span>}
         {c && <HealthBadge health={c.State.Health?.Status} />}
         {c && (
           <div className="actions">
             {c.State.Running ? (
               <>
-                <button type="button" onClick={() => setConfirm('stop')}>
-                  Stop
-                </button>
-                <button type="button" onClick={() => verb.mutate({ verb: 'restart', ids: [c.Id] })}>
-                  Restart
-                </button>
-                <button type="button" onClick={() => verb.mutate({ verb: c.State.Paused ? 'unpause' : 'pause', ids: [c.Id] })}>
-                  {c.State.Paused ? 'Unpause' : 'Pause'}
-                </button>
+                {verbButton('stop', () => setConfirm('stop'))}
+                {verbButton('restart', () => verb.mutate({ verb: 'restart', ids: [c.Id] }))}
+                {c.State.Paused ? verbButton('unpause', () => verb.mutate({ verb: 'unpause', ids: [c.Id] })) : verbButton('pause', () => verb.mutate({ verb: 'pause', ids: [c.Id] }))}
               </>
             ) : (
-              <button type="button" onClick={() => verb.mutate({ verb: 'start', ids: [c.Id] })}>
-                Start
-              </button>
+              verbButton('start', () => verb.mutate({ verb: 'start', ids: [c.Id] }))
             )}
-            <button type="button" className="danger" onClick={() => setConfirm('remove')}>
-              Remove
-            </button>
+            {verbButton('remove', () => setConfirm('remove'), true)}
           </div>
         )}
       </header>
@@ -297,6 +294,11 @@ function LogsView(props: { id: string; tty: boolean; running: boolean }) {
           if (el.scrollTop + el.clientHeight < el.scrollHeight - ROW * 2 && follow) setFollow(false);
         }}
       >
+        {shown.length === 0 && (
+          <p className="log-empty" data-testid="logs-empty">
+            {q && lines.length ? `No line matches “${search}”.` : props.running ? 'No output yet: lines appear here as the container writes them.' : 'The container wrote nothing.'}
+          </p>
+        )}
         <div style={{ height: shown.length * ROW, position: 'relative' }}>
           {shown.slice(first, last).map((l, i) => (
             <div key={first + i} className={`log-line ${l.stream}`} style={{ top: (first + i) * ROW }}>

@@ -1,8 +1,9 @@
 /** The container list: the app's first view, in the first bundle; a container's page and the run form load on demand. */
-import { useQuery } from '@tanstack/react-query';
+import { useMutationState, useQuery } from '@tanstack/react-query';
 import { useEffect, useMemo, useState } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
-import { ago, shortId, useAction, useTransport } from '../engine';
+import { ago, NARROW, shortId, useAction, useMediaQuery, useTransport } from '../engine';
+import { ApiError } from '../transport';
 
 export interface ContainerSummary {
   Id: string;
@@ -77,6 +78,19 @@ export function healthOf(c: Pick<ContainerSummary, 'Status' | 'Health'>): string
   return m[1] === 'health: starting' ? 'starting' : m[1];
 }
 
+/** The exit code of an exited container, from its Status (`Exited (137) 2 minutes ago`), as `docker ps` shows it. */
+export function exitCodeOf(c: Pick<ContainerSummary, 'State' | 'Status'>): number | undefined {
+  if (c.State !== 'exited') return undefined;
+  const m = /^Exited \((-?\d+)\)/.exec(c.Status ?? '');
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The state as the list shows it: `exited (137)` with the code, the state alone otherwise. */
+export function stateLabel(c: Pick<ContainerSummary, 'State' | 'Status'>): string {
+  const code = exitCodeOf(c);
+  return code === undefined ? c.State : `${c.State} (${code})`;
+}
+
 export function HealthBadge(props: { health: string | undefined }) {
   if (!props.health || props.health === 'none') return null;
   return (
@@ -90,7 +104,30 @@ const ROW_HEIGHT = 38;
 /** The list's scroller: `max-height: calc(100vh - 130px)` in styles.css. */
 const scrollerHeight = () => Math.max(ROW_HEIGHT, window.innerHeight - 130);
 
-type Verb = 'start' | 'stop' | 'restart' | 'pause' | 'unpause' | 'kill' | 'remove';
+export type Verb = 'start' | 'stop' | 'restart' | 'pause' | 'unpause' | 'kill' | 'remove';
+
+/** What a pending verb reads as on its button. */
+export const PENDING_LABEL: Record<Verb, string> = {
+  start: 'Starting…',
+  stop: 'Stopping…',
+  restart: 'Restarting…',
+  pause: 'Pausing…',
+  unpause: 'Unpausing…',
+  kill: 'Killing…',
+  remove: 'Removing…',
+};
+
+const VERB_KEY = ['container-verb'];
+
+/** The verbs still running, by container id, wherever they were asked (the list, a container's page). */
+export function usePendingVerbs(): Map<string, Verb> {
+  const pending = useMutationState({ filters: { mutationKey: VERB_KEY, status: 'pending' }, select: (m) => m.state.variables as { verb: Verb; ids: string[] } | undefined });
+  return useMemo(() => {
+    const byId = new Map<string, Verb>();
+    for (const v of pending) for (const id of v?.ids ?? []) byId.set(id, v!.verb);
+    return byId;
+  }, [pending]);
+}
 
 export function useContainerVerb() {
   const t = useTransport();
@@ -108,7 +145,27 @@ export function useContainerVerb() {
       }),
     );
     if (errors.length) throw new Error(errors.join('; '));
-  });
+  }, { mutationKey: VERB_KEY });
+}
+
+/** A row's two buttons; while a verb runs on the row, its button says so and neither can be pressed. */
+function RowActions(props: { c: ContainerSummary; pending: Verb | undefined; act: (v: Verb, ids: string[]) => void }) {
+  const { c, pending } = props;
+  const name = nameOf(c);
+  const main: Verb = c.State === 'running' ? 'stop' : 'start';
+  // The verb shown is the one running, when it is a start or stop (a stop keeps its place while it runs).
+  const shown: Verb = pending === 'start' || pending === 'stop' ? pending : main;
+  const label = (v: Verb) => v[0]!.toUpperCase() + v.slice(1);
+  return (
+    <>
+      <button type="button" disabled={!!pending} aria-busy={pending === shown || undefined} onClick={() => props.act(shown, [c.Id])} aria-label={`${label(shown)} ${name}`}>
+        {pending === shown ? PENDING_LABEL[shown] : label(shown)}
+      </button>
+      <button type="button" className="danger" disabled={!!pending} aria-busy={pending === 'remove' || undefined} onClick={() => props.act('remove', [c.Id])} aria-label={`Remove ${name}`}>
+        {pending === 'remove' ? PENDING_LABEL.remove : 'Remove'}
+      </button>
+    </>
+  );
 }
 
 export function ContainersView() {
@@ -119,6 +176,27 @@ export function ContainersView() {
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [confirm, setConfirm] = useState<{ verb: 'stop' | 'remove' | 'kill'; ids: string[] } | null>(null);
   const verb = useContainerVerb();
+  const pending = usePendingVerbs();
+  const [pruneAsk, setPruneAsk] = useState(false);
+  const [note, setNote] = useState<string | null>(null);
+  const prune = useAction(async () => {
+    let n: number;
+    try {
+      const r = await t.request<{ ContainersDeleted: string[] | null; SpaceReclaimed: number }>('POST', '/containers/prune');
+      n = r?.ContainersDeleted?.length ?? 0;
+    } catch (err) {
+      // An engine without the route: the same, one container at a time (without force: one started meanwhile stays).
+      if (!(err instanceof ApiError && err.status === 404)) throw err;
+      const filters = encodeURIComponent(JSON.stringify({ status: ['exited', 'created', 'dead'] }));
+      const stopped = await t.request<ContainerSummary[]>('GET', `/containers/json?all=1&filters=${filters}`);
+      const removed = await Promise.all(stopped.map((c) => t.request('DELETE', `/containers/${c.Id}`).then(() => 1, () => 0)));
+      n = removed.reduce<number>((a, b) => a + b, 0);
+    }
+    setNote(`Removed ${n} stopped container${n === 1 ? '' : 's'}.`);
+  });
+  const narrow = useMediaQuery(NARROW);
+  const columns = narrow ? 5 : 7;
+  const filtered = search.trim() !== '' || stateFilter !== 'all';
 
   const groups = useMemo(() => {
     const q = search.trim().toLowerCase();
@@ -191,6 +269,9 @@ export function ContainersView() {
             <option key={s}>{s}</option>
           ))}
         </select>
+        <button type="button" onClick={() => (setNote(null), setPruneAsk(true))} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
+          {prune.isPending ? 'Pruning…' : 'Prune…'}
+        </button>
         <button type="button" className="primary" onClick={() => navigate('run')}>
           Run…
         </button>
@@ -198,26 +279,56 @@ export function ContainersView() {
       <div className="toolbar" aria-label="Actions on the selected containers">
         <span className="muted">{ids.length} selected</span>
         {(['start', 'stop', 'restart', 'pause', 'unpause', 'kill', 'remove'] as Verb[]).map((v) => (
-          <button key={v} type="button" disabled={!ids.length || verb.isPending} onClick={() => act(v, ids)} className={v === 'remove' ? 'danger' : ''}>
-            {v[0]!.toUpperCase() + v.slice(1)}
+          <button
+            key={v}
+            type="button"
+            disabled={!ids.length || ids.some((id) => pending.has(id))}
+            aria-busy={ids.some((id) => pending.get(id) === v) || undefined}
+            onClick={() => act(v, ids)}
+            className={v === 'remove' ? 'danger' : ''}
+          >
+            {ids.length && ids.every((id) => pending.get(id) === v) ? PENDING_LABEL[v] : v[0]!.toUpperCase() + v.slice(1)}
           </button>
         ))}
       </div>
+      {note && (
+        <p className="note" role="status">
+          {note}
+        </p>
+      )}
       <QueryState error={list.error} loading={list.isLoading}>
         {list.data && list.data.length === 0 ? (
           <p className="empty">No containers yet. Run one from an image, or with <code>docker run</code>: it appears here at once.</p>
+        ) : items.length === 0 && filtered ? (
+          <div className="empty" data-testid="containers-no-match">
+            <p>
+              No container matches{search.trim() ? <> “{search.trim()}”</> : null}
+              {stateFilter !== 'all' ? ` among the ${stateFilter} ones` : ''}.
+            </p>
+            <button
+              type="button"
+              onClick={() => {
+                setSearch('');
+                setStateFilter('all');
+              }}
+            >
+              Clear the filters
+            </button>
+          </div>
         ) : (
           <div className="table-scroll" onScroll={(e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight })}>
           <table className="list fixed-rows" data-testid="containers" data-total={list.data?.length ?? 0}>
             {/* Fixed column widths: the layout does not depend on the rows, which change as the list scrolls. */}
+            {/* Narrow windows drop Ports and Created (a container's page has them), so that names stay readable. */}
             <colgroup>
               <col style={{ width: 40 }} />
               <col />
               <col />
-              <col style={{ width: 160 }} />
-              <col />
-              <col style={{ width: 110 }} />
-              <col style={{ width: 150 }} />
+              <col style={{ width: narrow ? 130 : 150 }} />
+              {!narrow && <col />}
+              {!narrow && <col style={{ width: 110 }} />}
+              {/* Room for a pending verb beside Remove (`Stopping…  Remove`). */}
+              <col style={{ width: narrow ? 176 : 184 }} />
             </colgroup>
             <thead>
               <tr>
@@ -232,8 +343,8 @@ export function ContainersView() {
                 <th>Name</th>
                 <th>Image</th>
                 <th>State</th>
-                <th>Ports</th>
-                <th>Created</th>
+                {!narrow && <th>Ports</th>}
+                {!narrow && <th>Created</th>}
                 <th />
               </tr>
             </thead>
@@ -242,7 +353,7 @@ export function ContainersView() {
               {items.slice(visible.start, visible.end).map((item) =>
                 item.kind === 'group' ? (
                   <tr key={`g-${item.project}`} className="group">
-                    <td colSpan={7}>
+                    <td colSpan={columns}>
                       {item.project || 'Other containers'} <span className="muted">({item.count})</span>
                     </td>
                   </tr>
@@ -256,28 +367,19 @@ export function ContainersView() {
                     </td>
                     <td className="mono">{item.c.Image.replace(/^sha256:/, '').slice(0, 40)}</td>
                     <td>
-                      <span className={`badge ${item.c.State}`} title={item.c.Status}>
-                        {item.c.State}
+                      <span className={`badge ${item.c.State}`} title={item.c.Status} data-exit-code={exitCodeOf(item.c)}>
+                        {stateLabel(item.c)}
                       </span>
                       <HealthBadge health={healthOf(item.c)} />
                     </td>
-                    <td className="mono small" title={publishedPorts(item.c.Ports).map((p) => p.text).join(', ')}>
-                      <PortLinks ports={publishedPorts(item.c.Ports)} />
-                    </td>
-                    <td>{ago(item.c.Created)}</td>
+                    {!narrow && (
+                      <td className="mono small" title={publishedPorts(item.c.Ports).map((p) => p.text).join(', ')}>
+                        <PortLinks ports={publishedPorts(item.c.Ports)} />
+                      </td>
+                    )}
+                    {!narrow && <td>{ago(item.c.Created)}</td>}
                     <td className="row-actions">
-                      {item.c.State === 'running' ? (
-                        <button type="button" onClick={() => act('stop', [item.c.Id])} aria-label={`Stop ${nameOf(item.c)}`}>
-                          Stop
-                        </button>
-                      ) : (
-                        <button type="button" onClick={() => act('start', [item.c.Id])} aria-label={`Start ${nameOf(item.c)}`}>
-                          Start
-                        </button>
-                      )}
-                      <button type="button" className="danger" onClick={() => act('remove', [item.c.Id])} aria-label={`Remove ${nameOf(item.c)}`}>
-                        Remove
-                      </button>
+                      <RowActions c={item.c} pending={pending.get(item.c.Id)} act={act} />
                     </td>
                   </tr>
                 ),
@@ -288,6 +390,17 @@ export function ContainersView() {
           </div>
         )}
       </QueryState>
+      {pruneAsk && (
+        <Confirm title="Remove every stopped container?" confirmLabel="Prune" onCancel={() => setPruneAsk(false)} onConfirm={() => (setPruneAsk(false), prune.mutate(undefined))}>
+          <p>
+            {(() => {
+              const stopped = (list.data ?? []).filter((c) => c.State === 'exited' || c.State === 'created' || c.State === 'dead');
+              const names = stopped.slice(0, 10).map(nameOf).join(', ') + (stopped.length > 10 ? ` and ${stopped.length - 10} more` : '');
+              return stopped.length ? `${names}: removed; their volumes are kept.` : 'No container is stopped now.';
+            })()}
+          </p>
+        </Confirm>
+      )}
       {confirm && (
         <Confirm
           title={`${confirm.verb[0]!.toUpperCase() + confirm.verb.slice(1)} ${confirm.ids.length === 1 ? 'container' : `${confirm.ids.length} containers`}?`}

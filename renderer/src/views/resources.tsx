@@ -1,7 +1,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
-import { ago, formatBytes, onEngineEvent, shortId, useAction, useTransport, type EngineEvent } from '../engine';
+import { ago, formatBytes, onEngineEvent, shortId, useAction, usePending, useTransport, type EngineEvent } from '../engine';
 import { ApiError } from '../transport';
 import type { ContainerSummary } from './containers';
 
@@ -45,9 +45,13 @@ export function NetworksView(props: { selected?: string }) {
     });
     setForm({ name: '', subnet: '', gateway: '', internal: false });
   });
-  const remove = useAction((id: string) => t.request('DELETE', `/networks/${id}`));
+  const remove = useAction((id: string) => t.request('DELETE', `/networks/${id}`), { mutationKey: ['network-remove'] });
+  const removing = new Set(usePending<string>(['network-remove']));
   const connect = useAction(({ net, container }: { net: string; container: string }) => t.request('POST', `/networks/${net}/connect`, { body: { Container: container } }));
-  const disconnect = useAction(({ net, container }: { net: string; container: string }) => t.request('POST', `/networks/${net}/disconnect`, { body: { Container: container } }));
+  const disconnect = useAction(({ net, container }: { net: string; container: string }) => t.request('POST', `/networks/${net}/disconnect`, { body: { Container: container } }), {
+    mutationKey: ['network-disconnect'],
+  });
+  const disconnecting = new Set(usePending<{ container: string }>(['network-disconnect']).map((v) => v.container));
   const submit = (e: FormEvent) => {
     e.preventDefault();
     create.mutate(undefined);
@@ -64,8 +68,8 @@ export function NetworksView(props: { selected?: string }) {
         <label>
           <input type="checkbox" checked={form.internal} onChange={(e) => setForm({ ...form, internal: e.target.checked })} /> Internal
         </label>
-        <button type="submit" className="primary">
-          Create network
+        <button type="submit" className="primary" disabled={create.isPending} aria-busy={create.isPending || undefined}>
+          {create.isPending ? 'Creating…' : 'Create network'}
         </button>
       </form>
       <QueryState error={list.error} loading={list.isLoading}>
@@ -92,8 +96,8 @@ export function NetworksView(props: { selected?: string }) {
                 <td>{n.Internal ? 'yes' : ''}</td>
                 <td className="row-actions">
                   {!BUILTIN.has(n.Name) && (
-                    <button type="button" className="danger" onClick={() => setConfirm(n)}>
-                      Remove
+                    <button type="button" className="danger" onClick={() => setConfirm(n)} aria-label={`Remove ${n.Name}`} disabled={removing.has(n.Id)} aria-busy={removing.has(n.Id) || undefined}>
+                      {removing.has(n.Id) ? 'Removing…' : 'Remove'}
                     </button>
                   )}
                 </td>
@@ -128,8 +132,8 @@ export function NetworksView(props: { selected?: string }) {
                   <td>{c.Name}</td>
                   <td className="mono">{c.IPv4Address}</td>
                   <td className="row-actions">
-                    <button type="button" aria-label={`Disconnect ${c.Name}`} onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })}>
-                      Disconnect
+                    <button type="button" aria-label={`Disconnect ${c.Name}`} onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })} disabled={disconnecting.has(id)} aria-busy={disconnecting.has(id) || undefined}>
+                      {disconnecting.has(id) ? 'Disconnecting…' : 'Disconnect'}
                     </button>
                   </td>
                 </tr>
@@ -145,8 +149,8 @@ export function NetworksView(props: { selected?: string }) {
                 </option>
               ))}
             </select>
-            <button type="button" disabled={!connectTo} onClick={() => connect.mutate({ net: detail.data!.Id, container: connectTo })}>
-              Connect
+            <button type="button" disabled={!connectTo || connect.isPending} aria-busy={connect.isPending || undefined} onClick={() => connect.mutate({ net: detail.data!.Id, container: connectTo })}>
+              {connect.isPending ? 'Connecting…' : 'Connect'}
             </button>
           </div>
           <pre className="json">{JSON.stringify(detail.data, null, 2)}</pre>
@@ -318,8 +322,8 @@ export function SystemView() {
     <section>
       <header className="page-head">
         <h1>System</h1>
-        <button type="button" className="danger" onClick={() => setConfirm(true)}>
-          Prune…
+        <button type="button" className="danger" onClick={() => setConfirm(true)} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
+          {prune.isPending ? 'Pruning…' : 'Prune…'}
         </button>
       </header>
       {pruned && <p className="note">{pruned}</p>}

@@ -1,8 +1,15 @@
-/** The run form: a create body from what people type (image, command, environment, ports, volumes...). */
+/**
+ * The run form: a create body from what people type (image, command, entrypoint, user, environment, ports,
+ * volumes, network, restart policy, --rm, memory and CPU limits). An image the engine lacks is pulled first,
+ * with its progress shown, as `docker run` does.
+ */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useMemo, useState, type FormEvent } from 'react';
 import { navigate } from '../App';
 import { useAction, useTransport } from '../engine';
+import { ApiError } from '../transport';
+import { splitReference } from './images';
+import { ProgressView, useProgressStream } from './progress-view';
 
 function splitLines(text: string): string[] {
   return text
@@ -20,12 +27,44 @@ export interface RunForm {
   image: string;
   name: string;
   cmd: string;
+  /** Empty: the image's own. */
+  entrypoint?: string;
+  /** `name`, `uid`, `uid:gid`; empty: the image's. */
+  user?: string;
   env: string;
   ports: string;
   volumes: string;
   network: string;
   restart: string;
   tty: boolean;
+  /** `--rm`: removed once it exits. */
+  autoRemove?: boolean;
+  /** `--memory`: `512m`, `1g`, bytes; empty: no limit. */
+  memory?: string;
+  /** `--cpus`: `1.5`; empty: no limit. */
+  cpus?: string;
+}
+
+const UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/** `--memory` as the docker CLI reads it: a number with an optional b, k, m, g or t (powers of 1024). */
+export function parseMemory(text: string): number | undefined {
+  const spec = text.trim();
+  if (!spec) return undefined;
+  const m = /^(\d+(?:\.\d+)?)\s*([bkmgt]?)b?$/i.exec(spec);
+  if (!m) throw new Error(`invalid memory limit ${JSON.stringify(spec)}: expected a size such as 512m or 1g`);
+  const bytes = Math.floor(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!);
+  if (bytes <= 0) throw new Error(`invalid memory limit ${JSON.stringify(spec)}: it must be more than 0`);
+  return bytes;
+}
+
+/** `--cpus`: a positive number of CPUs, as NanoCpus. */
+export function parseCpus(text: string): number | undefined {
+  const spec = text.trim();
+  if (!spec) return undefined;
+  const n = Number(spec);
+  if (!/^\d*\.?\d+$/.test(spec) || !(n > 0)) throw new Error(`invalid CPU limit ${JSON.stringify(spec)}: expected a positive number such as 0.5 or 2`);
+  return Math.round(n * 1e9);
 }
 
 /**
@@ -81,9 +120,14 @@ export function createBody(form: RunForm): Record<string, unknown> {
   const { ExposedPorts, PortBindings } = parsePorts(form.ports);
   const { Binds, Volumes } = parseVolumes(form.volumes);
   for (const e of splitLines(form.env)) if (!/^[^=\s]+=/.test(e) && !/^[^=\s]+$/.test(e)) throw new Error(`invalid environment line ${JSON.stringify(e)}: expected KEY=value`);
+  if (form.autoRemove && form.restart !== 'no') throw new Error(`conflicting options: a container removed when it exits (--rm) cannot have the restart policy ${form.restart}`);
+  const Memory = parseMemory(form.memory ?? '');
+  const NanoCpus = parseCpus(form.cpus ?? '');
   return {
     Image: form.image.trim(),
     Cmd: form.cmd.trim() ? splitCommand(form.cmd) : undefined,
+    Entrypoint: form.entrypoint?.trim() ? splitCommand(form.entrypoint) : undefined,
+    User: form.user?.trim() || undefined,
     Env: splitLines(form.env),
     Tty: form.tty,
     OpenStdin: form.tty,
@@ -95,6 +139,9 @@ export function createBody(form: RunForm): Record<string, unknown> {
       Binds,
       NetworkMode: form.network || undefined,
       RestartPolicy: { Name: form.restart },
+      AutoRemove: form.autoRemove || undefined,
+      Memory,
+      NanoCpus,
     },
   };
 }
@@ -104,7 +151,23 @@ export function RunView(props: { image?: string }) {
   const qc = useQueryClient();
   const networks = useQuery({ queryKey: ['networks'], queryFn: () => t.request<Array<{ Name: string }>>('GET', '/networks') });
   const volumes = useQuery({ queryKey: ['volumes'], queryFn: () => t.request<{ Volumes: Array<{ Name: string }> | null }>('GET', '/volumes') });
-  const [form, setForm] = useState<RunForm>({ image: props.image ?? '', name: '', cmd: '', env: '', ports: '', volumes: '', network: '', restart: 'no', tty: true });
+  const [form, setForm] = useState<RunForm>({
+    image: props.image ?? '',
+    name: '',
+    cmd: '',
+    entrypoint: '',
+    user: '',
+    env: '',
+    ports: '',
+    volumes: '',
+    network: '',
+    restart: 'no',
+    tty: true,
+    autoRemove: false,
+    memory: '',
+    cpus: '',
+  });
+  const pull = useProgressStream('Pull');
   const [showBody, setShowBody] = useState(false);
   const set = (k: keyof RunForm) => (e: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>) =>
     setForm({ ...form, [k]: e.target.type === 'checkbox' ? (e.target as HTMLInputElement).checked : e.target.value });
@@ -117,7 +180,18 @@ export function RunView(props: { image?: string }) {
   }, [form]);
   const run = useAction(async () => {
     const body = createBody(form);
-    const created = await t.request<{ Id: string }>('POST', `/containers/create${form.name.trim() ? `?name=${encodeURIComponent(form.name.trim())}` : ''}`, { body });
+    const create = () => t.request<{ Id: string }>('POST', `/containers/create${form.name.trim() ? `?name=${encodeURIComponent(form.name.trim())}` : ''}`, { body });
+    let created: { Id: string };
+    try {
+      created = await create();
+    } catch (err) {
+      // The engine lacks the image: pull it (its progress in the panel above the form), then create again.
+      if (!(err instanceof ApiError && err.status === 404 && /no such image/i.test(err.message))) throw err;
+      const { image, tag } = splitReference(form.image.trim());
+      const pulled = await pull.run(`/images/create?fromImage=${encodeURIComponent(image)}&tag=${encodeURIComponent(tag)}`, `Pulling ${form.image.trim()}`);
+      if (!pulled) return;
+      created = await create();
+    }
     await t.request('POST', `/containers/${created.Id}/start`);
     void qc.invalidateQueries({ queryKey: ['containers'] });
     navigate('containers', created.Id);
@@ -131,6 +205,7 @@ export function RunView(props: { image?: string }) {
       <header className="page-head">
         <h1>Run a container</h1>
       </header>
+      <ProgressView p={pull} testid="run-pull" />
       <form className="form" onSubmit={submit}>
         <label>
           Image <input required value={form.image} onChange={set('image')} placeholder="busybox:latest" autoFocus />
@@ -140,6 +215,12 @@ export function RunView(props: { image?: string }) {
         </label>
         <label>
           Command <input value={form.cmd} onChange={set('cmd')} placeholder="the image's default" />
+        </label>
+        <label>
+          Entrypoint <input value={form.entrypoint} onChange={set('entrypoint')} placeholder="the image's default" />
+        </label>
+        <label>
+          User <input value={form.user} onChange={set('user')} placeholder="the image's default (name, uid or uid:gid)" />
         </label>
         <label>
           Environment <textarea value={form.env} onChange={set('env')} placeholder="KEY=value, one per line" rows={3} />
@@ -172,15 +253,24 @@ export function RunView(props: { image?: string }) {
             ))}
           </select>
         </label>
+        <label>
+          Memory limit <input value={form.memory} onChange={set('memory')} placeholder="none (e.g. 512m, 1g)" />
+        </label>
+        <label>
+          CPU limit <input value={form.cpus} onChange={set('cpus')} placeholder="none (e.g. 0.5, 2)" inputMode="decimal" />
+        </label>
         <label className="inline">
           <input type="checkbox" checked={form.tty} onChange={set('tty')} /> Interactive terminal (-it)
+        </label>
+        <label className="inline">
+          <input type="checkbox" checked={form.autoRemove} onChange={set('autoRemove')} /> Remove when it exits (--rm)
         </label>
         <div className="actions">
           <button type="button" className="link" aria-expanded={showBody} onClick={() => setShowBody(!showBody)}>
             {showBody ? 'Hide' : 'Show'} the create request
           </button>
-          <button type="submit" className="primary" disabled={run.isPending}>
-            {run.isPending ? 'Starting…' : 'Run'}
+          <button type="submit" className="primary" disabled={run.isPending} aria-busy={run.isPending || undefined}>
+            {run.isPending ? (pull.state.running ? 'Pulling…' : 'Starting…') : 'Run'}
           </button>
         </div>
         {showBody && (

@@ -2,7 +2,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type FormEvent } from 'react';
 import { Confirm, QueryState } from '../App';
-import { formatBytes, useAction, useTransport } from '../engine';
+import { formatBytes, NARROW, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { nameOf, type ContainerSummary } from './containers';
 
 export interface Volume {
@@ -49,6 +49,8 @@ export function VolumesView() {
   const [confirm, setConfirm] = useState<{ kind: 'remove'; name: string } | { kind: 'prune' } | null>(null);
   const [pruneAll, setPruneAll] = useState(false);
   const [note, setNote] = useState<string | null>(null);
+  // Narrow windows leave out the mountpoint and the date (Inspect shows them).
+  const narrow = useMediaQuery(NARROW);
 
   const create = useAction(async () => {
     const body = {
@@ -65,7 +67,8 @@ export function VolumesView() {
     await t.request('DELETE', `/volumes/${encodeURIComponent(name)}`);
     if (inspected?.Name === name) setInspected(null);
     setNote(`Removed volume ${name}.`);
-  });
+  }, { mutationKey: ['volume-remove'] });
+  const removing = new Set(usePending<string>(['volume-remove']));
   const prune = useAction(async (all: boolean) => {
     const filters = all ? `?filters=${encodeURIComponent(JSON.stringify({ all: ['true'] }))}` : '';
     const r = await t.request<{ VolumesDeleted: string[] | null; SpaceReclaimed: number }>('POST', `/volumes/prune${filters}`);
@@ -97,8 +100,8 @@ export function VolumesView() {
       <header className="page-head">
         <h1>Volumes</h1>
         <input type="search" placeholder="Search ( / )" value={search} onChange={(e) => setSearch(e.target.value)} aria-label="Search volumes" />
-        <button type="button" onClick={() => setConfirm({ kind: 'prune' })}>
-          Prune…
+        <button type="button" onClick={() => setConfirm({ kind: 'prune' })} disabled={prune.isPending} aria-busy={prune.isPending || undefined}>
+          {prune.isPending ? 'Pruning…' : 'Prune…'}
         </button>
       </header>
       <form onSubmit={submit} className="panel create-form" aria-label="Create volume">
@@ -108,8 +111,8 @@ export function VolumesView() {
           <button type="button" className="link" aria-expanded={more} onClick={() => setMore(!more)}>
             {more ? 'Fewer options' : 'Options and labels…'}
           </button>
-          <button type="submit" className="primary" disabled={create.isPending}>
-            Create volume
+          <button type="submit" className="primary" disabled={create.isPending} aria-busy={create.isPending || undefined}>
+            {create.isPending ? 'Creating…' : 'Create volume'}
           </button>
         </div>
         {more && (
@@ -132,15 +135,24 @@ export function VolumesView() {
       )}
       <QueryState error={list.error} loading={list.isLoading}>
         {rows.length === 0 ? (
-          <p className="empty">{q ? 'No volume matches.' : 'No volumes yet. Create one above, or with docker volume create; containers started with -v name:/path make them too.'}</p>
+          q ? (
+            <div className="empty" data-testid="volumes-no-match">
+              <p>No volume matches “{search.trim()}”.</p>
+              <button type="button" onClick={() => setSearch('')}>
+                Clear the search
+              </button>
+            </div>
+          ) : (
+            <p className="empty">No volumes yet. Create one above, or with docker volume create; containers started with -v name:/path make them too.</p>
+          )
         ) : (
           <table className="list" data-testid="volumes">
             <thead>
               <tr>
                 <th>Name</th>
                 <th>Driver</th>
-                <th>Mountpoint</th>
-                <th>Created</th>
+                {!narrow && <th>Mountpoint</th>}
+                {!narrow && <th>Created</th>}
                 <th>Used by</th>
                 <th />
               </tr>
@@ -155,10 +167,12 @@ export function VolumesView() {
                       {v.Labels?.['com.docker.volume.anonymous'] !== undefined && <span className="badge">anonymous</span>}
                     </td>
                     <td>{v.Driver}</td>
-                    <td className="mono small ellipsis" title={v.Mountpoint}>
-                      {v.Mountpoint}
-                    </td>
-                    <td className="nowrap">{created(v.CreatedAt)}</td>
+                    {!narrow && (
+                      <td className="mono small ellipsis" title={v.Mountpoint}>
+                        {v.Mountpoint}
+                      </td>
+                    )}
+                    {!narrow && <td className="nowrap">{created(v.CreatedAt)}</td>}
                     <td data-testid="volume-users">
                       {by.length === 0 ? (
                         <span className="muted">—</span>
@@ -172,11 +186,11 @@ export function VolumesView() {
                       )}
                     </td>
                     <td className="row-actions">
-                      <button type="button" onClick={() => show.mutate(v.Name)} aria-label={`Inspect ${v.Name}`}>
+                      <button type="button" onClick={() => show.mutate(v.Name)} aria-label={`Inspect ${v.Name}`} disabled={show.isPending && show.variables === v.Name} aria-busy={(show.isPending && show.variables === v.Name) || undefined}>
                         Inspect
                       </button>
-                      <button type="button" className="danger" onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`}>
-                        Remove
+                      <button type="button" className="danger" onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`} disabled={removing.has(v.Name)} aria-busy={removing.has(v.Name) || undefined}>
+                        {removing.has(v.Name) ? 'Removing…' : 'Remove'}
                       </button>
                     </td>
                   </tr>

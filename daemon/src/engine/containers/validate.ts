@@ -380,7 +380,8 @@ export function validateCreateBody(body: unknown): void {
     const { Type: type, Source: source } = m as { Type?: unknown; Source?: unknown };
     checkKind(`HostConfig.Mounts[${i}].Type`, 'string', type);
     if (type === 'bind' && (typeof source !== 'string' || !source.startsWith('/'))) {
-      throw new InvalidParameter(`invalid mount config for type "bind": invalid HostConfig.Mounts[${i}].Source ${JSON.stringify(source ?? '')}: the host path must be absolute`);
+      // Docker's words, naming the source as given.
+      throw new InvalidParameter(`invalid mount config for type "bind": invalid mount path: '${typeof source === 'string' ? source : ''}' mount path must be absolute`);
     }
   }
   for (const [dest] of Object.entries((hc.Tmpfs as Record<string, string> | null) ?? {})) {

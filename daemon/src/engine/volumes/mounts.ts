@@ -25,6 +25,8 @@ export interface NeededVolume {
   name: string;
   labels: Record<string, string>;
   driverOpts: Record<string, string>;
+  /** A plugin's volume driver to create it with (the local driver when absent). */
+  driver?: string;
 }
 
 export interface MountPlan {
@@ -51,16 +53,11 @@ function stringMap(field: string, value: unknown): Record<string, string> {
 }
 
 /**
- * The driver of a volume the container needs, checked when that volume is planned, with Docker's wording. An
- * unknown driver is bad input here (a 404 would make the CLI try to pull the image).
+ * The driver of a volume the container needs, its type checked when that volume is planned; the driver
+ * itself is looked up when the volume is created (an unknown one is then bad input, with Docker's wording).
  */
-function driverInMount(driver: unknown, volumeName: string): void {
-  try {
-    checkDriver(driver);
-  } catch (err) {
-    if (err instanceof NotFound) throw new InvalidParameter(`create ${volumeName}: ${err.message}`);
-    throw err;
-  }
+function driverInMount(driver: unknown): string | undefined {
+  return checkDriver(driver);
 }
 
 /** Whether a Subpath stays inside its volume, lexically (as Go's filepath.IsLocal): relative, no `..` above it. */
@@ -103,8 +100,8 @@ export function planMounts(
   const byDestination = new Map<string, MountPoint>();
   const volumes = new Map<string, NeededVolume>();
   const copies = new Map<string, { name: string; destination: string }>();
-  const need = (name: string, labels: Record<string, string> = {}, driverOpts: Record<string, string> = {}) => {
-    if (!volumes.has(name)) volumes.set(name, { name, labels, driverOpts });
+  const need = (name: string, labels: Record<string, string> = {}, driverOpts: Record<string, string> = {}, driver?: string) => {
+    if (!volumes.has(name)) volumes.set(name, { name, labels, driverOpts, ...(driver ? { driver } : {}) });
   };
   const volumeMount = (name: string, destination: string, rw: boolean, mode: string): MountPoint => ({
     Type: 'volume', Name: name, Source: mountpoint(name), Destination: destination, Driver: 'local', Mode: mode, RW: rw, Propagation: '',
@@ -138,8 +135,7 @@ export function planMounts(
     if (fromBinds.has(destination)) throw new InvalidParameter(`Duplicate mount point: ${destination}`);
     fromBinds.add(destination);
     if (b.volume) {
-      driverInMount(volumeDriver, b.source);
-      need(b.source);
+      need(b.source, {}, {}, driverInMount(volumeDriver));
       byDestination.set(destination, volumeMount(b.source, destination, !b.readOnly, b.options.join(',')));
       if (!b.options.includes('nocopy')) copies.set(destination, { name: b.source, destination });
       else copies.delete(destination);
@@ -213,8 +209,7 @@ export function planMounts(
       }
       name = m.Source;
     }
-    driverInMount(driverConfig.Name, name);
-    need(name, labels, driverOpts);
+    need(name, labels, driverOpts, driverInMount(driverConfig.Name));
     byDestination.set(destination, volumeMount(name, destination, m.ReadOnly !== true, ''));
     if (options.NoCopy === true) copies.delete(destination);
     else copies.set(destination, { name, destination });
@@ -228,8 +223,7 @@ export function planMounts(
     if (taken.has(destination)) continue;
     taken.add(destination);
     const name = newId();
-    driverInMount(volumeDriver, name);
-    need(name, { [ANONYMOUS_LABEL]: '' });
+    need(name, { [ANONYMOUS_LABEL]: '' }, {}, driverInMount(volumeDriver));
     byDestination.set(destination, volumeMount(name, destination, true, ''));
     copies.set(destination, { name, destination });
   }
@@ -274,13 +268,18 @@ export class ContainerVolumes {
     const copies: MountPlan['copies'] = [];
     try {
       for (const v of plan.volumes) {
-        const result = await this.volumes.create({ Name: v.name, DriverOpts: v.driverOpts, Labels: v.labels });
+        const result = await this.volumes.create({ Name: v.name, Driver: v.driver, DriverOpts: v.driverOpts, Labels: v.labels });
         if (result.created) created.push(v.name);
       }
-      // Only volumes that hold nothing get the image's content, and not those mounted from the host.
+      // A plugin's volume is mounted where its driver says at each start: no host path is known before.
+      for (const m of plan.mounts) {
+        const volume = m.Type === 'volume' && m.Name ? this.volumes.find(m.Name) : undefined;
+        if (volume && volume.Driver !== 'local') Object.assign(m, { Driver: volume.Driver, Source: '' });
+      }
+      // Only volumes of the local driver that hold nothing get the image's content, and not those mounted from the host.
       for (const c of plan.copies) {
         const volume = this.volumes.find(c.name);
-        if (volume && !volume.Options.type && (await this.volumes.isEmpty(c.name))) copies.push(c);
+        if (volume && volume.Driver === 'local' && !volume.Options.type && (await this.volumes.isEmpty(c.name))) copies.push(c);
       }
     } catch (err) {
       await undo();
@@ -320,13 +319,15 @@ export class ContainerVolumes {
     try {
       for (const m of record.Mounts) {
         if (m.Type !== 'volume' || !m.Name) continue;
-        await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
+        const source = await this.volumes.mount(m.Name, { container: record.Id, destination: m.Destination, readWrite: m.RW, propagation: m.Propagation });
         done.push(m.Name);
+        // A plugin's driver may answer another path at each mount.
+        if (source !== m.Source) sources.set(m.Destination, source);
         // A part of the volume (VolumeOptions.Subpath): checked now, held open until the runtime mounted it.
         const subpath = subpaths.get(m.Destination);
         let directory = true;
         if (subpath) {
-          const opened = await this.volumes.openSubpath(m.Name, subpath);
+          const opened = await this.volumes.openSubpath(m.Name, subpath, source);
           handles.push(opened);
           sources.set(m.Destination, opened.path);
           directory = opened.directory;

@@ -77,7 +77,7 @@ describe('VolumeService', () => {
     assert.deepEqual(again.volume.Labels, { a: '1' });
     const reloaded = new VolumeService(root, new FakeVolumeHost(), new EventBus());
     await reloaded.init();
-    assert.deepEqual(reloaded.inspect('ok-name'), volumes.inspect('ok-name'));
+    assert.deepEqual(await reloaded.inspect('ok-name'), await volumes.inspect('ok-name'));
   });
 
   test('remove answers 409 while a container uses the volume, even with force', async () => {
@@ -204,10 +204,15 @@ describe('planMounts', () => {
       [{ Mounts: [{ Type: 'volume', Source: '', Target: '/y', VolumeOptions: { Subpath: 'in' } }] }, /must not set Subpath when using anonymous volumes/],
       [{ Mounts: [{ Type: 'bind', Source: '', Target: '/y' }] }, /field Source must not be empty/],
       [{ Mounts: [{ Type: 'tmpfs', Target: '/y', BindOptions: {} }] }, /field BindOptions must not be specified/],
-      [{ Binds: ['vol1:/x'], VolumeDriver: 'other' }, /^create vol1: error looking up volume plugin other: plugin "other" not found$/],
+      [{ Binds: ['vol1:/x'], VolumeDriver: 7 }, /Driver must be a string/],
     ];
     for (const [hc, message] of bad) {
       assert.throws(() => planMounts({ HostConfig: hc }, null, none, mountpoint), (err: unknown) => err instanceof InvalidParameter && message.test((err as Error).message), JSON.stringify(hc));
     }
+  });
+
+  test('a plugin driver is carried to the volumes it creates (looked up then, not here)', () => {
+    const plan = planMounts({ HostConfig: { Binds: ['vol1:/x'], VolumeDriver: 'other', Mounts: [{ Type: 'volume', Source: 'vol2', Target: '/y', VolumeOptions: { DriverConfig: { Name: 'third' } } }] } }, null, none, mountpoint);
+    assert.deepEqual(plan.volumes.map((v) => [v.name, v.driver]), [['vol1', 'other'], ['vol2', 'third']]);
   });
 });

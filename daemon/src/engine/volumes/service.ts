@@ -14,6 +14,7 @@ import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
+import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';
 import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
@@ -54,12 +55,19 @@ export function validateVolumeName(name: string): void {
   }
 }
 
-/** Checks a driver name: only the local driver exists here. */
-export function checkDriver(driver: unknown): void {
-  if (driver === undefined || driver === null || driver === '' || driver === 'local') return;
+/** Checks a driver name's type; answers the name of a plugin's driver, or undefined for the local driver. */
+export function checkDriver(driver: unknown): string | undefined {
+  if (driver === undefined || driver === null || driver === '' || driver === 'local') return undefined;
   if (typeof driver !== 'string') throw new InvalidParameter('Driver must be a string');
-  throw new NotFound(`error looking up volume plugin ${driver}: plugin "${driver}" not found`);
+  return driver;
 }
+
+const NO_DRIVERS: VolumeDrivers = {
+  lookup: async (name) => {
+    throw new NotFound(`error looking up volume plugin ${name}: plugin "${name}" not found`);
+  },
+  all: async () => [],
+};
 
 /**
  * Checks the local driver's DriverOpts: only type, device and o; a type is needed once any is given; type
@@ -100,13 +108,32 @@ export class VolumeService {
   /** Volumes a container being created will use (held from their creation until the container is recorded). */
   private readonly reserved = new Map<string, number>();
   private users: VolumeUsers = { containersUsingVolume: () => [], runningContainersUsingVolume: () => [] };
+  /** The last host path a plugin's driver gave for each of its volumes. */
+  private readonly driverMountpoints = new Map<string, string>();
+  /** The scope each plugin's driver declared. */
+  private readonly driverScopes = new Map<string, 'local' | 'global'>();
 
   constructor(
     dataRoot: string,
     private readonly host: VolumeHost,
     private readonly events: EventBus,
+    private readonly drivers: VolumeDrivers = NO_DRIVERS,
   ) {
     this.root = path.join(dataRoot, 'volumes');
+  }
+
+  /** The plugin driver of a volume (the lookup error, with the operation and the volume before it). */
+  private async driverOf(volume: VolumeRecord, op: string): Promise<VolumeDriverProxy> {
+    try {
+      return await this.drivers.lookup(volume.Driver);
+    } catch (err) {
+      if (err instanceof NotFound) throw new NotFound(`${op} ${volume.Name}: ${err.message}`, { cause: err });
+      throw new EngineError(`${op} ${volume.Name}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async remember(driver: VolumeDriverProxy): Promise<void> {
+    this.driverScopes.set(driver.name, await driver.capabilities());
   }
 
   setUsers(users: VolumeUsers): void {
@@ -181,7 +208,7 @@ export class VolumeService {
     for (const volume of this.volumes.values()) {
       const running = this.users.runningContainersUsingVolume(volume.Name);
       if (running.length > 0) this.active.set(volume.Name, new Set(running));
-      else if (volume.Options.type && (await this.host.isMounted(this.mountpoint(volume.Name)))) {
+      else if (volume.Driver === 'local' && volume.Options.type && (await this.host.isMounted(this.mountpoint(volume.Name)))) {
         await this.host.unmount(this.mountpoint(volume.Name)).catch((err) => log.warn('volume unmount failed', { name: volume.Name, error: errorMessage(err) }));
       }
     }
@@ -202,24 +229,87 @@ export class VolumeService {
   }
 
   view(volume: VolumeRecord, usage: VolumeView['UsageData'] = null): VolumeView {
+    const local = volume.Driver === 'local';
     return {
       CreatedAt: volume.CreatedAt,
       Driver: volume.Driver,
       Labels: { ...volume.Labels },
-      Mountpoint: this.mountpoint(volume.Name),
+      Mountpoint: local ? this.mountpoint(volume.Name) : (this.driverMountpoints.get(volume.Name) ?? ''),
       Name: volume.Name,
       Options: { ...volume.Options },
-      Scope: 'local',
+      Scope: local ? 'local' : (this.driverScopes.get(volume.Driver) ?? 'local'),
       UsageData: usage,
     };
   }
 
-  inspect(name: string): VolumeView {
-    return this.view(this.get(name));
+  /** A volume; one of a plugin's driver is asked for its mount point and status (`VolumeDriver.Get`). */
+  async inspect(name: string): Promise<VolumeView> {
+    const volume = this.get(name);
+    if (volume.Driver === 'local') return this.view(volume);
+    const driver = await this.driverOf(volume, 'get');
+    await this.remember(driver);
+    let described;
+    try {
+      described = await driver.get(name);
+    } catch (err) {
+      if (err instanceof NotFound) throw new NotFound(`get ${name}: ${err.message}`, { cause: err });
+      throw new EngineError(`get ${name}: ${errorMessage(err)}`, { cause: err });
+    }
+    const mountpoint = described.Mountpoint || (await driver.path(name).catch(() => ''));
+    if (mountpoint) this.driverMountpoints.set(name, mountpoint);
+    const view = this.view(volume);
+    if (described.Status && Object.keys(described.Status).length > 0) view.Status = described.Status;
+    return view;
   }
 
-  /** The list with its filters: name (substring), driver, label, dangling. */
-  list(filters: ReadonlyMap<string, string[]>): VolumeView[] {
+  /**
+   * Takes in the volumes the plugins' drivers list that have no record here (made by another engine, or
+   * before this one knew the driver), as dockerd does; a driver that does not answer is skipped.
+   */
+  private async adoptDriverVolumes(): Promise<void> {
+    for (const driver of await this.drivers.all()) {
+      let listed;
+      try {
+        listed = await driver.list({ retry: false });
+        await this.remember(driver);
+      } catch (err) {
+        log.warn('volume driver list failed', { driver: driver.name, error: errorMessage(err) });
+        continue;
+      }
+      for (const v of listed) {
+        if (!VOLUME_NAME.test(v.Name)) continue;
+        if (!this.volumes.has(v.Name)) {
+          await this.withLock(v.Name, async () => {
+            if (this.volumes.has(v.Name)) return;
+            await this.record({ Name: v.Name, Driver: driver.name, CreatedAt: createdAtNow(), Labels: {}, Options: {} });
+          }).catch((err) => log.warn('volume of a driver not recorded', { name: v.Name, driver: driver.name, error: errorMessage(err) }));
+        }
+        // A name another driver holds here keeps that driver's volume.
+        if (v.Mountpoint && this.volumes.get(v.Name)?.Driver === driver.name) this.driverMountpoints.set(v.Name, v.Mountpoint);
+      }
+    }
+  }
+
+  /** Writes the record of a volume of a plugin's driver (a folder with volume.json only). */
+  private async record(volume: VolumeRecord): Promise<void> {
+    const dir = this.dir(volume.Name);
+    await fs.mkdir(dir, { mode: 0o700 });
+    try {
+      await writeJSONAtomic(path.join(dir, 'volume.json'), { FormatVersion: VOLUME_FORMAT_VERSION, ...volume } satisfies VolumeFile);
+    } catch (err) {
+      await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
+    this.volumes.set(volume.Name, volume);
+  }
+
+  /** The list with its filters: name (substring), driver, label, dangling; the plugins' drivers' volumes too. */
+  async list(filters: ReadonlyMap<string, string[]>): Promise<VolumeView[]> {
+    await this.adoptDriverVolumes();
+    return this.listRecorded(filters);
+  }
+
+  private listRecorded(filters: ReadonlyMap<string, string[]>): VolumeView[] {
     const names = filters.get('name') ?? [];
     const drivers = filters.get('driver') ?? [];
     const danglingValues = filters.get('dangling') ?? [];
@@ -249,13 +339,8 @@ export class VolumeService {
     const name = (request.Name as string | undefined) || newId();
     validateVolumeName(name);
     const anonymous = !request.Name;
-    try {
-      checkDriver(request.Driver);
-    } catch (err) {
-      // As Docker words it: the operation and the volume, then the driver's lookup.
-      if (err instanceof NotFound) throw new NotFound(`create ${name}: ${err.message}`, { cause: err });
-      throw err;
-    }
+    const given = checkDriver(request.Driver);
+    const driverName = given === undefined ? undefined : (this.drivers.canonical?.(given) ?? given);
     if (request.DriverOpts !== undefined && request.DriverOpts !== null && !isStringMap(request.DriverOpts)) {
       throw new InvalidParameter('DriverOpts must be a map of strings');
     }
@@ -266,7 +351,33 @@ export class VolumeService {
     if (anonymous) labels[ANONYMOUS_LABEL] = '';
     return this.withLock(name, async () => {
       const existing = this.volumes.get(name);
-      if (existing) return { volume: this.view(existing), created: false };
+      if (existing) {
+        const asked = driverName ?? (typeof request.Driver === 'string' && request.Driver !== '' ? 'local' : undefined);
+        if (asked !== undefined && asked !== existing.Driver) {
+          throw new Conflict(`create ${name}: volume name must be unique: driver '${existing.Driver}' already has volume '${name}'`);
+        }
+        return { volume: this.view(existing), created: false };
+      }
+      if (driverName !== undefined) {
+        // A plugin's driver: it makes the volume; the record here keeps its name, driver, labels and options.
+        const volume: VolumeRecord = { Name: name, Driver: driverName, CreatedAt: createdAtNow(), Labels: labels, Options: options };
+        const driver = await this.driverOf(volume, 'create');
+        volume.Driver = driver.name;
+        await this.remember(driver);
+        try {
+          await driver.create(name, options);
+        } catch (err) {
+          throw new EngineError(`create ${name}: ${errorMessage(err)}`, { cause: err });
+        }
+        try {
+          await this.record(volume);
+        } catch (err) {
+          await driver.remove(name).catch(() => undefined);
+          throw err;
+        }
+        this.events.publish('volume', 'create', name, { driver: volume.Driver });
+        return { volume: this.view(volume), created: true };
+      }
       await validateLocalOptions(options, this.host);
       const volume: VolumeRecord = { Name: name, Driver: 'local', CreatedAt: createdAtNow(), Labels: labels, Options: options };
       const dir = this.dir(name);
@@ -298,18 +409,38 @@ export class VolumeService {
       const users = this.users.containersUsingVolume(name);
       if (users.length > 0) throw new Conflict(`remove ${name}: volume is in use - [${users.join(', ')}]`);
       if (this.reserved.has(name)) throw new Conflict(`remove ${name}: volume is in use by a container being created`);
+      if (volume.Driver !== 'local') {
+        try {
+          await this.removeFromDriver(volume);
+        } catch (err) {
+          // Forced: the record goes even when its driver is gone or refuses, as dockerd purges it.
+          if (!opts.force) throw err;
+          log.warn('volume removed from the records only', { name, driver: volume.Driver, error: errorMessage(err) });
+        }
+      }
       await this.destroy(volume);
     });
   }
 
+  private async removeFromDriver(volume: VolumeRecord): Promise<void> {
+    const driver = await this.driverOf(volume, 'remove');
+    try {
+      await driver.remove(volume.Name);
+    } catch (err) {
+      throw new EngineError(`remove ${volume.Name}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
   private async destroy(volume: VolumeRecord): Promise<void> {
     const mountpoint = this.mountpoint(volume.Name);
-    if (await this.host.isMounted(mountpoint)) await this.host.unmount(mountpoint);
+    if (volume.Driver === 'local' && (await this.host.isMounted(mountpoint))) await this.host.unmount(mountpoint);
+    this.driverMountpoints.delete(volume.Name);
     // The record goes first: a crash halfway leaves a folder without a record, which init() removes.
     await fs.rm(path.join(this.dir(volume.Name), 'volume.json'), { force: true });
     this.volumes.delete(volume.Name);
     this.active.delete(volume.Name);
-    await this.host.removeVolumeDir(this.dir(volume.Name)).catch((err) => log.warn('volume folder not removed', { name: volume.Name, error: errorMessage(err) }));
+    const removal = volume.Driver === 'local' ? this.host.removeVolumeDir(this.dir(volume.Name)) : fs.rm(this.dir(volume.Name), { recursive: true, force: true });
+    await removal.catch((err) => log.warn('volume folder not removed', { name: volume.Name, error: errorMessage(err) }));
     this.events.publish('volume', 'destroy', volume.Name, { driver: volume.Driver });
   }
 
@@ -326,7 +457,9 @@ export class VolumeService {
       if (this.inUse(volume.Name)) continue;
       await this.withLock(volume.Name, async () => {
         if (!this.volumes.has(volume.Name) || this.inUse(volume.Name)) return;
-        const size = volume.Options.type ? 0 : await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => 0);
+        const local = volume.Driver === 'local';
+        const size = !local || volume.Options.type ? 0 : await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => 0);
+        if (!local) await this.removeFromDriver(volume);
         await this.destroy(volume);
         deleted.push(volume.Name);
         reclaimed += size;
@@ -344,8 +477,17 @@ export class VolumeService {
     return this.withLock(name, async () => {
       const volume = this.get(name);
       const holders = this.active.get(name) ?? new Set<string>();
-      const mountpoint = this.mountpoint(name);
-      if (volume.Options.type && holders.size === 0 && !(await this.host.isMounted(mountpoint))) {
+      let mountpoint = this.mountpoint(name);
+      if (volume.Driver !== 'local') {
+        // The driver mounts it for this container (its id names the use) and says where.
+        const driver = await this.driverOf(volume, 'mount');
+        try {
+          mountpoint = await driver.mount(name, use.container);
+        } catch (err) {
+          throw new EngineError(`error while mounting volume '${name}': ${errorMessage(err)}`, { cause: err });
+        }
+        this.driverMountpoints.set(name, mountpoint);
+      } else if (volume.Options.type && holders.size === 0 && !(await this.host.isMounted(mountpoint))) {
         try {
           await this.host.mount(mountpoint, { type: volume.Options.type, device: volume.Options.device, o: volume.Options.o });
         } catch (err) {
@@ -372,8 +514,11 @@ export class VolumeService {
       const holders = this.active.get(name);
       if (!volume || !holders?.has(container)) return;
       holders.delete(container);
-      if (holders.size === 0) {
-        this.active.delete(name);
+      if (holders.size === 0) this.active.delete(name);
+      if (volume.Driver !== 'local') {
+        const driver = await this.driverOf(volume, 'unmount');
+        await driver.unmount(name, container);
+      } else if (holders.size === 0) {
         const mountpoint = this.mountpoint(name);
         if (volume.Options.type && (await this.host.isMounted(mountpoint))) await this.host.unmount(mountpoint);
       }
@@ -391,8 +536,8 @@ export class VolumeService {
   }
 
   /** A part of a volume's content to mount (see VolumeHost.openBeneath). */
-  openSubpath(name: string, subpath: string): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
-    return this.host.openBeneath(this.mountpoint(name), subpath);
+  openSubpath(name: string, subpath: string, base = this.mountpoint(name)): Promise<{ path: string; directory: boolean; close(): Promise<void> }> {
+    return this.host.openBeneath(base, subpath);
   }
 
   /** Makes a mount point's folder inside a container root (see VolumeHost.makeMountPoint). */
@@ -404,10 +549,16 @@ export class VolumeService {
   async usage(): Promise<VolumeView[]> {
     const out: VolumeView[] = [];
     for (const volume of this.volumes.values()) {
-      const size = await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => -1);
+      // A plugin's volume has no size known here (-1, as dockerd reports it).
+      const size = volume.Driver !== 'local' ? -1 : await this.host.diskUsage(this.mountpoint(volume.Name)).catch(() => -1);
       out.push(this.view(volume, { Size: size, RefCount: this.users.containersUsingVolume(volume.Name).length }));
     }
     return out;
+  }
+
+  /** Names of the volumes recorded with a driver. */
+  namesOfDriver(driver: string): string[] {
+    return [...this.volumes.values()].filter((v) => v.Driver === driver).map((v) => v.Name);
   }
 
   get size(): number {

@@ -12,7 +12,8 @@ export interface LocalDriverOptions {
 /** One volume as stored in `<data-root>/volumes/<name>/volume.json` (see store.ts). */
 export interface VolumeRecord {
   Name: string;
-  Driver: 'local';
+  /** `local`, or the name of the plugin whose volume driver holds it. */
+  Driver: string;
   /** RFC 3339, seconds. */
   CreatedAt: string;
   Labels: Record<string, string>;
@@ -26,8 +27,10 @@ export interface VolumeView {
   Mountpoint: string;
   CreatedAt: string;
   Labels: Record<string, string>;
-  Scope: 'local';
+  Scope: 'local' | 'global';
   Options: Record<string, string>;
+  /** What a plugin's driver says of the volume (inspect only, when it says something). */
+  Status?: Record<string, unknown>;
   UsageData: { Size: number; RefCount: number } | null;
 }
 

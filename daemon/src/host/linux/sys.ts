@@ -43,6 +43,10 @@ export interface LinuxSys {
   fsBatchAsync?(steps: FsStep[], done: (results: number[]) => void): void;
   /** The steps of util/atomic's writeFileAtomic as one task of the pool. Absent in older builds. */
   writeFileAtomicAsync?(tmp: string, target: string, data: Buffer, mode: number, durable: boolean, done: (err: NodeJS.ErrnoException | null) => void): void;
+  /** malloc_trim(0): the free memory of every malloc arena back to the kernel. Absent in older builds. */
+  mallocTrim?(): boolean;
+  /** V8's LowMemoryNotification: full collections that shrink the heap and return its free pages. Absent in older builds. */
+  lowMemoryNotification?(): void;
 }
 
 let loaded: LinuxSys | null | undefined;
@@ -70,6 +74,20 @@ export function removeTree(target: string): Promise<void> {
   const remove = linuxSys()?.removeTreeAsync;
   if (!remove || !path.isAbsolute(target)) return fs.rm(target, { recursive: true, force: true });
   return new Promise((resolve, reject) => remove(target, (err) => (err ? reject(err) : resolve())));
+}
+
+/**
+ * Gives back to the kernel what the daemon holds and no longer uses: V8's free heap pages (after full
+ * collections), then what malloc's arenas keep of freed memory (the collections free buffers). Undefined
+ * without the addon.
+ */
+export function nativeReleaseMemory(): (() => void) | undefined {
+  const sys = linuxSys();
+  if (!sys?.mallocTrim || !sys.lowMemoryNotification) return undefined;
+  return () => {
+    sys.lowMemoryNotification!();
+    sys.mallocTrim!();
+  };
 }
 
 /** util/atomic's writer as one native task, when the addon has it. */

@@ -93,10 +93,33 @@ export class RuntimeControl {
 
   /** The host pids of the container's processes. */
   async pids(id: string): Promise<number[]> {
-    const out = await this.oci(id, ['ps', '--format', 'json', id]);
+    let out: string;
+    try {
+      out = await this.oci(id, ['ps', '--format', 'json', id]);
+    } catch (err) {
+      if (err instanceof Conflict) throw err;
+      // The engine asks for the processes of a container it has as running. The runtime may have lost it
+      // since (it stopped and was deleted), or crun 1.8 crashes (SIGSEGV, nothing on stderr) on `ps` of a
+      // container that has stopped, one whose exit the engine has not heard of yet; by now it may also have
+      // been made again by a restart. Unless it runs (again), that is a container not running, not a failure.
+      const status = await this.status(id);
+      if (status !== 'running' && status !== 'paused') throw new Conflict(`Container ${id} is not running`, { cause: err });
+      out = await this.oci(id, ['ps', '--format', 'json', id]);
+    }
     const parsed = JSON.parse(out.trim() || '[]') as unknown;
     if (!Array.isArray(parsed)) throw new Error(`${this.runtime.name} ps: unexpected output ${out.slice(0, 200)}`);
     return parsed.filter((p): p is number => typeof p === 'number');
+  }
+
+  /** The runtime's status of the container (created, running, paused, stopped); undefined when it has none. */
+  private async status(id: string): Promise<string | undefined> {
+    const r = await run(this.runtime.path, [`--root=${this.runtime.stateRoot}`, 'state', id]);
+    if (!r.ok) return undefined;
+    try {
+      return (JSON.parse(r.stdout) as { status?: string }).status;
+    } catch {
+      return undefined;
+    }
   }
 
   /** The host's `ps` table with the given arguments (the engine keeps the container's rows). */

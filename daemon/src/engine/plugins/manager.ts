@@ -1,0 +1,552 @@
+/**
+ * Managed plugins: made from a tar of `config.json` and `rootfs/` (`POST /plugins/create`), stored under
+ * `<data-root>/plugins/<id>/` (`config.json` holds the plugin object, `rootfs/` its files), and run when
+ * enabled as a runtime container of their own (outside the containers list, with its own runtime state
+ * root), with the host folder `<exec-root>/plugins/<id>` bind-mounted at `/run/docker/plugins` inside it.
+ * The manager waits for the plugin's socket there, restarts a plugin that dies while enabled, stops them
+ * when the daemon stops, and starts the enabled ones again when it starts.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { log } from '../../util/log.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import type { EventBus } from '../events.js';
+import type { AuthConfig } from '../images/registry/auth.js';
+import type { RegistryClient } from '../images/registry/client.js';
+import { PluginClient } from './client.js';
+import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type Privilege } from './distribution.js';
+
+/** Where plugins listen inside their root: their binaries expect this path. */
+export const PLUGIN_SOCKET_DIR_IN_PLUGIN = '/run/docker/plugins';
+const DEFAULT_CAPS = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD', 'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETFCAP', 'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_KILL', 'CAP_AUDIT_WRITE'];
+
+export interface PluginEnv {
+  Name: string;
+  Description?: string;
+  Settable?: string[] | null;
+  Value?: string | null;
+}
+
+/** The plugin's configuration, as `config.json` of its tar and the v1 config blob of a registry give it. */
+export interface PluginConfig {
+  Description?: string;
+  Documentation?: string;
+  Interface: { Types: string[]; Socket: string; ProtocolScheme?: string };
+  Entrypoint?: string[] | null;
+  WorkDir?: string;
+  User?: { UID?: number; GID?: number };
+  Network?: { Type?: string };
+  Linux?: { Capabilities?: string[] | null; AllowAllDevices?: boolean; Devices?: Array<{ Path: string }> | null };
+  PropagatedMount?: string;
+  IpcHost?: boolean;
+  PidHost?: boolean;
+  Mounts?: Array<{ Name?: string; Source?: string | null; Destination: string; Type?: string; Options?: string[] | null }> | null;
+  Env?: PluginEnv[] | null;
+  Args?: { Name?: string; Description?: string; Settable?: string[] | null; Value?: string[] | null };
+  [key: string]: unknown;
+}
+
+/** The stored plugin object (the API's Plugin from 1.25). */
+export interface PluginRecord {
+  Id: string;
+  Name: string;
+  Enabled: boolean;
+  Settings: { Mounts: unknown[]; Env: string[]; Args: string[]; Devices: unknown[] };
+  PluginReference: string;
+  Config: PluginConfig;
+}
+
+export interface PluginManagerOptions {
+  dataRoot: string;
+  execRoot: string;
+  /** The OCI runtime binary (crun or runc). */
+  runtimePath: string;
+  events: EventBus;
+}
+
+/** `name[:tag]` with `latest` when no tag is given; a name that is a familiar Docker Hub one stays short. */
+export function normalizePluginName(name: string): string {
+  const trimmed = name.replace(/^docker\.io\/(library\/)?/, '');
+  const lastSlash = trimmed.lastIndexOf('/');
+  if (trimmed.includes('@')) return trimmed;
+  return trimmed.slice(lastSlash + 1).includes(':') ? trimmed : `${trimmed}:latest`;
+}
+
+const NAME = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?$/;
+
+function settingsFrom(config: PluginConfig): PluginRecord['Settings'] {
+  return {
+    Mounts: (config.Mounts ?? []).map((m) => ({ ...m })),
+    Env: (config.Env ?? []).filter((e) => e.Value !== null && e.Value !== undefined && e.Value !== '').map((e) => `${e.Name}=${e.Value}`),
+    Args: [...(config.Args?.Value ?? [])],
+    Devices: (config.Linux?.Devices ?? []).map((d) => ({ ...d })),
+  };
+}
+
+function checkConfig(raw: unknown): PluginConfig {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter('invalid plugin config: config.json must hold a JSON object');
+  const config = raw as PluginConfig;
+  const iface = config.Interface;
+  if (!iface || !Array.isArray(iface.Types) || !iface.Types.every((t) => typeof t === 'string')) throw new InvalidParameter('invalid plugin config: Interface.Types must be a list of strings');
+  if (typeof iface.Socket !== 'string' || iface.Socket === '' || iface.Socket.includes('/')) throw new InvalidParameter('invalid plugin config: Interface.Socket must name a socket file');
+  if (config.Entrypoint !== undefined && config.Entrypoint !== null && (!Array.isArray(config.Entrypoint) || !config.Entrypoint.every((a) => typeof a === 'string'))) {
+    throw new InvalidParameter('invalid plugin config: Entrypoint must be a list of strings');
+  }
+  // Every field of the API's PluginConfig, with its zero value where the file leaves it out (as dockerd
+  // decodes it into its struct).
+  return {
+    ...config,
+    Description: config.Description ?? '',
+    Documentation: config.Documentation ?? '',
+    Interface: { ...iface, ProtocolScheme: iface.ProtocolScheme ?? '' },
+    Entrypoint: config.Entrypoint ?? [],
+    WorkDir: config.WorkDir ?? '',
+    User: config.User ?? {},
+    Network: { Type: config.Network?.Type ?? '' },
+    Linux: { Capabilities: config.Linux?.Capabilities ?? [], AllowAllDevices: config.Linux?.AllowAllDevices ?? false, Devices: config.Linux?.Devices ?? [] },
+    PropagatedMount: config.PropagatedMount ?? '',
+    IpcHost: config.IpcHost ?? false,
+    PidHost: config.PidHost ?? false,
+    Mounts: config.Mounts ?? [],
+    Env: (config.Env ?? []).map((e) => ({ ...e, Description: e.Description ?? '', Settable: e.Settable ?? [], Value: e.Value ?? '' })),
+    Args: { Name: config.Args?.Name ?? '', Description: config.Args?.Description ?? '', Settable: config.Args?.Settable ?? [], Value: config.Args?.Value ?? [] },
+  };
+}
+
+/** The OCI device entries and cgroup rules of the plugin's devices (host nodes, as they are). */
+async function devicesOf(paths: string[]): Promise<{ devices: object[]; rules: object[] }> {
+  const devices: object[] = [];
+  const rules: object[] = [];
+  for (const p of paths) {
+    const st = await fs.stat(p).catch(() => undefined);
+    if (!st || !(st.isCharacterDevice() || st.isBlockDevice())) throw new InvalidParameter(`plugin device ${p}: not a device node on this host`);
+    const type = st.isCharacterDevice() ? 'c' : 'b';
+    const major = Math.floor(st.rdev / 256) & 0xfff;
+    const minor = (st.rdev & 0xff) | ((st.rdev >> 12) & 0xfff00);
+    devices.push({ path: p, type, major, minor, fileMode: st.mode & 0o777, uid: st.uid, gid: st.gid });
+    rules.push({ allow: true, type, major, minor, access: 'rwm' });
+  }
+  return { devices, rules };
+}
+
+class Running {
+  stopping = false;
+  exited: Promise<void>;
+  constructor(readonly child: ChildProcess) {
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+  }
+}
+
+export class PluginManager {
+  readonly root: string;
+  private readonly plugins = new Map<string, PluginRecord>();
+  private readonly running = new Map<string, Running>();
+  private readonly runtimeRoot: string;
+  private closed = false;
+  /** Says which volumes use a plugin (a plugin with volumes is not disabled unless forced). */
+  usersOf: (name: string) => string[] = () => [];
+  /** The registry client for pull and push (the image service's). */
+  registry: RegistryClient | undefined;
+
+  constructor(private readonly opts: PluginManagerOptions) {
+    this.root = path.join(opts.dataRoot, 'plugins');
+    this.runtimeRoot = path.join(opts.execRoot, 'plugins', 'runtime');
+  }
+
+  private dir(id: string): string {
+    return path.join(this.root, id);
+  }
+
+  /** The host folder bind-mounted at /run/docker/plugins inside the plugin. */
+  socketDir(id: string): string {
+    return path.join(this.opts.execRoot, 'plugins', id);
+  }
+
+  /** Loads the stored plugins and starts those that were enabled. */
+  async init(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true, mode: 0o700 });
+    for (const id of await fs.readdir(this.root)) {
+      // A create or pull cut short leaves its staging folder.
+      if (/^tmp-[0-9a-f]{64}$/.test(id)) await fs.rm(path.join(this.root, id), { recursive: true, force: true }).catch(() => undefined);
+      if (!/^[0-9a-f]{64}$/.test(id)) continue;
+      const record = await readJSONIfExists<PluginRecord>(path.join(this.dir(id), 'config.json')).catch(() => undefined);
+      if (!record) {
+        await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+        continue;
+      }
+      this.plugins.set(id, record);
+    }
+    // Side by side: one that does not come up delays the daemon's start by its timeout, not the sum of them.
+    await Promise.all(
+      [...this.plugins.values()]
+        .filter((p) => p.Enabled)
+        .map((p) => this.start(p, 30_000).catch((err) => log.warn('plugin not restored', { plugin: p.Name, error: errorMessage(err) }))),
+    );
+  }
+
+  list(): PluginRecord[] {
+    return [...this.plugins.values()].sort((a, b) => a.Name.localeCompare(b.Name));
+  }
+
+  /** A plugin by name (a missing tag is `latest`), full id or unique id prefix. */
+  get(ref: string): PluginRecord {
+    const name = normalizePluginName(ref);
+    for (const p of this.plugins.values()) if (p.Name === name) return p;
+    if (/^[0-9a-f]+$/.test(ref)) {
+      const byId = [...this.plugins.values()].filter((p) => p.Id.startsWith(ref));
+      if (byId.length === 1) return byId[0];
+      if (byId.length > 1) throw new InvalidParameter(`multiple plugins found with id prefix ${ref}`);
+    }
+    throw new NotFound(`plugin ${JSON.stringify(ref)} not found`);
+  }
+
+  find(ref: string): PluginRecord | undefined {
+    try {
+      return this.get(ref);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async save(p: PluginRecord): Promise<void> {
+    await writeJSONAtomic(path.join(this.dir(p.Id), 'config.json'), p);
+  }
+
+  /** Makes a plugin from a tar of config.json and rootfs/ (disabled). */
+  async create(nameRef: string, tar: Readable): Promise<PluginRecord> {
+    if (!NAME.test(nameRef)) throw new InvalidParameter(`invalid plugin name ${JSON.stringify(nameRef)}: expected [registry/]name[:tag] in lower case`);
+    const name = normalizePluginName(nameRef);
+    if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+    const id = randomBytes(32).toString('hex');
+    const dir = this.dir(id);
+    const staging = path.join(this.root, `tmp-${id}`);
+    await fs.mkdir(staging, { recursive: true, mode: 0o700 });
+    try {
+      await extractTar(tar, staging);
+      const text = await fs.readFile(path.join(staging, 'config.json'), 'utf8').catch(() => undefined);
+      if (text === undefined) throw new InvalidParameter('the plugin context holds no config.json');
+      let raw: unknown;
+      try {
+        raw = JSON.parse(text);
+      } catch (err) {
+        throw new InvalidParameter(`invalid plugin config: ${errorMessage(err)}`);
+      }
+      const config = checkConfig(raw);
+      const rootfs = await fs.stat(path.join(staging, 'rootfs')).catch(() => undefined);
+      if (!rootfs?.isDirectory()) throw new InvalidParameter('the plugin context holds no rootfs folder');
+      if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+      await fs.rename(staging, dir);
+      const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: '', Config: config };
+      await this.save(record);
+      this.plugins.set(id, record);
+      this.opts.events.publish('plugin', 'create', id, { name });
+      return record;
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private needRegistry(): RegistryClient {
+    if (!this.registry) throw new EngineError('no registry client is configured');
+    return this.registry;
+  }
+
+  /** The privileges a plugin in a registry asks for. */
+  async privileges(remote: string, auth: AuthConfig | undefined, signal?: AbortSignal): Promise<Privilege[]> {
+    const fetched = await fetchPlugin(this.needRegistry(), remote, auth, signal);
+    return privilegesOf(fetched.config);
+  }
+
+  /**
+   * Installs a plugin from a registry (disabled) under `localName` (the remote's name by default), once the
+   * privileges granted match those it asks for.
+   */
+  async pull(remote: string, localName: string | undefined, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<PluginRecord> {
+    const name = normalizePluginName(localName || remote);
+    if (!NAME.test(name)) throw new InvalidParameter(`invalid plugin name ${JSON.stringify(name)}`);
+    if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+    const fetched = await fetchPlugin(this.needRegistry(), normalizePluginName(remote), auth, signal);
+    const config = checkConfig(fetched.config);
+    const asked = privilegesOf(config);
+    const key = (list: unknown) =>
+      JSON.stringify(
+        (Array.isArray(list) ? list : [])
+          .map((p: any) => [String(p?.Name), [...(Array.isArray(p?.Value) ? p.Value : [])].map(String).sort()])
+          .sort(),
+      );
+    if (key(granted) !== key(asked)) throw new InvalidParameter('the privileges granted do not match those the plugin asks for: ask GET /plugins/privileges again');
+    emit({ status: `Pulling from ${fetched.ref.path}`, id: fetched.ref.tag ?? 'latest' });
+    const id = randomBytes(32).toString('hex');
+    const staging = path.join(this.root, `tmp-${id}`);
+    await fs.mkdir(path.join(staging, 'rootfs'), { recursive: true, mode: 0o700 });
+    try {
+      await unpackLayers(fetched, path.join(staging, 'rootfs'), emit);
+      if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+      await fs.rename(staging, this.dir(id));
+      const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: normalizePluginName(remote), Config: config };
+      await this.save(record);
+      this.plugins.set(id, record);
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
+    emit({ status: `Digest: ${fetched.digest}` });
+    emit({ status: `Status: Downloaded newer plugin for ${name}` });
+    const record = this.get(name);
+    this.opts.events.publish('plugin', 'pull', id, { name });
+    return record;
+  }
+
+  /** Pushes a plugin to the registry its name says. */
+  async push(ref: string, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<void> {
+    const p = this.get(ref);
+    const { rootfs: _rootfs, ...config } = p.Config as PluginConfig & { rootfs?: unknown };
+    await pushPlugin(this.needRegistry(), p.Name, path.join(this.dir(p.Id), 'rootfs'), config as PluginConfig, auth, emit, signal);
+    this.opts.events.publish('plugin', 'push', p.Id, { name: p.Name });
+  }
+
+  async enable(ref: string, timeoutMs: number): Promise<void> {
+    const p = this.get(ref);
+    if (p.Enabled) throw new EngineError(`plugin ${p.Name} is already enabled`);
+    await this.start(p, timeoutMs);
+    p.Enabled = true;
+    await this.save(p);
+    this.opts.events.publish('plugin', 'enable', p.Id, { name: p.Name });
+  }
+
+  async disable(ref: string, force: boolean): Promise<void> {
+    const p = this.get(ref);
+    if (!p.Enabled) throw new EngineError(`plugin ${p.Name} is already disabled`);
+    const users = this.usersOf(p.Name);
+    if (users.length > 0 && !force) throw new EngineError(`plugin ${p.Name} is in use`);
+    p.Enabled = false;
+    await this.stop(p);
+    await this.save(p);
+    this.opts.events.publish('plugin', 'disable', p.Id, { name: p.Name });
+  }
+
+  async remove(ref: string, force: boolean): Promise<void> {
+    const p = this.get(ref);
+    if (p.Enabled && !force) throw new EngineError(`plugin ${p.Name} is enabled: disable it first, or remove it with force`);
+    if (p.Enabled && this.usersOf(p.Name).length > 0 && !force) throw new EngineError(`plugin ${p.Name} is in use`);
+    p.Enabled = false;
+    await this.stop(p);
+    await fs.rm(path.join(this.dir(p.Id), 'config.json'), { force: true });
+    this.plugins.delete(p.Id);
+    await fs.rm(this.dir(p.Id), { recursive: true, force: true });
+    await fs.rm(this.socketDir(p.Id), { recursive: true, force: true }).catch(() => undefined);
+    this.opts.events.publish('plugin', 'remove', p.Id, { name: p.Name });
+  }
+
+  /** Changes settable env values and args (`NAME=value`, `args=a b`) of a disabled plugin. */
+  async set(ref: string, settings: unknown): Promise<void> {
+    const p = this.get(ref);
+    if (!Array.isArray(settings) || !settings.every((s) => typeof s === 'string')) throw new InvalidParameter('the request body must be a JSON list of "name=value" strings');
+    if (p.Enabled) throw new EngineError('cannot set on an active plugin, disable plugin before setting');
+    const env = new Map(p.Settings.Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as [string, string]));
+    let args = p.Settings.Args;
+    for (const s of settings as string[]) {
+      const eq = s.indexOf('=');
+      if (eq <= 0) throw new InvalidParameter(`invalid setting ${JSON.stringify(s)}: expected name=value`);
+      const key = s.slice(0, eq);
+      const value = s.slice(eq + 1);
+      if (key === 'args') {
+        if (!(p.Config.Args?.Settable ?? []).includes('value')) throw new InvalidParameter(`"args" is not settable`);
+        args = value.split(/\s+/).filter(Boolean);
+        continue;
+      }
+      if (key.includes('.')) throw new InvalidParameter(`setting ${JSON.stringify(key)}: only env values and args can be set here`);
+      const declared = (p.Config.Env ?? []).find((e) => e.Name === key);
+      if (!declared) throw new InvalidParameter(`setting ${JSON.stringify(key)} not found in the plugin configuration`);
+      if (!(declared.Settable ?? []).includes('value')) throw new InvalidParameter(`${JSON.stringify(key)} is not settable`);
+      env.set(key, value);
+    }
+    p.Settings = { ...p.Settings, Env: [...env].map(([k, v]) => `${k}=${v}`), Args: args };
+    await this.save(p);
+  }
+
+  /** Enabled plugins that implement `capability` (e.g. `volumedriver`, matched as Docker matches Types). */
+  enabledWith(capability: string): PluginRecord[] {
+    return this.list().filter((p) => p.Enabled && p.Config.Interface.Types.some((t) => typeImplements(t, capability)));
+  }
+
+  /** A client to an enabled plugin's socket. */
+  client(p: PluginRecord): PluginClient {
+    return new PluginClient({ socketPath: path.join(this.socketDir(p.Id), p.Config.Interface.Socket) }, 10_000);
+  }
+
+  /** A path inside the plugin, as a host path (under its propagated mount, or its root). */
+  scopedPath(p: PluginRecord, inside: string): string {
+    const clean = path.posix.normalize(`/${inside}`);
+    const prop = p.Config.PropagatedMount;
+    if (prop && (clean === prop || clean.startsWith(`${prop.replace(/\/$/, '')}/`))) {
+      return path.join(this.dir(p.Id), 'propagated-mount', path.posix.relative(prop, clean));
+    }
+    return path.join(this.dir(p.Id), 'rootfs', clean);
+  }
+
+  private async spec(p: PluginRecord): Promise<object> {
+    const config = p.Config;
+    const caps = [...new Set([...DEFAULT_CAPS, ...(config.Linux?.Capabilities ?? [])])];
+    const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...p.Settings.Env];
+    const args = [...(config.Entrypoint ?? []), ...p.Settings.Args];
+    if (args.length === 0) throw new InvalidParameter(`plugin ${p.Name} has no Entrypoint`);
+    const namespaces: Array<{ type: string }> = [{ type: 'mount' }, { type: 'uts' }];
+    if (!config.PidHost) namespaces.push({ type: 'pid' });
+    if (!config.IpcHost) namespaces.push({ type: 'ipc' });
+    if (config.Network?.Type !== 'host') namespaces.push({ type: 'network' });
+    const mounts: object[] = [
+      { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: PLUGIN_SOCKET_DIR_IN_PLUGIN, type: 'bind', source: this.socketDir(p.Id), options: ['rbind', 'rshared'] },
+    ];
+    for (const m of (p.Settings.Mounts as PluginConfig['Mounts']) ?? []) {
+      if (!m?.Destination || ((!m.Type || m.Type === 'bind') && !m.Source)) continue;
+      const options = m.Options ?? ['rbind'];
+      mounts.push({ destination: m.Destination, type: m.Type || 'bind', source: m.Source || (m.Type && m.Type !== 'bind' ? m.Type : ''), options });
+    }
+    if (config.PropagatedMount) {
+      mounts.push({ destination: config.PropagatedMount, type: 'bind', source: path.join(this.dir(p.Id), 'propagated-mount'), options: ['rbind', 'rshared'] });
+    }
+    const devices = await devicesOf(((p.Settings.Devices as Array<{ Path?: string }>) ?? []).map((d) => d.Path).filter((d): d is string => !!d));
+    return {
+      ociVersion: '1.0.2',
+      process: {
+        terminal: false,
+        user: { uid: config.User?.UID ?? 0, gid: config.User?.GID ?? 0 },
+        args,
+        env,
+        cwd: config.WorkDir || '/',
+        capabilities: { bounding: caps, effective: caps, permitted: caps },
+        noNewPrivileges: false,
+      },
+      root: { path: path.join(this.dir(p.Id), 'rootfs'), readonly: false },
+      hostname: 'plugin',
+      mounts,
+      linux: {
+        namespaces,
+        rootfsPropagation: config.PropagatedMount ? 'rshared' : undefined,
+        cgroupsPath: `/berth-plugins/${p.Id}`,
+        resources: { devices: [{ allow: config.Linux?.AllowAllDevices === true, access: 'rwm' }, ...devices.rules] },
+        devices: devices.devices.length > 0 ? devices.devices : undefined,
+        maskedPaths: ['/proc/kcore', '/proc/keys', '/proc/timer_list', '/sys/firmware'],
+      },
+    };
+  }
+
+  /** Runs the plugin and waits for its socket. */
+  private async start(p: PluginRecord, timeoutMs: number): Promise<void> {
+    if (this.running.has(p.Id)) return;
+    const sockets = this.socketDir(p.Id);
+    const bundle = path.join(this.opts.execRoot, 'plugins', 'bundles', p.Id);
+    await fs.mkdir(sockets, { recursive: true, mode: 0o700 });
+    await fs.mkdir(bundle, { recursive: true, mode: 0o700 });
+    await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
+    if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
+    await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
+    await writeJSONAtomic(path.join(bundle, 'config.json'), await this.spec(p));
+    await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
+    const logFile = path.join(this.dir(p.Id), 'plugin.log');
+    const out = await fs.open(logFile, 'a');
+    const child = spawn(this.opts.runtimePath, [`--root=${this.runtimeRoot}`, 'run', '--bundle', bundle, p.Id], { stdio: ['ignore', out.fd, out.fd], detached: true });
+    await out.close();
+    const run = new Running(child);
+    this.running.set(p.Id, run);
+    child.once('exit', (code, signal) => {
+      if (this.running.get(p.Id) === run) this.running.delete(p.Id);
+      if (run.stopping || this.closed) return;
+      const current = this.plugins.get(p.Id);
+      if (!current?.Enabled) return;
+      log.warn('plugin exited; restarting it', { plugin: p.Name, code, signal });
+      setTimeout(() => {
+        if (this.closed || !this.plugins.get(p.Id)?.Enabled) return;
+        this.start(current, 30_000).catch((err) => log.warn('plugin restart failed', { plugin: p.Name, error: errorMessage(err) }));
+      }, 500);
+    });
+    const socket = path.join(sockets, p.Config.Interface.Socket);
+    const deadline = Date.now() + timeoutMs;
+    let exited = false;
+    void run.exited.then(() => (exited = true));
+    for (;;) {
+      if (await canConnect(socket)) return;
+      if (exited || Date.now() > deadline) {
+        run.stopping = true;
+        await this.kill(p.Id, run);
+        const logText = await fs.readFile(logFile, 'utf8').catch(() => '');
+        const tail = logText.trim().split('\n').slice(-5).join('; ');
+        throw new EngineError(`plugin ${p.Name} ${exited ? 'exited' : `did not listen on ${p.Config.Interface.Socket} within ${timeoutMs} ms`}${tail ? `: ${tail}` : ''}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  private async kill(id: string, run: Running): Promise<void> {
+    await this.runtime(['kill', id, 'TERM']).catch(() => undefined);
+    const timer = setTimeout(() => void this.runtime(['kill', id, 'KILL']).catch(() => undefined), 5000);
+    await Promise.race([run.exited, new Promise((r) => setTimeout(r, 10_000))]);
+    clearTimeout(timer);
+    await this.runtime(['delete', '--force', id]).catch(() => undefined);
+  }
+
+  private async stop(p: PluginRecord): Promise<void> {
+    const run = this.running.get(p.Id);
+    if (!run) return;
+    run.stopping = true;
+    await this.kill(p.Id, run);
+    this.running.delete(p.Id);
+  }
+
+  /** Stops every running plugin (the daemon stops); they start again with it. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const p of this.plugins.values()) await this.stop(p).catch(() => undefined);
+  }
+
+  private runtime(args: string[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.opts.runtimePath, [`--root=${this.runtimeRoot}`, ...args], { stdio: 'ignore' });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${args[0]} exited with ${code}`))));
+    });
+  }
+}
+
+/** Whether an interface type (`docker.volumedriver/1.0`) provides a capability (`volumedriver`). */
+export function typeImplements(type: string, capability: string): boolean {
+  const m = /^(?:([a-z0-9.]+)\.)?([a-z0-9]+)\/([0-9.]+)$/i.exec(type);
+  return !!m && m[2].toLowerCase() === capability.toLowerCase();
+}
+
+function canConnect(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = net.connect(socket);
+    c.once('connect', () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => resolve(false));
+  });
+}
+
+/** Unpacks a tar stream into `dir` with the system's tar (which refuses members that leave the folder). */
+async function extractTar(tar: Readable, dir: string): Promise<void> {
+  const child = spawn('tar', ['-x', '-C', dir, '-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
+  const stderr: Buffer[] = [];
+  child.stderr!.on('data', (c: Buffer) => stderr.push(c));
+  const done = new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
+  await pipeline(tar, child.stdin!).catch(() => undefined);
+  const code = await done;
+  if (code !== 0) throw new InvalidParameter(`the plugin context is not a valid tar: ${Buffer.concat(stderr).toString().trim()}`);
+}
+
