@@ -15,7 +15,7 @@ import { buildAnswer, parseQuery, RCODE_NXDOMAIN } from '../src/host/linux/netwo
 import { LinuxSandboxHost } from '../src/host/linux/network/sandbox.js';
 import { SandboxService } from '../src/engine/sandbox/service.js';
 import type { ContainerRecord } from '../src/engine/containers/model.js';
-import { eventually, startEngine, tmpdir, type Engine } from './harness.js';
+import { BERTHD, eventually, runCommand, startEngine, tmpdir, type Engine } from './harness.js';
 
 const tag = Math.random().toString(16).slice(2, 6);
 // A /16 of 10/8 the host is unlikely to use; the three servers live in 10.N.1.0/24, 10.N.2.0/24, 10.N.3.0/24.
@@ -257,6 +257,35 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     containers.push(open);
     assert.equal((await exec(open, get)).code, 0);
     assertRefused(await exec(sbx, get), 'a server on the connected network');
+  });
+
+  test('GET and PUT /v1/sandboxes/{id}/network-policies answer the views and install a new generation', async () => {
+    const berthd = async (args: string[]) => {
+      const r = await runCommand(process.execPath, [BERTHD, ...args, '--data-root', engine.dataRoot], { timeoutMs: 30_000 });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    };
+    await berthd(['user', 'add', `sbx${tag}`]);
+    const token = await berthd(['token', 'create', `sbx${tag}`, '--permission', 'networkPoliciesRead', '--permission', 'networkPoliciesWrite']);
+    const headers = { Authorization: `Bearer ${token}` };
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    const url = `/v1/sandboxes/${sbx}/network-policies`;
+    const read = await engine.request('GET', url, { headers });
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.json().generation, 1);
+    assert.deepEqual(read.json().exact, policy);
+    const next = { defaultAction: 'deny', rules: [{ action: 'allow', cidr: `10.${N}.3.0/24` }] };
+    const put = await engine.request('PUT', url, { headers, body: next });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(put.json().generation, 2);
+    assert.deepEqual(put.json().effective, { defaultAction: 'deny', rules: [{ action: 'allow', protocol: 'any', cidr: `10.${N}.3.0/24` }] });
+    assert.equal(await page(sbx, net(3, 2)), 'server-c');
+    assertRefused(await fetch(sbx, net(2, 2)), 'server B after the PUT');
+    const bad = await engine.request('PUT', url, { headers, body: { defaultAction: 'deny', rules: [{ action: 'allow', cidr: 'nowhere' }] } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.match(bad.json().message, /rules\[0\]\.cidr is not/);
+    const plain = await run([]);
+    assert.equal((await engine.request('GET', `/v1/sandboxes/${plain}/network-policies`, { headers })).status, 404);
   });
 
   test('the policy survives a daemon restart and a container restart, and is gone with the container', async () => {
