@@ -76,6 +76,8 @@ function unfit(hostConfig: Record<string, any> | undefined): string | undefined 
 
 export class SandboxService {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Containers whose table this daemon put in the kernel (others have nothing to remove at their exit). */
+  private readonly enforced = new Set<string>();
 
   constructor(
     private readonly containers: SandboxContainers,
@@ -157,7 +159,9 @@ export class SandboxService {
    */
   private async enforce(id: string, policy: NetworkPolicy): Promise<void> {
     const before = await this.host.allowedAddresses(id).catch(() => []);
-    await this.host.applyPolicy(id, this.networking.hostInterfaces(id), compilePolicy(policy));
+    const interfaces = this.networking.hostInterfaces(id);
+    await this.host.applyPolicy(id, interfaces, compilePolicy(policy));
+    if (interfaces.length > 0) this.enforced.add(id);
     const kept = new Map<string, string[]>();
     for (const e of before) {
       if (!e.name || e.expiresInSeconds < 1) continue;
@@ -203,6 +207,7 @@ export class SandboxService {
 
   /** The container's network is gone: so is its table. */
   async disconnected(id: string): Promise<void> {
+    if (!this.enforced.delete(id)) return;
     await this.withLock(id, () => this.host.removePolicy(id));
   }
 
