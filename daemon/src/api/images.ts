@@ -10,6 +10,7 @@ import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, filterParam, parseFilters, stringParam } from './params.js';
 import type { Router } from './router.js';
+import { ProgressStream } from './streams.js';
 
 /** The image service as these routes use it. */
 export interface ImagesBackend {
@@ -43,36 +44,6 @@ const EMPTY_REPO_LISTS_FROM = 43;
 const CONTAINER_COUNT_FROM = 51;
 /** The singular `filter` query parameter (a reference pattern) exists up to API 1.40. */
 const LEGACY_FILTER_UNTIL = 40;
-
-/**
- * A JSON progress stream that starts only when there is something to say: an error before that becomes
- * an ordinary error response; an error after it goes in-band as `{"errorDetail", "error"}`.
- */
-class ProgressStream {
-  private out: Writable | undefined;
-
-  constructor(private readonly res: ApiResponse) {}
-
-  get started(): boolean {
-    return this.out !== undefined;
-  }
-
-  write(message: ProgressMessage): void {
-    this.out ??= this.res.stream(200, 'application/json');
-    this.out.write(JSON.stringify(message) + '\n');
-  }
-
-  fail(err: unknown): void {
-    const message = errorMessage(err);
-    this.write({ errorDetail: { message }, error: message });
-    this.end();
-  }
-
-  end(): void {
-    this.out ??= this.res.stream(200, 'application/json');
-    this.out.end();
-  }
-}
 
 function listFilters(req: ApiRequest): Filters {
   const filters = filterParam(req, LIST_FILTERS);
@@ -153,15 +124,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
         auth: parseAuthHeader(req.header('x-registry-auth')),
         allTagsIfUntagged: true,
       };
-      const progress = new ProgressStream(res);
-      try {
-        await images.pull(request, (m) => progress.write(m), req.signal);
-      } catch (err) {
-        if (!progress.started) throw err;
-        progress.fail(err);
-        return;
-      }
-      progress.end();
+      await new ProgressStream(res).run((write) => images.pull(request, write, req.signal));
       return;
     }
     if (fromSrc === undefined || fromSrc === '') throw new InvalidParameter('one of fromImage or fromSrc is required');
@@ -214,15 +177,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
 
   router.post('/images/:name*/push', async (req, res) => {
     const auth = parseAuthHeader(req.header('x-registry-auth'));
-    const progress = new ProgressStream(res);
-    try {
-      await images.push(req.params.name, stringParam(req, 'tag') || undefined, auth, (m) => progress.write(m), req.signal);
-    } catch (err) {
-      if (!progress.started) throw err;
-      progress.fail(err);
-      return;
-    }
-    progress.end();
+    await new ProgressStream(res).run((write) => images.push(req.params.name, stringParam(req, 'tag') || undefined, auth, write, req.signal));
   });
 
   router.post('/images/:name*/tag', async (req, res) => {

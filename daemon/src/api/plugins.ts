@@ -3,42 +3,17 @@
  * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
  * manager. Upgrade is refused.
  */
-import type { Writable } from 'node:stream';
-import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../engine/errors.js';
 import { parseAuthHeader } from '../engine/images/registry/auth.js';
 import type { PluginManager } from '../engine/plugins/manager.js';
 import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';
 import { PLUGIN_SETTINGS_SHAPE_FROM, pluginShape } from './compat.js';
-import type { ApiRequest, ApiResponse } from './http.js';
+import type { ApiRequest } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
+import { ProgressStream } from './streams.js';
 
 const UNSUPPORTED = 'upgrading plugins is not supported by this engine yet: remove the plugin and install the new one';
-
-/** A JSON progress stream started at its first message: an error before it is an ordinary error answer. */
-class Progress {
-  private out: Writable | undefined;
-  constructor(
-    private readonly res: ApiResponse,
-    private readonly headers: Record<string, string> = {},
-  ) {}
-  get started(): boolean {
-    return this.out !== undefined;
-  }
-  write(message: object): void {
-    this.out ??= this.res.stream(200, 'application/json', this.headers);
-    this.out.write(JSON.stringify(message) + '\n');
-  }
-  fail(err: unknown): void {
-    const message = errorMessage(err);
-    this.write({ errorDetail: { message }, error: message });
-    this.end();
-  }
-  end(): void {
-    this.out ??= this.res.stream(200, 'application/json', this.headers);
-    this.out.end();
-  }
-}
 
 export function registerPluginRoutes(router: Router, plugins: PluginManager): void {
   const name = (req: ApiRequest) => req.params.name;
@@ -78,15 +53,8 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
     const granted = (await req.json()) ?? [];
     const localName = stringParam(req, 'name') || undefined;
     // The client goes on (set, enable) with the name the plugin is installed under.
-    const progress = new Progress(res, { 'Docker-Plugin-Name': normalizePluginName(localName || remote) });
-    try {
-      await plugins.pull(remote, localName, granted, auth, (m) => progress.write(m), req.signal);
-    } catch (err) {
-      if (!progress.started) throw err;
-      progress.fail(err);
-      return;
-    }
-    progress.end();
+    const progress = new ProgressStream(res, { 'Docker-Plugin-Name': normalizePluginName(localName || remote) });
+    await progress.run((write) => plugins.pull(remote, localName, granted, auth, write, req.signal));
   });
   router.post('/plugins/create', async (req, res) => {
     const pluginName = requiredParam(req, 'name');
@@ -116,15 +84,7 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
   router.post('/plugins/:name*/push', async (req, res) => {
     req.raw.resume();
     plugins.get(name(req));
-    const progress = new Progress(res);
-    try {
-      await plugins.push(name(req), parseAuthHeader(req.header('x-registry-auth')), (m) => progress.write(m), req.signal);
-    } catch (err) {
-      if (!progress.started) throw err;
-      progress.fail(err);
-      return;
-    }
-    progress.end();
+    await new ProgressStream(res).run((write) => plugins.push(name(req), parseAuthHeader(req.header('x-registry-auth')), write, req.signal));
   });
   router.post('/plugins/:name*/set', async (req, res) => {
     const body = await req.json();

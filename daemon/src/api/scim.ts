@@ -1,3 +1,4 @@
+import type { User } from '../engine/auth/store.js';
 import { InvalidParameter, NotFound } from '../engine/errors.js';
 import type { ApiRequest } from './http.js';
 import { SCIM_CONTENT_TYPE } from './httpstatus.js';
@@ -7,17 +8,7 @@ export const SCIM_USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User';
 export const SCIM_USERS_PATH = '/v2/scim/2.0/Users';
 
 /** A user as the store keeps it: what the SCIM view is made of. */
-export interface ScimUserSource {
-  id: string;
-  userName: string;
-  displayName: string;
-  name: { givenName?: string; familyName?: string };
-  emails: Array<{ value: string; primary: boolean; display?: string }>;
-  groups: Array<{ value: string; display?: string }>;
-  active: boolean;
-  created: string;
-  lastModified: string;
-}
+export type ScimUserSource = User;
 
 /** What the SCIM routes need: a user by id. */
 export interface ScimBackend {

@@ -1,10 +1,11 @@
 /**
  * Stream helpers of the API: the 8-byte multiplexed frames of attach, exec and logs, detach-key
- * recognition on stdin, and writing with backpressure.
+ * recognition on stdin, writing with backpressure, and JSON progress streams.
  */
 import type { Duplex, Writable } from 'node:stream';
 import type { RecordFraming } from '../engine/containers/logs.js';
-import { InvalidParameter } from '../engine/errors.js';
+import { errorMessage, InvalidParameter } from '../engine/errors.js';
+import type { ApiResponse } from './http.js';
 
 export const MEDIA_RAW = 'application/vnd.docker.raw-stream';
 export const MEDIA_MULTIPLEXED = 'application/vnd.docker.multiplexed-stream';
@@ -127,4 +128,49 @@ export function pumpStdin(conn: Duplex, input: NodeJS.WritableStream, detachKeys
   // A start whose JSON body came after its head left the connection paused, so that nothing beyond the body was
   // read before this: a 'data' listener does not undo an explicit pause.
   conn.resume();
+}
+
+/**
+ * A JSON progress stream (pull, push, import) that starts only when there is something to say: an error before
+ * that becomes an ordinary error response; an error after it goes in-band as `{"errorDetail", "error"}`.
+ */
+export class ProgressStream {
+  private out: Writable | undefined;
+
+  constructor(
+    private readonly res: ApiResponse,
+    private readonly headers: Record<string, string> = {},
+  ) {}
+
+  get started(): boolean {
+    return this.out !== undefined;
+  }
+
+  write(message: object): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.write(JSON.stringify(message) + '\n');
+  }
+
+  fail(err: unknown): void {
+    const message = errorMessage(err);
+    this.write({ errorDetail: { message }, error: message });
+    this.end();
+  }
+
+  end(): void {
+    this.out ??= this.res.stream(200, 'application/json', this.headers);
+    this.out.end();
+  }
+
+  /** Runs `work`, which reports through `write`, and ends the stream with its outcome. */
+  async run(work: (write: (message: object) => void) => Promise<unknown>): Promise<void> {
+    try {
+      await work((message) => this.write(message));
+    } catch (err) {
+      if (!this.started) throw err;
+      this.fail(err);
+      return;
+    }
+    this.end();
+  }
 }
