@@ -233,7 +233,9 @@ export class SandboxService {
   /** An answer of the embedded DNS server to a container, before the container has it. */
   async dnsAnswer(containerId: string, name: string, records: Array<{ address: string; ttl: number }>): Promise<void> {
     const record = this.containers.find(containerId);
-    if (!record) return;
+    // Only a container whose table this daemon put in the kernel has a set to add to: the answers of every
+    // other container go out without a look at its files.
+    if (!record || !this.enforced.has(record.Id)) return;
     const installed = await this.installed(record);
     if (!installed || !installed.policy.rules.some((r) => r.domain !== undefined && domainMatches(r.domain, name))) return;
     const key = name.toLowerCase().replace(/\.$/, '');
