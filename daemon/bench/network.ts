@@ -37,6 +37,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } f
 import os from 'node:os';
 import path from 'node:path';
 import { Engine } from '../test/harness.js';
+import { exec, realSeconds } from './commands.js';
 import { COMMON_USAGE, commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
@@ -73,25 +74,6 @@ function parseOptions(argv: string[]): Options | undefined {
     smallWrites: values['small-writes'] === true,
     ...commonOptions(values),
   };
-}
-
-function exec(cmd: string, args: string[], env?: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-/** Seconds from busybox `time -p` output. */
-function realSeconds(text: string): number {
-  const m = /^real\s+([\d.]+)/m.exec(text);
-  if (!m) throw new Error(`no timing in: ${text}`);
-  return Number(m[1]);
 }
 
 /** A sender of `mb` MB of zeros to host:port, timed by busybox: dd writing 1 MiB at a time into the socket (nc -e). */

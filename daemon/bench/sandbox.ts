@@ -22,6 +22,7 @@
 import { spawn } from 'node:child_process';
 import { Engine } from '../test/harness.js';
 import { compilePolicy, validatePolicy } from '../src/engine/sandbox/policy.js';
+import { exec, realSeconds } from './commands.js';
 import { COMMON_USAGE, commonOptions, parseBenchArgs, positiveInt, runMain, withEngine, type CommonOptions } from './cli.js';
 import { fmt, summarize } from './stats.js';
 
@@ -77,24 +78,6 @@ function parseOptions(argv: string[]): Options | undefined {
     repeat: positiveInt(values, 'repeat', 5),
     ...commonOptions(values),
   };
-}
-
-function exec(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-function realSeconds(text: string): number {
-  const m = /^real\s+([\d.]+)/m.exec(text);
-  if (!m) throw new Error(`no timing in: ${text}`);
-  return Number(m[1]);
 }
 
 /** The benchmark's policy: 1,000 rules, the one that lets the server's network through last. */
