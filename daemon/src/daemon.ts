@@ -56,6 +56,10 @@ import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/a
 import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
+import { ClusterService } from './engine/cluster/cluster.js';
+import { taskContainers } from './engine/cluster/containers.js';
+import { LinuxClusterHost } from './host/linux/cluster/index.js';
+import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
@@ -461,7 +465,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
-  registerSwarmRoutes(router);
+  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
+  const cluster = new ClusterService({
+    host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
+    containers: taskContainers(containers, events),
+    events,
+    describe: async () => {
+      const info = await readHostInfo({ runtimes: ['crun', 'runc'], defaultRuntime: host.containers.runtimeName });
+      return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
+    },
+  });
+  await cluster.restore();
+  closers.push(() => cluster.close());
+  registerSwarmRoutes(router, cluster);
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 
@@ -477,6 +493,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   let componentVersions: Promise<ComponentVersion[]> | undefined;
   registerSystemRoutes(router, {
     backend: systemBackend,
+    swarm: () => cluster.status(),
     hostInfo: () => readHostInfo(hostInfoOptions),
     components: () =>
       (componentVersions ??= Promise.all([
