@@ -26,6 +26,8 @@ export interface TaskContainers {
 
 /** Where the agent's assignments come from and where its reports go (the store on a manager, a dispatcher on a worker). */
 export interface AgentSource {
+  /** False until the first assignments arrived (nothing is removed before). */
+  ready(): boolean;
   tasks(): Obj[];
   secret(id: string): Obj | undefined;
   config(id: string): Obj | undefined;
@@ -182,6 +184,7 @@ export class Agent {
   }
 
   private async reconcile(): Promise<void> {
+    if (!this.source.ready()) return;
     const tasks = this.source.tasks().filter((t) => t.NodeID === this.nodeId && stateRank(t.Status?.State) >= stateRank('assigned'));
     const byTask = new Map<string, string>();
     for (const c of this.containers.taskContainers()) byTask.set(c.taskId, c.id);

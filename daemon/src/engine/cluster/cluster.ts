@@ -437,6 +437,7 @@ export class ClusterService {
   /** The agent's source on a manager: the store itself. */
   private localSource(store: ClusterStore, nodeId: string): AgentSource {
     return {
+      ready: () => true,
       tasks: () => store.list('tasks').map((e) => e.obj).filter((t) => t.NodeID === nodeId),
       secret: (id) => store.get('secrets', id)?.obj,
       config: (id) => store.get('configs', id)?.obj,

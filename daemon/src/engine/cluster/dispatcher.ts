@@ -404,7 +404,7 @@ export class WorkerSession implements AgentSource {
   private heartbeatTimer?: NodeJS.Timeout;
   private period = 5;
   private managerIndex = 0;
-  private connected?: string;
+  private received = false;
   private known: string[] = [];
 
   constructor(private readonly opts: WorkerSessionOptions) {}
@@ -447,7 +447,6 @@ export class WorkerSession implements AgentSource {
     const retry = () => {
       if (this.stopped || this.active !== req) return;
       this.active = undefined;
-      this.connected = undefined;
       this.managerIndex++;
       setTimeout(() => this.connect(), 500).unref();
     };
@@ -462,7 +461,6 @@ export class WorkerSession implements AgentSource {
           retry();
           return;
         }
-        this.connected = `${addr.host}:${addr.port}`;
         res.setEncoding('utf8');
         res.on('data', (text: string) => {
           buffered += text;
@@ -501,6 +499,7 @@ export class WorkerSession implements AgentSource {
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
     };
+    this.received = true;
     for (const l of this.listeners) l();
   }
 
@@ -511,6 +510,10 @@ export class WorkerSession implements AgentSource {
     const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: 5000 });
     if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
     return JSON.parse(res.text || '{}') as Obj;
+  }
+
+  ready(): boolean {
+    return this.received;
   }
 
   tasks(): Obj[] {
