@@ -477,7 +477,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   });
   await cluster.restore();
   closers.push(() => cluster.close());
-  registerSwarmRoutes(router, cluster);
+  registerSwarmRoutes(router, cluster, (id, o) => {
+    const record = containers.store.find(id);
+    return record ? host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }) : undefined;
+  });
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
 

@@ -231,6 +231,23 @@ describe('swarm mode on one manager', () => {
     assert.equal((await engine.request('GET', '/secrets/pw')).status, 404);
   });
 
+  test('service and task logs: each line with its task, as the CLI shows them', async () => {
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'talk', '--replicas', '2', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'echo hello; echo oops >&2; sleep 600']);
+    const tasks = await running('talk', 2);
+    const out = await eventually(async () => {
+      const r = await engine.docker(['service', 'logs', 'talk']);
+      return r.code === 0 && (r.stdout.match(/hello/g) ?? []).length === 2 && (r.stderr.match(/oops/g) ?? []).length === 2 ? r : undefined;
+    }, 10_000, 200);
+    for (const t of tasks) assert.match(out!.stdout, new RegExp(`talk\\.${t.Slot}\\.${t.ID.slice(0, 12)}\\w*@\\S+\\s+\\| hello`));
+    const one = await engine.request('GET', `/tasks/${tasks[0]!.ID}/logs?stdout=1&details=1&timestamps=1`);
+    assert.equal(one.status, 200);
+    // One multiplexed frame: header, then "<time> <context> hello".
+    assert.equal(one.body[0], 1);
+    assert.match(one.body.subarray(8).toString(), new RegExp(`^\\S+Z com\\.docker\\.swarm\\.node\\.id=${nodeId},com\\.docker\\.swarm\\.service\\.id=\\w+,com\\.docker\\.swarm\\.task\\.id=${tasks[0]!.ID} hello\\n$`));
+    assert.equal((await engine.request('GET', `/tasks/${tasks[0]!.ID}/logs`)).status, 400);
+    await engine.dockerOk(['service', 'rm', 'talk']);
+  });
+
   test('a global service runs one task on each node', async () => {
     await engine.dockerOk(['service', 'create', '--detach', '--name', 'everywhere', '--mode', 'global', 'busybox', 'sleep', '600']);
     const [t] = await running('everywhere', 1);

@@ -8,6 +8,9 @@ import type { ClusterService } from '../engine/cluster/cluster.js';
 import type { ApiRequest, ApiResponse, Handler } from './http.js';
 import { boolParam, filterParam, stringParam } from './params.js';
 import type { Router } from './router.js';
+import type { LogRecord } from '../host/host.js';
+import { parseTimestamp, rfc3339Nano } from '../util/json.js';
+import { frame, MEDIA_MULTIPLEXED } from './streams.js';
 
 const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 
@@ -24,10 +27,55 @@ async function objectBody(req: Parameters<Handler>[0]): Promise<Record<string, u
   return body as Record<string, unknown>;
 }
 
-/** Writes the logs of task containers of this node (service and task logs), as `docker service logs` reads them. */
-export type TaskLogs = (req: ApiRequest, res: ApiResponse, tasks: Array<Record<string, any>>) => Promise<void>;
+/** Reads the log of a container of this node (undefined when it has none here), for service and task logs. */
+export type TaskLogReader = (containerId: string, opts: { follow: boolean; tail?: number; signal: AbortSignal }) => AsyncIterable<LogRecord[]> | undefined;
 
-export function registerSwarmRoutes(router: Router, cluster?: ClusterService, taskLogs?: TaskLogs): void {
+/**
+ * GET /services/{id}/logs and /tasks/{id}/logs: the logs of the tasks' containers on this node, multiplexed,
+ * each line after its timestamp (`timestamps`) and its task's context (`details`:
+ * `com.docker.swarm.node.id=…,com.docker.swarm.service.id=…,com.docker.swarm.task.id=…`), as the CLI reads them.
+ */
+async function serveTaskLogs(req: ApiRequest, res: ApiResponse, tasks: Array<Record<string, any>>, read: TaskLogReader): Promise<void> {
+  const stdout = boolParam(req, 'stdout');
+  const stderr = boolParam(req, 'stderr');
+  if (!stdout && !stderr) throw new InvalidParameter('Bad parameters: you must choose at least one stream');
+  const timestamps = boolParam(req, 'timestamps');
+  const details = boolParam(req, 'details');
+  const follow = boolParam(req, 'follow');
+  const tailRaw = stringParam(req, 'tail');
+  if (tailRaw !== undefined && tailRaw !== '' && tailRaw !== 'all' && !/^-?\d+$/.test(tailRaw)) throw new InvalidParameter(`invalid value for tail: ${JSON.stringify(tailRaw)}`);
+  const tail = tailRaw === undefined || tailRaw === '' || tailRaw === 'all' || Number(tailRaw) < 0 ? undefined : Number(tailRaw);
+  const since = stringParam(req, 'since');
+  const sinceNano = since && since !== '0' ? parseTimestamp(since) : undefined;
+  if (since && since !== '0' && sinceNano === undefined) throw new InvalidParameter(`invalid value for since: ${JSON.stringify(since)}`);
+  const out = res.stream(200, MEDIA_MULTIPLEXED);
+  const pump = async (t: Record<string, any>) => {
+    const id = t.Status?.ContainerStatus?.ContainerID;
+    const batches = id ? read(id, { follow, tail, signal: req.signal }) : undefined;
+    if (!batches) return;
+    const context = `com.docker.swarm.node.id=${t.NodeID},com.docker.swarm.service.id=${t.ServiceID},com.docker.swarm.task.id=${t.ID}`;
+    const atStart = { stdout: true, stderr: true };
+    for await (const batch of batches) {
+      for (const r of batch) {
+        if (r.stream === 'stdout' ? !stdout : !stderr) continue;
+        if (sinceNano !== undefined && r.timeNano < sinceNano) continue;
+        let prefix = '';
+        if (atStart[r.stream]) prefix = `${timestamps ? `${rfc3339Nano(r.timeNano)} ` : ''}${details ? `${context} ` : ''}`;
+        atStart[r.stream] = r.complete;
+        const data = Buffer.concat([Buffer.from(prefix), r.data, r.complete ? Buffer.from('\n') : Buffer.alloc(0)]);
+        if (!out.write(frame(r.stream, data))) await new Promise((resolve) => out.once('drain', resolve));
+      }
+    }
+  };
+  try {
+    if (follow) await Promise.all(tasks.map(pump));
+    else for (const t of tasks) await pump(t);
+  } finally {
+    out.end();
+  }
+}
+
+export function registerSwarmRoutes(router: Router, cluster?: ClusterService, readLog?: TaskLogReader): void {
   if (!cluster) {
     registerWithoutSwarm(router);
     return;
@@ -121,8 +169,9 @@ export function registerSwarmRoutes(router: Router, cluster?: ClusterService, ta
   router.get('/services/:id/logs', async (req, res) => {
     const o = objects();
     const service = o.service(req.params.id!);
-    if (!taskLogs) throw new NotImplemented('service logs are not supported by this engine yet');
-    await taskLogs(req, res, o.listTasks(new Map([['service', [service.obj.ID]]])));
+    if (!readLog) throw new NotImplemented('service logs are not supported by this engine yet');
+    const tasks = o.listTasks(new Map([['service', [service.obj.ID]]])).sort((a, b) => String(a.CreatedAt).localeCompare(String(b.CreatedAt)));
+    await serveTaskLogs(req, res, tasks, readLog);
   });
 
   // Tasks.
@@ -137,8 +186,8 @@ export function registerSwarmRoutes(router: Router, cluster?: ClusterService, ta
   router.get('/tasks/:id/logs', async (req, res) => {
     const o = objects();
     const task = o.task(req.params.id!);
-    if (!taskLogs) throw new NotImplemented('task logs are not supported by this engine yet');
-    await taskLogs(req, res, [o.taskView(task)]);
+    if (!readLog) throw new NotImplemented('task logs are not supported by this engine yet');
+    await serveTaskLogs(req, res, [o.taskView(task)], readLog);
   });
 
   // Secrets and configs.
