@@ -46,6 +46,8 @@ function tearDownNetwork(): void {
 function nodeEngine(i: number): Engine {
   const n = nodes[i]!;
   return new Engine({
+    // BERTH_TEST_VERBOSE=1 shows the daemons' logs.
+    verbose: process.env.BERTH_TEST_VERBOSE === '1',
     wrapper: ['nsenter', `--net=/run/netns/${n.ns}`, 'unshare', '--uts', '--', 'sh', '-c', `hostname ${n.name} && exec "$0" "$@"`],
   });
 }
@@ -160,6 +162,7 @@ describe('a swarm of daemons in their own network namespaces', () => {
 
   test('a second manager joins with an etcd member of its own', async () => {
     await engines[2]!.start();
+    await engines[2]!.loadBusybox();
     const token = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'manager'])).trim();
     const out = await m2!.dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`], { timeoutMs: 60_000 });
     assert.match(out, /This node joined a swarm as a manager/);
@@ -172,6 +175,50 @@ describe('a swarm of daemons in their own network namespaces', () => {
     }, 20_000, 300);
     assert.match(await m2!.dockerOk(['service', 'ls']), /spread/);
     assert.equal(existsSync(path.join(m2!.dataRoot, 'swarm', 'etcd', 'member')), true);
+  });
+
+  test('promotion, kill -9 of the leader (another manager takes over, services keep their replicas), demotion', async () => {
+    await m1!.dockerOk(['node', 'promote', workerId]);
+    await eventually(async () => (await w1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
+    assert.equal(existsSync(path.join(w1!.dataRoot, 'swarm', 'etcd', 'member')), true);
+    await eventually(async () => /node-2\s+Ready\s+Active\s+Reachable/.test(await m1!.dockerOk(['node', 'ls'])), 15_000, 300);
+    const killedAt = Date.now();
+    await m1!.crash();
+    const leader = await eventually(async () => {
+      const r = await m2!.request('GET', '/nodes');
+      if (r.status !== 200) return undefined;
+      const list = r.json<Array<{ ID: string; ManagerStatus?: { Leader?: boolean } }>>();
+      return list.find((n) => n.ManagerStatus?.Leader && n.ID !== managerId);
+    }, 20_000, 200);
+    const failover = Date.now() - killedAt;
+    assert.ok(leader, 'no new leader');
+    const spread = await eventually(async () => {
+      const r = await m2!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['spread'], 'desired-state': ['running'] }))}`);
+      const list = r.status === 200 ? r.json<Task[]>().filter((t) => t.Status.State === 'running' && t.NodeID !== managerId) : [];
+      return list.length === 2 ? list : undefined;
+    }, 30_000, 300).catch(async (err) => {
+      if (process.env.BERTH_TEST_VERBOSE === '1') {
+        console.log((await m2!.request('GET', '/nodes')).text);
+        console.log((await m2!.request('GET', '/tasks')).text);
+      }
+      throw err;
+    });
+    assert.ok(spread);
+    console.log(`# leader failover: a new leader ${failover} ms after kill -9`);
+    // The old leader comes back as a manager of the same swarm.
+    await m1!.start();
+    await eventually(async () => (await m1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
+    await eventually(async () => (await m1!.docker(['node', 'ls'])).code === 0, 30_000, 300);
+    // Demotion: the node's etcd member is removed and it goes on as a worker.
+    await m2!.dockerOk(['node', 'demote', workerId]);
+    await eventually(async () => {
+      const info = (await w1!.request('GET', '/info')).json().Swarm;
+      return info.LocalNodeState === 'active' && info.ControlAvailable === false && !existsSync(path.join(w1!.dataRoot, 'swarm', 'etcd'));
+    }, 30_000, 300);
+    const node = (await m2!.request('GET', `/nodes/${workerId}`)).json();
+    assert.equal(node.Spec.Role, 'worker');
+    assert.equal(node.ManagerStatus, undefined);
+    await eventually(async () => (await nodeState(workerId)) === 'ready', 15_000, 200);
   });
 
   test('the worker leaves: its node is down on the managers', async () => {

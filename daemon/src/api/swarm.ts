@@ -131,7 +131,7 @@ export function registerSwarmRoutes(router: Router, cluster?: ClusterService, re
   router.post('/nodes/:id/update', async (req, res) => {
     const o = objects();
     const body = await objectBody(req);
-    await o.updateNode(req.params.id!, stringParam(req, 'version'), body, (node, role) => cluster.changeRole(node, role));
+    await o.updateNode(req.params.id!, stringParam(req, 'version'), body, (node, role) => cluster.roleChanged(node, role));
     res.status(200);
   });
   router.delete('/nodes/:id', async (req, res) => {

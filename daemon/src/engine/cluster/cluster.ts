@@ -7,8 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { Etcd3 } from 'etcd3';
-import { InvalidParameter, NotImplemented, NotInSwarm, Unavailable } from '../errors.js';
+import { circuitBreaker, ConsecutiveBreaker, handleWhen } from 'cockatiel';
+import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import { InvalidParameter, NotInSwarm, Unavailable } from '../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
@@ -18,7 +19,7 @@ import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, stateRank, swarmSpecDefaults, type Obj } from './types.js';
-import { DispatcherServer, WorkerSession, fetchRemoteCA, requestJoin } from './dispatcher.js';
+import { DispatcherServer, WorkerSession, fetchRemoteCA, requestCertificate, requestJoin, type JoinAnswer } from './dispatcher.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -95,6 +96,8 @@ export class ClusterService {
   private phase: 'inactive' | 'pending' | 'active' | 'error' = 'inactive';
   private error = '';
   private leaderId?: string;
+  private promoting = false;
+  private demoting = false;
   /** One lifecycle operation (init, join, leave, update) at a time. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -325,14 +328,25 @@ export class ClusterService {
 
   private async connect(endpoints: string[], etcd: EtcdMember): Promise<ClusterStore> {
     void etcd;
-    const client = new Etcd3({
-      hosts: endpoints,
-      credentials: { rootCertificate: Buffer.from(this.certs!.ca), privateKey: Buffer.from(this.certs!.key), certChain: Buffer.from(this.certs!.cert) },
-      dialTimeout: 5000,
-    });
+    const client = new Etcd3(this.clientOptions(endpoints));
     const store = new ClusterStore(client);
     await store.start();
     return store;
+  }
+
+  /**
+   * The etcd client's options: mutual TLS with the node's certificate, and a member that fails is left aside
+   * for a second only (the client's default of 5 s would stall a manager whose only member had a hiccup).
+   */
+  private clientOptions(endpoints: string[]): IOptions {
+    return {
+      hosts: endpoints,
+      credentials: { rootCertificate: Buffer.from(this.certs!.ca), privateKey: Buffer.from(this.certs!.key), certChain: Buffer.from(this.certs!.cert) },
+      dialTimeout: 5000,
+      faultHandling: {
+        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(5) }),
+      },
+    };
   }
 
   /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
@@ -343,6 +357,7 @@ export class ClusterService {
     this.manager = parts;
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
+      if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
     // This node's own session: its node is ready while the lease lives.
@@ -493,20 +508,7 @@ export class ClusterService {
             };
             this.state = state;
             if (answer.role === 'manager') {
-              const etcd = host.startEtcd({
-                name: answer.nodeId,
-                address: advertise.host,
-                clientPort: ETCD_CLIENT_PORT,
-                peerPort: ETCD_PEER_PORT,
-                initialState: 'existing',
-                initialCluster: answer.initialCluster!,
-                clusterToken: answer.clusterId,
-              });
-              await etcd.ready();
-              state.etcdEndpoints = [`https://${joinHostPort(advertise.host, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
-              const store = await this.connect(answer.etcdEndpoints, etcd);
-              await host.saveState(state);
-              await this.startManager(store, etcd);
+              await this.becomeManager(answer);
             } else {
               await host.saveState(state);
               this.startWorker();
@@ -531,6 +533,139 @@ export class ClusterService {
     });
   }
 
+  /**
+   * Starts this node's etcd member as a new member of the cluster (added by the manager that answered), waits
+   * until it is promoted from learner, and runs the manager's parts.
+   */
+  private async becomeManager(answer: JoinAnswer): Promise<void> {
+    const state = this.state!;
+    const host = this.deps.host;
+    await host.wipeEtcd();
+    const etcd = host.startEtcd({
+      name: state.nodeId,
+      address: state.advertiseAddr,
+      clientPort: ETCD_CLIENT_PORT,
+      peerPort: ETCD_PEER_PORT,
+      initialState: 'existing',
+      initialCluster: answer.initialCluster!,
+      clusterToken: state.clusterId,
+    });
+    try {
+      await etcd.ready();
+      await this.waitPromoted(answer.etcdEndpoints, state.nodeId);
+      state.role = 'manager';
+      state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
+      state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort), ...answer.managers];
+      const store = await this.connect(state.etcdEndpoints, etcd);
+      await host.saveState(state);
+      await this.startManager(store, etcd);
+    } catch (err) {
+      await etcd.stop();
+      throw err;
+    }
+  }
+
+  /** Waits until this node's etcd member is a voting member (the manager promotes it once it caught up). */
+  private async waitPromoted(endpoints: string[], nodeId: string): Promise<void> {
+    const client = new Etcd3(this.clientOptions(endpoints));
+    try {
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const list = await client.cluster.memberList({}).catch(() => undefined);
+        const me = list?.members?.find((m) => m.name === nodeId);
+        if (me && !me.isLearner) return;
+        if (Date.now() > deadline) throw new Unavailable('this node\'s etcd member was not promoted in time');
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    } finally {
+      client.close();
+    }
+  }
+
+  /** A worker whose node was promoted: a manager certificate and an etcd member, then the manager's parts. */
+  private promote(): void {
+    if (this.promoting || this.state?.role !== 'worker' || !this.worker) return;
+    this.promoting = true;
+    void this.serial(async () => {
+      const worker = this.worker;
+      if (!this.state || this.state.role !== 'worker' || !worker) return;
+      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
+      const answer = await worker.requestCertificate(csr, this.state.swarmPort);
+      if (answer.role !== 'manager') return;
+      this.agent?.stop();
+      this.agent = undefined;
+      worker.stop();
+      this.worker = undefined;
+      const previous = this.certs!;
+      // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
+      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey };
+      try {
+        await this.deps.host.saveCertificates(this.certs);
+        await this.becomeManager(answer);
+        log.info('swarm: this node is now a manager');
+      } catch (err) {
+        this.certs = previous;
+        await this.deps.host.saveCertificates(previous).catch(() => undefined);
+        this.startWorker();
+        throw err;
+      }
+    })
+      .catch((err: unknown) => {
+        log.warn('swarm: promotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
+        setTimeout(() => this.promote(), 2000).unref();
+      })
+      .finally(() => {
+        this.promoting = false;
+      });
+  }
+
+  /** A manager whose node was demoted: its etcd member goes, a worker certificate comes, and it runs as worker. */
+  private demote(): void {
+    if (this.demoting || this.state?.role !== 'manager' || !this.manager) return;
+    this.demoting = true;
+    void this.serial(async () => {
+      const m = this.manager;
+      const state = this.state;
+      if (!m || !state || state.role !== 'manager') return;
+      const others = m.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== state.nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
+      if (others.length === 0) return;
+      // Out of etcd's membership first (the member stops then), while the others keep their quorum.
+      await removeMember(m.store.client, state.nodeId);
+      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
+      let answer: JoinAnswer | undefined;
+      for (const addr of others) {
+        answer = await requestCertificate(splitHostPort(addr, DEFAULT_SWARM_PORT), this.certs!, csr, state.swarmPort).catch(() => undefined);
+        if (answer) break;
+      }
+      if (!answer || answer.role !== 'worker') throw new Error('no manager gave this node a worker certificate');
+      this.agent?.stop();
+      this.agent = undefined;
+      await this.dispatcher?.close();
+      this.dispatcher = undefined;
+      this.manager = undefined;
+      m.leaderStop?.();
+      await m.session?.revoke();
+      await m.store.close().catch(() => undefined);
+      await m.etcd.stop();
+      await this.deps.host.wipeEtcd();
+      this.certs = { ca: this.certs!.ca, cert: answer.cert, key: nodeKey };
+      await this.deps.host.saveCertificates(this.certs);
+      state.role = 'worker';
+      state.managers = others;
+      state.etcdEndpoints = [];
+      await this.deps.host.saveState(state);
+      this.startWorker();
+      log.info('swarm: this node is now a worker');
+    })
+      .catch((err: unknown) => {
+        log.warn('swarm: demotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
+        setTimeout(() => this.demote(), 2000).unref();
+      })
+      .finally(() => {
+        this.demoting = false;
+      });
+  }
+
   private startWorker(): void {
     const state = this.state!;
     this.worker = new WorkerSession({
@@ -543,6 +678,9 @@ export class ClusterService {
         if (JSON.stringify(managers) === JSON.stringify(this.state.managers)) return;
         this.state.managers = managers;
         void this.deps.host.saveState(this.state).catch(() => undefined);
+      },
+      onRole: (role) => {
+        if (role === 'manager') this.promote();
       },
     });
     this.worker.start();
@@ -591,10 +729,15 @@ export class ClusterService {
     }
   }
 
-  /** Promotion and demotion (the node's etcd membership follows its role). */
-  async changeRole(node: Obj, role: string): Promise<void> {
-    void node;
-    throw new NotImplemented(`changing a node's role to ${role} is not supported by this engine yet`);
+  /**
+   * After a node's role changed in the store: a demoted manager's etcd member is removed (its node then
+   * turns into a worker when it sees its spec); a promoted worker asks for its manager certificate and etcd
+   * member itself, through its session.
+   */
+  async roleChanged(node: Obj, role: string): Promise<void> {
+    // A node that runs removes its own member when it sees its new role (see demote); one that is down cannot.
+    if (role !== 'worker' || !this.manager || this.manager.store.get('sessions', node.ID)) return;
+    await removeMember(this.manager.store.client, node.ID);
   }
 
   // -- daemon start and stop --
@@ -641,6 +784,27 @@ export class ClusterService {
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
     await this.teardown();
+  }
+}
+
+/**
+ * Removes a node's etcd member (none: nothing to do). etcd refuses while a member started recently is not yet
+ * connected for long ("unhealthy cluster"): tried again for a while then.
+ */
+async function removeMember(client: Etcd3, nodeId: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const members = await client.cluster.memberList({});
+      const member = members.members?.find((m) => m.name === nodeId);
+      if (!member) return;
+      await client.cluster.memberRemove({ ID: member.ID });
+      return;
+    } catch (err) {
+      if (attempt >= 40 || !/unhealthy cluster/.test(String(err))) {
+        throw new Unavailable(`can't remove member from the raft: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
   }
 }
 

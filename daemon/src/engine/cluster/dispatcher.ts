@@ -145,6 +145,13 @@ export class DispatcherServer {
       send(res, 200, { Period: this.opts.heartbeatSeconds() * 1e9 });
       return;
     }
+    if (req.method === 'POST' && url.pathname === '/certificate') {
+      const body = await readBody(req);
+      const run = this.joining.then(() => this.certificate(peer.nodeId, body));
+      this.joining = run.catch(() => undefined);
+      send(res, 200, await run);
+      return;
+    }
     if (req.method === 'POST' && url.pathname === '/status') {
       const body = await readBody(req);
       const task = this.opts.store.get('tasks', String(body.TaskID ?? ''));
@@ -228,7 +235,8 @@ export class DispatcherServer {
       }
     }
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Tasks: tasks, Secrets: secrets, Configs: configs };
+    const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs };
   }
 
   private async join(body: Obj): Promise<Obj> {
@@ -269,23 +277,71 @@ export class DispatcherServer {
       Status: { State: 'down', Addr: advertise },
       ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
     };
-    let initialCluster: string | undefined;
-    if (role === 'manager') {
-      const peerUrl = `https://${advertise.includes(':') ? `[${advertise}]` : advertise}:2380`;
-      const added = await store.client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
-      initialCluster = (added.members ?? [])
-        .map((m) => `${m.name || nodeId}=${(m.peerURLs ?? [])[0]}`)
-        .join(',');
-      void this.promoteWhenReady(added.member!.ID as unknown as string);
-    }
+    const managers = this.managerAddrs(nodeId);
+    const etcdEndpoints = this.etcdEndpoints(nodeId);
+    const initialCluster = role === 'manager' ? await this.addMember(nodeId, advertise) : undefined;
     await store.create('nodes', nodeId, node);
-    const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
-    const etcdEndpoints = store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== nodeId).map((n) => {
-      const host = String(n.obj.ManagerStatus.Addr).replace(/:\d+$/, '');
-      return `https://${host}:2379`;
-    });
     log.info('swarm: a node joined', { node: nodeId, role });
     return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+  }
+
+  private managerAddrs(except: string): string[] {
+    return this.opts.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== except).map((n) => n.obj.ManagerStatus.Addr as string);
+  }
+
+  private etcdEndpoints(except: string): string[] {
+    return this.managerAddrs(except).map((addr) => `https://${addr.replace(/:\d+$/, '')}:2379`);
+  }
+
+  /** Adds a node's etcd member as a learner (promoted once it runs); answers the member list it starts with. */
+  private async addMember(nodeId: string, advertise: string): Promise<string> {
+    const client = this.opts.store.client;
+    const peerUrl = `https://${advertise.includes(':') ? `[${advertise}]` : advertise}:2380`;
+    const existing = (await client.cluster.memberList({})).members ?? [];
+    const stale = existing.find((m) => (m.peerURLs ?? []).includes(peerUrl));
+    if (stale) await client.cluster.memberRemove({ ID: stale.ID });
+    // etcd refuses a new member while a recent one has not been connected for long ("unhealthy cluster").
+    let added: Awaited<ReturnType<typeof client.cluster.memberAdd>> | undefined;
+    for (let attempt = 0; !added; attempt++) {
+      try {
+        added = await client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
+      } catch (err) {
+        if (attempt >= 30 || !/unhealthy cluster/.test(String(err))) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    void this.promoteWhenReady(added.member!.ID as unknown as string);
+    return (added.members ?? []).map((m) => `${m.name || nodeId}=${(m.peerURLs ?? [])[0]}`).join(',');
+  }
+
+  /**
+   * A new certificate for a node of the swarm, for the role its spec now names: a node promoted to manager
+   * gets an etcd member too (and its ManagerStatus); a demoted one a worker certificate.
+   */
+  private async certificate(nodeId: string, body: Obj): Promise<Obj> {
+    const store = this.opts.store;
+    const cluster = store.get('cluster', 'default')!.obj;
+    const node = store.get('nodes', nodeId)!.obj;
+    const role: 'manager' | 'worker' = node.Spec.Role === 'manager' ? 'manager' : 'worker';
+    const advertise = String(node.Status?.Addr ?? '');
+    const swarmPort = Number(body.swarmPort) || 2377;
+    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: cluster.RootCA.Key }, String(body.csr ?? ''), {
+      nodeId,
+      clusterId: cluster.ID,
+      role,
+      ips: [advertise],
+    });
+    let initialCluster: string | undefined;
+    if (role === 'manager') {
+      const managers = this.managerAddrs(nodeId);
+      const etcdEndpoints = this.etcdEndpoints(nodeId);
+      initialCluster = await this.addMember(nodeId, advertise);
+      const addr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
+      await store.mutate('nodes', nodeId, (n) => ({ ...n, ManagerStatus: { Reachability: 'reachable', Addr: addr }, UpdatedAt: now() }));
+      log.info('swarm: a node becomes a manager', { node: nodeId });
+      return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+    }
+    return { nodeId, clusterId: cluster.ID, role, cert, managers: this.managerAddrs(''), etcdEndpoints: [] };
   }
 
   /** Promotes a learner once it runs and has caught up (etcd refuses earlier promotions). */
@@ -387,12 +443,21 @@ export async function requestJoin(addr: { host: string; port: number }, ca: stri
   return parsed as JoinAnswer;
 }
 
+/** A certificate for the node's current role from the manager at `addr` (the caller's certificate authenticates it). */
+export async function requestCertificate(addr: { host: string; port: number }, certs: NodeCertificates, csr: string, swarmPort: number): Promise<JoinAnswer> {
+  const res = await request(addr, 'POST', '/certificate', { ca: certs.ca, cert: certs.cert, key: certs.key, body: { csr, swarmPort }, timeoutMs: 30_000 });
+  if (res.status !== 200) throw new Error(`the manager at ${addr.host}:${addr.port} answered ${res.status}: ${res.text}`);
+  return JSON.parse(res.text) as JoinAnswer;
+}
+
 export interface WorkerSessionOptions {
   nodeId: string;
   managers(): string[];
   certs: NodeCertificates;
   advertiseAddr: string;
   onManagers(managers: string[]): void;
+  /** The role the node's spec names (a promotion when it is manager). */
+  onRole(role: string): void;
 }
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
@@ -501,13 +566,19 @@ export class WorkerSession implements AgentSource {
     };
     this.received = true;
     for (const l of this.listeners) l();
+    if (typeof msg.Role === 'string') this.opts.onRole(msg.Role);
+  }
+
+  /** Asks a manager for a certificate for the node's current role (a promotion or a demotion). */
+  requestCertificate(csr: string, swarmPort: number): Promise<JoinAnswer> {
+    return this.call('POST', '/certificate', { csr, swarmPort }) as Promise<JoinAnswer>;
   }
 
   private async call(method: string, path: string, body: unknown): Promise<Obj> {
     const addr = this.target();
     if (!addr) throw new Error('no manager known');
     const { certs } = this.opts;
-    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: 5000 });
+    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' ? 30_000 : 5000 });
     if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
     return JSON.parse(res.text || '{}') as Obj;
   }

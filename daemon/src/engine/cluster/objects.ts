@@ -171,20 +171,26 @@ export class ClusterObjects {
       .map((e) => this.nodeView(e));
   }
 
-  async updateNode(ref: string, version: string | undefined, body: unknown, changeRole: (node: Obj, role: string) => Promise<void>): Promise<void> {
+  async updateNode(ref: string, version: string | undefined, body: unknown, roleChanged: (node: Obj, role: string) => Promise<void>): Promise<void> {
     const v = parseVersion(version);
     const e = this.node(ref);
     const spec = validateNodeSpec(body);
     const node = structuredClone(e.obj);
-    if (spec.Role !== node.Spec.Role) {
-      if (spec.Role === 'worker' && this.store.list('nodes').filter((n) => n.obj.Spec.Role === 'manager').length <= 1) {
-        throw new InvalidParameter('rpc error: code = FailedPrecondition desc = attempting to demote the last manager of the swarm');
+    const newRole = spec.Role !== node.Spec.Role;
+    if (newRole && spec.Role === 'worker') {
+      const managers = this.store.list('nodes').filter((n) => n.obj.Spec.Role === 'manager');
+      if (managers.length <= 1) throw new InvalidParameter('rpc error: code = FailedPrecondition desc = attempting to demote the last manager of the swarm');
+      // Without the demoted member, the others must still be a majority of the members left.
+      const reachable = managers.filter((n) => n.obj.ID !== node.ID && this.store.get('sessions', n.obj.ID)).length;
+      if (reachable < Math.floor((managers.length - 1) / 2) + 1) {
+        throw new InvalidParameter('rpc error: code = FailedPrecondition desc = can\'t remove member from the raft: this would result in a loss of quorum');
       }
-      await changeRole(node, spec.Role);
+      delete node.ManagerStatus;
     }
     node.Spec = { ...spec, Membership: node.Spec.Membership ?? 'accepted' };
     node.UpdatedAt = now();
     await this.store.update('nodes', e.obj.ID, v, node);
+    if (newRole) await roleChanged(node, spec.Role);
     this.events.publish('node', 'update', e.obj.ID, { name: node.Description?.Hostname ?? '' });
   }
 
