@@ -139,6 +139,22 @@ describe('a swarm of daemons in their own network namespaces', () => {
     assert.equal(grep.stdout.trim(), '', 'the manager-only secret reached the worker');
   });
 
+  test('a drained node\'s tasks move; back active, it takes new ones', async () => {
+    await m1!.dockerOk(['node', 'update', '--availability', 'drain', workerId]);
+    await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 2 && list.every((t) => t.NodeID === managerId);
+    }, 20_000, 200);
+    // Its task's container is stopped and its secret's file gone from the worker.
+    await eventually(() => readdirSync(path.join(w1!.execRoot, 'swarm', 'tasks')).length === 0, 10_000, 200);
+    await m1!.dockerOk(['node', 'update', '--availability', 'active', workerId]);
+    await m1!.dockerOk(['service', 'scale', '--detach', 'spread=3']);
+    await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 3 && list.some((t) => t.NodeID === workerId);
+    }, 20_000, 200);
+  });
+
   test('kill -9 of the worker\'s daemon: it is marked down and its task moves; back, its orphaned task stops', async () => {
     const old = (await tasks('spread')).find((t) => t.NodeID === workerId)!;
     const started = Date.now();
@@ -146,7 +162,7 @@ describe('a swarm of daemons in their own network namespaces', () => {
     await eventually(async () => (await nodeState(workerId)) === 'down', 15_000, 200);
     const moved = await eventually(async () => {
       const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
-      return list.length === 2 && list.every((t) => t.NodeID === managerId) ? list : undefined;
+      return list.length === 3 && list.every((t) => t.NodeID === managerId) ? list : undefined;
     }, 20_000, 200);
     assert.ok(moved);
     const elapsed = Date.now() - started;
@@ -195,7 +211,7 @@ describe('a swarm of daemons in their own network namespaces', () => {
     const spread = await eventually(async () => {
       const r = await m2!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['spread'], 'desired-state': ['running'] }))}`);
       const list = r.status === 200 ? r.json<Task[]>().filter((t) => t.Status.State === 'running' && t.NodeID !== managerId) : [];
-      return list.length === 2 ? list : undefined;
+      return list.length === 3 ? list : undefined;
     }, 30_000, 300).catch(async (err) => {
       if (process.env.BERTH_TEST_VERBOSE === '1') {
         console.log((await m2!.request('GET', '/nodes')).text);

@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { expectConforms } from './contract/openapi.js';
 import { eventually, startEngine, type Engine } from './harness.js';
 
 /** A loopback address of this test's own: etcd and the swarm port listen there, beside other tests' daemons. */
@@ -254,6 +255,33 @@ describe('swarm mode on one manager', () => {
     assert.equal(t!.NodeID, nodeId);
     assert.match(await engine.dockerOk(['service', 'ls']), /everywhere\s+global\s+1\/1/);
     await engine.dockerOk(['service', 'rm', 'everywhere']);
+  });
+
+  test('responses conform to the published schemas (1.25 and 1.53), and events name the objects', async () => {
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'shape', '--replicas', '1', 'busybox', 'sleep', '600']);
+    await engine.dockerOk(['secret', 'create', 'shape', '-'], { input: 'x' });
+    await engine.dockerOk(['config', 'create', 'shape', '-'], { input: 'y' });
+    await running('shape', 1);
+    for (const version of ['1.25', '1.53']) {
+      for (const [path, template] of [
+        ['/swarm', '/swarm'], ['/nodes', '/nodes'], [`/nodes/${nodeId}`, '/nodes/{id}'], ['/services', '/services'], ['/services/shape', '/services/{id}'],
+        ['/tasks', '/tasks'], ['/secrets', '/secrets'], ['/secrets/shape', '/secrets/{id}'], ['/configs', '/configs'], ['/configs/shape', '/configs/{id}'],
+      ] as const) {
+        if (version === '1.25' && template.startsWith('/configs')) continue;
+        const r = await engine.request('GET', `/v${version}${path}`);
+        assert.equal(r.status, 200, `${path}: ${r.text}`);
+        await expectConforms(version, 'GET', template, 200, r.json());
+      }
+      const task = (await tasksOf('shape'))[0]!;
+      await expectConforms(version, 'GET', '/tasks/{id}', 200, (await engine.request('GET', `/v${version}/tasks/${task.ID}`)).json());
+    }
+    await engine.dockerOk(['service', 'rm', 'shape']);
+    await engine.dockerOk(['secret', 'rm', 'shape']);
+    const since = Math.floor(Date.now() / 1000) - 120;
+    const events = (await engine.request('GET', `/events?since=${since}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ type: ['service', 'secret', 'config'] }))}`)).text
+      .trim().split('\n').map((l) => JSON.parse(l) as { Type: string; Action: string; Actor: { Attributes: { name: string } } });
+    const seen = events.filter((e) => e.Actor.Attributes.name === 'shape').map((e) => `${e.Type} ${e.Action}`);
+    for (const e of ['service create', 'service remove', 'secret create', 'secret remove', 'config create']) assert.ok(seen.includes(e), `${e} in ${seen.join(', ')}`);
   });
 
   test('the swarm survives a daemon restart: the node comes back as manager and its tasks keep running', async () => {

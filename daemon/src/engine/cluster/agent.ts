@@ -124,6 +124,7 @@ export class Agent {
   private again = false;
   private stopped = false;
   private readonly busy = new Set<string>();
+  private readonly filesRemoved = new Set<string>();
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
 
@@ -189,6 +190,7 @@ export class Agent {
     const byTask = new Map<string, string>();
     for (const c of this.containers.taskContainers()) byTask.set(c.taskId, c.id);
     const wanted = new Set(tasks.map((t) => t.ID));
+    for (const id of this.filesRemoved) if (!wanted.has(id)) this.filesRemoved.delete(id);
     for (const [taskId, id] of byTask) {
       if (wanted.has(taskId) || this.busy.has(taskId)) continue;
       // A task that is gone (reaped, or placed elsewhere while this node was away): its container goes.
@@ -229,6 +231,10 @@ export class Agent {
             });
         } else if (!isTerminal(observed)) {
           this.report(t, { State: 'shutdown', Message: 'shutdown', ...(st ? { ContainerStatus: { ContainerID: cid, ExitCode: st.exitCode } } : {}) });
+        } else if (!this.filesRemoved.has(t.ID)) {
+          // A task that stopped for good keeps its container (history) but not its secrets' and configs' files.
+          this.filesRemoved.add(t.ID);
+          await this.host.removeTaskFiles(t.ID);
         }
       }
     }
