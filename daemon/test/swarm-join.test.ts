@@ -244,4 +244,15 @@ describe('a swarm of daemons in their own network namespaces', () => {
     await m1!.dockerOk(['node', 'rm', workerId]);
     assert.equal((await m1!.request('GET', `/nodes/${workerId}`)).status, 404);
   });
+
+  test('a manager leaves with force: out of etcd first, so the one left keeps its quorum', async () => {
+    const m2Id = (await m2!.request('GET', '/info')).json().Swarm.NodeID;
+    await m2!.dockerOk(['swarm', 'leave', '--force']);
+    await eventually(async () => (await nodeState(m2Id)) === 'down', 15_000, 200);
+    const node = (await m1!.request('GET', `/nodes/${m2Id}`)).json();
+    assert.equal(node.Spec.Role, 'worker');
+    // Writes still go through on the manager left alone.
+    await m1!.dockerOk(['service', 'scale', '--detach', 'spread=1']);
+    await eventually(async () => (await tasks('spread')).filter((t) => t.Status.State === 'running').length === 1, 20_000, 200);
+  });
 });

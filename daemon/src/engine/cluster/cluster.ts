@@ -701,6 +701,19 @@ export class ClusterService {
         throw new Unavailable(msg.trim());
       }
       const nodeId = this.state.nodeId;
+      // A manager of a swarm that goes on takes its etcd member out of the membership first (the others keep
+      // their quorum), and its node is demoted in the store.
+      const m = this.manager;
+      if (m && m.store.list('nodes').some((n) => n.obj.ManagerStatus && n.obj.ID !== nodeId)) {
+        await m.store
+          .mutate('nodes', nodeId, (n) => {
+            const next: Obj = { ...n, Spec: { ...n.Spec, Role: 'worker' }, UpdatedAt: now() };
+            delete next.ManagerStatus;
+            return next;
+          })
+          .catch((err: unknown) => log.warn('swarm: could not demote this node before it leaves', { error: String(err) }));
+        await removeMember(m.store.client, nodeId).catch((err: unknown) => log.warn('swarm: could not remove this node\'s etcd member', { error: String(err) }));
+      }
       await this.agent?.removeAll().catch(() => undefined);
       await this.teardown();
       await this.deps.host.wipe();
