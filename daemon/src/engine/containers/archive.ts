@@ -7,7 +7,7 @@
 import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { LayerFolders } from '../images/types.js';
 import { ensurePlaceholderFiles } from './files.js';

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { AttachStreams } from '../../host/host.js';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
 import type { ContainerRecord } from './model.js';

@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import type { AttachStreams, ContainerRuntimeHost, ExitInfo } from '../../host/host.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../errors.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup, ImageUsers, LayerFolders } from '../images/types.js';
 import type { ContainerNetworking, LiveContainer, PlanOptions } from '../networks/types.js';

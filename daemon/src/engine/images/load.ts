@@ -15,10 +15,10 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { parseNormalizedNamed, type Reference } from '../reference.js';
 import { parseImageConfig, type ImageConfig } from './store.js';
-import { decompressed, feed, peekStream } from './streams.js';
+import { decompressed, feed, peekStream } from '../../util/streams.js';
 import type { LayerStore, StagedLayer } from './types.js';
 
 /** JSON files larger than this are not metadata (a configuration or manifest is a few KB). */

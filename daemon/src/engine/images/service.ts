@@ -4,7 +4,7 @@
  */
 import { matchLabels, matchNotLabels } from '../filters.js';
 import type { Readable, Writable } from 'node:stream';
-import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import {
   familiarName,

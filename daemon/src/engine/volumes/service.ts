@@ -11,7 +11,7 @@ import path from 'node:path';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
 import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';

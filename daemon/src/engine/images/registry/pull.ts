@@ -8,9 +8,9 @@
 import { spawn } from 'node:child_process';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { InvalidParameter, NotFound } from '../../errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { familiarString, type Reference } from '../../reference.js';
-import { StreamDigest } from '../digest.js';
+import { StreamDigest } from '../../../util/digest.js';
 import { chainIdsOf, parseImageConfig, type ImageConfig } from '../store.js';
 import type { LayerStore, StagedLayer } from '../types.js';
 import type { AuthConfig } from './auth.js';

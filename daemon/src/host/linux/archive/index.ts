@@ -7,7 +7,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../../engine/containers/archive.js';
-import { Forbidden, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
 import type { LinuxContainerRuntime } from '../runtime/runtime.js';
 import { upperChanges } from './changes.js';
 import { packFiles } from './pack.js';

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { components, ContainerFilesystem } from '../archive/resolve.js';
 import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
 import { linuxSys } from '../sys.js';
