@@ -19,7 +19,7 @@ import { InvalidParameter } from '../../errors.js';
 import { parseNormalizedNamed, type Reference } from '../reference.js';
 import { parseImageConfig, type ImageConfig } from './store.js';
 import { decompressed, feed, peekStream } from '../../util/streams.js';
-import type { LayerStore, StagedLayer } from './types.js';
+import type { LayerStore, StagedLayer } from '../../host/host.js';
 
 /** JSON files larger than this are not metadata (a configuration or manifest is a few KB). */
 const MAX_METADATA_SIZE = 16 * 1024 * 1024;

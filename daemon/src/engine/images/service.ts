@@ -23,7 +23,8 @@ import { imagesOf, readArchive, type ArchiveImage } from './load.js';
 import { writeArchive } from './save.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { chainIdsOf, ImageStore, type ImageConfig, type ImageRecord } from './store.js';
-import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
+import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
+import type { LayerStore } from '../../host/host.js';
 
 export type Filters = Map<string, string[]>;
 

@@ -29,22 +29,8 @@ import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports
 import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import { compileLinear } from '../regexp.js';
-import type {
-  ContainerNetworkAttachment,
-  ContainerNetworking,
-  DnsAnswers,
-  PlanExtras,
-  PlanOptions,
-  PortMapping,
-  EndpointRecord,
-  LiveContainer,
-  EndpointRequest,
-  EndpointSettings,
-  NetworkHost,
-  NetworkPlan,
-  NetworkRecord,
-  IPAMPool,
-} from './types.js';
+import type { ContainerNetworkAttachment, ContainerNetworking, PlanExtras, PlanOptions, EndpointRecord, LiveContainer, EndpointRequest, EndpointSettings, NetworkPlan, NetworkRecord, IPAMPool } from './types.js';
+import type { DnsAnswers, PortMapping, NetworkHost } from '../../host/host.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
 type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];

@@ -15,7 +15,8 @@ import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from 
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
 import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';
-import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { type LocalDriverOptions, type VolumeHost } from '../../host/host.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
 

@@ -21,7 +21,6 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/types.js';
 import { InvalidParameter, NotFound } from '../../../errors.js';
 import { writeJSONAtomic } from '../../../util/atomic.js';
 import { log } from '../../../util/log.js';
@@ -29,6 +28,7 @@ import { StreamDigest } from '../../../util/digest.js';
 import { decompressed, drainStream, type Decoded } from '../../../util/streams.js';
 import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
+import type { LayerInfo, LayerStore, StagedLayer } from '../../host.js';
 
 const FORMAT_VERSION = 2;
 /** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the unpacking. */
