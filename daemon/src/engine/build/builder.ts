@@ -14,7 +14,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { ImageConfig } from '../images/store.js';
 import { applyDockerignore, unpackContext } from './context.js';
 import { parseDockerfile } from './parser.js';

@@ -2,7 +2,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { shortId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { errorMessage, InvalidParameter, NotImplemented } from '../errors.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../../errors.js';
 import type { Instruction } from './parser.js';
 import { BuildStepError, type StageState } from './types.js';
 import { hashKey, stderrText } from './helpers.js';

@@ -12,8 +12,9 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { lazyPack, tarStream } from '../../util/tar.js';
-import { InvalidParameter, errorMessage } from '../errors.js';
-import { childDecompressor, detectCompression } from './context.js';
+import { InvalidParameter, errorMessage } from '../../errors.js';
+import { detectCompression } from '../../util/streams.js';
+import { childDecompressor } from './context.js';
 import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree, FolderTree, LayersTree } from './sources.js';
 import type { Instruction } from './parser.js';
 import { expandWord, expandWords, type Lookup } from './words.js';
@@ -63,8 +64,8 @@ async function isArchive(file: string): Promise<string | undefined> {
     const head = Buffer.alloc(512);
     const { bytesRead } = await handle.read(head, 0, 512, 0);
     const compression = detectCompression(head.subarray(0, bytesRead));
-    if (compression !== 'identity') return compression;
-    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'identity';
+    if (compression !== 'none') return compression;
+    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'none';
     return undefined;
   } finally {
     await handle.close();
@@ -207,8 +208,8 @@ export async function planCopy(opts: {
 
 function decompressor(compression: string): NodeJS.ReadWriteStream {
   if (compression === 'gzip') return zlib.createGunzip();
-  if (compression === 'identity') return new PassThrough();
-  return childDecompressor(compression === 'bzip2' ? 'bzip2' : 'xz');
+  if (compression === 'none') return new PassThrough();
+  return childDecompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz');
 }
 
 /**

@@ -1,6 +1,6 @@
 /** Small helpers of the build steps: copies of a config, env lists, JSON-form arguments, durations, cache keys. */
 import { createHash } from 'node:crypto';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { ImageRunConfig } from '../images/types.js';
 
 

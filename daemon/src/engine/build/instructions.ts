@@ -1,5 +1,5 @@
 /** The instructions of a Dockerfile, one case each: config-only steps, WORKDIR, and RUN, COPY and ADD handed on. */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { ImageRunConfig } from '../images/types.js';
 import type { Instruction } from './parser.js';
 import { expandWord, expandWords, keyValuePairs } from './words.js';

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { shortId } from '../../util/ids.js';
-import { EngineError, InvalidParameter, NotFound } from '../errors.js';
+import { EngineError, InvalidParameter, NotFound } from '../../errors.js';
 import type { ImageRecord } from '../images/store.js';
 import type { ImageRunConfig } from '../images/types.js';
 import { familiarString, parseNormalizedNamed } from '../reference.js';

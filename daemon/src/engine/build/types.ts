@@ -1,6 +1,6 @@
 /** What the builder needs of the engine, the options of a build, and the state of its stages. */
 import type { Readable } from 'node:stream';
-import { EngineError } from '../errors.js';
+import { EngineError } from '../../errors.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';

@@ -5,7 +5,7 @@
 import { Readable } from 'node:stream';
 import type { AttachStreams } from '../../host/host.js';
 import { nowNano } from '../../util/json.js';
-import { Conflict } from '../errors.js';
+import { Conflict } from '../../errors.js';
 import type { ContainerContext, PendingAttach } from './context.js';
 import { logChunks } from './logs.js';
 import type { ContainerRecord } from './model.js';

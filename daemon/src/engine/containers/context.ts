@@ -5,11 +5,11 @@
  */
 import { EventEmitter } from 'node:events';
 import path from 'node:path';
-import type { AttachStreams, ContainerRuntimeHost } from '../../host/host.js';
+import type { AttachStreams, ContainerRuntimeHost, LayerFolders } from '../../host/host.js';
 import { log } from '../../util/log.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { EventBus } from '../events.js';
-import type { ImageLookup, LayerFolders } from '../images/types.js';
+import type { ImageLookup } from '../images/types.js';
 import type { ContainerNetworking, PlanOptions } from '../networks/types.js';
 import type { ContainerRecord, MountPoint } from './model.js';
 import { ContainerStore } from './store.js';

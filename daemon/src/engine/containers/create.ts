@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import type { ImageForContainer } from '../images/types.js';
 import { planOptions, type ContainerContext, type ContainerVolumeParts } from './context.js';
 import { discardUnsupported } from './devices.js';

@@ -6,7 +6,7 @@
 import type { ExitInfo } from '../../host/host.js';
 import { rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import type { ContainerRecord } from './model.js';
 import { finishAutoRemove, removeLocked } from './remove.js';

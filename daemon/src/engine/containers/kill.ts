@@ -1,5 +1,5 @@
 /** Kill: a signal to the container's process (SIGKILL by default, which is waited for). */
-import { Conflict } from '../errors.js';
+import { Conflict } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import { parseSignal } from './validate.js';
 

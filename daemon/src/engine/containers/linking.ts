@@ -3,7 +3,7 @@
  * at start, followed when a container is renamed or starts again, and taken away with `docker rm --link`.
  */
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import { replaceHostsEntry, type LinkEntry } from './files.js';
 import { linkEntry, linkEnv, parseLink } from './links.js';

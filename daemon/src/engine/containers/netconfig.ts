@@ -1,6 +1,6 @@
 /** A container's network configuration changed by network connect and disconnect, under its lock. */
 import { log } from '../../util/log.js';
-import { errorMessage, NotFound } from '../errors.js';
+import { errorMessage, NotFound } from '../../errors.js';
 import type { ContainerNetworkChange, ContainerNetworkConfig } from '../networks/connect.js';
 import { planOptions, type ContainerContext } from './context.js';
 import { rewriteResolvConf } from './files.js';

@@ -5,7 +5,7 @@
 import type { LiveContainer } from '../networks/types.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import type { ContainerRecord } from './model.js';
 import { finishRemoval, removeLocked } from './remove.js';

@@ -4,7 +4,7 @@
  * volumes.
  */
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage } from '../errors.js';
+import { Conflict, errorMessage } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import type { ContainerRecord } from './model.js';
 

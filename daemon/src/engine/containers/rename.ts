@@ -1,5 +1,5 @@
 /** Rename: the record, the names its endpoints answer to, and the legacy links that name it. */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import { renameInLinks } from './linking.js';
 import { validateName } from './validate.js';

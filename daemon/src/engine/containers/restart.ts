@@ -1,5 +1,5 @@
 /** Restart: a stop (of a container that may not run) and a start. */
-import { NotModified } from '../errors.js';
+import { NotModified } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import { start } from './start.js';
 import { stop } from './stop.js';

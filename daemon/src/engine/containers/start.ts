@@ -6,7 +6,7 @@ import { promises as fs } from 'node:fs';
 import type { ExitInfo } from '../../host/host.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { Conflict, errorMessage, NotModified } from '../errors.js';
+import { Conflict, errorMessage, NotModified } from '../../errors.js';
 import { planOptions, type ContainerContext } from './context.js';
 import { resolveDevices } from './devices.js';
 import { handleExit, runBegins } from './exit.js';

@@ -1,5 +1,5 @@
 /** Stop: the stop signal, then SIGKILL once the timeout passes; a restarting container just stays stopped. */
-import { NotModified } from '../errors.js';
+import { NotModified } from '../../errors.js';
 import type { ContainerContext } from './context.js';
 import type { ContainerRecord } from './model.js';
 import { parseSignal } from './validate.js';

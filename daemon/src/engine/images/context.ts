@@ -2,12 +2,13 @@
  * The state the image verbs share (list.ts, remove.ts, create.ts, ...): the store, the layer store, the
  * event bus, who uses which image, and the lock that runs changes of the store one at a time.
  */
-import { NotFound } from '../errors.js';
+import { NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { familiarName, familiarString, looksLikeIdPrefix, parseNormalizedNamed, type Reference } from '../reference.js';
 import type { Distribution } from './registry/index.js';
 import { ImageStore, type ImageRecord } from './store.js';
-import type { ImageUsers, LayerStore } from './types.js';
+import type { LayerStore } from '../../host/host.js';
+import type { ImageUsers } from './types.js';
 
 export type Filters = Map<string, string[]>;
 

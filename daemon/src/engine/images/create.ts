@@ -1,6 +1,6 @@
 /** Images made here: loaded from an archive, imported from a root filesystem tar, or created (commit, build). */
 import type { Readable } from 'node:stream';
-import { InvalidParameter, NotFound } from '../errors.js';
+import { InvalidParameter, NotFound } from '../../errors.js';
 import { familiarString, parseNormalizedNamed, parseReference, validateTag, type Reference } from '../reference.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { shortId } from '../../util/ids.js';

@@ -1,6 +1,6 @@
 /** List, inspect and history of images, with the filters of list and prune. */
 import { matchLabels, matchNotLabels } from '../filters.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { familiarString, matchReferencePattern } from '../reference.js';
 import { nowNano, parseTimestamp, ZERO_TIME } from '../../util/json.js';
 import type { ImageRecord } from './store.js';

@@ -1,5 +1,5 @@
 /** Remove (untag, then delete what nothing holds, parents of a build included) and prune. */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import { familiarString, type Reference } from '../reference.js';
 import { shortId } from '../../util/ids.js';
 import type { ImageRecord } from './store.js';

@@ -14,11 +14,11 @@ import { pipeline } from 'node:stream/promises';
 import type { Writable } from 'node:stream';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { familiarName, familiarString, parseReference, type Reference } from '../reference.js';
 import type { ImageContext } from './context.js';
 import type { ImageConfig, ImageRecord } from './store.js';
-import type { LayerStore } from './types.js';
+import type { LayerStore } from '../../host/host.js';
 
 export interface ImageToSave {
   id: string;

@@ -5,7 +5,7 @@
  * this class only gathers them, and connects the registries.
  */
 import type { Readable, Writable } from 'node:stream';
-import { NotFound, NotImplemented } from '../errors.js';
+import { NotFound, NotImplemented } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { familiarString, type Reference } from '../reference.js';
 import { ARCH, ImageContext, type DeleteRecord, type Filters, type ProgressMessage } from './context.js';
@@ -16,7 +16,8 @@ import { prune, remove } from './remove.js';
 import { save } from './save.js';
 import type { ImageRecord, ImageStore } from './store.js';
 import { tag } from './tag.js';
-import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
+import type { LayerStore } from '../../host/host.js';
+import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
 
 export type { DeleteRecord, Filters, ProgressMessage } from './context.js';
 export { parseUntil } from './list.js';

@@ -1,5 +1,5 @@
 /** Tag: a reference given to an image (`latest` unless the tag says otherwise). */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { familiarString, parseReference, validateTag } from '../reference.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import type { ImageContext } from './context.js';

@@ -2,12 +2,12 @@
  * The bridges: the predefined networks made once, the default bridge (its address from --bip, the bridge
  * already there, or a free range) and the bridges of user-defined networks brought up with their rules.
  */
-import { Conflict, errorMessage, InvalidParameter } from '../errors.js';
+import { Conflict, errorMessage, InvalidParameter } from '../../errors.js';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
 import { defaultBridgeCandidates, formatIPv4, formatSubnet, overlaps, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
-import { parseCIDR6 } from './ipv6.js';
+import { parseCIDR6 } from '../../util/ipv6.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkRecord } from './types.js';
 import { ipv4Pool, ipv6Pool, PREDEFINED_NETWORKS, type NetworkContext, type PredefinedName } from './context.js';

@@ -9,7 +9,7 @@
  * Below it, the network side of joining: a container's planned networks at its start (connect), and one more
  * network for a running container (connectRunning).
  */
-import { Forbidden, InvalidParameter, NotFound } from '../errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointSettings, NetworkPlan } from './types.js';
 import { portMap } from './ports.js';
 import type { NetworkEntry } from './store.js';

@@ -4,11 +4,12 @@
  * options. One object, built by the façade (service.ts) and passed to every verb.
  */
 import { readFileSync } from 'node:fs';
-import { NotFound, InvalidParameter } from '../errors.js';
+import { NotFound, InvalidParameter } from '../../errors.js';
 import type { EventBus } from '../events.js';
-import { ulaPrefix, type Subnet6 } from './ipv6.js';
+import { ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
-import type { IPAMPool, NetworkHost, NetworkRecord } from './types.js';
+import type { NetworkHost } from '../../host/host.js';
+import type { IPAMPool, NetworkRecord } from './types.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
 export type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];

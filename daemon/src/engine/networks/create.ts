@@ -3,9 +3,9 @@
  * a checked description of a user-defined bridge network, or a typed error naming the bad field. Then the
  * network is made: its address pools chosen, its record written and its bridge brought up.
  */
-import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import { contains, defaultBridgeCandidates, formatIPv4, formatSubnet, overlaps, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
-import { contains6, formatIPv6, formatSubnet6, isIPv6Text, overlaps6, parseCIDR6, parseIPv6, poolSubnets, type Subnet6 } from './ipv6.js';
+import { contains6, formatIPv6, formatSubnet6, isIPv6Text, overlaps6, parseCIDR6, parseIPv6, poolSubnets, type Subnet6 } from '../../util/ipv6.js';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import type { NetworkEntry } from './store.js';

@@ -1,5 +1,5 @@
 /** Disconnect: a container leaves one network (network disconnect) or all of them (its exit). */
-import { errorMessage, Forbidden, NotFound } from '../errors.js';
+import { errorMessage, Forbidden, NotFound } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { EndpointSettings } from './types.js';
 import type { NetworkContext } from './context.js';

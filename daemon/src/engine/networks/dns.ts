@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { NetworkEntry } from './store.js';
-import type { DnsAnswers, EndpointRecord } from './types.js';
+import type { DnsAnswers } from '../../host/host.js';
+import type { EndpointRecord } from './types.js';
 import type { NetworkContext } from './context.js';
 
 /**

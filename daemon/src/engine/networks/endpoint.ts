@@ -2,11 +2,11 @@
  * Endpoints: a container's place on one network (its addresses allocated, its veth plugged into the bridge,
  * or a record alone on host and none), and their settings as inspect shows them.
  */
-import { Conflict, errorMessage } from '../errors.js';
+import { Conflict, errorMessage } from '../../errors.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import { formatIPv4, macFromIPv4, parseCIDR, parseIPv4, type Subnet } from './ipv4.js';
-import { formatIPv6, parseCIDR6, parseIPv6, type Subnet6 } from './ipv6.js';
+import { formatIPv6, parseCIDR6, parseIPv6, type Subnet6 } from '../../util/ipv6.js';
 import { IPV4, IPV6, pickAddress } from './addresses.js';
 import type { NetworkEntry } from './store.js';
 import type { EndpointRecord, EndpointRequest, EndpointSettings } from './types.js';

@@ -1,8 +1,8 @@
 /** Inspect and list: networks in the API's shape, with their containers and address use. */
-import { InvalidParameter, NotFound } from '../errors.js';
+import { InvalidParameter, NotFound } from '../../errors.js';
 import { compileLinear } from '../regexp.js';
 import { parseCIDR, subnetSize } from './ipv4.js';
-import { parseCIDR6, subnetSize6 } from './ipv6.js';
+import { parseCIDR6, subnetSize6 } from '../../util/ipv6.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkRecord } from './types.js';
 import { PREDEFINED_NETWORKS, type NetworkContext } from './context.js';

@@ -2,9 +2,9 @@
  * The plan of a container's networks from its NetworkMode and EndpointsConfig, checked at create and made
  * again at every start: which networks, which endpoint settings, which ports, whether the embedded DNS serves it.
  */
-import { InvalidParameter, NotFound } from '../errors.js';
+import { InvalidParameter, NotFound } from '../../errors.js';
 import { contains, formatIPv4, parseCIDR, parseIPv4, parseMac, subnetSize } from './ipv4.js';
-import { contains6, formatIPv6, parseCIDR6, parseIPv6 } from './ipv6.js';
+import { contains6, formatIPv6, parseCIDR6, parseIPv6 } from '../../util/ipv6.js';
 import { isIPv6HostIp, parsePortRequests } from './ports.js';
 import type { NetworkEntry } from './store.js';
 import type { PlanExtras, PlanOptions, EndpointRequest, EndpointSettings, NetworkPlan } from './types.js';

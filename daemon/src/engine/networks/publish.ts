@@ -1,8 +1,9 @@
 /** Published ports: host ports chosen under the lock, written down, then their forwarding rules installed. */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { allocatePorts } from './ports.js';
 import type { NetworkEntry } from './store.js';
-import type { PlanExtras, PortMapping, EndpointRecord } from './types.js';
+import type { PortMapping } from '../../host/host.js';
+import type { EndpointRecord, PlanExtras } from './types.js';
 import type { NetworkContext } from './context.js';
 
 /** The host ports every container holds now. */

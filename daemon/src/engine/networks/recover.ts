@@ -2,7 +2,7 @@
  * At daemon start: endpoints of containers that are no longer running released, stale port rules and
  * interfaces removed, and the live containers' DNS served again.
  */
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import type { LiveContainer } from './types.js';

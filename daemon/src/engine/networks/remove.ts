@@ -1,5 +1,5 @@
 /** Remove and prune of user-defined networks (a network with endpoints stays). */
-import { Forbidden, InvalidParameter } from '../errors.js';
+import { Forbidden, InvalidParameter } from '../../errors.js';
 import { nowNano, parseTimestamp } from '../../util/json.js';
 import { matchLabels, matchNotLabels } from '../filters.js';
 import type { NetworkEntry } from './store.js';

@@ -16,7 +16,8 @@ import { planNetworks, plannedNetworks } from './plan.js';
 import { recover } from './recover.js';
 import { prune, remove } from './remove.js';
 import type { NetworkEntry } from './store.js';
-import type { ContainerNetworkAttachment, ContainerNetworking, EndpointSettings, LiveContainer, NetworkHost, NetworkPlan, PlanOptions } from './types.js';
+import type { NetworkHost } from '../../host/host.js';
+import type { ContainerNetworkAttachment, ContainerNetworking, EndpointSettings, LiveContainer, NetworkPlan, PlanOptions } from './types.js';
 
 export { DEFAULT_MTU, DETACHED_KEY, ipv4Pool, ipv6Pool, PREDEFINED_NETWORKS, type NetworkServiceOptions } from './context.js';
 export type { NetworkView } from './inspect.js';

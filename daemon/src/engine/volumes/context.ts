@@ -10,10 +10,11 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { writeJSONAtomic } from '../../util/atomic.js';
-import { EngineError, errorMessage, NotFound } from '../errors.js';
+import { EngineError, errorMessage, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';
-import { ANONYMOUS_LABEL, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import type { VolumeHost } from '../../host/host.js';
+import { ANONYMOUS_LABEL, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
 

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { writeJSONAtomic } from '../../util/atomic.js';
 import { newId } from '../../util/ids.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter } from '../../errors.js';
 import { createdAtNow, VOLUME_FORMAT_VERSION, type VolumeContext, type VolumeFile } from './context.js';
 import { ANONYMOUS_LABEL, type VolumeRecord, type VolumeView } from './types.js';
 import { checkDriver, isStringMap, validateLocalOptions, validateVolumeName, type CreateVolumeRequest } from './validate.js';

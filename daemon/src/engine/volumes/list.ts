@@ -1,6 +1,6 @@
 /** Inspect, list (with the volumes the plugins' drivers list) and the usage /system/df shows. */
 import { log } from '../../util/log.js';
-import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import { matchLabels } from '../filters.js';
 import { createdAtNow, type VolumeContext } from './context.js';
 import { VOLUME_NAME, type VolumeView } from './types.js';

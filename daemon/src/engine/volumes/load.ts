@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { readJSONIfExists } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { VolumeContext, VolumeFile } from './context.js';
 import { VOLUME_NAME } from './types.js';
 

@@ -2,7 +2,7 @@
  * Mount and unmount by containers: a DriverOpts filesystem is mounted for the first running user and
  * unmounted after the last; a plugin's driver mounts it per container.
  */
-import { EngineError, errorMessage } from '../errors.js';
+import { EngineError, errorMessage } from '../../errors.js';
 import type { VolumeContext } from './context.js';
 
 /** Where a mount of a volume goes, for the mount event. */

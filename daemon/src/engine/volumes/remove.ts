@@ -2,7 +2,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, NotFound } from '../../errors.js';
 import { matchLabels, matchNotLabels } from '../filters.js';
 import type { VolumeContext } from './context.js';
 import type { VolumeRecord } from './types.js';

@@ -11,7 +11,8 @@ import { inspect, list, usage } from './list.js';
 import { init, recover } from './load.js';
 import { mount, unmount, type MountUse } from './mount.js';
 import { prune, remove } from './remove.js';
-import type { VolumeHost, VolumeRecord, VolumeUsers, VolumeView } from './types.js';
+import type { VolumeHost } from '../../host/host.js';
+import type { VolumeRecord, VolumeUsers, VolumeView } from './types.js';
 import type { CreateVolumeRequest } from './validate.js';
 
 export { VOLUME_FORMAT_VERSION } from './context.js';

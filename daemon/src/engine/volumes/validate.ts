@@ -1,6 +1,7 @@
 /** Checks of a volume create request: the name, the driver, the local driver's options. */
-import { InvalidParameter } from '../errors.js';
-import { VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost } from './types.js';
+import { InvalidParameter } from '../../errors.js';
+import type { LocalDriverOptions, VolumeHost } from '../../host/host.js';
+import { VOLUME_NAME, VOLUME_NAME_MAX } from './types.js';
 
 export interface CreateVolumeRequest {
   Name?: unknown;
