@@ -24,7 +24,6 @@ import type { BuildContainers, BuildHost, BuildImages, BuildOptions, Emit, PullF
 
 export { BuildStepError, credentialsFor, type BuildContainers, type BuildHost, type BuildImages, type BuildOptions, type Emit, type PullFunction, type RegistryCredentials } from './types.js';
 
-
 export class Builder {
   private cache: Map<string, string> | undefined;
   private cacheWrite: Promise<void> = Promise.resolve();

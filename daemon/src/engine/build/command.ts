@@ -8,7 +8,6 @@ import { BuildStepError, type StageState } from './types.js';
 import { hashKey, stderrText } from './helpers.js';
 import type { BuildRun } from './run.js';
 
-
 export async function runCommand(build: BuildRun, state: StageState, ins: Instruction): Promise<void> {
   const { containers, images, host } = build.builder.d;
   // As dockerd's classic builder: RUN's flags are BuildKit's, and the step that uses one fails.

@@ -3,12 +3,10 @@ import { createHash } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import type { ImageRunConfig } from '../images/types.js';
 
-
 export const ARCH = process.arch === 'x64' ? 'amd64' : process.arch === 'ia32' ? '386' : process.arch;
 export const DEFAULT_SHELL = ['/bin/sh', '-c'];
 /** Build args every build knows without an ARG line; their values never reach the history or the cache. */
 export const PROXY_ARGS = new Set(['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy', 'FTP_PROXY', 'ftp_proxy', 'NO_PROXY', 'no_proxy', 'ALL_PROXY', 'all_proxy']);
-
 
 export function cloneConfig(config: ImageRunConfig | undefined): ImageRunConfig {
   return JSON.parse(JSON.stringify(config ?? {})) as ImageRunConfig;
@@ -58,7 +56,6 @@ export function parseDuration(flag: string, value: string): number {
 export function hashKey(parts: unknown[]): string {
   return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
 }
-
 
 export function splitArg(args: string): [string, string | undefined] {
   const eq = args.indexOf('=');

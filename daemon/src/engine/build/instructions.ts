@@ -9,7 +9,6 @@ import type { BuildRun } from './run.js';
 import { runCommand } from './command.js';
 import { copyStep } from './copy.js';
 
-
 export async function runStep(build: BuildRun, state: StageState, ins: Instruction, trigger: boolean): Promise<void> {
   void trigger;
   const lookup = build.lookupFor(state);

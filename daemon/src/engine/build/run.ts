@@ -302,7 +302,6 @@ export class BuildRun {
     return [...shell, args];
   }
 
-
   layersTree(state: StageState): LayersTree | undefined {
     return state.chainIds.length > 0 ? new LayersTree(this.builder.d.images.lowerDirs(state.chainIds)) : undefined;
   }
@@ -347,7 +346,4 @@ export class BuildRun {
     }
     return { env, shown: shown.sort() };
   }
-
-
-
 }

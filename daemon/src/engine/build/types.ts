@@ -6,7 +6,6 @@ import type { ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import type { Instruction } from './parser.js';
 
-
 /** A failed step that carries the code Docker puts in errorDetail (a RUN's exit code). */
 export class BuildStepError extends EngineError {
   constructor(message: string, readonly code: number) {
