@@ -11,7 +11,27 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Duplex } from 'node:stream';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** daemon/src/ui/terminal.ts: the terminal proxy the UI server uses too; kept structural so this package compiles on its own. */
+interface TerminalModule {
+  hijackHeaders(body: string): Record<string, string>;
+  proxyTerminal(
+    request: http.ClientRequest,
+    body: string,
+    sink: {
+      data(bytes: Buffer): void;
+      end(): void;
+      broken(err: Error): void;
+      refused(status: number | undefined, message: string): void;
+      unreachable(err: Error): void;
+    },
+  ): { write(bytes: Buffer): void; close(): void };
+}
+/** The repository (or package) root: this file runs from electron/dist/src. */
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const { hijackHeaders, proxyTerminal } = (await import(pathToFileURL(path.join(root, 'daemon', 'dist', 'src', 'ui', 'terminal.js')).href)) as TerminalModule;
 
 /** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
 export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
@@ -294,53 +314,30 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
     port.close();
     return;
   }
-  let socket: Duplex | undefined;
-  const pending: Buffer[] = [];
-  const r = engineRequest(engine, {
-    method: 'POST',
-    path,
-    headers: { Host: 'engine', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
-  });
-  r.on('upgrade', (_res, s, head) => {
-    socket = s;
-    if (head.length) port.postMessage({ type: 'data', data: new Uint8Array(head) });
-    for (const b of pending.splice(0)) s.write(b);
-    s.on('data', (c: Buffer) => port.postMessage({ type: 'data', data: new Uint8Array(c) }));
-    s.on('end', () => {
+  const request = engineRequest(engine, { method: 'POST', path, headers: { Host: 'engine', ...hijackHeaders(body) } });
+  const terminal = proxyTerminal(request, body, {
+    data: (bytes) => port.postMessage({ type: 'data', data: new Uint8Array(bytes) }),
+    end: () => {
       port.postMessage({ type: 'end', message: 'exited' });
       port.close();
-    });
-    s.on('error', () => port.close());
-  });
-  r.on('response', (res) => {
-    const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => {
-      port.postMessage({ type: 'error', status: res.statusCode, message: errorMessage(res.statusCode ?? 500, Buffer.concat(chunks).toString('utf8')) });
+    },
+    broken: () => port.close(),
+    refused: (status, message) => {
+      port.postMessage({ type: 'error', status, message: message || `the engine answered ${status ?? 500}` });
       port.close();
-    });
-  });
-  r.on('error', (err) => {
-    port.postMessage({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` });
-    port.close();
+    },
+    unreachable: (err) => {
+      port.postMessage({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` });
+      port.close();
+    },
   });
   port.on('message', (ev) => {
     const msg = ev.data as { type?: string; data?: Uint8Array };
-    if (msg?.type === 'close') {
-      socket?.destroy();
-      r.destroy();
-    } else if (msg?.type === 'data' && msg.data instanceof Uint8Array) {
-      const bytes = Buffer.from(msg.data);
-      if (socket) socket.write(bytes);
-      else pending.push(bytes);
-    }
+    if (msg?.type === 'close') terminal.close();
+    else if (msg?.type === 'data' && msg.data instanceof Uint8Array) terminal.write(Buffer.from(msg.data));
   });
-  port.on('close', () => {
-    socket?.destroy();
-    r.destroy();
-  });
+  port.on('close', () => terminal.close());
   port.start();
-  r.end(body);
 }
 
 /** The build options the app sends; others (a host network for RUN, cgroup parents...) are refused. */

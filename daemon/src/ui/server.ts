@@ -24,6 +24,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { isLoopbackHost } from '../api/listen.js';
 import { log } from '../util/log.js';
+import { engineErrorText, hijackHeaders, proxyTerminal } from './terminal.js';
 
 /** Where the engine answers: a unix socket, or a plain TCP address on this machine. */
 export type EngineEndpoint = { socketPath: string } | { host: string; port: number };
@@ -149,15 +150,7 @@ function sendError(res: http.ServerResponse, status: number, message: string): v
 function engineMessage(res: http.IncomingMessage, done: (message: string) => void): void {
   const chunks: Buffer[] = [];
   res.on('data', (c: Buffer) => chunks.push(c));
-  res.on('end', () => {
-    let message = Buffer.concat(chunks).toString('utf8');
-    try {
-      message = (JSON.parse(message) as { message?: string }).message ?? message;
-    } catch {
-      /* plain text */
-    }
-    done(message);
-  });
+  res.on('end', () => done(engineErrorText(Buffer.concat(chunks).toString('utf8'))));
 }
 
 function refuseUpgrade(socket: Duplex, status: number, message: string): void {
@@ -326,34 +319,18 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: 'POST',
       path: `/exec/${encodeURIComponent(execId)}/start`,
-      headers: { Host: 'localhost', 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(startBody), Connection: 'Upgrade', Upgrade: 'tcp' },
+      headers: { Host: 'localhost', ...hijackHeaders(startBody) },
     });
-    // Keystrokes typed before the engine upgraded the connection wait for it.
-    let engineSocket: Duplex | undefined;
-    const pending: Buffer[] = [];
-    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
-      const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Buffer);
-      if (engineSocket) engineSocket.write(bytes);
-      else pending.push(bytes);
-    });
-    upstream.on('upgrade', (_res, socket, head) => {
-      engineSocket = socket;
-      if (head.length) ws.send(head);
-      for (const bytes of pending.splice(0)) socket.write(bytes);
-      socket.on('data', (chunk: Buffer) => ws.send(chunk));
-      socket.on('end', () => ws.close(1000, 'exited'));
-      socket.on('error', () => ws.close(1011, 'engine stream failed'));
-      ws.on('close', () => socket.destroy());
-    });
-    upstream.on('response', (res) => {
+    const terminal = proxyTerminal(upstream, startBody, {
+      data: (bytes) => ws.send(bytes),
+      end: () => ws.close(1000, 'exited'),
+      broken: () => ws.close(1011, 'engine stream failed'),
       // The engine answered without upgrading: an error (unknown exec, already started...).
-      engineMessage(res, (message) => {
-        ws.close(4000 + Math.min(res.statusCode ?? 500, 999) % 1000, message.slice(0, 120));
-      });
+      refused: (status, message) => ws.close(4000 + Math.min(status ?? 500, 999) % 1000, message.slice(0, 120)),
+      unreachable: (err) => ws.close(1011, `the engine did not answer: ${err.message}`.slice(0, 120)),
     });
-    upstream.on('error', (err) => ws.close(1011, `the engine did not answer: ${err.message}`.slice(0, 120)));
-    ws.on('close', () => upstream.destroy());
-    upstream.end(startBody);
+    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => terminal.write(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Buffer)));
+    ws.on('close', () => terminal.close());
   }
 
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
