@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidParameter, NotFound, NotInSwarm, Unavailable } from '../engine/errors.js';
+import { InvalidParameter, NotFound, NotInSwarm, Unavailable } from '../errors.js';
 import { BEHAVIOURS, eventActionShown, readRequest, REQUEST_RULES, shape, statusAt, supports } from './compat.js';
 
 test('compat: fields appear from addedIn and disappear from removedIn', () => {

@@ -1,4 +1,4 @@
-import { InvalidParameter, NotInSwarm } from '../engine/errors.js';
+import { InvalidParameter, NotInSwarm } from '../errors.js';
 import type { ApiMinor } from './version.js';
 
 /**

@@ -1,5 +1,5 @@
 /** A managed plugin's config (its config.json, checked) and record, and the names plugins go by. */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export interface PluginEnv {
   Name: string;

@@ -1,7 +1,7 @@
 /** The OCI runtime spec a managed plugin runs with (see manager.ts). */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { PluginConfig, PluginRecord } from './config.js';
 
 /** Where plugins listen inside their root: their binaries expect this path. */

@@ -20,7 +20,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { tarStream } from '../../../util/tar.js';
-import { InvalidParameter } from '../../../engine/errors.js';
+import { InvalidParameter } from '../../../errors.js';
 import { LayerWriter, XATTR_PREFIX, type SplitTarget } from './layerwriter.js';
 
 export type { SplitTarget } from './layerwriter.js';

@@ -3,7 +3,7 @@
  * and the rules of a bridge, each tagged with a `berth:<bridge>` comment (see linux-network-host.ts) and
  * swapped or deleted with one restore of the firewall.
  */
-import type { PublishSpec } from '../../../engine/networks/types.js';
+import type { PublishSpec } from '../../host.js';
 import { run } from './run.js';
 
 const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;

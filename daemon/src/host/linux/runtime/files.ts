@@ -5,7 +5,7 @@
 import { promises as fs, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Conflict } from '../../../engine/errors.js';
+import { Conflict } from '../../../errors.js';
 import { removeLater } from '../../../util/later.js';
 import { log } from '../../../util/log.js';
 import { fsStepResults, removeTree, type FsStep } from '../sys.js';

@@ -10,7 +10,7 @@
  */
 import { constants, existsSync, promises as fs } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
-import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../../errors.js';
 import { connectAttach } from './attach.js';
 import { ContainerFiles } from './files.js';
 import { DirectUnavailable, removeStopped, startCreated } from './direct.js';

@@ -1,6 +1,6 @@
 /** The sealed in-memory copy of the OCI runtime's binary that conmon runs (see sealedRuntimeCopy). */
 import { readlinkSync } from 'node:fs';
-import { errorMessage } from '../../../engine/errors.js';
+import { errorMessage } from '../../../errors.js';
 import { log } from '../../../util/log.js';
 import { linuxSys } from '../sys.js';
 
