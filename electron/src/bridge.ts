@@ -13,11 +13,16 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 
-/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
-export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+/**
+ * The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own
+ * certificate). `token`: the bearer token the engine knows the app by (the local session of the daemon the
+ * app hosts), sent with every request; the paths beside the engine API (sandbox policies) need one.
+ */
+export type EngineEndpoint = ({ socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } }) & { token?: string };
 
 /** A request to the engine, over whichever transport the endpoint names. */
 export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if (engine.token) options = { ...options, headers: { ...(options.headers as Record<string, string> | undefined), Authorization: `Bearer ${engine.token}` } };
   if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
   const host = engine.host.replace(/^\[(.*)\]$/, '$1');
   // The Host header names the engine's address: TLS checks the engine's certificate against it.
@@ -55,6 +60,9 @@ export const ALLOWED: Array<[string, RegExp]> = [
   ['POST', new RegExp(`^${V}/networks/${ID}/(connect|disconnect)$`)],
   ['DELETE', new RegExp(`^${V}/networks/${ID}$`)],
   ['GET', new RegExp(`^${V}/(nodes|services|tasks)$`)],
+  // A sandbox's network policy, beside the engine API (no version prefix).
+  ['GET', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
+  ['PUT', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
 ];
 
 export class BridgeError extends Error {

@@ -14,7 +14,7 @@ const root = path.resolve(electronDir, '..');
 const startDaemon: DaemonStarter = async (socketPath) => {
   const { startDaemon } = (await import(pathToFileURL(path.join(root, 'daemon', 'dist', 'src', 'daemon.js')).href)) as {
     // daemon/src/daemon.ts: startDaemon(DaemonOptions); kept structural so this package compiles on its own.
-    startDaemon(opts: Record<string, unknown>): Promise<{ shutdown(): Promise<void> }>;
+    startDaemon(opts: Record<string, unknown>): Promise<{ shutdown(): Promise<void>; localToken?: string }>;
   };
   const state = path.join(app.getPath('userData'), 'engine');
   return startDaemon({

@@ -122,6 +122,7 @@ describe('main process', () => {
             calls.stopped++;
             await engine.close();
           },
+          localToken: 'berth_local_test',
         };
       },
     };
@@ -181,6 +182,10 @@ describe('main process', () => {
     f.ipcOn['berth:open']!({ ...own, ports: [pull] }, { type: 'stream', method: 'POST', path: '/v1.53/images/create?fromImage=x', headers: { 'X-Registry-Auth': 'e30=', Cookie: 'a=b' } });
     await pull.until((s) => s.some((m) => m.type === 'error'));
     assert.ok(daemon.engines[0]!.seen.includes('POST /v1.53/images/create?fromImage=x auth=e30='), daemon.engines[0]!.seen.join('\n'));
+    // A sandbox's policy: read and installed with the embedded daemon's local token, which the page never holds.
+    await f.ipcHandle['berth:request']!(own, { method: 'PUT', path: '/v1/sandboxes/c1/network-policies', body: '{"defaultAction":"deny","rules":[]}', headers: { Authorization: 'Bearer forged' } });
+    assert.ok(daemon.engines[0]!.authorized.includes('PUT /v1/sandboxes/c1/network-policies Bearer berth_local_test'), daemon.engines[0]!.authorized.join('\n'));
+    assert.ok(!daemon.engines[0]!.authorized.some((a) => a.includes('forged')));
     await app.quit();
   });
 

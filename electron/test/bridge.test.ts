@@ -18,6 +18,8 @@ describe('bridge allow-list', () => {
       ['GET', '/v1.53/events'],
       ['POST', '/v1.53/networks/n1/connect'],
       ['GET', '/_ping'],
+      ['GET', '/v1/sandboxes/c1/network-policies'],
+      ['PUT', '/v1/sandboxes/web/network-policies'],
     ]) assert.doesNotThrow(() => checkRequest(m, p), `${m} ${p}`);
   });
 
@@ -28,6 +30,8 @@ describe('bridge allow-list', () => {
     refused('PUT', '/v1.53/containers/abc/archive?path=/etc', 403);
     refused('POST', '/v1.53/plugins/pull', 403);
     refused('POST', '/v1.53/swarm/init', 403);
+    refused('DELETE', '/v1/sandboxes/c1/network-policies', 403);
+    refused('GET', '/v2/scim/2.0/Users/u1', 403);
     refused('GET', '/v1.53/containers/abc/export', 403);
     refused('POST', '/v1.53/exec/e1/start', 403);
     refused('GET', '/v1.53/containers/../../secrets', 400);

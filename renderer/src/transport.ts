@@ -9,6 +9,14 @@
 
 export const API_VERSION = '1.53';
 
+/**
+ * The engine's other interfaces (`/v1/sandboxes/...`) sit beside the engine API and take no version prefix;
+ * everything else is an engine path, asked at API_VERSION.
+ */
+export function versionedPath(path: string): string {
+  return path.startsWith('/_ping') || /^\/v\d+\//.test(path) ? path : `/v${API_VERSION}${path}`;
+}
+
 /** An answer of the engine that is not 2xx; `message` is the engine's own. */
 export class ApiError extends Error {
   constructor(
@@ -106,7 +114,7 @@ export class HttpTransport implements Transport {
   constructor(private readonly base = '/api') {}
 
   private url(path: string): string {
-    return path.startsWith('/_ping') ? `${this.base}${path}` : `${this.base}/v${API_VERSION}${path}`;
+    return `${this.base}${versionedPath(path)}`;
   }
 
   private init(method: string, opts: RequestOptions & { signal?: AbortSignal } = {}): RequestInit {
@@ -222,7 +230,7 @@ export class ElectronTransport implements Transport {
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
     const res = await this.bridge.request({
       method,
-      path: path.startsWith('/_ping') ? path : `/v${API_VERSION}${path}`,
+      path: versionedPath(path),
       body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
       headers: opts.headers,
     });
