@@ -65,7 +65,8 @@ export interface ElectronModules {
  * bridge passes a request that gives a container privileges or the host's files. Cancel is the default.
  */
 export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean } {
-  const what = /\/exec$/.test(ask.path.split('?')[0]!) ? 'a command' : /\/volumes\/create$/.test(ask.path.split('?')[0]!) ? 'a volume' : 'a container';
+  const route = ask.path.split('?')[0]!;
+  const what = /\/exec$/.test(route) ? 'a command' : /\/volumes\/create$/.test(route) ? 'a volume' : /\/plugins\/pull$/.test(route) ? 'a plugin' : 'a container';
   return {
     type: 'warning',
     title: 'Berth',

@@ -48,6 +48,8 @@ export function keysFor(ev: EngineEvent): string[][] {
       return [['images'], ['image'], ['df']];
     case 'volume':
       return [['volumes'], ['df']];
+    case 'plugin':
+      return [['plugins']];
     case 'network':
       return [['networks'], ['network', ev.Actor.ID], ['containers']];
     case 'service':
