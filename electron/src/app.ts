@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, openUpload, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
+import { writeDockerContext } from './docker-context.js';
 import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageLike } from './credentials.js';
 import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
@@ -85,6 +86,8 @@ export interface AppOptions {
   trayIcon: string;
   startDaemon: DaemonStarter;
   ping?: (endpoint: EngineEndpoint) => Promise<string | undefined>;
+  /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
+  dockerConfig?: string;
 }
 
 export interface RunningApp {
@@ -256,6 +259,12 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   };
   engine.onChange(refreshTray);
   refreshTray();
+  // The engine the app started is reachable by external CLIs as the `berth` docker context.
+  engine.onChange((state) => {
+    const endpoint = engine.endpoint;
+    if (!opts.dockerConfig || state !== 'running' || engine.mode !== 'embedded' || !endpoint || !('socketPath' in endpoint)) return;
+    writeDockerContext(endpoint.socketPath, opts.dockerConfig).catch((err: Error) => console.error(`the berth docker context could not be written: ${err.message}`));
+  });
   tray.on('click', showWindow);
 
   // Closing the window leaves the app in the tray; quitting stops the embedded engine first.

@@ -3,6 +3,7 @@ import { app, BrowserWindow, dialog, ipcMain, Menu, nativeTheme, safeStorage, sh
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startApp, type ElectronModules } from './app.js';
+import { dockerConfigDir } from './docker-context.js';
 import type { DaemonStarter } from './engine-host.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -36,4 +37,5 @@ void startApp({ app, BrowserWindow, Tray, Menu, ipcMain, nativeTheme, shell, dia
   preload: path.join(here, 'preload.cjs'),
   trayIcon: path.join(electronDir, 'assets', 'tray.png'),
   startDaemon,
+  dockerConfig: dockerConfigDir(),
 });

@@ -1,11 +1,13 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
+import { contextMetaFile } from '../src/docker-context.js';
 import { fakeEngine, FakePort, fakeSafeStorage } from './fakes.js';
 
 /** Electron's main-process objects, faked: they record what the app does with them. */
@@ -368,6 +370,32 @@ describe('main process', () => {
     assert.equal(answer.ok, false);
     assert.match(answer.message, /no OS keychain/);
     assert.equal(((await f.ipcHandle['berth:registry:list']!(own)) as any).keychain, false);
+    await app.quit();
+  });
+
+  it('makes its engine the `berth` docker context, which the docker CLI reaches, and leaves the current context alone', async () => {
+    const home = tmp();
+    const dockerConfig = path.join(home, '.docker');
+    mkdirSync(dockerConfig);
+    const config = JSON.stringify({ auths: {}, currentContext: 'default' });
+    writeFileSync(path.join(dockerConfig, 'config.json'), config);
+    const f = fakeElectron({ userData: tmp() });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start, dockerConfig }))!;
+    const file = contextMetaFile(dockerConfig);
+    for (let i = 0; i < 100 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 20));
+    const meta = JSON.parse(readFileSync(file, 'utf8'));
+    assert.equal(meta.Name, 'berth');
+    assert.equal(meta.Endpoints.docker.Host, `unix://${app.engine.socketPath}`);
+    // The real docker CLI, with HOME in the temporary folder, reaches the app's engine through the context.
+    // (Asynchronously: the engine answers in this process.)
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^DOCKER_(CONFIG|HOST|CONTEXT)$/.test(k))), HOME: home };
+    const docker = async (args: string[]) => (await promisify(execFile)('docker', args, { env, encoding: 'utf8', timeout: 20_000 })).stdout;
+    assert.equal((await docker(['--context', 'berth', 'version', '--format', '{{.Server.Version}}'])).trim(), 'fake-engine');
+    const contexts = await docker(['context', 'ls', '--format', '{{.Name}} {{.Current}}']);
+    assert.match(contexts, /^berth false$/m);
+    assert.match(contexts, /^default true$/m);
+    assert.equal(readFileSync(path.join(dockerConfig, 'config.json'), 'utf8'), config, 'config.json (the current context) untouched');
     await app.quit();
   });
 });

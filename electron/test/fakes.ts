@@ -54,6 +54,10 @@ export async function fakeEngine(
     seen.push(`${req.method} ${req.url}${req.headers['x-registry-auth'] ? ` auth=${req.headers['x-registry-auth']}` : ''}${req.headers.cookie ? ' cookie' : ''}`);
     if (req.headers.authorization) authorized.push(`${req.method} ${req.url} ${req.headers.authorization}`);
     if (req.url === '/_ping') return void res.end('OK');
+    if (/^\/v1\.\d+\/version$/.test(req.url!)) {
+      res.setHeader('Content-Type', 'application/json');
+      return void res.end(JSON.stringify({ Version: 'fake-engine', ApiVersion: '1.53', MinAPIVersion: '1.24', Os: 'linux', Arch: 'amd64', Components: [{ Name: 'Engine', Version: 'fake-engine' }] }));
+    }
     // POST /auth: one good login (user "ann", password "right"), as a registry would check it.
     if (req.url === '/v1.53/auth' && req.method === 'POST') {
       const chunks: Buffer[] = [];
