@@ -9,7 +9,7 @@ import type { WebSocket, WebSocketServer } from 'ws';
 import type { ContainerRecord } from '../engine/containers/model.js';
 import { logChunks } from '../engine/containers/logs.js';
 import type { ContainerService } from '../engine/containers/service.js';
-import { Conflict, InvalidParameter } from '../engine/errors.js';
+import { Conflict, InvalidParameter } from '../errors.js';
 import type { AttachStreams, LogRecord } from '../host/host.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, stringParam } from './params.js';

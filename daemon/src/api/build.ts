@@ -5,7 +5,7 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import type { BuildOptions, Emit, RegistryCredentials } from '../engine/build/builder.js';
-import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../errors.js';
 import type { CommitOptions } from '../engine/containers/commit.js';
 import { parseUntil } from '../engine/images/service.js';
 import { CONTAINER_CONFIG } from './bodies.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { NotFound, NotInSwarm, Unavailable } from '../engine/errors.js';
+import { NotFound, NotInSwarm, Unavailable } from '../errors.js';
 import { eventActionShown, shape, statusAt } from './compat.js';
 
 test('compat: fields appear from addedIn and disappear from removedIn', () => {

@@ -1,4 +1,4 @@
-import { NotInSwarm } from '../engine/errors.js';
+import { NotInSwarm } from '../errors.js';
 import type { ApiMinor } from './version.js';
 
 /**

@@ -4,7 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { AttachStreams } from '../host/host.js';
-import { Conflict, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { Conflict, InvalidParameter, NotImplemented } from '../errors.js';
 import { humanStatus, type ContainerRecord } from '../engine/containers/model.js';
 import type { ContainerStore } from '../engine/containers/store.js';
 import { logBytes, type LogOptions } from '../engine/containers/logs.js';

@@ -8,7 +8,7 @@
  * also application/jsonl. All of them end each record with a line feed.
  */
 import type { EngineEvent, EventBus } from '../engine/events.js';
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../engine/filters.js';
 import { log } from '../util/log.js';
 import { nowNano, parseTimestamp, stringifyWithBigInt } from '../util/json.js';

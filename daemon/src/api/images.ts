@@ -3,7 +3,7 @@
  * (`fromImage`) and push through the image service's registry client.
  */
 import { Readable, type Writable } from 'node:stream';
-import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../errors.js';
 import { parseAuthHeader, type AuthConfig, type PullRequest } from '../engine/images/registry/index.js';
 import type { DeleteRecord, Filters, ProgressMessage } from '../engine/images/service.js';
 import { shape } from './compat.js';

@@ -3,7 +3,7 @@
  * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
  * manager. Upgrade is refused.
  */
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../errors.js';
 import { parseAuthHeader } from '../engine/images/registry/auth.js';
 import type { PluginManager } from '../engine/plugins/manager.js';
 import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';

@@ -7,7 +7,7 @@
 import type { HostInfo } from '../host/host.js';
 import { nowNano, rfc3339Nano } from '../util/json.js';
 import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import { shape } from './compat.js';
 import { boolParam } from './params.js';
 import type { ApiRequest, ApiResponse } from './http.js';

@@ -2,7 +2,7 @@
  * Volumes: list, create, inspect, remove, prune. The handlers parse and validate, call the volume backend,
  * and shape the answer for the request's version.
  */
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../errors.js';
 import { VOLUME_CREATE } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';

@@ -15,7 +15,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient } from '../images/registry/client.js';

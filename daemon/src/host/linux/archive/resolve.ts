@@ -10,8 +10,8 @@
  */
 import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import type { FilesystemMount, FilesystemView } from '../../../engine/containers/archive.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
+import type { FilesystemMount, FilesystemView } from '../../host.js';
 
 export type { FilesystemMount, FilesystemView };
 

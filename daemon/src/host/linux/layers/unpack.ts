@@ -23,7 +23,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type tar from 'tar-stream';
 import { tarStream } from '../../../util/tar.js';
-import { InvalidParameter } from '../../../engine/errors.js';
+import { InvalidParameter } from '../../../errors.js';
 import { lsetxattr, mknod, S_IFBLK, S_IFCHR, S_IFIFO, writeNewFile } from './native.js';
 import type { SplitRecorder } from './split.js';
 

@@ -10,7 +10,7 @@
  */
 import { constants, existsSync, promises as fs, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
-import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../../errors.js';
 import { connectAttach } from './attach.js';
 import { DirectUnavailable, removeStopped, startCreated } from './direct.js';
 import { RuntimeControl } from './control.js';

@@ -6,11 +6,11 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { components, ContainerFilesystem } from '../archive/resolve.js';
 import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
 import { linuxSys } from '../sys.js';
+import type { LocalDriverOptions, VolumeHost } from '../../host.js';
 
 const MAX_SYMLINKS = 40;
 /** open(2)'s O_PATH (Linux): a handle on a file or folder that reads nothing and opens no device. */
