@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, openUpload, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
 import { writeDockerContext } from './docker-context.js';
+import { usesVm } from './engine-args.js';
 import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageLike } from './credentials.js';
 import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
@@ -86,6 +87,8 @@ export interface AppOptions {
   trayIcon: string;
   startDaemon: DaemonStarter;
   ping?: (endpoint: EngineEndpoint) => Promise<string | undefined>;
+  /** The platform whose engine this is (tests); process.platform by default. */
+  platform?: NodeJS.Platform;
   /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
   dockerConfig?: string;
 }
@@ -176,7 +179,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   e.ipcMain.handle('berth:settings:update', async (event, patch: SettingsPatch) => {
     fromWindow(event);
     const before = JSON.stringify(settings.value.engine);
-    const next = await settings.update({ engine: patch?.engine, theme: patch?.theme });
+    const next = await settings.update({ engine: patch?.engine, vm: patch?.vm, theme: patch?.theme });
     e.nativeTheme.themeSource = next.theme;
     // Another engine: let go of this one (the embedded daemon stops, containers keep running) and reach the new one.
     if (JSON.stringify(next.engine) !== before) {
@@ -187,7 +190,8 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   });
   e.ipcMain.handle('berth:engine:status', (event) => {
     fromWindow(event);
-    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address };
+    // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold.
+    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) };
   });
   e.ipcMain.handle('berth:registry:list', (event) => {
     fromWindow(event);

@@ -308,7 +308,7 @@ describe('main process', () => {
     assert.deepEqual(JSON.parse(list.body), [{ Id: 'c1', Names: ['/web'] }]);
     assert.ok(remote.seen.includes('GET /v1.53/containers/json?all=1'));
     const status = (await f.ipcHandle['berth:engine:status']!(own)) as { state: string; address: string };
-    assert.deepEqual(status, { state: 'running', error: '', mode: 'tcp', address: `https://127.0.0.1:${remote.port}` });
+    assert.deepEqual(status, { state: 'running', error: '', mode: 'tcp', address: `https://127.0.0.1:${remote.port}`, vm: false });
     assert.equal(f.trays[0]!.menu[1].label, `Connected to https://127.0.0.1:${remote.port}`);
     // Streams go over TLS too.
     const port = new FakePort();
@@ -397,5 +397,29 @@ describe('main process', () => {
     assert.match(contexts, /^default true$/m);
     assert.equal(readFileSync(path.join(dockerConfig, 'config.json'), 'utf8'), config, 'config.json (the current context) untouched');
     await app.quit();
+  });
+
+  it("keeps the VM's resources for the engine's start, and says where there is a VM", async () => {
+    const f = fakeElectron({ userData: tmp() });
+    const started: Array<{ vm: unknown }> = [];
+    const daemon = daemonStarter();
+    const startDaemon = async (socketPath: string, settings: { vm: unknown }) => {
+      started.push({ vm: settings.vm });
+      return daemon.start(socketPath);
+    };
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon, platform: 'darwin' }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    assert.equal(((await f.ipcHandle['berth:engine:status']!(own)) as { vm: boolean }).vm, true);
+    const next = (await f.ipcHandle['berth:settings:update']!(own, { vm: { cpus: 6, memoryMiB: 8192 } })) as { vm: unknown };
+    assert.deepEqual(next.vm, { cpus: 6, memoryMiB: 8192, diskGiB: 64 });
+    // Given at the engine's next start.
+    await app.engine.stop();
+    await app.engine.start();
+    assert.deepEqual(started.map((s) => s.vm), [{ cpus: 2, memoryMiB: 2048, diskGiB: 64 }, { cpus: 6, memoryMiB: 8192, diskGiB: 64 }]);
+    await app.quit();
+    const g = fakeElectron({ userData: tmp() });
+    const linux = (await startApp(g.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemonStarter().start, platform: 'linux' }))!;
+    assert.equal(((await g.ipcHandle['berth:engine:status']!({ sender: { id: g.windows[0]!.webContents.id } })) as { vm: boolean }).vm, false);
+    await linux.quit();
   });
 });

@@ -68,6 +68,8 @@ export interface UploadOptions {
 export interface AppSettings {
   version: number;
   engine: { mode: 'embedded' | 'socket' | 'tcp'; socketPath: string; tcp: { host: string; port: number; tls: boolean; ca: string; cert: string; key: string } };
+  /** The VM the bundled engine runs in on macOS and Windows. */
+  vm?: { cpus: number; memoryMiB: number; diskGiB: number };
   theme: 'system' | 'light' | 'dark';
 }
 
@@ -76,7 +78,7 @@ export interface BerthBridge {
   request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }>;
   version: string;
   settings?: { get(): Promise<AppSettings>; update(patch: unknown): Promise<AppSettings> };
-  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string }> };
+  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string; vm?: boolean }> };
   registries?: {
     list(): Promise<{ keychain: boolean; logins: Array<{ serveraddress: string; username: string }> }>;
     login(login: { serveraddress: string; username: string; password: string }): Promise<{ ok: boolean; message: string }>;
