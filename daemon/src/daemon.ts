@@ -44,6 +44,7 @@ import { ensureExecRootTmpfs } from './host/linux/execroot.js';
 import { writebackAfterDeletions } from './host/linux/nojournal.js';
 import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
+import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
@@ -203,6 +204,8 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   const pidfileHandle = await writePidfile(opts.pidfile);
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
   const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
+  useMachineFacts(host.probe);
 
   const events = new EventBus();
   const router = new Router();
@@ -227,7 +230,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   const images = new ImageService(imageRoot, host.layers, events);
   await images.init();
   // Registries: pull and push through the image service; login check and distribution inspect.
-  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries });
+  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
   registerDistributionRoutes(router, distribution);
 
@@ -395,7 +398,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
       const b = new Builder(buildRoot, {
         images,
         containers,
-        host: { diffTar },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();

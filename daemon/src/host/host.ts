@@ -19,6 +19,7 @@ import type { ProbeHost } from './probe.js';
 import type { ContainerRuntimeHost } from './runtime.js';
 import type { SandboxHost } from './sandbox.js';
 import type { StatsHost } from './stats.js';
+import type { ToolsHost } from './tools.js';
 import type { VolumeHost } from './volumes.js';
 
 export * from './exec.js';
@@ -29,6 +30,7 @@ export * from './probe.js';
 export * from './runtime.js';
 export * from './sandbox.js';
 export * from './stats.js';
+export * from './tools.js';
 export * from './volumes.js';
 
 /** One Host, whole: the parts the engine's services take (each service declares the part, or the Pick<> of it, it needs). */
@@ -49,6 +51,8 @@ export interface Host {
   readonly sandbox: SandboxHost;
   /** Readings of containers' cgroups. */
   readonly stats: StatsHost;
+  /** Programs of the machine run as stream stages (the decompressors Node lacks). */
+  readonly tools: ToolsHost;
   /** Facts of the machine: kernel, OS, runtimes, init binary, resources. */
   readonly probe: ProbeHost;
   /** Releases watchers and handles; containers keep running under their monitors. */

@@ -63,6 +63,12 @@ export interface ProbeHost {
   /** Warnings about the machine to log at start (e.g. the preferred runtime cannot work here). */
   readonly warnings: readonly string[];
   readonly initBinary: InitBinary;
+  /** The resource limits containers may be given, by RLIMIT name (they get the NOFILE one by default). */
+  readonly rlimits: Readonly<Record<string, { soft: number; hard: number }>>;
+  /** The capability bounding set of the runtime's caller (hex, as /proc shows it): no container gets more; absent where unknown. */
+  readonly capabilityBoundingSet?: string;
+  /** The machine's id (/etc/machine-id), '' when it has none: seeds the IPv6 ULA prefix of networks. */
+  readonly machineId: string;
   /** The kernel, OS, CPUs, memory, cgroups and runtimes, for /info and /version. */
   info(): Promise<HostInfo>;
   /** Versions of the runtimes, conmon and the init binary, for /version. */

@@ -9,6 +9,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
+import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
 import { LinuxLayerStore } from './layers/store.js';
@@ -16,6 +17,7 @@ import { LinuxNetworkHost } from './network/linux-network-host.js';
 import { LinuxSandboxHost } from './network/sandbox.js';
 import { findExecutable, type RuntimeName } from './runtime/ociruntime.js';
 import { LinuxContainerRuntime } from './runtime/runtime.js';
+import { LinuxTools } from './tools.js';
 import { LinuxVolumeHost } from './volumes/index.js';
 
 export interface LinuxHostOptions {
@@ -81,11 +83,15 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     network: new LinuxNetworkHost(),
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
+    tools: new LinuxTools(),
     probe: {
       runtimeName,
       runtimePath: findExecutable(runtimeName) ?? runtimeName,
       warnings,
       initBinary,
+      rlimits: readRlimits(),
+      capabilityBoundingSet: readCapabilityBoundingSet(),
+      machineId: readMachineId(),
       info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
       // The versions of installed programs do not change while the daemon runs: read once.
       componentVersions: () =>
