@@ -24,7 +24,7 @@ import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import { familiarString, parseNormalizedNamed } from '../reference.js';
-import { applyDockerignore, unpackContext } from './context.js';
+import { applyDockerignore, unpackContext, type BuildTools } from './context.js';
 import { packCopy, planCopy, resolveChown, type CopySource } from './copy.js';
 import { parseDockerfile, parseInstructionLine, type Instruction } from './parser.js';
 import { FolderTree, LayersTree, resolveInTree } from './sources.js';
@@ -67,7 +67,7 @@ export interface BuildContainers {
   containersUsingImage(imageId: string): string[];
 }
 
-export interface BuildHost {
+export interface BuildHost extends BuildTools {
   /** The container's writable layer as a layer tar. */
   diffTar(id: string, lowerDirs: string[], signal?: AbortSignal): Readable;
 }
@@ -226,7 +226,7 @@ export class Builder {
     const contextDir = path.join(workDir, 'context');
     await fs.mkdir(contextDir);
     try {
-      await unpackContext(input, contextDir, signal);
+      await unpackContext(input, contextDir, this.deps.host, signal);
       const dockerfileRel = path.posix.normalize(opts.dockerfile.replace(/^\/+/, ''));
       if (dockerfileRel.startsWith('..')) throw new InvalidParameter(`the Dockerfile (${opts.dockerfile}) must be within the build context`);
       let text: string | undefined;
@@ -749,7 +749,7 @@ class BuildRun {
     const text = `WORKDIR ${abs}`;
     await this.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, hashKey(missing), async () => {
       const now = new Date();
-      return packCopy({ entries: missing.map((name) => ({ name, type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: now, size: 0 })), hash: '', kind: 'dir' }, undefined, this.signal);
+      return packCopy({ entries: missing.map((name) => ({ name, type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: now, size: 0 })), hash: '', kind: 'dir' }, undefined, this.builder.d.host, this.signal);
     }, this.nop(state, text));
   }
 
@@ -926,7 +926,7 @@ class BuildRun {
     const destAbs = dest.startsWith('/') ? dest : path.posix.join(state.config.WorkingDir || '/', dest);
     const shell = state.config.Shell ?? DEFAULT_SHELL;
     const text = `${ins.keyword} ${fromLabel}${plan.kind}:${plan.hash} in ${destAbs} `;
-    await this.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, plan.hash, async () => packCopy(plan, chown, this.signal), this.nop(state, text));
+    await this.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, plan.hash, async () => packCopy(plan, chown, this.builder.d.host, this.signal), this.nop(state, text));
   }
 }
 

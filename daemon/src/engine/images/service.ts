@@ -24,7 +24,7 @@ import { writeArchive } from './save.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { chainIdsOf, ImageStore, type ImageConfig, type ImageRecord } from './store.js';
 import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
-import type { LayerStore } from '../../host/host.js';
+import type { LayerStore, ToolsHost } from '../../host/host.js';
 
 export type Filters = Map<string, string[]>;
 
@@ -151,13 +151,17 @@ export class ImageService implements ImageLookup {
 
   private distribution: Distribution | undefined;
 
-  /** Connects the service to registries: pull, push, and (through the result) login and inspect. */
-  useRegistries(options: RegistryOptions): Distribution {
+  /**
+   * Connects the service to registries: pull, push, and (through the result) login and inspect. `tools`
+   * decode the layers Node cannot (zstd).
+   */
+  useRegistries(options: RegistryOptions, tools: Pick<ToolsHost, 'decompressor'>): Distribution {
     this.distribution = new Distribution(
       this.store.root,
       options,
       {
         layers: this.layers,
+        tools,
         lookup: (ref) => this.store.lookup(ref),
         hasImage: (id) => this.store.has(id),
         commit: (image) =>

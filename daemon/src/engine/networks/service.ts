@@ -31,6 +31,7 @@ import { NetworkStore, type NetworkEntry } from './store.js';
 import { compileLinear } from '../regexp.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, PlanExtras, PlanOptions, EndpointRecord, LiveContainer, EndpointRequest, EndpointSettings, NetworkPlan, NetworkRecord, IPAMPool } from './types.js';
 import type { DnsAnswers, PortMapping, NetworkHost } from '../../host/host.js';
+import { machineFacts } from '../machine.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
 type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];
@@ -66,14 +67,6 @@ export function ipv4Pool(network: NetworkRecord): IPAMPool | undefined {
 /** The IPv6 pool of a network with EnableIPv6. */
 export function ipv6Pool(network: NetworkRecord): IPAMPool | undefined {
   return network.IPAM.Config.find((p) => p.Subnet.includes(':'));
-}
-
-function machineId(): string {
-  try {
-    return readFileSync('/etc/machine-id', 'utf8').trim();
-  } catch {
-    return '';
-  }
 }
 
 /** A network in the API's shape with its containers (and allocation status). */
@@ -123,7 +116,7 @@ export class NetworkService implements ContainerNetworking {
   ) {
     this.store = new NetworkStore(opts.dataRoot);
     this.mtu = opts.mtu ?? DEFAULT_MTU;
-    this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineId()}`);
+    this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineFacts().machineId}`);
   }
 
   // ---------------------------------------------------------------- daemon start
