@@ -33,11 +33,16 @@ interface TerminalModule {
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const { hijackHeaders, proxyTerminal } = (await import(pathToFileURL(path.join(root, 'daemon', 'dist', 'src', 'ui', 'terminal.js')).href)) as TerminalModule;
 
-/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
-export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+/**
+ * The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own
+ * certificate). `token`: the bearer token the engine knows the app by (the local session of the daemon the
+ * app hosts), sent with every request; the paths beside the engine API (sandbox policies) need one.
+ */
+export type EngineEndpoint = ({ socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } }) & { token?: string };
 
 /** A request to the engine, over whichever transport the endpoint names. */
 export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if (engine.token) options = { ...options, headers: { ...(options.headers as Record<string, string> | undefined), Authorization: `Bearer ${engine.token}` } };
   if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
   const host = engine.host.replace(/^\[(.*)\]$/, '$1');
   // The Host header names the engine's address: TLS checks the engine's certificate against it.
@@ -75,6 +80,13 @@ export const ALLOWED: Array<[string, RegExp]> = [
   ['POST', new RegExp(`^${V}/networks/${ID}/(connect|disconnect)$`)],
   ['DELETE', new RegExp(`^${V}/networks/${ID}$`)],
   ['GET', new RegExp(`^${V}/(nodes|services|tasks)$`)],
+  ['GET', new RegExp(`^${V}/plugins(/privileges)?$`)],
+  ['POST', new RegExp(`^${V}/plugins/pull$`)],
+  ['POST', new RegExp(`^${V}/plugins/${IMAGE}/(enable|disable)$`)],
+  ['DELETE', new RegExp(`^${V}/plugins/${IMAGE}$`)],
+  // A sandbox's network policy, beside the engine API (no version prefix).
+  ['GET', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
+  ['PUT', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
 ];
 
 export class BridgeError extends Error {
@@ -168,12 +180,14 @@ function hostConfigAccess(hostConfig: unknown): string[] {
 
 /**
  * What a request would give a container beyond a default one's isolation, in words for the user; empty
- * when nothing. Creates of containers (their HostConfig), privileged execs, and local volumes bound to a
- * host folder are looked at; a body that is not JSON where one is looked at is refused (400).
+ * when nothing. Creates of containers (their HostConfig), privileged execs, local volumes bound to a host
+ * folder and plugin installs (their privileges) are looked at; a body that is not JSON where one is looked at
+ * is refused (400).
  */
 export function hostAccessOf(method: string, path: string, body: string | undefined): string[] {
   if (method !== 'POST' || body === undefined || body.trim() === '') return [];
   const route = path.split('?')[0]!.replace(/^\/v1\.\d+/, '');
+  if (route === '/plugins/pull') return pluginPrivileges(method, route, body);
   const looked = /^\/containers\/create$/.test(route) ? 'container' : /^\/containers\/[^/]+\/exec$/.test(route) ? 'exec' : route === '/volumes/create' ? 'volume' : undefined;
   if (!looked) return [];
   let parsed: unknown;
@@ -185,6 +199,28 @@ export function hostAccessOf(method: string, path: string, body: string | undefi
   if (looked === 'container') return objectsOf(parsed, 'HostConfig').flatMap(hostConfigAccess);
   if (looked === 'exec') return isTrue(parsed, 'Privileged') ? ['runs a privileged command in the container'] : [];
   return objectsOf(parsed, 'DriverOpts').flatMap((opts) => stringsOf(opts, 'device').filter((d) => d.startsWith('/')).map((d) => `makes a volume of the host's ${d}`));
+}
+
+/**
+ * The privileges a plugin install grants (the body of POST /plugins/pull: `[{Name, Description, Value}]`): a
+ * plugin runs as root with what it was granted, so every privilege but an isolated network counts.
+ */
+function pluginPrivileges(method: string, route: string, body: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new BridgeError(400, `the body of ${method} ${route} is not JSON`);
+  }
+  if (!Array.isArray(parsed)) throw new BridgeError(400, `the body of ${method} ${route} must be the list of privileges granted`);
+  const out: string[] = [];
+  for (const privilege of parsed) {
+    const name = stringsOf(privilege, 'Name')[0] ?? '?';
+    const values = listsOf(privilege, 'Value').filter((v): v is string => typeof v === 'string');
+    if (name === 'network' && values.every((v) => v === 'none')) continue;
+    out.push(`installs a plugin granted ${name}${values.length ? `: ${values.join(', ')}` : ''}`);
+  }
+  return out;
 }
 
 /**

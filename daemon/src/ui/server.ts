@@ -38,6 +38,11 @@ export interface UiServerOptions {
   port?: number;
   /** Fixed token (tests); a random one by default. */
   token?: string;
+  /**
+   * The bearer token the engine knows this UI by (the daemon's local session): sent with every request
+   * forwarded to the engine, so that the UI's user may use the paths that need a token (sandbox policies).
+   */
+  engineToken?: string;
 }
 
 export interface UiServer {
@@ -158,13 +163,17 @@ function refuseUpgrade(socket: Duplex, status: number, message: string): void {
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
-/** Headers that must not reach the engine: the UI's own credentials and the browser's origin. */
-function engineHeaders(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
+/**
+ * Headers that must not reach the engine: the UI's own credentials and the browser's origin. The engine is
+ * told who asks by the UI's own engine token, never by one the page sent.
+ */
+function engineHeaders(headers: http.IncomingHttpHeaders, engineToken: string | undefined): http.OutgoingHttpHeaders {
   const out: http.OutgoingHttpHeaders = { ...headers };
   delete out.cookie;
   delete out.origin;
   delete out.referer;
   delete out.authorization;
+  if (engineToken) out.authorization = `Bearer ${engineToken}`;
   out.host = 'localhost';
   return out;
 }
@@ -253,7 +262,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
 
   function proxy(req: http.IncomingMessage, res: http.ServerResponse, enginePath: string): void {
     const upstream = http.request(
-      { ...engineRequestOptions(opts.engine), agent, method: req.method, path: enginePath, headers: engineHeaders(req.headers) },
+      { ...engineRequestOptions(opts.engine), agent, method: req.method, path: enginePath, headers: engineHeaders(req.headers, opts.engineToken) },
       (engineRes) => {
         res.writeHead(engineRes.statusCode ?? 502, engineRes.headers);
         res.flushHeaders();
@@ -319,7 +328,11 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: 'POST',
       path: `/exec/${encodeURIComponent(execId)}/start`,
-      headers: { Host: 'localhost', ...hijackHeaders(startBody) },
+      headers: {
+        Host: 'localhost',
+        ...hijackHeaders(startBody),
+        ...(opts.engineToken ? { Authorization: `Bearer ${opts.engineToken}` } : {}),
+      },
     });
     const terminal = proxyTerminal(upstream, startBody, {
       data: (bytes) => ws.send(bytes),
@@ -359,7 +372,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: req.method,
       path: url.pathname.slice('/api'.length) + url.search,
-      headers: engineHeaders(req.headers),
+      headers: engineHeaders(req.headers, opts.engineToken),
     });
     upstream.on('upgrade', (res, engineSocket, engineHead) => {
       let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage}\r\n`;
