@@ -4,7 +4,7 @@
  * classes), so that a NotFound in the agent is a 404 at the daemon. Other errors become plain Errors that
  * keep their name and fields (a system error's `code`, `errno`, `syscall`, `path`).
  */
-import * as engineErrors from '../../engine/errors.js';
+import * as engineErrors from '../../errors.js';
 
 export type ErrorFields = Record<string, unknown>;
 

@@ -9,7 +9,7 @@ import { PassThrough, Readable, Writable } from 'node:stream';
 import { once } from 'node:events';
 import { Flag, Session, Sink, type CallHandler } from './session.js';
 import { MAGIC } from './frames.js';
-import { NotFound, Unavailable } from '../../engine/errors.js';
+import { NotFound, Unavailable } from '../../errors.js';
 
 /** A client and a server session over a real unix socket in a temporary folder. */
 async function pair(handler: CallHandler): Promise<{ client: Session; server: Session; done: () => Promise<void> }> {
@@ -224,6 +224,18 @@ test('an abort signal crosses, and cancelling a call aborts it on the other side
     await assert.rejects(cancelled, /gone/);
     for (let i = 0; i < 100 && seen.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     assert.deepEqual(seen, ['withSignal: enough', 'cancelled: the caller cancelled the call']);
+  } finally {
+    await done();
+  }
+});
+
+test('a promise inside a result settles on the other side', async () => {
+  const { client, done } = await pair(() => ({ pid: 7, exit: new Promise((resolve) => setTimeout(() => resolve(3), 20)), failed: Promise.reject(new NotFound('gone')) }));
+  try {
+    const got = (await client.call('exec', [])) as { pid: number; exit: Promise<number>; failed: Promise<never> };
+    assert.equal(got.pid, 7);
+    assert.equal(await got.exit, 3);
+    await assert.rejects(got.failed, (err) => err instanceof NotFound);
   } finally {
     await done();
   }

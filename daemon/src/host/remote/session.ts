@@ -21,7 +21,7 @@ import { EventEmitter } from 'node:events';
 import { Readable, Writable, type Duplex } from 'node:stream';
 import { FrameReader, Kind, MAGIC, MAX_DATA, ProtocolError, frame } from './frames.js';
 import { decodeError, encodeError, type ErrorFields } from './errors.js';
-import { Unavailable } from '../../engine/errors.js';
+import { Unavailable } from '../../errors.js';
 
 export const PROTOCOL_VERSION = 1;
 export const INITIAL_WINDOW = 256 * 1024;
@@ -70,6 +70,13 @@ export class Flag {
  */
 export class Sink {
   constructor(readonly stream: Writable) {}
+}
+
+const markedSinks = new WeakSet<object>();
+
+/** Marks a stream as a Sink wherever it is encoded (without replacing it in the object that holds it). */
+export function markSink(stream: Writable): void {
+  markedSinks.add(stream);
 }
 
 type Tagged = { $$: string; [k: string]: unknown };
@@ -613,6 +620,22 @@ export class Session extends EventEmitter {
       return { $$: 'e', name, message, fields: encodedFields, cause: obj.cause instanceof Error ? this.enc(obj.cause, after) : undefined };
     }
     if (obj instanceof Date) return { $$: 'd', v: obj.toISOString() };
+    if (obj instanceof Promise) {
+      // Settles on the other side as a call would: the id takes a Result or an Error frame.
+      const id = this.allocate();
+      after.push(() => {
+        obj.then(
+          (value) => {
+            const more: Array<() => void> = [];
+            const encoded = this.encode(value, more);
+            this.send(id, Kind.Result, encoded);
+            for (const start of more) start();
+          },
+          (err) => this.send(id, Kind.Error, this.encode(err instanceof Error ? err : new Error(String(err)), [])),
+        );
+      });
+      return { $$: 'pr', id };
+    }
     if (obj instanceof AbortSignal) {
       if (obj.aborted) return { $$: 's', aborted: true, reason: this.enc(obj.reason, after) };
       const id = this.allocate();
@@ -638,6 +661,11 @@ export class Session extends EventEmitter {
       return { $$: 'p', id };
     }
     if (obj instanceof Sink) return this.encSink(obj.stream, after);
+    if (markedSinks.has(obj)) return this.encSink(obj as Writable, after);
+    // A stream of another implementation (streamx, as tar-stream's entries are) crosses as bytes.
+    if (!(obj instanceof Readable) && typeof (obj as Readable).pipe === 'function' && typeof (obj as Readable).read === 'function' && Symbol.asyncIterator in obj) {
+      return this.enc(Readable.from(obj as AsyncIterable<Buffer>, { objectMode: false }), after);
+    }
     if (obj instanceof Readable) {
       const id = this.allocate();
       const channel = this.outbound(id);
@@ -725,6 +753,16 @@ export class Session extends EventEmitter {
         for (const [k, item] of Object.entries((tagged.fields as object) ?? {})) fields[k] = this.dec(item);
         const cause = tagged.cause ? this.dec(tagged.cause) : undefined;
         return decodeError(tagged.name as string, tagged.message as string, fields, cause);
+      }
+      case 'pr': {
+        const settled = new Promise((resolve, reject) => this.pending.set(tagged.id as number, {
+          resolve: (v) => { this.pending.delete(tagged.id as number); resolve(v); },
+          reject: (e) => { this.pending.delete(tagged.id as number); reject(e); },
+        }));
+        if (this.closedWith) this.pending.get(tagged.id as number)!.reject(this.closedWith);
+        // Nobody may wait for it (an exec's exit after a detach): its failure is not unhandled.
+        settled.catch(() => {});
+        return settled;
       }
       case 'f': {
         const id = tagged.id as number;
