@@ -58,6 +58,8 @@ const PRUNED = ['usr/share/doc', 'usr/share/man', 'usr/share/info', 'usr/share/l
 
 /** Links that Debian's maintainer scripts would make (update-alternatives), which dpkg-deb -x does not run. */
 const ALTERNATIVES: Array<[string, string]> = [
+  // No dash: busybox is the shell of scripts and of Node's child_process.
+  ['usr/bin/sh', 'busybox'],
   ['usr/sbin/iptables', 'xtables-nft-multi'],
   ['usr/sbin/iptables-save', 'xtables-nft-multi'],
   ['usr/sbin/iptables-restore', 'xtables-nft-multi'],
@@ -83,6 +85,8 @@ export interface BuildOptions {
   /** Only resolve the packages and print the inputs (no download of the package files, no image). */
   resolveOnly?: boolean;
   rootfsTar?: boolean;
+  /** Build again even when the cache holds an image of the same inputs (to check that the bytes match). */
+  force?: boolean;
   sourceDateEpoch?: number;
   log?: (line: string) => void;
 }
@@ -390,7 +394,7 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
   }
   if (!nodeBinary) throw new Error(`no Node binary for ${arch}: give one built for ${arch} with --node (or BERTH_GUEST_NODE)`);
   const manifestFile = path.join(dir, 'manifest.json');
-  if (existsSync(manifestFile) && (!opts.rootfsTar || existsSync(path.join(dir, 'rootfs.tar')))) {
+  if (!opts.force && existsSync(manifestFile) && (!opts.rootfsTar || existsSync(path.join(dir, 'rootfs.tar')))) {
     log(`cached: ${dir}`);
     return image(JSON.parse(await fs.readFile(manifestFile, 'utf8')) as Record<string, unknown>, true);
   }
