@@ -333,6 +333,19 @@ sysctl -q -w net.ipv4.ip_forward=1 >/dev/null 2>&1
 exec berthd agent --device /dev/stdin
 `;
 
+/** Keeps the cache from growing with every change of the daemon: of older images of arch, the newest one stays. */
+async function pruneOlder(cacheDir: string, arch: GuestArch, keep: string): Promise<void> {
+  const older: Array<{ dir: string; mtime: number }> = [];
+  for (const name of await fs.readdir(cacheDir)) {
+    const dir = path.join(cacheDir, name);
+    if (dir === keep || !/^(amd64|arm64)-[0-9a-f]{16}$/.test(name) || !name.startsWith(`${arch}-`)) continue;
+    const st = await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined);
+    if (st) older.push({ dir, mtime: st.mtimeMs });
+  }
+  older.sort((a, b) => b.mtime - a.mtime);
+  for (const o of older.slice(1)) await fs.rm(o.dir, { recursive: true, force: true });
+}
+
 export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`[guest-image] ${line}\n`));
   const arch = opts.arch;
@@ -476,6 +489,7 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
     await fs.rm(dir, { recursive: true, force: true });
     await fs.rename(out, dir);
     log(`built ${dir} in ${manifest.buildSeconds} s`);
+    await pruneOlder(opts.cacheDir, arch, dir);
     return image(manifest, false);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
