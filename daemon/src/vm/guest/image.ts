@@ -79,7 +79,10 @@ export interface BuildOptions {
   mirror?: string;
   securityMirror?: string;
   suite?: string;
-  /** The Node binary for the guest (default: this one, when the guest has the host's architecture). */
+  /**
+   * The Node binary for the guest (default: this one, when the guest has the host's architecture), or
+   * `debian` for Debian's own nodejs package (Node 18 in bookworm) and its libraries.
+   */
   nodeBinary?: string;
   daemonDir?: string;
   /** Only resolve the packages and print the inputs (no download of the package files, no image). */
@@ -206,7 +209,7 @@ async function sha256File(file: string): Promise<string> {
 }
 
 /** Files of the daemon the agent runs: its launcher, its compiled sources, native addons, runtime deps. */
-async function daemonPayload(daemonDir: string): Promise<Array<{ from: string; to: string }>> {
+async function daemonPayload(daemonDir: string, nativeAddons: boolean): Promise<Array<{ from: string; to: string }>> {
   const files: Array<{ from: string; to: string }> = [];
   const add = async (from: string, to: string, filter: (rel: string) => boolean = () => true): Promise<void> => {
     const st = await fs.stat(from);
@@ -220,7 +223,7 @@ async function daemonPayload(daemonDir: string): Promise<Array<{ from: string; t
   await add(path.join(daemonDir, 'bin'), 'bin');
   await add(path.join(daemonDir, 'package.json'), 'package.json');
   await add(path.join(daemonDir, 'dist', 'src'), 'dist/src', (f) => f.endsWith('.js') && !f.endsWith('.test.js'));
-  for (const addon of (await fs.readdir(path.join(daemonDir, 'native'))).sort()) {
+  for (const addon of nativeAddons ? (await fs.readdir(path.join(daemonDir, 'native'))).sort() : []) {
     const rel = path.join('native', addon, 'build', 'Release');
     const dir = path.join(daemonDir, rel);
     if (!existsSync(dir)) continue;
@@ -333,6 +336,21 @@ sysctl -q -w net.ipv4.ip_forward=1 >/dev/null 2>&1
 exec berthd agent --device /dev/stdin
 `;
 
+/** The CA bundle that ca-certificates' maintainer script (update-ca-certificates) would write. */
+async function writeCaBundle(rootfs: string): Promise<void> {
+  const base = path.join(rootfs, 'usr/share/ca-certificates');
+  const certs: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const name of (await fs.readdir(dir).catch(() => [] as string[])).sort()) {
+      const p = path.join(dir, name);
+      if ((await fs.stat(p)).isDirectory()) await walk(p);
+      else if (name.endsWith('.crt')) certs.push((await fs.readFile(p, 'utf8')).trimEnd() + '\n');
+    }
+  };
+  await walk(base);
+  await writeFile(path.join(rootfs, 'etc/ssl/certs/ca-certificates.crt'), certs.join(''));
+}
+
 /** Keeps the cache from growing with every change of the daemon: of older images of arch, the newest one stays. */
 async function pruneOlder(cacheDir: string, arch: GuestArch, keep: string): Promise<void> {
   const older: Array<{ dir: string; mtime: number }> = [];
@@ -366,12 +384,14 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
   const apt = new Apt(opts.cacheDir, arch, sources);
   log(`resolving ${suite} ${arch} packages`);
   await apt.update();
-  const debs = await apt.resolve(GUEST_PACKAGES);
+  const hostArch = os.arch() === 'x64' ? 'amd64' : os.arch() === 'arm64' ? 'arm64' : os.arch();
+  const nodeBinary = opts.nodeBinary ?? process.env.BERTH_GUEST_NODE ?? (hostArch === arch ? process.execPath : undefined);
+  const debianNode = nodeBinary === 'debian';
+  const packages = debianNode ? [...GUEST_PACKAGES, 'nodejs'] : GUEST_PACKAGES;
+  const debs = await apt.resolve(packages);
   const kernelDeb = await apt.kernel(KERNEL_META[arch]);
   const kernelPkg = kernelDeb.file.split('_')[0]!;
 
-  const hostArch = os.arch() === 'x64' ? 'amd64' : os.arch() === 'arm64' ? 'arm64' : os.arch();
-  const nodeBinary = opts.nodeBinary ?? process.env.BERTH_GUEST_NODE ?? (hostArch === arch ? process.execPath : undefined);
   const initScript = path.join(daemonDir, 'vm', 'guest', 'init');
   const inputs = {
     format: IMAGE_FORMAT,
@@ -380,11 +400,13 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
     epoch,
     packages: debs.map((d) => `${d.file} ${d.size} ${d.hash}`.trim()).sort(),
     kernel: `${kernelDeb.file} ${kernelDeb.hash}`,
-    node: nodeBinary && !opts.resolveOnly ? await sha256File(nodeBinary) : (nodeBinary ?? null),
+    node: nodeBinary && !debianNode && !opts.resolveOnly ? await sha256File(nodeBinary) : (nodeBinary ?? null),
+    // The daemon's native addons are built for the host: an image of another architecture goes without them.
+    nativeAddons: arch === hostArch,
     init: await sha256File(initScript),
     daemon: opts.resolveOnly ? null : await (async () => {
       const h = createHash('sha256');
-      for (const f of await daemonPayload(daemonDir)) h.update(`${f.to}\0${await sha256File(f.from)}\n`);
+      for (const f of await daemonPayload(daemonDir, arch === hostArch)) h.update(`${f.to}\0${await sha256File(f.from)}\n`);
       return h.digest('hex');
     })(),
     extra: createHash('sha256').update(JSON.stringify([ETC_FILES, UDHCPC_SCRIPT, WSL_AGENT, MODULE_DIRS, MODULE_DIRS_SKIPPED, PRUNED, ALTERNATIVES])).digest('hex'),
@@ -414,7 +436,7 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
 
   const started = Date.now();
   log(`downloading ${debs.length + 1} packages (${((debs.reduce((n, d) => n + d.size, 0) + kernelDeb.size) / 1e6).toFixed(0)} MB, cached in ${apt.archives})`);
-  await apt.download(GUEST_PACKAGES, kernelPkg);
+  await apt.download(packages, kernelPkg);
   const work = `${dir}.tmp-${process.pid}`;
   await fs.rm(work, { recursive: true, force: true });
   const rootfs = path.join(work, 'rootfs');
@@ -448,11 +470,13 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
       if (existsSync(path.join(rootfs, path.dirname(link), target))) await fs.symlink(target, path.join(rootfs, link)).catch(() => undefined);
     }
     for (const [rel, text] of Object.entries(ETC_FILES)) await writeFile(path.join(rootfs, rel), text);
+    await writeCaBundle(rootfs);
     await writeFile(path.join(rootfs, 'usr/lib/berth/udhcpc.script'), UDHCPC_SCRIPT, 0o755);
     await writeFile(path.join(rootfs, 'usr/lib/berth/wsl-agent'), WSL_AGENT, 0o755);
-    await copyFile(nodeBinary, path.join(rootfs, 'usr/bin/node'), 0o755);
+    if (!debianNode) await copyFile(nodeBinary, path.join(rootfs, 'usr/bin/node'), 0o755);
+    else if (!existsSync(path.join(rootfs, 'usr/bin/node'))) await fs.symlink('nodejs', path.join(rootfs, 'usr/bin/node'));
     const daemonRoot = path.join(rootfs, 'usr/lib/berth/daemon');
-    for (const f of await daemonPayload(daemonDir)) await copyFile(f.from, path.join(daemonRoot, f.to));
+    for (const f of await daemonPayload(daemonDir, arch === hostArch)) await copyFile(f.from, path.join(daemonRoot, f.to));
     await writeFile(path.join(rootfs, 'usr/bin/berthd'), '#!/bin/sh\nexec /usr/bin/node /usr/lib/berth/daemon/bin/berthd "$@"\n', 0o755);
     await copyFile(initScript, path.join(rootfs, 'init'), 0o755);
     for (const d of ['proc', 'sys', 'dev', 'run', 'tmp', 'root', 'mnt', 'var/lib/berth', 'etc/berth']) await fs.mkdir(path.join(rootfs, d), { recursive: true });
@@ -480,7 +504,7 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
       digest,
       kernelVersion: kver,
       kernelPackage: kernelPkg,
-      nodeVersion: arch === hostArch ? spawnSync(path.join(rootfs, 'usr/bin/node'), ['--version'], { encoding: 'utf8' }).stdout.trim() : undefined,
+      nodeVersion: debianNode ? debs.find((d) => d.file.startsWith('nodejs_'))?.file : arch === hostArch ? spawnSync(path.join(rootfs, 'usr/bin/node'), ['--version'], { encoding: 'utf8' }).stdout.trim() : undefined,
       sizes,
       initrdSha256: await sha256File(path.join(out, 'initrd.img')),
       buildSeconds: Math.round((Date.now() - started) / 1000),
