@@ -30,7 +30,7 @@ import { registerDistributionRoutes } from './api/distribution.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
-import { ContainerFiles, type ContainerFilesHost } from './engine/containers/archive.js';
+import { ContainerFiles } from './engine/containers/archive.js';
 import { registerStatsRoutes } from './api/stats.js';
 import { ContainerStats } from './engine/containers/stats.js';
 import { CgroupStats } from './host/linux/cgroups/stats.js';
@@ -69,8 +69,10 @@ import { findExecutable } from './host/linux/runtime/ociruntime.js';
 import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
+import { LocalSession } from './engine/auth/local-session.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { type ContainerFilesHost } from './host/host.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -103,6 +105,11 @@ export interface DaemonOptions {
 export interface Daemon {
   /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
   shutdown(): Promise<void>;
+  /**
+   * The bearer token of the daemon's local session (engine/auth/local-session.ts), for a front end that
+   * hosts this daemon in its own process (the desktop app): every permission, valid until the daemon stops.
+   */
+  localToken: string;
 }
 
 /**
@@ -507,6 +514,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
   const authStore = new AuthStoreReader(opts.dataRoot);
+  const localSession = new LocalSession();
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
 
@@ -533,7 +541,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const auth = { verify: async (token: string) => localSession.verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
     const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
     if (afterBurst) {
       server.on('request', touch);
@@ -551,7 +559,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
     const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
     const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
-    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
+    // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
+    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken: localSession.token });
     closers.push(() => ui.close());
     // The address with its token gives full control of the engine: it goes to a file only root reads and to
     // the terminal that started the daemon, never to the log.
@@ -564,6 +573,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
   return {
+    localToken: localSession.token,
     async shutdown() {
       for (const server of servers) {
         server.close();
