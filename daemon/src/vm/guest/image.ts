@@ -490,8 +490,14 @@ export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> 
     await pipeline(cpioStream(rootfs, epoch), createWriteStream(path.join(out, 'initrd.img')));
     await copyFile(kernelFile, path.join(out, 'vmlinuz'));
     if (arch === 'arm64') {
-      // vfkit's Linux boot loader takes only an uncompressed arm64 Image (Debian's vmlinuz is gzip).
-      await pipeline(createReadStream(kernelFile), createGunzip(), createWriteStream(path.join(out, 'Image')));
+      // vfkit's Linux boot loader takes only an uncompressed arm64 Image (bookworm's vmlinuz is one already;
+      // a gzip one is unpacked).
+      const head = Buffer.alloc(2);
+      const fh = await fs.open(kernelFile, 'r');
+      await fh.read(head, 0, 2, 0);
+      await fh.close();
+      if (head[0] === 0x1f && head[1] === 0x8b) await pipeline(createReadStream(kernelFile), createGunzip(), createWriteStream(path.join(out, 'Image')));
+      else await fs.link(path.join(out, 'vmlinuz'), path.join(out, 'Image'));
     }
     if (opts.rootfsTar) {
       log('writing the root file system tar (WSL2)');
