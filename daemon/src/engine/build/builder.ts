@@ -73,7 +73,7 @@ export class Builder {
     const contextDir = path.join(workDir, 'context');
     await fs.mkdir(contextDir);
     try {
-      await unpackContext(input, contextDir, signal);
+      await unpackContext(input, contextDir, this.deps.host, signal);
       const dockerfileRel = path.posix.normalize(opts.dockerfile.replace(/^\/+/, ''));
       if (dockerfileRel.startsWith('..')) throw new InvalidParameter(`the Dockerfile (${opts.dockerfile}) must be within the build context`);
       let text: string | undefined;

@@ -14,8 +14,8 @@ import type tar from 'tar-stream';
 import { lazyPack, tarStream } from '../../util/tar.js';
 import { InvalidParameter, errorMessage } from '../../errors.js';
 import { detectCompression } from '../../util/streams.js';
-import { childDecompressor } from './context.js';
-import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree, FolderTree, LayersTree } from './sources.js';
+import { decompressionError, type BuildTools } from './context.js';
+import { cleanRel, expandSource, FolderTree, hashFile, LayersTree, resolveInTree, type SourceTree } from './sources.js';
 import type { Instruction } from './parser.js';
 import { expandWord, expandWords, type Lookup } from './words.js';
 import type { StageState } from './types.js';
@@ -206,10 +206,10 @@ export async function planCopy(opts: {
   return { entries, hash: hash.digest('hex'), kind };
 }
 
-function decompressor(compression: string): NodeJS.ReadWriteStream {
+function decompressor(compression: string, tools: BuildTools, signal?: AbortSignal): NodeJS.ReadWriteStream {
   if (compression === 'gzip') return zlib.createGunzip();
   if (compression === 'none') return new PassThrough();
-  return childDecompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz');
+  return tools.decompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz', signal);
 }
 
 /**
@@ -217,12 +217,12 @@ function decompressor(compression: string): NodeJS.ReadWriteStream {
  * failure (an archive entry pointing outside its destination, a corrupt archive) always finds the
  * consumer listening, and a stream never read does no work.
  */
-export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
-  return lazyPack((pack) => writeCopy(pack, plan, destOwner, signal));
+export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, tools: BuildTools, signal?: AbortSignal): Readable {
+  return lazyPack((pack) => writeCopy(pack, plan, destOwner, tools, signal));
 }
 
 /** Writes the plan's entries into `pack` and finalizes it. */
-async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Promise<void> {
+async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, tools: BuildTools, signal?: AbortSignal): Promise<void> {
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
   const unpackInto = async (archive: string, compression: string, destRel: string) => {
@@ -250,7 +250,9 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
         else if (header.type === 'link') await entry({ ...common, type: 'link', size: 0, linkname: cleanRel(`${destRel}/${path.posix.normalize(header.linkname ?? '')}`) });
       })().then(() => next(), (err: Error) => next(err));
     });
-    await pipeline(createReadStream(archive), decompressor(compression), extract, { signal });
+    await pipeline(createReadStream(archive), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
+      throw decompressionError(err);
+    });
   };
   for (const e of plan.entries) {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
@@ -367,5 +369,5 @@ export async function copyStep(build: BuildRun, state: StageState, ins: Instruct
   const destAbs = dest.startsWith('/') ? dest : path.posix.join(state.config.WorkingDir || '/', dest);
   const shell = state.config.Shell ?? DEFAULT_SHELL;
   const text = `${ins.keyword} ${fromLabel}${plan.kind}:${plan.hash} in ${destAbs} `;
-  await build.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, plan.hash, async () => packCopy(plan, chown, build.signal), build.nop(state, text));
+  await build.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, plan.hash, async () => packCopy(plan, chown, build.builder.d.host, build.signal), build.nop(state, text));
 }

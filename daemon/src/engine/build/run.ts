@@ -327,7 +327,7 @@ export class BuildRun {
     const text = `WORKDIR ${abs}`;
     await this.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, hashKey(missing), async () => {
       const now = new Date();
-      return packCopy({ entries: missing.map((name) => ({ name, type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: now, size: 0 })), hash: '', kind: 'dir' }, undefined, this.signal);
+      return packCopy({ entries: missing.map((name) => ({ name, type: 'directory', mode: 0o755, uid: 0, gid: 0, mtime: now, size: 0 })), hash: '', kind: 'dir' }, undefined, this.builder.d.host, this.signal);
     }, this.nop(state, text));
   }
 

@@ -4,6 +4,7 @@ import { EngineError } from '../../errors.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
+import type { BuildTools } from './context.js';
 import type { Instruction } from './parser.js';
 
 /** A failed step that carries the code Docker puts in errorDetail (a RUN's exit code). */
@@ -38,7 +39,7 @@ export interface BuildContainers {
   containersUsingImage(imageId: string): string[];
 }
 
-export interface BuildHost {
+export interface BuildHost extends BuildTools {
   /** The container's writable layer as a layer tar. */
   diffTar(id: string, lowerDirs: string[], signal?: AbortSignal): Readable;
 }

@@ -16,7 +16,7 @@ import { prune, remove } from './remove.js';
 import { save } from './save.js';
 import type { ImageRecord, ImageStore } from './store.js';
 import { tag } from './tag.js';
-import type { LayerStore } from '../../host/host.js';
+import type { LayerStore, ToolsHost } from '../../host/host.js';
 import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
 
 export type { DeleteRecord, Filters, ProgressMessage } from './context.js';
@@ -46,14 +46,18 @@ export class ImageService implements ImageLookup {
 
   // -- registries --
 
-  /** Connects the service to registries: pull, push, and (through the result) login and inspect. */
-  useRegistries(options: RegistryOptions): Distribution {
+  /**
+   * Connects the service to registries: pull, push, and (through the result) login and inspect. `tools`
+   * decode the layers Node cannot (zstd).
+   */
+  useRegistries(options: RegistryOptions, tools: Pick<ToolsHost, 'decompressor'>): Distribution {
     const ctx = this.ctx;
     ctx.distribution = new Distribution(
       ctx.store.root,
       options,
       {
         layers: ctx.layers,
+        tools,
         lookup: (ref) => ctx.store.lookup(ref),
         hasImage: (id) => ctx.store.has(id),
         commit: (image) =>

@@ -3,9 +3,9 @@
  * that serialises allocation and store writes, the Host's network part, the event bus and the daemon's
  * options. One object, built by the façade (service.ts) and passed to every verb.
  */
-import { readFileSync } from 'node:fs';
 import { NotFound, InvalidParameter } from '../../errors.js';
 import type { EventBus } from '../events.js';
+import { machineFacts } from '../machine.js';
 import { ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import type { NetworkHost } from '../../host/host.js';
@@ -46,14 +46,6 @@ export function ipv6Pool(network: NetworkRecord): IPAMPool | undefined {
   return network.IPAM.Config.find((p) => p.Subnet.includes(':'));
 }
 
-function machineId(): string {
-  try {
-    return readFileSync('/etc/machine-id', 'utf8').trim();
-  } catch {
-    return '';
-  }
-}
-
 export type EventPublisher = Pick<EventBus, 'publish'>;
 
 /** Serialises the service's state changes (allocation, store writes). */
@@ -81,7 +73,7 @@ export class NetworkContext {
   ) {
     this.store = new NetworkStore(opts.dataRoot);
     this.mtu = opts.mtu ?? DEFAULT_MTU;
-    this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineId()}`);
+    this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineFacts().machineId}`);
   }
 
   isPredefined(entry: NetworkEntry): boolean {
