@@ -98,7 +98,7 @@ export async function runVmBench(opts: Options): Promise<VmReport> {
       const stateDir = path.join(root, `vm${i}`);
       const last = i === opts.boots - 1;
       driver = new QemuDriver(
-        { name: `bench${i}`, stateDir, image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: share, guestPath: '/mnt/share' }] },
+        { name: `bench${i}`, stateDir, image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: share, guestPath: '/mnt/share' }], kernelArgs: ['berth.handshake=line'] },
         { accel, hostForwards: last ? [{ hostPort: enginePort, guestPort: 2375, engine: true }] : [] },
       );
       const t0 = Date.now();

@@ -59,6 +59,7 @@ test('the guest image boots under QEMU: the agent port answers, shares are read 
       image: img,
       resources: { cpus: 2, memoryMiB: 1536, diskGiB: 2 },
       shares: [{ hostPath: share, guestPath: '/mnt/work' }],
+      kernelArgs: ['berth.handshake=line'],
     },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
@@ -132,7 +133,7 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
   const shares = [{ hostPath: share, guestPath: '/mnt/src' }];
   const port = await freePort();
   const driver = new QemuDriver(
-    { name: 'engine', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares },
+    { name: 'engine', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares, kernelArgs: ['berth.handshake=line'] },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg', hostForwards: [{ hostPort: port, guestPort: 2375, engine: true }] },
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
