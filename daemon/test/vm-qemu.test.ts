@@ -17,7 +17,7 @@ import { GuestLineChannel } from '../src/vm/hello.js';
 import { QemuDriver } from '../src/vm/qemu.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
-import { BERTHD, runCommand, tmpdir } from './harness.js';
+import { BERTHD, DAEMON_DIR, Engine, runCommand, tmpdir } from './harness.js';
 
 function onPath(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
@@ -170,4 +170,33 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
   assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
 
   assert.equal(await channel.call('poweroff'), 'bye');
+});
+
+const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
+
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const src = path.join(root, 'src');
+  await fs.mkdir(src);
+  await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
+  // The host folder at the same path in the guest, as a bind mount's source names it.
+  const driver = new QemuDriver(
+    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const status = await driver.start();
+  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  cleanups.push(() => engine.cleanup());
+  await engine.start();
+  const archive = path.join(root, 'busybox.tar');
+  await buildBusyboxArchive(archive);
+  await engine.dockerOk(['load', '-i', archive], { timeoutMs: 600_000 });
+  const hi = await engine.dockerOk(['run', '--rm', 'busybox', 'echo', 'hi'], { timeoutMs: 300_000 });
+  assert.equal(hi, 'hi\n');
+  const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
+  assert.equal(rw, 'from the host\n');
+  assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
 });
