@@ -7,24 +7,29 @@
  *       kernel (each stage of daemon/vm/guest/init: mounts, modules, network, data disk, shares, channel)
  *   (b) cold file reads in the guest (its page cache dropped before each): a file of a host folder shared
  *       over 9p (a bind mount's source) against a file of the guest's own data disk (virtio-blk, ext4)
- *   (c) `run --rm true` through the remote Host against the same inside the guest: needs the guest agent in
- *       the image; reported as missing otherwise
+ *   (c) `docker run --rm busybox true` against the guest's own engine (its port forwarded to the host's
+ *       loopback by QEMU), beside the same through the remote Host: that one needs the guest agent in the
+ *       image, and is reported as missing otherwise
  *
- *   node daemon/dist/bench/vm.js [--boots 2] [--mib 64] [--rounds 3] [--json] [--verbose]
+ *   node daemon/dist/bench/vm.js [--boots 2] [--mib 64] [--rounds 3] [-n 5] [--json] [--verbose]
  *
  * The image is built first when the cache lacks it (vm/guest/image.ts). Everything it starts (QEMU, by
  * PID through the driver) is stopped, and its temporary folder removed, when it ends.
  */
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { buildGuestImage, defaultCacheDir } from '../src/vm/guest/image.js';
 import { GuestLineChannel } from '../src/vm/hello.js';
 import { QemuDriver, type QemuAccel } from '../src/vm/qemu.js';
+import { buildBusyboxArchive } from '../test/fixtures/busybox.js';
+import { runCommand } from '../test/harness.js';
 import { commonOptions, parseBenchArgs, positiveInt, runMain, type CommonOptions } from './cli.js';
 import { fmt } from './stats.js';
 
 interface Options extends CommonOptions {
+  iterations: number;
   boots: number;
   mib: number;
   rounds: number;
@@ -46,8 +51,17 @@ export interface VmReport {
   image: { dir: string; initrdBytes: number; kernel: string; cached: boolean };
   boots: BootFigures[];
   readMiBps: { share9p: number[]; guestDisk: number[] };
-  runRmTrue: { remoteHost?: number; insideGuest?: number; missing?: string };
+  /** Milliseconds of each `docker run --rm busybox true`. */
+  runRmTrue: { guestEngine: number[]; remoteHost: number[]; missing?: string };
   errors: Record<string, string>;
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
 }
 
 function median(xs: number[]): number {
@@ -71,17 +85,22 @@ export async function runVmBench(opts: Options): Promise<VmReport> {
     image: { dir: image.dir, initrdBytes: (await fs.stat(image.initrd)).size, kernel: String(image.manifest.kernelVersion), cached: image.cached },
     boots: [],
     readMiBps: { share9p: [], guestDisk: [] },
-    runRmTrue: {},
+    runRmTrue: { guestEngine: [], remoteHost: [] },
     errors: {},
   };
   const share = path.join(root, 'share');
   await fs.mkdir(share);
+  const enginePort = await freePort();
   let driver: QemuDriver | undefined;
   let channel: GuestLineChannel | undefined;
   try {
     for (let i = 0; i < opts.boots; i++) {
       const stateDir = path.join(root, `vm${i}`);
-      driver = new QemuDriver({ name: `bench${i}`, stateDir, image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: share, guestPath: '/mnt/share' }] }, { accel });
+      const last = i === opts.boots - 1;
+      driver = new QemuDriver(
+        { name: `bench${i}`, stateDir, image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: share, guestPath: '/mnt/share' }], kernelArgs: ['berth.handshake=line'] },
+        { accel, hostForwards: last ? [{ hostPort: enginePort, guestPort: 2375, engine: true }] : [] },
+      );
       const t0 = Date.now();
       const status = await driver.start();
       channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
@@ -112,6 +131,24 @@ export async function runVmBench(opts: Options): Promise<VmReport> {
       report.readMiBps.share9p.push(await speed('/mnt/share/bench.bin'));
       report.readMiBps.guestDisk.push(await speed('/var/lib/berth/bench.bin'));
     }
+    // (c) the guest's own engine, through the forwarded port.
+    const env = { DOCKER_HOST: `tcp://127.0.0.1:${enginePort}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
+    const docker = (args: string[]) => runCommand('docker', args, { env, timeoutMs: 300_000 });
+    const deadline = Date.now() + 300_000;
+    while ((await docker(['version', '--format', '{{.Server.Os}}'])).stdout.trim() !== 'linux') {
+      if (Date.now() > deadline) throw new Error("the guest's engine did not answer in 5 minutes");
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const archive = path.join(root, 'busybox.tar');
+    await buildBusyboxArchive(archive);
+    const loaded = await docker(['load', '-i', archive]);
+    if (loaded.code !== 0) throw new Error(`docker load in the guest: ${loaded.stderr}`);
+    for (let i = 0; i < opts.iterations + 1; i++) {
+      const t = process.hrtime.bigint();
+      const r = await docker(['run', '--rm', '--network', 'none', 'busybox', 'true']);
+      if (r.code !== 0) throw new Error(`docker run in the guest: ${r.stderr}`);
+      if (i > 0) report.runRmTrue.guestEngine.push(Number(process.hrtime.bigint() - t) / 1e6); // the first one warms up
+    }
     report.runRmTrue.missing = existsSync(path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'src', 'agent'))
       ? 'the guest agent is built but this benchmark does not drive it yet'
       : 'no guest agent in this build (the image answers the line handshake only)';
@@ -133,13 +170,14 @@ function print(r: VmReport): void {
   line('9p share of a host folder (bind mount source)', fmt(median(r.readMiBps.share9p), 1));
   line("the guest's own disk (virtio-blk, ext4)", fmt(median(r.readMiBps.guestDisk), 1));
   line('ratio share / own disk', fmt(median(r.readMiBps.share9p) / median(r.readMiBps.guestDisk), 2));
-  console.log('(c) run --rm true');
-  if (r.runRmTrue.missing) line('remote Host vs inside the guest', `not measured: ${r.runRmTrue.missing}`);
+  console.log('(c) docker run --rm --network none busybox true, ms (median)');
+  line("the guest's own engine (forwarded TCP port)", `${fmt(median(r.runRmTrue.guestEngine), 0)} (of ${r.runRmTrue.guestEngine.length})`);
+  line('through the remote Host', r.runRmTrue.missing ? `not measured: ${r.runRmTrue.missing}` : fmt(median(r.runRmTrue.remoteHost), 0));
 }
 
 async function main(): Promise<number> {
-  const values = parseBenchArgs(process.argv.slice(2), { boots: { type: 'string' }, mib: { type: 'string' }, rounds: { type: 'string' } });
-  const opts: Options = { boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 64), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
+  const values = parseBenchArgs(process.argv.slice(2), { iterations: { type: 'string', short: 'n' }, boots: { type: 'string' }, mib: { type: 'string' }, rounds: { type: 'string' } });
+  const opts: Options = { iterations: positiveInt(values, 'iterations', 5), boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 64), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
   const report = await runVmBench(opts);
   if (opts.json) console.log(JSON.stringify(report, null, 2));
   else print(report);

@@ -12,9 +12,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { buildGuestImage, defaultCacheDir, type BuildResult } from '../src/vm/guest/image.js';
+import net from 'node:net';
 import { GuestLineChannel } from '../src/vm/hello.js';
 import { QemuDriver } from '../src/vm/qemu.js';
-import { BERTHD, tmpdir } from './harness.js';
+import { toGuestPath } from '../src/vm/shares.js';
+import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
+import { BERTHD, DAEMON_DIR, Engine, runCommand, tmpdir } from './harness.js';
 
 function onPath(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
@@ -56,6 +59,7 @@ test('the guest image boots under QEMU: the agent port answers, shares are read 
       image: img,
       resources: { cpus: 2, memoryMiB: 1536, diskGiB: 2 },
       shares: [{ hostPath: share, guestPath: '/mnt/work' }],
+      kernelArgs: ['berth.handshake=line'],
     },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
@@ -109,4 +113,90 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
   const rebuilt = await buildGuestImage({ arch: 'amd64', cacheDir, force: true, log: () => undefined });
   assert.equal(rebuilt.cached, false);
   assert.equal(rebuilt.manifest.initrdSha256, first.manifest.initrdSha256);
+});
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const share = path.join(root, 'src');
+  await fs.mkdir(share);
+  await fs.writeFile(path.join(share, 'in.txt'), 'from the host\n');
+  const shares = [{ hostPath: share, guestPath: '/mnt/src' }];
+  const port = await freePort();
+  const driver = new QemuDriver(
+    { name: 'engine', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares, kernelArgs: ['berth.handshake=line'] },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg', hostForwards: [{ hostPort: port, guestPort: 2375, engine: true }] },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const status = await driver.start();
+  const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
+  cleanups.push(async () => channel.close());
+  const hello = await channel.hello(180_000);
+  assert.equal(hello.mounts.berth0, '/mnt/src');
+
+  const env = { DOCKER_HOST: `tcp://127.0.0.1:${port}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
+  const docker = (args: string[], timeoutMs = 120_000) => runCommand('docker', args, { env, timeoutMs });
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const v = await docker(['version', '--format', '{{.Server.Os}}'], 20_000);
+    if (v.code === 0 && v.stdout.trim() === 'linux') break;
+    assert.ok(Date.now() < deadline, `the guest's engine did not answer in 3 minutes: ${v.stderr}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  const archive = path.join(root, 'busybox.tar');
+  await buildBusyboxArchive(archive);
+  const loaded = await docker(['load', '-i', archive], 300_000);
+  assert.equal(loaded.code, 0, loaded.stderr);
+
+  const hi = await docker(['run', '--rm', 'busybox', 'echo', 'hi'], 300_000);
+  assert.equal(hi.code, 0, hi.stderr);
+  assert.equal(hi.stdout, 'hi\n');
+
+  // A host folder as a bind mount: its host path translated to the share's guest path.
+  const guestSrc = toGuestPath(shares, share);
+  assert.equal(guestSrc, '/mnt/src');
+  const rw = await docker(['run', '--rm', '-v', `${guestSrc}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], 300_000);
+  assert.equal(rw.code, 0, rw.stderr);
+  assert.equal(rw.stdout, 'from the host\n');
+  assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  assert.equal(await channel.call('poweroff'), 'bye');
+});
+
+const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
+
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const src = path.join(root, 'src');
+  await fs.mkdir(src);
+  await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
+  // The host folder at the same path in the guest, as a bind mount's source names it.
+  const driver = new QemuDriver(
+    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const status = await driver.start();
+  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  cleanups.push(() => engine.cleanup());
+  await engine.start();
+  const archive = path.join(root, 'busybox.tar');
+  await buildBusyboxArchive(archive);
+  await engine.dockerOk(['load', '-i', archive], { timeoutMs: 600_000 });
+  const hi = await engine.dockerOk(['run', '--rm', 'busybox', 'echo', 'hi'], { timeoutMs: 300_000 });
+  assert.equal(hi, 'hi\n');
+  const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
+  assert.equal(rw, 'from the host\n');
+  assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
 });

@@ -103,6 +103,8 @@ export function guestKernelArgs(opts: {
   shareFs: '9p' | 'virtiofs';
   agent: string;
   net?: 'qemu-user' | 'dhcp';
+  /** A guest TCP port where init serves the guest's own engine (for tests and benchmarks; no agent needed). */
+  enginePort?: number;
   now?: Date;
   extra?: string[];
 }): string[] {
@@ -112,6 +114,7 @@ export function guestKernelArgs(opts: {
     words.push(`berth.share=${s.tag}:${opts.shareFs}:${s.guestPath}${s.readOnly ? ':ro' : ''}`);
   }
   if (opts.net) words.push(`berth.net=${opts.net}`);
+  if (opts.enginePort) words.push(`berth.engine=${opts.enginePort}`);
   words.push(`berth.time=${Math.floor((opts.now ?? new Date()).getTime() / 1000)}`);
   return [...words, ...(opts.extra ?? [])];
 }

@@ -44,6 +44,12 @@ export interface QemuOptions {
   host?: QemuHostInfo;
   /** User-mode networking for the guest's own traffic (default on). */
   network?: boolean;
+  /**
+   * Host loopback ports forwarded to guest ports by QEMU's user-mode network. With `engine`, the guest runs
+   * its own engine on that guest port (init's berth.engine), reached from the host without the agent: the
+   * tests and bench/vm.ts compare it with the remote Host.
+   */
+  hostForwards?: Array<{ hostPort: number; guestPort: number; engine?: boolean }>;
   /** Date written on the kernel command line (the guest's clock at boot); tests fix it. */
   now?: Date;
 }
@@ -127,6 +133,7 @@ export function qemuCommand(config: VmConfig, opts: QemuOptions = {}): QemuComma
     shareFs: '9p',
     agent: `port:${AGENT_PORT_NAME}`,
     net: opts.network === false ? undefined : 'qemu-user',
+    enginePort: opts.network === false ? undefined : opts.hostForwards?.find((f) => f.engine)?.guestPort,
     now: opts.now,
     extra: config.kernelArgs,
   });
@@ -143,7 +150,8 @@ export function qemuCommand(config: VmConfig, opts: QemuOptions = {}): QemuComma
     args.push('-device', `virtio-9p-pci,fsdev=fs${i},mount_tag=${s.tag}`);
   });
   if (opts.network !== false) {
-    args.push('-netdev', 'user,id=net0', '-device', 'virtio-net-pci,netdev=net0');
+    const fwd = (opts.hostForwards ?? []).map((f) => `,hostfwd=tcp:127.0.0.1:${f.hostPort}-:${f.guestPort}`).join('');
+    args.push('-netdev', `user,id=net0${fwd}`, '-device', 'virtio-net-pci,netdev=net0');
   }
   args.push('-device', 'virtio-rng-pci');
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`);

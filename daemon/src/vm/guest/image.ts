@@ -328,12 +328,17 @@ esac
 
 /** The init, in WSL2: its init is Microsoft's; this prepares what ours would and runs the agent on stdio. */
 const WSL_AGENT = `#!/bin/sh
-# Started by \`wsl.exe -d <distro> --exec /usr/lib/berth/wsl-agent\`: the agent's channel is this process's stdio.
+# Started by \`wsl.exe -d <distro> --exec /usr/lib/berth/wsl-agent\`: the agent's channel is this process's
+# stdio, relayed by socat to a pty that the agent opens as its device (as the vsock port is under vfkit).
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mkdir -p /var/lib/berth /run
 sysctl -q -w net.ipv4.ip_forward=1 >/dev/null 2>&1
-exec berthd agent --device /dev/stdin
+(
+  while [ ! -e /run/berth-agent.pty ]; do sleep 0.1; done
+  exec berthd agent --device /run/berth-agent.pty --data-root /var/lib/berth --exec-root /run/berth-agent >>/run/berth-agent.log 2>&1
+) &
+exec socat -t 3600 STDIO "PTY,link=/run/berth-agent.pty,raw,echo=0"
 `;
 
 /** The CA bundle that ca-certificates' maintainer script (update-ca-certificates) would write. */
