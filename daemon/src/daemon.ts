@@ -5,8 +5,6 @@
 import { promises as fs, readFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
-import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
 import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
@@ -15,13 +13,11 @@ import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
-import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
-import { LinuxSandboxHost } from './host/linux/network/sandbox.js';
 import { SandboxService } from './engine/sandbox/service.js';
 import type { ContainerRecord } from './engine/containers/model.js';
-import { registerSystemRoutes, type ComponentVersion, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
-import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
+import { countOpenFds, loadEngineId } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
 import path from 'node:path';
@@ -30,10 +26,9 @@ import { registerDistributionRoutes } from './api/distribution.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
-import { ContainerFiles, type ContainerFilesHost } from './engine/containers/archive.js';
+import { ContainerFiles } from './engine/containers/archive.js';
 import { registerStatsRoutes } from './api/stats.js';
 import { ContainerStats } from './engine/containers/stats.js';
-import { CgroupStats } from './host/linux/cgroups/stats.js';
 import { registerContainerControlRoutes } from './api/control.js';
 import { registerExecRoutes } from './api/exec.js';
 import { registerAttachWsRoutes } from './api/attachws.js';
@@ -44,16 +39,15 @@ import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
 import { pruneContainers } from './engine/containers/prune.js';
 import { ContainerService } from './engine/containers/service.js';
-import { LinuxHost } from './host/linux/index.js';
-import { findInitBinary, readInitVersion } from './host/linux/init.js';
+import { createLinuxHost } from './host/linux/index.js';
 import { ensureExecRootTmpfs } from './host/linux/execroot.js';
 import { writebackAfterDeletions } from './host/linux/nojournal.js';
 import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
+import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
-import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
@@ -69,12 +63,15 @@ import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
-import { findExecutable } from './host/linux/runtime/ociruntime.js';
-import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
+import { LocalSession } from './engine/auth/local-session.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import type { Host, LayerStore } from './host/host.js';
+import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
+import { containerSizes } from './engine/containers/sizes.js';
+import { SystemFacts } from './engine/system/facts.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -107,6 +104,11 @@ export interface DaemonOptions {
 export interface Daemon {
   /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
   shutdown(): Promise<void>;
+  /**
+   * The bearer token of the daemon's local session (engine/auth/local-session.ts), for a front end that
+   * hosts this daemon in its own process (the desktop app): every permission, valid until the daemon stops.
+   */
+  localToken: string;
 }
 
 /**
@@ -165,41 +167,8 @@ async function writeFileAtomicPrivate(file: string, text: string): Promise<void>
   await fs.rename(tmp, file);
 }
 
-/** A stream that a promise gives later: its bytes, or its error. */
-function streamLater(source: Promise<Readable>): Readable {
-  const out = new PassThrough();
-  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
-  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
-  out.on('error', () => undefined);
-  source.then(
-    (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
-    (err: unknown) => out.destroy(err as Error),
-  );
-  return out;
-}
-
-/** A ContainerFilesHost whose implementation `load` gives at the first call. */
-function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): ContainerFilesHost {
-  let loaded: Promise<ContainerFilesHost> | undefined;
-  const get = () =>
-    (loaded ??= load().catch((err: unknown) => {
-      loaded = undefined;
-      throw err;
-    }));
-  return {
-    mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
-    unmountRootfs: async (id) => (await get()).unmountRootfs(id),
-    readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),
-    statPath: async (view, file) => (await get()).statPath(view, file),
-    archivePath: async (view, file, signal) => (await get()).archivePath(view, file, signal),
-    extractArchive: async (view, file, tar, opts) => (await get()).extractArchive(view, file, tar, opts),
-    exportRootfs: (root, signal) => streamLater(get().then((h) => h.exportRootfs(root, signal))),
-    changes: async (id, lowerDirs, ignoreAdded) => (await get()).changes(id, lowerDirs, ignoreAdded),
-  };
-}
-
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
-function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDiskUsage {
+function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>): ImageDiskUsage {
   const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
   const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
   const all = new Set<string>();
@@ -214,7 +183,11 @@ function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDis
   return { layersSize: size(all), reclaimable: size(all) - size(held), items };
 }
 
-export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
+/**
+ * Starts the daemon on `host` (by default the Host of this machine, built from the options); the daemon
+ * closes the host when it shuts down.
+ */
+export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
   // Every state file is written by one native task of the thread pool when the addon is built.
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
@@ -239,6 +212,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   const pidfileHandle = await writePidfile(opts.pidfile);
+  // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
+  const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
+  useMachineFacts(host.probe);
 
   const events = new EventBus();
   const router = new Router();
@@ -249,8 +226,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // Networks: the predefined networks and the default bridge (created or verified at every start).
   // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
-  const networkHost = new LinuxNetworkHost();
-  const networks = new NetworkService(networkHost, events, {
+  const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
@@ -261,20 +237,18 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
   const imageRoot = path.join(opts.dataRoot, 'image');
-  const layerStore = new LinuxLayerStore(imageRoot);
-  const images = new ImageService(imageRoot, layerStore, events);
+  const images = new ImageService(imageRoot, host.layers, events);
   await images.init();
   // Registries: pull and push through the image service; login check and distribution inspect.
-  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries });
+  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
   registerDistributionRoutes(router, distribution);
 
   // Containers: conmon and the OCI runtime on this machine; records under <data-root>/containers. Loading
   // reconciles them with what runs (reattach, exit codes of those that ended, crash leftovers, restarts).
-  const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
-  for (const warning of host.warnings) log.warn(warning);
+  for (const warning of host.probe.warnings) log.warn(warning);
   // The init binary of containers started with HostConfig.Init; without one, only those fail to start.
-  const initBinary = findInitBinary(opts.initPath);
+  const initBinary = host.probe.initBinary;
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
@@ -291,10 +265,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const pluginManager = new PluginManager({
     dataRoot: opts.dataRoot,
     execRoot: opts.execRoot,
-    runtimePath: findExecutable(host.containers.runtimeName) ?? host.containers.runtimeName,
+    runtimePath: host.probe.runtimePath,
     events,
   });
-  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   await pluginManager.init();
   closers.push(() => pluginManager.close());
@@ -306,9 +280,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const sandboxes: SandboxService = new SandboxService(
     { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
     networks,
-    new LinuxSandboxHost(),
+    host.sandbox,
   );
-  networkHost.observeDns((id, name, records) => sandboxes.dnsAnswer(id, name, records));
+  host.network.observeDns?.((id, name, records) => sandboxes.dnsAnswer(id, name, records));
   events.subscribe((event) => {
     const container = event.Actor.Attributes.container;
     if (event.Type === 'network' && event.Action === 'connect' && container) {
@@ -318,11 +292,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const containers: ContainerService = new ContainerService({
     sandboxes,
     dataRoot: opts.dataRoot,
-    host: host.containers,
+    host: host.runtime,
     images,
     networking: networks,
     events,
-    defaultRuntime: host.containers.runtimeName,
+    defaultRuntime: host.probe.runtimeName,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -335,7 +309,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
       linkEnv: (r) => containers.linkEnv(r),
     },
-    host: host.containers,
+    host: host.exec,
     lowerDirs: (chainIds) => images.lowerDirs(chainIds),
     events,
   });
@@ -360,32 +334,22 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
   closers.push(() => containers.close());
-  const containerSizes = async (record: ContainerRecord) => {
-    const rw = await host.containers.writableLayerSize(record.Id);
-    let imageSize = 0;
-    try {
-      imageSize = Number(images.inspect(record.Image).Size) || 0;
-    } catch {
-      // The image was removed by force: only the container's own files count.
-    }
-    return { rw, rootFs: rw + imageSize };
-  };
+  const sizes = (record: ContainerRecord) => containerSizes({ host: host.runtime, images }, record);
   registerContainerRoutes(router, {
     containers,
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
-    readLog: (record, o) =>
-      host.containers.readLogBlocks(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
-    sizes: containerSizes,
+    readLog: (record, o) => readLogBlocks(host.runtime, record, o),
+    sizes,
     prune: (filters) => pruneContainers({
       all: () => containers.all(),
       remove: (id, o) => containers.remove(id, o),
-      ownSize: (record) => host.containers.writableLayerSize(record.Id),
+      ownSize: (record) => host.runtime.writableLayerSize(record.Id),
       events,
     }, filters),
   });
 
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
-  const pauses = new PauseService(containers, host.containers);
+  const pauses = new PauseService(containers, host.runtime);
   containers.afterSignal = (record, signal) => pauses.afterSignal(record, signal);
   registerExecRoutes(router, {
     create: (ref, body) => execs.create(ref, body),
@@ -403,33 +367,26 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   registerContainerControlRoutes(router, {
     pause: (ref) => pauses.pause(ref),
     unpause: (ref) => pauses.unpause(ref),
-    update: (ref, body) => updateContainer(containers, host.containers, ref, body),
-    top: (ref, psArgs) => topProcesses(containers, host.containers, ref, psArgs),
+    update: (ref, body) => updateContainer(containers, host.runtime, ref, body),
+    top: (ref, psArgs) => topProcesses(containers, host.runtime, ref, psArgs),
   });
   registerAttachWsRoutes(router, {
     containers,
-    readLog: (record, o) =>
-      host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+    readLog: (record, o) => readLogBatches(host.runtime, record, o),
   });
 
-  // Container files: docker cp (archive), export and changes. Their host part (tar packing and unpacking, path
-  // resolution in a container root) is loaded at its first use: an idle daemon does not carry it.
+  // Container files: docker cp (archive), export and changes.
   const containerFiles = new ContainerFiles({
     containers: { get: (ref) => containers.get(ref), serialised: (id, fn) => containers.serialised(id, fn) },
-    host: lazyContainerFilesHost(() => import('./host/linux/archive/index.js').then(({ LinuxContainerFiles }) => new LinuxContainerFiles(host.containers))),
+    host: host.files,
     images,
     events,
   });
   registerArchiveRoutes(router, containerFiles);
 
   // Commit and build: images from a container's writable layer, and from a Dockerfile (RUN steps are
-  // containers of the container engine, committed the same way). The layer's packer is loaded at its first use.
-  const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) =>
-    streamLater(
-      import('./host/linux/archive/diff.js').then(({ upperDiffTar }) =>
-        upperDiffTar(path.join(host.containers.layout.containerDir(id), 'upper'), lowerDirs, RUNTIME_MOUNT_POINTS, signal),
-      ),
-    );
+  // containers of the container engine, committed the same way).
+  const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) => host.files.diffTar(id, lowerDirs, RUNTIME_MOUNT_POINTS, signal);
   const commits = new CommitService({
     containers: {
       get: (ref) => containers.get(ref),
@@ -451,7 +408,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const b = new Builder(buildRoot, {
         images,
         containers,
-        host: { diffTar },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();
@@ -471,7 +428,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     containers: taskContainers(containers, events),
     events,
     describe: async () => {
-      const info = await readHostInfo({ runtimes: ['crun', 'runc'], defaultRuntime: host.containers.runtimeName });
+      const info = await host.probe.info();
       return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
     },
   });
@@ -479,10 +436,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   closers.push(() => cluster.close());
   registerSwarmRoutes(router, cluster, (id, o) => {
     const record = containers.store.find(id);
-    return record ? host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }) : undefined;
+    return record ? readLogBatches(host.runtime, record, o) : undefined;
   });
   // Container statistics from the cgroups.
-  registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
+  registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: host.stats }));
 
   // System and events.
   const systemBackend: SystemBackend = {
@@ -490,19 +447,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     imageCount: () => images.store.all().length,
   };
   const eventsApi = registerEventsRoutes(router, events);
-  // The runtime in use: the one asked for, unless it cannot work on this host (the host falls back and warns).
-  const runtimeInUse = host.containers.runtimeName;
-  const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: runtimeInUse };
-  let componentVersions: Promise<ComponentVersion[]> | undefined;
+  const facts = new SystemFacts(host.probe);
   registerSystemRoutes(router, {
     backend: systemBackend,
     swarm: () => cluster.status(),
-    hostInfo: () => readHostInfo(hostInfoOptions),
-    components: () =>
-      (componentVersions ??= Promise.all([
-        readComponentVersions([runtimeInUse, runtimeInUse === 'crun' ? 'runc' : 'crun', 'conmon']),
-        readInitVersion(initBinary),
-      ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
+    hostInfo: () => facts.hostInfo(),
+    components: () => facts.components(),
     initBinary: initBinary.name,
     volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
@@ -511,15 +461,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     buildTime: (await fs.stat(fileURLToPath(import.meta.url))).mtime.toISOString(),
     eventListeners: () => eventsApi.listeners(),
     openFds: () => countOpenFds(),
-    driverStatus: () => readDriverStatus(opts.dataRoot),
+    driverStatus: () => facts.driverStatus(),
     firewallBackend: opts.iptables ? 'iptables' : undefined,
     registryConfig: () => distribution.config.info(),
     diskUsage: {
-      images: async () => imageDiskUsage(images, layerStore),
+      images: async () => imageDiskUsage(images, host.layers),
       volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(
-          containers.all().map(async (c) => containerSummary(c, c.Config.Image, await containerSizes(c)) as ContainerDiskUsage['items'][number]),
+          containers.all().map(async (c) => containerSummary(c, c.Config.Image, await sizes(c)) as ContainerDiskUsage['items'][number]),
         ),
       }),
     },
@@ -527,6 +477,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
   const authStore = new AuthStoreReader(opts.dataRoot);
+  const localSession = new LocalSession();
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
 
@@ -553,7 +504,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const auth = { verify: async (token: string) => localSession.verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
     const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
     if (afterBurst) {
       server.on('request', touch);
@@ -571,7 +522,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
     const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
     const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
-    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
+    // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
+    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken: localSession.token });
     closers.push(() => ui.close());
     // The address with its token gives full control of the engine: it goes to a file only root reads and to
     // the terminal that started the daemon, never to the log.
@@ -584,6 +536,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
   return {
+    localToken: localSession.token,
     async shutdown() {
       for (const server of servers) {
         server.close();

@@ -3,7 +3,7 @@
  * (engine/cluster). Outside a swarm (or on a worker) the manager routes answer "not a swarm manager"
  * (406 at API 1.24, 503 later: NotInSwarm); a daemon built without the cluster service refuses init and join.
  */
-import { InvalidParameter, NotImplemented, NotInSwarm } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented, NotInSwarm } from '../errors.js';
 import type { ClusterService } from '../engine/cluster/cluster.js';
 import type { ApiRequest, ApiResponse, Handler } from './http.js';
 import { boolParam, filterParam, stringParam } from './params.js';

@@ -1,147 +1,60 @@
 /**
- * The Host seam: everything that must happen on a Linux kernel. The engine declares the narrow interfaces
- * it uses (ContainerRuntimeHost here, LayerHost, NetworkHost); `host/linux` implements them on this
- * machine, `host/remote` (later) over a stream to a guest agent.
+ * The Host contract: everything that must happen on the machine containers run on. Each part is declared in
+ * its own file beside this one and gathered here; the engine imports the parts' types from this module
+ * (engine -> host types is the one allowed direction, and host/ never imports engine/). `host/linux`
+ * builds the whole object on this machine (createLinuxHost); a remote implementation replaces it whole.
+ *
+ * Every method is describable for a remote implementation: its arguments and results are plain data,
+ * Buffers, Readable or Writable streams, AsyncIterables, AbortSignals, or handle objects whose methods are
+ * themselves such calls (AttachStreams, ExecProcess, openBeneath's holder). The only functions handed to the
+ * Host are the hook objects named in their parts' doc comments (StartHooks, DnsAnswers, DnsObserver).
+ * Synchronous members (LayerStore's lookups, StatsHost's machine figures, ProbeHost's properties, stopDns)
+ * answer from what the Host already knows: a remote Host keeps a copy it refreshes.
  */
-import type { Readable, Writable } from 'node:stream';
+import type { ExecHost } from './exec.js';
+import type { ContainerFilesHost } from './files.js';
+import type { LayerStore } from './layers.js';
+import type { NetworkHost } from './network.js';
+import type { ProbeHost } from './probe.js';
+import type { ContainerRuntimeHost } from './runtime.js';
+import type { SandboxHost } from './sandbox.js';
+import type { StatsHost } from './stats.js';
+import type { ToolsHost } from './tools.js';
+import type { VolumeHost } from './volumes.js';
 
-/** Facts about the kernel and machine, for /info and /version. */
-export interface HostInfo {
-  kernelVersion: string;
-  operatingSystem: string;
-  osVersion: string;
-  osType: 'linux';
-  architecture: string;
-  ncpu: number;
-  memTotal: number;
-  cgroupVersion: '1' | '2';
-  cgroupDriver: 'cgroupfs';
-  storageDriver: 'overlay2';
-  runtimes: string[];
-  defaultRuntime: string;
-  hostname: string;
-  /** Resource controls the kernel offers containers (the booleans of /info); absent when unknown. */
-  capabilities?: HostCapabilities;
-}
+export * from './exec.js';
+export * from './files.js';
+export * from './layers.js';
+export * from './network.js';
+export * from './probe.js';
+export * from './runtime.js';
+export * from './sandbox.js';
+export * from './stats.js';
+export * from './tools.js';
+export * from './volumes.js';
 
-export interface HostCapabilities {
-  memoryLimit: boolean;
-  swapLimit: boolean;
-  cpuCfsPeriod: boolean;
-  cpuCfsQuota: boolean;
-  cpuShares: boolean;
-  cpuSet: boolean;
-  pidsLimit: boolean;
-  oomKillDisable: boolean;
-  ipv4Forwarding: boolean;
-}
-
-/** The output side of a container's or exec's stdio, live. */
-export interface AttachStreams {
-  /** Live output, one chunk per packet, tagged with its stream. Ends when the process's stdio closes. */
-  output: Readable; // objectMode: { stream: 'stdout' | 'stderr'; data: Buffer }
-  /** Writes go to the process's stdin; ending it closes stdin (when the container allows that). */
-  input: Writable;
-  close(): void;
-}
-
-/** One line of a container log as conmon writes it. */
-export interface LogRecord {
-  /** RFC 3339 with nanoseconds, as written by conmon. */
-  time: string;
-  timeNano: bigint;
-  stream: 'stdout' | 'stderr';
-  /** False when the line continues in the next record (conmon's P flag). */
-  complete: boolean;
-  /** The bytes of the record WITHOUT a trailing newline; a complete record (F) implies one after `data`. */
-  data: Buffer;
-}
-
-/**
- * Log records in columns, over the one buffer they were read into: no object per record, for logs served in
- * bulk. Record i's time starts at `offsets[3i]`, its data spans `offsets[3i+1]` to `offsets[3i+2]` (without
- * the newline); `flags[i]` holds LOG_STDERR and LOG_COMPLETE. The block is handed over: its consumer may write
- * into `buf` (the reader keeps nothing of it).
- */
-export interface LogRecordBlock {
-  readonly buf: Buffer;
-  readonly count: number;
-  readonly offsets: Int32Array;
-  readonly flags: Uint8Array;
-  /** Record i's time: whole seconds since the epoch. */
-  seconds(i: number): number;
-  /** Record i's time: nanoseconds within its second. */
-  nanos(i: number): number;
-}
-export const LOG_STDERR = 1;
-export const LOG_COMPLETE = 2;
-
-export interface ContainerIO {
-  tty: boolean;
-  openStdin: boolean;
-  stdinOnce: boolean;
-  /** Where conmon writes the container's log. */
-  logPath: string;
-  /** LogConfig.Type none: no log is kept. */
-  noLog?: boolean;
-}
-
-/** Work the engine does between the runtime's create and start (network set-up, early attach). */
-export interface StartHooks {
-  /** Called with the container's pid once created; a rejection aborts the start. */
-  afterCreate?(pid: number): Promise<void>;
-}
-
-/** A running container's exit, as recorded by conmon. */
-export interface ExitInfo {
-  exitCode: number;
-  /** When the process ended (nanoseconds since the epoch). */
-  finishedAtNano: bigint;
-  oomKilled: boolean;
-}
-
-/** What the container engine asks of the Host to run containers. */
-export interface ContainerRuntimeHost {
-  /**
-   * Mounts the container's root filesystem (overlay of the given lower folders with the container's own upper).
-   * `lowerDirs` are bottom-first, in the order the image lists its layers.
-   */
-  mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
-  unmountRootfs(id: string): Promise<void>;
-  /** Says that a start is beginning (mount, then start follow): the host may prepare what the runtime will wait for. */
-  startBeginning?(): void;
-  /** Removes the container's writable layer and bundle. */
-  removeContainerFiles(id: string): Promise<void>;
-  /** Reads a file from an image's layers, bottom-first (for /etc/passwd lookups before the container exists). */
-  readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
-  /**
-   * Creates and starts the container under conmon with the given OCI runtime spec (root.path is filled in
-   * by the host). Resolves with the container's pid once the process runs.
-   */
-  start(id: string, spec: object, io: ContainerIO, hooks?: StartHooks): Promise<{ pid: number }>;
-  /** Sends a signal to the container's init process. */
-  signal(id: string, signal: number): Promise<void>;
-  /** Resolves when the container's process ended, with its exit code (also after a daemon restart). */
-  waitExit(id: string): Promise<ExitInfo>;
-  /** Releases what the runtime holds of an ended container (`crun delete`). */
-  cleanup(id: string): Promise<void>;
-  /** Whether the runtime still knows the container and its process is alive. */
-  isRunning(id: string): Promise<{ running: boolean; pid: number }>;
-  attach(id: string): Promise<AttachStreams>;
-  resize(id: string, height: number, width: number): Promise<void>;
-  /** Reads the container's log from the start (or the `tail` last records); with follow, keeps reading. */
-  readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord>;
-  /** readLog in batches of records (one per chunk read): what big logs are served from. */
-  readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]>;
-  /** readLog in columnar blocks (one per chunk read, no object per record): what `logs` is served from. */
-  readLogBlocks(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecordBlock>;
-  /** Bytes of the container's own files (its writable layer): SizeRw. */
-  writableLayerSize(id: string): Promise<number>;
-  /** Ids of containers the runtime holds (for recovery). */
-  listRuntimeContainers(): Promise<string[]>;
-  /**
-   * The mount a host path lies on (symlinks resolved) and its propagation: whether it is in a peer group
-   * (shared) or receives from one (slave). Absent where the host cannot tell.
-   */
-  sourceMount?(hostPath: string): Promise<{ mountPoint: string; shared: boolean; slave: boolean }>;
+/** One Host, whole: the parts the engine's services take (each service declares the part, or the Pick<> of it, it needs). */
+export interface Host {
+  /** Containers: root filesystems, the OCI runtime under its monitor, signals, exits, attach, logs. */
+  readonly runtime: ContainerRuntimeHost;
+  /** Extra processes in running containers. */
+  readonly exec: ExecHost;
+  /** A container's files: archive in and out, stat, export, changes, the writable layer as a tar. */
+  readonly files: ContainerFilesHost;
+  /** Image layers: staged, committed, unpacked once into folders, given back as tars. */
+  readonly layers: LayerStore;
+  /** The local volume driver's folders and mounts, and mount points in container roots. */
+  readonly volumes: VolumeHost;
+  /** Bridges, veths, NAT and port rules, the embedded DNS. */
+  readonly network: NetworkHost;
+  /** Egress network policies of sandboxes, in the kernel. */
+  readonly sandbox: SandboxHost;
+  /** Readings of containers' cgroups. */
+  readonly stats: StatsHost;
+  /** Programs of the machine run as stream stages (the decompressors Node lacks). */
+  readonly tools: ToolsHost;
+  /** Facts of the machine: kernel, OS, runtimes, init binary, resources. */
+  readonly probe: ProbeHost;
+  /** Releases watchers and handles; containers keep running under their monitors. */
+  close(): Promise<void>;
 }

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { circuitBreaker, ConsecutiveBreaker, handleWhen } from 'cockatiel';
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
-import { InvalidParameter, NotInSwarm, Unavailable } from '../errors.js';
+import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';

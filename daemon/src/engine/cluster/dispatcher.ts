@@ -19,7 +19,7 @@ import https from 'node:https';
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { AgentSource } from './agent.js';
 import type { ClusterHost, NodeCertificates } from './host.js';

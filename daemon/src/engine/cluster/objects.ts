@@ -3,7 +3,7 @@
  * their filters, update with the version rule, remove), in the Engine API's shapes.
  */
 import { randomBytes } from 'node:crypto';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
 import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';

@@ -5,7 +5,7 @@
  * wait until that copy has caught up with them, so that a read after a write sees it.
  */
 import { Etcd3, type IKeyValue } from 'etcd3';
-import { Conflict, InvalidParameter, NotFound, Unavailable } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound, Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { Kind, Obj } from './types.js';
 

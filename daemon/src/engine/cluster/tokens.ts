@@ -4,7 +4,7 @@
  * before it sends the secret (16 random bytes as 25 base-36 digits). Unlock keys: `SWMKEY-1-` and base64.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 function base36(bytes: Buffer, width: number): string {
   let n = 0n;

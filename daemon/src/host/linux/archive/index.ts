@@ -6,13 +6,14 @@ import type { Stats } from 'node:fs';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../../engine/containers/archive.js';
-import { Forbidden, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
 import type { LinuxContainerRuntime } from '../runtime/runtime.js';
 import { upperChanges } from './changes.js';
+import { upperDiffTar } from './diff.js';
 import { packFiles } from './pack.js';
 import { ContainerFilesystem, components } from './resolve.js';
 import { extractArchive } from './unpack.js';
+import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../host.js';
 
 // Go's os.FileMode bits, which clients decode from the path stat.
 const GO_MODE_DIR = 2 ** 31;
@@ -117,5 +118,9 @@ export class LinuxContainerFiles implements ContainerFilesHost {
 
   changes(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>): Promise<FilesystemChange[]> {
     return upperChanges(path.join(this.runtime.layout.containerDir(id), 'upper'), lowerDirs, ignoreAdded);
+  }
+
+  diffTar(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>, signal?: AbortSignal): Readable {
+    return upperDiffTar(path.join(this.runtime.layout.containerDir(id), 'upper'), lowerDirs, ignoreAdded, signal);
   }
 }
