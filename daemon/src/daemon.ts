@@ -52,7 +52,6 @@ import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
-import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
@@ -424,7 +423,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   registerBuildRoutes(router, { builder, commits });
   // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
   const cluster = new ClusterService({
-    host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
+    host: host.cluster,
     containers: taskContainers(containers, events),
     events,
     describe: async () => {

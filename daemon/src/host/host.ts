@@ -11,6 +11,7 @@
  * Synchronous members (LayerStore's lookups, StatsHost's machine figures, ProbeHost's properties, stopDns)
  * answer from what the Host already knows: a remote Host keeps a copy it refreshes.
  */
+import type { ClusterHost } from './cluster.js';
 import type { ExecHost } from './exec.js';
 import type { ContainerFilesHost } from './files.js';
 import type { LayerStore } from './layers.js';
@@ -55,6 +56,8 @@ export interface Host {
   readonly tools: ToolsHost;
   /** Facts of the machine: kernel, OS, runtimes, init binary, resources. */
   readonly probe: ProbeHost;
+  /** Swarm mode: the node's state and certificates, its etcd member, its tasks' secret and config files. */
+  readonly cluster: ClusterHost;
   /** Releases watchers and handles; containers keep running under their monitors. */
   close(): Promise<void>;
 }

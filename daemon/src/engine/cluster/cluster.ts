@@ -13,12 +13,13 @@ import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from './host.js';
+import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
-import { defaultSwarmSpec, newObjectId, now, stateRank, swarmSpecDefaults, type Obj } from './types.js';
+import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
+import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import { DispatcherServer, WorkerSession, fetchRemoteCA, requestCertificate, requestJoin, type JoinAnswer } from './dispatcher.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
@@ -819,22 +820,6 @@ async function removeMember(client: Etcd3, nodeId: string): Promise<void> {
       await new Promise((r) => setTimeout(r, 500));
     }
   }
-}
-
-/** A task's reported status, applied when it does not go back in the order of states. */
-export async function applyTaskStatus(store: ClusterStore, taskId: string, status: Obj): Promise<void> {
-  if (!isObject(status) || typeof status.State !== 'string' || stateRank(status.State) < 0) throw new InvalidParameter('invalid task status');
-  await store.mutate('tasks', taskId, (t) => {
-    const cur = t.Status?.State ?? 'new';
-    if (stateRank(status.State) < stateRank(cur)) return undefined;
-    if (stateRank(status.State) === stateRank(cur) && JSON.stringify(status.ContainerStatus ?? null) === JSON.stringify(t.Status?.ContainerStatus ?? null)) return undefined;
-    return { ...t, Status: { ...t.Status, ...status, ...(status.Err ? {} : { Err: undefined }), ContainerStatus: { ...(t.Status?.ContainerStatus ?? {}), ...(status.ContainerStatus ?? {}) } }, UpdatedAt: now() };
-  });
-}
-
-export function heartbeatSeconds(store: ClusterStore): number {
-  const period = Number(store.get('cluster', 'default')?.obj?.Spec?.Dispatcher?.HeartbeatPeriod ?? 5e9);
-  return Math.max(1, Math.round(period / 1e9));
 }
 
 function tlsInfo(caPem: string): Obj {

@@ -9,6 +9,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
+import { LinuxClusterHost } from './cluster/index.js';
 import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
@@ -84,6 +85,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
     tools: new LinuxTools(),
+    cluster: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     probe: {
       runtimeName,
       runtimePath: findExecutable(runtimeName) ?? runtimeName,

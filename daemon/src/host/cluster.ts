@@ -1,7 +1,7 @@
 /**
  * What swarm mode needs of the machine: its persistent state files, the swarm's certificates, the etcd member
  * a manager runs, and the files a task's containers mount (secrets and configs). The engine's cluster code
- * never spawns processes nor touches files itself; host/linux/cluster implements this.
+ * (engine/cluster) never spawns processes nor touches files itself; host/linux/cluster implements this.
  */
 
 /** What this node keeps of its swarm membership across daemon restarts. */
