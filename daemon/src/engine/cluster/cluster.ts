@@ -84,7 +84,7 @@ interface ManagerParts {
   objects: ClusterObjects;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
-  leaderStop?: () => void;
+  leaderStop?: () => Promise<void>;
 }
 
 export class ClusterService {
@@ -389,11 +389,11 @@ export class ClusterService {
       }
     });
     await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: addr }));
-    return { revoke: () => lease.revoke().catch(() => undefined) };
+    return { revoke: () => within(2000, lease.revoke()) };
   }
 
   /** Campaigns for leadership until stopped: the leader key lives on a short lease; the leader runs the orchestrator. */
-  private campaign(parts: ManagerParts): () => void {
+  private campaign(parts: ManagerParts): () => Promise<void> {
     const state = this.state!;
     const store = parts.store;
     let stopped = false;
@@ -442,11 +442,11 @@ export class ClusterService {
       }
     });
     void attempt();
-    return () => {
+    return async () => {
       stopped = true;
       unsubscribe();
       stepDown();
-      void lease?.revoke().catch(() => undefined);
+      await within(2000, lease?.revoke());
     };
   }
 
@@ -644,7 +644,7 @@ export class ClusterService {
       await this.dispatcher?.close();
       this.dispatcher = undefined;
       this.manager = undefined;
-      m.leaderStop?.();
+      await m.leaderStop?.();
       await m.session?.revoke();
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
@@ -726,7 +726,7 @@ export class ClusterService {
   }
 
   /** Stops every running part of swarm mode on this node (its state stays on disk). */
-  private async teardown(): Promise<void> {
+  private async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
     this.agent?.stop();
     this.agent = undefined;
     this.worker?.stop();
@@ -736,8 +736,10 @@ export class ClusterService {
     const m = this.manager;
     this.manager = undefined;
     if (m) {
-      m.leaderStop?.();
-      await m.session?.revoke();
+      // Leadership is handed over at once; the node's session is kept when the daemon only stops (it lives out
+      // its lease: a daemon back within the heartbeat window finds its node ready and its tasks in place).
+      await m.leaderStop?.();
+      if (!opts.keepSession) await m.session?.revoke();
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
     }
@@ -797,8 +799,20 @@ export class ClusterService {
 
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
-    await this.teardown();
+    await this.teardown({ keepSession: true });
   }
+}
+
+/** Waits for `work` (its failure ignored), at most `ms`: a store out of reach must not hold up a stop. */
+function within(ms: number, work: Promise<unknown> | undefined): Promise<void> {
+  if (!work) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    work.then(
+      () => (clearTimeout(timer), resolve()),
+      () => (clearTimeout(timer), resolve()),
+    );
+  });
 }
 
 /**
