@@ -249,6 +249,26 @@ describe('swarm mode on one manager', () => {
     await engine.dockerOk(['service', 'rm', 'talk']);
   });
 
+  test('a port published in host mode is bound on the node that runs the task', async () => {
+    const port = randomInt(20000, 40000);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'hostport', '--publish', `mode=host,target=80,published=${port}`, '--stop-grace-period', '1s', 'busybox', 'httpd', '-f', '-p', '80']);
+    const [t] = await running('hostport', 1);
+    const c = (await engine.request('GET', `/containers/${t!.Status.ContainerStatus!.ContainerID}/json`)).json();
+    assert.deepEqual(c.HostConfig.PortBindings['80/tcp'], [{ HostIp: '', HostPort: String(port) }]);
+    const svc = (await engine.request('GET', '/services/hostport')).json();
+    assert.equal(svc.Endpoint.Ports[0].PublishMode, 'host');
+    // busybox httpd answers (404: it serves no files) through the published port.
+    const reply = await eventually(() => new Promise<string | undefined>((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port }, () => s.end('GET / HTTP/1.0\r\n\r\n'));
+      let data = '';
+      s.on('data', (d) => (data += d.toString()));
+      s.on('close', () => resolve(data || undefined));
+      s.on('error', () => resolve(undefined));
+    }), 10_000, 200);
+    assert.match(reply!, /^HTTP\/1\.[01] \d{3}/);
+    await engine.dockerOk(['service', 'rm', 'hostport']);
+  });
+
   test('a global service runs one task on each node', async () => {
     await engine.dockerOk(['service', 'create', '--detach', '--name', 'everywhere', '--mode', 'global', 'busybox', 'sleep', '600']);
     const [t] = await running('everywhere', 1);
