@@ -184,6 +184,27 @@ describe('swarm mode on one manager', () => {
     assert.match(out, /Service web converged|verify: Service (web )?converged/);
     const tasks = await running('web', 2);
     assert.ok(tasks.every((t) => t.Spec.ContainerSpec.Env?.includes('COLOR=blue')));
+    // Start-first: each slot's new task starts before its old one is told to stop.
+    await engine.dockerOk(['service', 'update', '--detach', '--env-add', 'ORDER=start-first', '--update-order', 'start-first', 'web']);
+    const started = await eventually<Task[] | undefined>(async () => {
+      const list = (await running('web', 2)).filter((t) => t.Spec.ContainerSpec.Env?.includes('ORDER=start-first'));
+      return list.length === 2 ? list : undefined;
+    }, 20_000, 200);
+    type Past = Task & { CreatedAt: string; Status: { Timestamp: string } };
+    const isOld = (h: Past) => h.Spec.ContainerSpec.Env?.includes('COLOR=blue') && !h.Spec.ContainerSpec.Env?.includes('ORDER=start-first');
+    // Once the old tasks stopped: each stopped after its slot's new task ran.
+    const history = (await eventually(async () => {
+      const list = (await engine.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['web'] }))}`)).json<Past[]>();
+      const old = list.filter((h) => isOld(h) && h.DesiredState === 'shutdown' && started!.some((t) => t.Slot === h.Slot));
+      return old.length >= 2 && old.every((h) => h.Status.State === 'shutdown') ? list : undefined;
+    }, 20_000, 200))!;
+    for (const t of started!) {
+      const ran = Date.parse((history.find((h) => h.ID === t.ID) ?? (t as Past)).Status.Timestamp);
+      const old = history.filter((h) => h.Slot === t.Slot && isOld(h) && h.DesiredState === 'shutdown');
+      assert.ok(old.length > 0, `slot ${t.Slot}: no old task`);
+      assert.ok(old.some((h) => ran <= Date.parse(h.Status.Timestamp)), `slot ${t.Slot}: the old task stopped before the new one ran`);
+    }
+    await eventually(async () => (await engine.request('GET', '/services/web')).json().UpdateStatus?.State === 'completed', 20_000, 200);
     await engine.dockerOk(['service', 'update', '--detach', '--args', 'sh -c "exit 4"', '--update-failure-action', 'rollback', '--update-monitor', '2s', 'web']);
     const svc = await eventually(async () => {
       const s = (await engine.request('GET', '/services/web')).json();

@@ -300,8 +300,12 @@ export class Orchestrator {
   /** One slot (or one node's task of a global service): keep exactly one live task, current and running. */
   private async slot(service: Obj, slot: number | undefined, list: Obj[], nodes: Map<string, Obj>, update: { allowed: number }, nodeId?: string): Promise<void> {
     const live = list.filter((t) => stateRank(t.DesiredState) <= stateRank('running'));
-    for (const t of live.slice(0, -1)) await this.desire(t, 'shutdown');
     const current = live[live.length - 1];
+    // Older live tasks of the slot stop, once the newest runs (start-first updates start it beside them) or
+    // cannot (it ended).
+    if (live.length > 1 && current && (current.Status.State === 'running' || isTerminal(current.Status.State) || (current.NodeID && nodeLost(nodes.get(current.NodeID))))) {
+      for (const t of live.slice(0, -1)) await this.desire(t, 'shutdown');
+    }
     if (current) {
       if (isTerminal(current.Status.State)) {
         const at = this.restartAt(service, current, list);
