@@ -146,6 +146,14 @@ describe('swarm mode on one manager', () => {
       assert.equal(c.State.Running, true);
     }
     assert.match(await engine.dockerOk(['service', 'ls']), /web\s+replicated\s+2\/2\s+busybox/);
+    const ps = await engine.dockerOk(['service', 'ps', 'web']);
+    assert.match(ps, /web\.1\s+busybox:latest\s+\S+\s+Running\s+Running/);
+    assert.match(await engine.dockerOk(['node', 'ps', 'self']), /web\.2\s+busybox:latest/);
+    // A constraint no node meets leaves the task pending, saying why.
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'nowhere', '--constraint', 'node.labels.zone==mars', 'busybox', 'true']);
+    const pending = await eventually(async () => (await tasksOf('nowhere')).find((t) => t.Status.State === 'pending' && (t.Status as { Err?: string }).Err), 10_000, 200);
+    assert.equal(pending!.Status.Err, 'no suitable node (scheduling constraints not satisfied on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'nowhere']);
     await engine.dockerOk(['service', 'scale', '--detach', 'web=3']);
     await running('web', 3);
     await engine.dockerOk(['service', 'scale', '--detach', 'web=1']);
