@@ -63,6 +63,10 @@ test('addresses: host and port, with a default port and IPv6 in brackets', () =>
 test('service specs: defaults, and what is refused with a message naming it', () => {
   const spec = validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'busybox' } } });
   assert.deepEqual(spec.Mode, { Replicated: { Replicas: 1 } });
+  assert.match(validateServiceSpec({ TaskTemplate: { ContainerSpec: { Image: 'busybox' } } }).Name, /^[a-z]+_[a-z]+$/);
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.colour==red'] } } }), /invalid constraint/);
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.role=manager'] } } }), /invalid constraint/);
+  assert.doesNotThrow(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.labels.zone != a', 'engine.labels.x==y'] } } }));
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: {} } }), /image reference must be provided/);
   assert.throws(() => validateServiceSpec({ Name: 'bad name', TaskTemplate: { ContainerSpec: { Image: 'x' } } }), /invalid name/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { Replicated: { Replicas: -1 } } }), /Replicas/);

@@ -845,6 +845,8 @@ function mergeSwarmSpec(old: Obj, given: Obj): Obj {
   const spec = structuredClone(old);
   for (const k of ['Name', 'Labels', 'Orchestration', 'Raft', 'Dispatcher', 'CAConfig', 'EncryptionConfig', 'TaskDefaults']) {
     if (given[k] === undefined || given[k] === null) continue;
+    if (k === 'Labels' && (!isObject(given[k]) || Object.values(given[k]).some((v) => typeof v !== 'string'))) throw new InvalidParameter('swarm spec: Labels must be a map of strings');
+    if (k === 'Name' && typeof given[k] !== 'string') throw new InvalidParameter('swarm spec: Name must be a string');
     if (k === 'Name' || k === 'Labels') spec[k] = given[k];
     else if (isObject(given[k])) spec[k] = { ...spec[k], ...given[k] };
     else throw new InvalidParameter(`swarm spec: ${k} must be an object`);

@@ -54,7 +54,8 @@ const DURATION_FIELDS = ['Delay', 'Window'];
 export function validateServiceSpec(spec: unknown): Obj {
   if (!isObject(spec)) throw new InvalidParameter('service spec must be a JSON object');
   const s: Obj = structuredClone(spec);
-  s.Name = checkName(s.Name ?? '', 'service');
+  // As swarmkit: a service created without a name gets a generated one.
+  s.Name = checkName(s.Name === undefined || s.Name === '' ? generatedName() : s.Name, 'service');
   s.Labels = checkLabels(s.Labels, 'service');
   const tt = s.TaskTemplate;
   if (!isObject(tt)) throw new InvalidParameter('rpc error: code = InvalidArgument desc = TaskSpec: missing runtime');
@@ -71,6 +72,16 @@ export function validateServiceSpec(spec: unknown): Obj {
   }
   const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
   if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  const constraints = tt.Placement?.Constraints;
+  if (constraints !== undefined) {
+    if (!Array.isArray(constraints)) throw new InvalidParameter('Placement.Constraints must be a list of strings');
+    for (const c of constraints) {
+      const m = typeof c === 'string' ? /^\s*([^=!\s]+)\s*(==|!=)\s*(\S.*?)\s*$/.exec(c) : null;
+      const key = m?.[1]?.toLowerCase() ?? '';
+      const known = ['node.id', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'].includes(key) || key.startsWith('node.labels.') || key.startsWith('engine.labels.');
+      if (!m || !known) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = invalid constraint ${JSON.stringify(c)}: expected node.id, node.hostname, node.role, node.platform.os, node.platform.arch, node.labels.<key> or engine.labels.<key>, then == or !=, then a value`);
+    }
+  }
   const rp = tt.RestartPolicy;
   if (rp !== undefined) {
     if (!isObject(rp)) throw new InvalidParameter('RestartPolicy must be an object');
@@ -117,6 +128,14 @@ export function validateServiceSpec(spec: unknown): Obj {
     }
   }
   return s;
+}
+
+const NAME_FIRST = ['amber', 'brisk', 'calm', 'dapper', 'eager', 'fond', 'gentle', 'hardy', 'keen', 'lucid', 'merry', 'nimble', 'placid', 'quiet', 'ready', 'sturdy', 'tidy', 'vivid', 'witty', 'zesty'];
+const NAME_SECOND = ['anchor', 'buoy', 'cutter', 'dinghy', 'ferry', 'galley', 'harbor', 'jetty', 'keel', 'lagoon', 'mooring', 'pier', 'quay', 'rudder', 'schooner', 'tiller', 'wharf', 'yawl'];
+
+function generatedName(): string {
+  const pick = (list: string[]) => list[randomBytes(1)[0]! % list.length]!;
+  return `${pick(NAME_FIRST)}_${pick(NAME_SECOND)}`;
 }
 
 export function serviceMode(spec: Obj): 'replicated' | 'global' {
