@@ -146,6 +146,11 @@ describe('swarm mode on one manager', () => {
       assert.equal(c.State.Running, true);
     }
     assert.match(await engine.dockerOk(['service', 'ls']), /web\s+replicated\s+2\/2\s+busybox/);
+    const info = await engine.dockerOk(['info']);
+    assert.match(info, /Swarm: active/);
+    assert.match(info, /Is Manager: true/);
+    assert.match(await engine.dockerOk(['node', 'inspect', '--pretty', 'self']), /Hostname:/);
+    assert.match(await engine.dockerOk(['service', 'inspect', '--pretty', 'web']), /Replicas:\s+2/);
     const ps = await engine.dockerOk(['service', 'ps', 'web']);
     assert.match(ps, /web\.1\s+busybox:latest\s+\S+\s+Running\s+Running/);
     assert.match(await engine.dockerOk(['node', 'ps', 'self']), /web\.2\s+busybox:latest/);
