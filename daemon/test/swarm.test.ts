@@ -303,6 +303,19 @@ describe('swarm mode on one manager', () => {
     await engine.dockerOk(['service', 'rm', 'hostport']);
   });
 
+  test('jobs run to completion: a replicated job (the CLI waits for it), a global job', async () => {
+    const out = await engine.dockerOk(['service', 'create', '--name', 'once', '--mode', 'replicated-job', '--replicas', '3', '--max-concurrent', '2', 'busybox', 'sh', '-c', 'sleep 0.2'], { timeoutMs: 60_000 });
+    assert.match(out, /job complete/);
+    const done = (await tasksOf('once', 'complete')).filter((t) => t.Status.State === 'complete');
+    assert.deepEqual(done.map((t) => t.Slot).sort(), [0, 1, 2]);
+    const svc = (await engine.request('GET', '/services?status=1&filters=' + encodeURIComponent('{"name":["once"]}'))).json()[0];
+    assert.equal(svc.ServiceStatus.CompletedTasks, 3);
+    assert.ok(svc.JobStatus.JobIteration.Index > 0);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'oneach', '--mode', 'global-job', 'busybox', 'true']);
+    await eventually(async () => (await tasksOf('oneach', 'complete')).some((t) => t.Status.State === 'complete' && t.NodeID === nodeId), 15_000, 200);
+    await engine.dockerOk(['service', 'rm', 'once', 'oneach']);
+  });
+
   test('a global service runs one task on each node', async () => {
     await engine.dockerOk(['service', 'create', '--detach', '--name', 'everywhere', '--mode', 'global', 'busybox', 'sleep', '600']);
     const [t] = await running('everywhere', 1);

@@ -209,7 +209,8 @@ export class Agent {
       const cid = byTask.get(t.ID);
       const st = cid ? this.containers.state(cid) : undefined;
       const observed = t.Status?.State ?? 'assigned';
-      if (stateRank(t.DesiredState) <= stateRank('running')) {
+      // A job's task is desired complete: it runs until it ends on its own.
+      if (stateRank(t.DesiredState) <= stateRank('running') || t.DesiredState === 'complete') {
         if (!st) {
           if (stateRank(observed) < stateRank('running')) this.launch(t);
           else if (!isTerminal(observed)) this.report(t, { State: 'failed', Message: 'task container is gone', Err: 'task container is gone' });

@@ -72,7 +72,8 @@ test('service specs: defaults, and what is refused with a message naming it', ()
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { Replicated: { Replicas: -1 } } }), /Replicas/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, RestartPolicy: { Condition: 'sometimes' } } }), /Condition/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { Global: {}, Replicated: {} } }), /one mode/);
-  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: {} } }), /not supported/);
+  assert.deepEqual(validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: {} } }).Mode, { ReplicatedJob: { MaxConcurrent: 1, TotalCompletions: 1 } });
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: { MaxConcurrent: 0 } } }), /MaxConcurrent/);
   assert.doesNotThrow(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080, PublishMode: 'host' }] } }));
 });
 

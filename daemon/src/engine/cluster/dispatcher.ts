@@ -224,7 +224,7 @@ export class DispatcherServer {
     const configs: Obj[] = [];
     const seen = new Set<string>();
     for (const t of tasks) {
-      if (t.DesiredState !== 'running' && t.DesiredState !== 'ready') continue;
+      if (t.DesiredState !== 'running' && t.DesiredState !== 'ready' && t.DesiredState !== 'complete') continue;
       for (const ref of t.Spec?.ContainerSpec?.Secrets ?? []) {
         const s = store.get('secrets', ref.SecretID)?.obj;
         if (s && !seen.has(s.ID)) (seen.add(s.ID), secrets.push(s));

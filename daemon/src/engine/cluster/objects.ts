@@ -101,8 +101,15 @@ export function validateServiceSpec(spec: unknown): Obj {
     s.Mode = { Replicated: { Replicas: replicas } };
   } else if (kind === 'Global') {
     s.Mode = { Global: {} };
-  } else if (kind === 'ReplicatedJob' || kind === 'GlobalJob') {
-    throw new InvalidParameter(`${kind} services are not supported by this engine yet`);
+  } else if (kind === 'ReplicatedJob') {
+    const j = mode.ReplicatedJob ?? {};
+    const max = j.MaxConcurrent ?? 1;
+    const total = j.TotalCompletions ?? max;
+    if (!Number.isInteger(max) || max < 1) throw new InvalidParameter('Mode.ReplicatedJob.MaxConcurrent must be a number of at least 1');
+    if (!Number.isInteger(total) || total < 0) throw new InvalidParameter('Mode.ReplicatedJob.TotalCompletions must be a number of at least 0');
+    s.Mode = { ReplicatedJob: { MaxConcurrent: max, TotalCompletions: total } };
+  } else if (kind === 'GlobalJob') {
+    s.Mode = { GlobalJob: {} };
   } else {
     throw new InvalidParameter(`unknown service mode ${JSON.stringify(kind)}`);
   }
@@ -138,9 +145,14 @@ function generatedName(): string {
   return `${pick(NAME_FIRST)}_${pick(NAME_SECOND)}`;
 }
 
-export function serviceMode(spec: Obj): 'replicated' | 'global' {
-  return spec.Mode?.Global ? 'global' : 'replicated';
+export function serviceMode(spec: Obj): 'replicated' | 'global' | 'replicated-job' | 'global-job' {
+  if (spec.Mode?.Global) return 'global';
+  if (spec.Mode?.ReplicatedJob) return 'replicated-job';
+  if (spec.Mode?.GlobalJob) return 'global-job';
+  return 'replicated';
 }
+
+export const isJob = (spec: Obj) => !!(spec.Mode?.ReplicatedJob || spec.Mode?.GlobalJob);
 
 // -- nodes ----------------------------------------------------------------------------------------------------
 
@@ -236,11 +248,16 @@ export class ClusterObjects {
     delete v.Internal;
     if (withStatus) {
       const tasks = this.store.list('tasks').filter((t) => t.obj.ServiceID === v.ID);
-      const running = tasks.filter((t) => t.obj.Status?.State === 'running' && t.obj.DesiredState === 'running').length;
+      const mode = serviceMode(v.Spec);
+      const iteration = v.JobStatus?.JobIteration?.Index;
+      const current = isJob(v.Spec) ? tasks.filter((t) => t.obj.JobIteration?.Index === iteration) : tasks;
+      const running = current.filter((t) => t.obj.Status?.State === 'running' && (t.obj.DesiredState === 'running' || t.obj.DesiredState === 'complete')).length;
+      const completed = isJob(v.Spec) ? current.filter((t) => t.obj.Status?.State === 'complete').length : 0;
       let desired = 0;
-      if (serviceMode(v.Spec) === 'replicated') desired = v.Spec.Mode.Replicated.Replicas;
-      else desired = new Set(tasks.filter((t) => t.obj.DesiredState === 'running').map((t) => t.obj.NodeID)).size;
-      v.ServiceStatus = { RunningTasks: running, DesiredTasks: desired, CompletedTasks: 0 };
+      if (mode === 'replicated') desired = v.Spec.Mode.Replicated.Replicas;
+      else if (mode === 'replicated-job') desired = Math.min(v.Spec.Mode.ReplicatedJob.MaxConcurrent, Math.max(0, v.Spec.Mode.ReplicatedJob.TotalCompletions - completed));
+      else desired = new Set(current.filter((t) => t.obj.DesiredState === 'running' || t.obj.DesiredState === 'complete').map((t) => t.obj.NodeID)).size;
+      v.ServiceStatus = { RunningTasks: running, DesiredTasks: desired, CompletedTasks: completed };
     }
     return v;
   }
@@ -287,7 +304,8 @@ export class ClusterObjects {
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     const rev = await this.store.create('services', id, service, { name: spec.Name });
-    await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev } }));
+    const jobStatus = isJob(spec) ? { JobStatus: { JobIteration: { Index: rev }, LastExecution: now() } } : {};
+    await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev }, ...jobStatus }));
     this.events.publish('service', 'create', id, { name: spec.Name });
     return { ID: id };
   }
@@ -312,10 +330,12 @@ export class ClusterObjects {
     service.Spec = spec;
     service.SpecVersion = { Index: e.modRev };
     service.UpdatedAt = now();
+    // Updating a job runs it again.
+    if (isJob(spec)) service.JobStatus = { JobIteration: { Index: e.modRev }, LastExecution: now() };
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
-    if (changesTasks) {
+    if (changesTasks && !isJob(spec)) {
       service.UpdateStatus = rollback
         ? { State: 'rollback_started', StartedAt: now(), Message: 'manually requested rollback' }
         : { State: 'updating', StartedAt: now(), Message: 'update in progress' };
