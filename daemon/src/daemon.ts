@@ -61,6 +61,7 @@ import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/
 import { PluginManager } from './engine/plugins/manager.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
+import { LocalSession } from './engine/auth/local-session.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
@@ -99,6 +100,11 @@ export interface DaemonOptions {
 export interface Daemon {
   /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
   shutdown(): Promise<void>;
+  /**
+   * The bearer token of the daemon's local session (engine/auth/local-session.ts), for a front end that
+   * hosts this daemon in its own process (the desktop app): every permission, valid until the daemon stops.
+   */
+  localToken: string;
 }
 
 /**
@@ -451,6 +457,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
 
   // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
   const authStore = new AuthStoreReader(opts.dataRoot);
+  const localSession = new LocalSession();
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
 
@@ -477,7 +484,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const auth = { verify: async (token: string) => localSession.verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
     const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
     if (afterBurst) {
       server.on('request', touch);
@@ -495,7 +502,8 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
     const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
     const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
-    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
+    // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
+    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken: localSession.token });
     closers.push(() => ui.close());
     // The address with its token gives full control of the engine: it goes to a file only root reads and to
     // the terminal that started the daemon, never to the log.
@@ -508,6 +516,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
 
   return {
+    localToken: localSession.token,
     async shutdown() {
       for (const server of servers) {
         server.close();
