@@ -26,7 +26,6 @@ import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6,
 import { IPV4, IPV6, pickAddress } from './addresses.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
-import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import { compileLinear } from '../regexp.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, PlanExtras, PlanOptions, EndpointRecord, LiveContainer, EndpointRequest, EndpointSettings, NetworkPlan, NetworkRecord, IPAMPool } from './types.js';
@@ -977,24 +976,10 @@ export class NetworkService implements ContainerNetworking {
           const servers = entry.endpoints.get(containerId)?.dnsServers;
           if (servers && servers.length > 0) return servers;
         }
-        return this.hostResolvers();
+        // The machine's own resolvers, which the Host reads where the DNS server runs.
+        return undefined;
       },
     };
-  }
-
-  /** The host's resolvers (BERTH_DNS_UPSTREAM, a comma-separated list of ip[:port], overrides /etc/resolv.conf). */
-  private hostResolvers(): string[] {
-    const env = process.env.BERTH_DNS_UPSTREAM;
-    if (env) return env.split(',').map((s) => s.trim()).filter(Boolean);
-    try {
-      return readFileSync('/etc/resolv.conf', 'utf8')
-        .split('\n')
-        .map((l) => l.trim().split(/\s+/))
-        .filter(([k, v]) => k === 'nameserver' && v && !v.includes(':'))
-        .map(([, v]) => v);
-    } catch {
-      return [];
-    }
   }
 
   /**
