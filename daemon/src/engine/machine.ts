@@ -1,18 +1,22 @@
 /**
  * The facts of the machine containers run on that the engine's checks read at once (resource limits, the
- * capability bounding set, the machine id), handed over from the Host's probe at composition
- * (useMachineFacts). Until then (unit tests) nothing is known: no limit, every capability, no machine id.
+ * capability bounding set, the machine id, the block IO controls), handed over from the Host's probe at composition
+ * (useMachineFacts). Until then (unit tests) nothing is known: no limit, every capability and block IO
+ * control, no machine id.
  */
 import type { ProbeHost } from '../host/host.js';
 
-export type MachineFacts = Pick<ProbeHost, 'rlimits' | 'capabilityBoundingSet' | 'machineId'>;
+export type MachineFacts = Pick<ProbeHost, 'rlimits' | 'capabilityBoundingSet' | 'machineId' | 'blkio'>;
 
-let facts: MachineFacts = { rlimits: {}, machineId: '' };
+/** Until the probe is given, every block IO control counts as there (nothing is discarded). */
+const UNKNOWN: MachineFacts = { rlimits: {}, machineId: '', blkio: { weight: true, weightDevice: true, throttle: true } };
+
+let facts: MachineFacts = UNKNOWN;
 let rlimits = new Map<string, { soft: number; hard: number }>();
 
 /** Sets the facts of the machine (once, at composition). */
 export function useMachineFacts(given: MachineFacts): void {
-  facts = { rlimits: given.rlimits, capabilityBoundingSet: given.capabilityBoundingSet, machineId: given.machineId };
+  facts = { rlimits: given.rlimits, capabilityBoundingSet: given.capabilityBoundingSet, machineId: given.machineId, blkio: given.blkio };
   rlimits = new Map(Object.entries(facts.rlimits));
 }
 

@@ -15,7 +15,7 @@ import type { ImageLookup, ImageUsers } from '../images/types.js';
 import type { ContainerNetworking, LiveContainer, PlanOptions } from '../networks/types.js';
 import type { ContainerNetworkChange, ContainerNetworkConfig } from '../networks/connect.js';
 import { buildRecord, generateName } from './create.js';
-import { discardUnsupported, resolveDevices } from './devices.js';
+import { discardUnsupported, resolveDevices, type DeviceProbe } from './devices.js';
 import { logChunks } from './logs.js';
 import { replaceHostsEntry, rewriteResolvConf, writeContainerFiles, writeHostsFile, type LinkEntry } from './files.js';
 import { linkEntry, linkEnv, parseLink } from './links.js';
@@ -37,6 +37,8 @@ export interface ContainerServiceDeps {
   volumes?: ContainerVolumeParts;
   /** Network policies of sandboxes (engine/sandbox/service.ts). */
   sandboxes?: ContainerSandboxes;
+  /** The machine's device nodes (HostConfig.Devices, privileged containers, block IO settings). */
+  devices: DeviceProbe;
 }
 
 /** What the container engine asks of the sandbox service. */
@@ -372,7 +374,7 @@ export class ContainerService implements ImageUsers {
         volumesMounted = true;
       }
       await checkPropagation(record.Mounts, this.host);
-      const devices = await resolveDevices(hc);
+      const devices = await resolveDevices(hc, this.deps.devices);
       const spec = buildSpec({
         record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
       });

@@ -9,6 +9,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
+import { allDevices, blockDevice, devicesFromPath, readBlkioSupport } from './devices.js';
 import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
@@ -92,6 +93,10 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
       rlimits: readRlimits(),
       capabilityBoundingSet: readCapabilityBoundingSet(),
       machineId: readMachineId(),
+      blkio: readBlkioSupport(),
+      devices: (pathOnHost, pathInContainer) => devicesFromPath(pathOnHost, pathInContainer),
+      allDevices: () => allDevices(),
+      blockDevice: (field, file) => blockDevice(field, file),
       info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
       // The versions of installed programs do not change while the daemon runs: read once.
       componentVersions: () =>
