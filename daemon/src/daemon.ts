@@ -293,7 +293,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
-    devices: host.probe,
+    probe: host.probe,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);

@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import type { AttachStreams, ContainerRuntimeHost, ExitInfo, LayerFolders } from '../../host/host.js';
+import type { AttachStreams, ContainerRuntimeHost, ExitInfo, LayerFolders, ProbeHost } from '../../host/host.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
 import { Conflict, errorMessage, InvalidParameter, NotFound, NotModified } from '../../errors.js';
@@ -37,8 +37,8 @@ export interface ContainerServiceDeps {
   volumes?: ContainerVolumeParts;
   /** Network policies of sandboxes (engine/sandbox/service.ts). */
   sandboxes?: ContainerSandboxes;
-  /** The machine's device nodes (HostConfig.Devices, privileged containers, block IO settings). */
-  devices: DeviceProbe;
+  /** The machine's device nodes (HostConfig.Devices, privileged containers, block IO settings) and bind sources. */
+  probe: DeviceProbe & Pick<ProbeHost, 'pathExists'>;
 }
 
 /** What the container engine asks of the sandbox service. */
@@ -255,14 +255,12 @@ export class ContainerService implements ImageUsers {
     for (const bind of (hc.Binds as string[] | null) ?? []) {
       const b = parseBind(bind);
       if (!b.volume) {
-        const stat = await fs.stat(b.source).catch(() => undefined);
-        if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
+        if (!(await this.deps.probe.pathExists(b.source))) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
       }
     }
     for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
       if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
-      const stat = await fs.stat(m.Source).catch(() => undefined);
-      if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+      if (!(await this.deps.probe.pathExists(m.Source))) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
     }
     const image = await this.images.resolveForContainer(request.Image);
     // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.
@@ -374,7 +372,7 @@ export class ContainerService implements ImageUsers {
         volumesMounted = true;
       }
       await checkPropagation(record.Mounts, this.host);
-      const devices = await resolveDevices(hc, this.deps.devices);
+      const devices = await resolveDevices(hc, this.deps.probe);
       const spec = buildSpec({
         record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
       });

@@ -4,6 +4,7 @@
  * files part (tar packing and unpacking, path resolution in a container root) is loaded at its first use:
  * an idle daemon does not carry it.
  */
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -97,6 +98,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
       devices: (pathOnHost, pathInContainer) => devicesFromPath(pathOnHost, pathInContainer),
       allDevices: () => allDevices(),
       blockDevice: (field, file) => blockDevice(field, file),
+      pathExists: (hostPath) => fs.stat(hostPath).then(() => true, () => false),
       info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
       // The versions of installed programs do not change while the daemon runs: read once.
       componentVersions: () =>
