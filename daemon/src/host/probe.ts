@@ -102,6 +102,8 @@ export interface ProbeHost {
   allDevices(): Promise<DeviceNode[]>;
   /** The major:minor of the block device at `path` (links followed); fails with a message naming `field`. */
   blockDevice(field: string, path: string): Promise<{ major: number; minor: number }>;
+  /** The machine's /etc/resolv.conf or /etc/hosts (what a container's own start from); undefined when it has none. */
+  etcFile(name: 'resolv.conf' | 'hosts'): Promise<string | undefined>;
   /** Whether `hostPath` exists on the machine (links followed): a bind mount's source must. */
   pathExists(hostPath: string): Promise<boolean>;
   /** The storage driver's status lines for /info (DriverStatus). */

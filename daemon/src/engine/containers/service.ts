@@ -38,7 +38,7 @@ export interface ContainerServiceDeps {
   /** Network policies of sandboxes (engine/sandbox/service.ts). */
   sandboxes?: ContainerSandboxes;
   /** The machine's device nodes (HostConfig.Devices, privileged containers, block IO settings) and bind sources. */
-  probe: DeviceProbe & Pick<ProbeHost, 'pathExists'>;
+  probe: DeviceProbe & Pick<ProbeHost, 'pathExists' | 'etcFile'>;
 }
 
 /** What the container engine asks of the sandbox service. */
@@ -361,7 +361,7 @@ export class ContainerService implements ImageUsers {
       // Both settle before going on: a mount that succeeds beside a failure is undone below.
       const [mount, files] = await Promise.allSettled([
         this.host.mountRootfs(record.Id, lowerDirs),
-        writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
+        writeContainerFiles(record, this.deps.probe, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
       ]);
       if (mount.status === 'rejected') throw mount.reason;
       mounted = true;
@@ -995,7 +995,7 @@ export class ContainerService implements ImageUsers {
       // A running container that now has the embedded DNS server (it joined a user-defined network) resolves
       // through it, as with Docker: its resolv.conf is written again, in place.
       if (next.Networks && record.State.Running && this.networking.servesDns(record.Id)) {
-        await rewriteResolvConf(record, { embeddedDns: true }).catch((err) =>
+        await rewriteResolvConf(record, this.deps.probe, { embeddedDns: true }).catch((err) =>
           log.warn('cannot point the resolv.conf of a container at the embedded DNS server', { id: record.Id, error: errorMessage(err) }),
         );
       }

@@ -98,6 +98,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
       devices: (pathOnHost, pathInContainer) => devicesFromPath(pathOnHost, pathInContainer),
       allDevices: () => allDevices(),
       blockDevice: (field, file) => blockDevice(field, file),
+      etcFile: (name) => fs.readFile(path.join('/etc', name), 'utf8').catch(() => undefined),
       pathExists: (hostPath) => fs.stat(hostPath).then(() => true, () => false),
       info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
       // The versions of installed programs do not change while the daemon runs: read once.
