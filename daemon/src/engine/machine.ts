@@ -12,12 +12,12 @@ export type MachineFacts = Pick<ProbeHost, 'rlimits' | 'capabilityBoundingSet' |
 const UNKNOWN: MachineFacts = { rlimits: {}, machineId: '', blkio: { weight: true, weightDevice: true, throttle: true } };
 
 let facts: MachineFacts = UNKNOWN;
-let rlimits = new Map<string, { soft: number; hard: number }>();
+let rlimits: Map<string, { soft: number; hard: number }> | undefined;
 
-/** Sets the facts of the machine (once, at composition). */
+/** Sets the facts of the machine (once, at composition); each is read at its first use. */
 export function useMachineFacts(given: MachineFacts): void {
-  facts = { rlimits: given.rlimits, capabilityBoundingSet: given.capabilityBoundingSet, machineId: given.machineId, blkio: given.blkio };
-  rlimits = new Map(Object.entries(facts.rlimits));
+  facts = given;
+  rlimits = undefined;
 }
 
 export function machineFacts(): MachineFacts {
@@ -26,7 +26,7 @@ export function machineFacts(): MachineFacts {
 
 /** The resource limits containers may be given, by RLIMIT name. */
 export function hostRlimits(): ReadonlyMap<string, { soft: number; hard: number }> {
-  return rlimits;
+  return (rlimits ??= new Map(Object.entries(facts.rlimits)));
 }
 
 /** Whether capability number `bit` is in the bounding set (true when the set is unknown). */

@@ -76,6 +76,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
   const warnings: string[] = [];
   if (runtime.runtimeWarning) warnings.push(runtime.runtimeWarning);
   let components: ReturnType<Host['probe']['componentVersions']> | undefined;
+  const facts: { -readonly [K in 'rlimits' | 'capabilityBoundingSet' | 'machineId' | 'blkio']?: Host['probe'][K] } = {};
   const host: Host = {
     runtime,
     exec: runtime,
@@ -91,10 +92,20 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
       runtimePath: findExecutable(runtimeName) ?? runtimeName,
       warnings,
       initBinary,
-      rlimits: readRlimits(),
-      capabilityBoundingSet: readCapabilityBoundingSet(),
-      machineId: readMachineId(),
-      blkio: readBlkioSupport(),
+      // Read at their first use, once: none of them changes while the daemon runs.
+      get rlimits() {
+        return (facts.rlimits ??= readRlimits());
+      },
+      get capabilityBoundingSet() {
+        if (!('capabilityBoundingSet' in facts)) facts.capabilityBoundingSet = readCapabilityBoundingSet();
+        return facts.capabilityBoundingSet;
+      },
+      get machineId() {
+        return (facts.machineId ??= readMachineId());
+      },
+      get blkio() {
+        return (facts.blkio ??= readBlkioSupport());
+      },
       devices: (pathOnHost, pathInContainer) => devicesFromPath(pathOnHost, pathInContainer),
       allDevices: () => allDevices(),
       blockDevice: (field, file) => blockDevice(field, file),
