@@ -14,8 +14,10 @@
  * Each is measured as a restart (the prepared data root, its running containers left running under conmon)
  * and as a first start (an empty data root and exec root each time: the default bridge and its rules made
  * anew). The target: berthd's first `/_ping` at most 100 ms after spawn on the data root with C containers.
+ * With `--baseline BIN`, another build's berthd (e.g. of the commit before, in a worktree of its own) is spawned
+ * in turn with the two on the same roots, and reported beside.
  *
- *   node daemon/dist/bench/startup.js [-n 20] [-c 100] [-r 20] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/startup.js [-n 20] [-c 100] [-r 20] [--baseline BIN] [--json] [--check] [--verbose]
  *
  * It removes everything it started when it ends (also on Ctrl-C).
  */
@@ -36,6 +38,8 @@ export interface Options extends CommonOptions {
   iterations: number;
   containers: number;
   running: number;
+  /** Another berthd (its bin/berthd) measured in turn with this one. */
+  baseline?: string;
 }
 
 export const USAGE = `usage: node daemon/dist/bench/startup.js [options]
@@ -43,6 +47,7 @@ export const USAGE = `usage: node daemon/dist/bench/startup.js [options]
   -n, --iterations N   timed spawns of each kind, for the restart and for the first start (default 20)
   -c, --containers C   containers in the prepared data root (default 100)
   -r, --running R      of which running (default 20, half of them on the default bridge)
+      --baseline BIN   also spawn this berthd (another build's bin/berthd) in turn, on the same roots
 ${COMMON_USAGE}`;
 
 export function parseOptions(argv: string[]): Options | undefined {
@@ -50,6 +55,7 @@ export function parseOptions(argv: string[]): Options | undefined {
     iterations: { type: 'string', short: 'n' },
     containers: { type: 'string', short: 'c' },
     running: { type: 'string', short: 'r' },
+    baseline: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return undefined;
@@ -58,6 +64,7 @@ export function parseOptions(argv: string[]): Options | undefined {
     iterations: intAtLeast(values, 'iterations', 20, 1),
     containers,
     running: Math.min(containers, intAtLeast(values, 'running', 20, 0)),
+    ...(values.baseline !== undefined ? { baseline: path.resolve(values.baseline) } : {}),
     ...commonOptions(values),
   };
 }
@@ -117,9 +124,9 @@ async function stopSpawned(p: Spawned): Promise<void> {
   clearTimeout(timer);
 }
 
-function daemonArgs(engine: Engine): string[] {
+function daemonArgs(engine: Engine, berthd: string): string[] {
   return [
-    BERTHD,
+    berthd,
     '-H', engine.host,
     '--data-root', engine.dataRoot,
     '--exec-root', engine.execRoot,
@@ -138,6 +145,8 @@ export interface Figures {
   floor: Summary;
   /** ping p50 / floor p50. */
   ratio: number;
+  /** The baseline berthd's figures, when one was given. */
+  baseline?: { ping: Summary; listed: Summary; ratio: number };
 }
 
 export interface Report {
@@ -147,6 +156,7 @@ export interface Report {
   running: number;
   engineRoot: string;
   floor: string;
+  baseline?: string;
   restart?: Figures;
   firstStart?: Figures;
   /** After the runs: the containers the engine listed, and those running. */
@@ -154,9 +164,15 @@ export interface Report {
   errors: Record<string, string>;
 }
 
-function figures(ping: number[], listed: number[], floor: number[]): Figures {
-  const f = { ping: summarize(ping), listed: summarize(listed), floor: summarize(floor) };
-  return { ...f, ratio: f.ping.p50 / f.floor.p50 };
+interface Samples {
+  ping: number[];
+  listed: number[];
+}
+
+function figures(own: Samples, floor: number[], baseline?: Samples): Figures {
+  const f = { ping: summarize(own.ping), listed: summarize(own.listed), floor: summarize(floor) };
+  const b = baseline && { ping: summarize(baseline.ping), listed: summarize(baseline.listed) };
+  return { ...f, ratio: f.ping.p50 / f.floor.p50, ...(b ? { baseline: { ...b, ratio: b.ping.p50 / f.floor.p50 } } : {}) };
 }
 
 const countOf = (text: string): number => {
@@ -198,6 +214,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     running: opts.running,
     engineRoot: engine.root,
     floor: FLOOR_DESCRIPTION,
+    ...(opts.baseline ? { baseline: opts.baseline } : {}),
     errors: {},
   };
   const fresh: Engine[] = [];
@@ -232,8 +249,8 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
       spawned.delete(p);
     }
   };
-  const timeDaemon = async (e: Engine): Promise<{ ping: number; listed: number }> => {
-    const p = spawnTimed(daemonArgs(e), opts.verbose);
+  const timeDaemon = async (e: Engine, berthd: string): Promise<{ ping: number; listed: number }> => {
+    const p = spawnTimed(daemonArgs(e, berthd), opts.verbose);
     spawned.add(p);
     try {
       const ping = await firstAnswer(p, e.socket, '/_ping');
@@ -245,21 +262,25 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     }
   };
   const measure = async (next: () => Engine, done: (e: Engine) => Promise<void>): Promise<Figures> => {
-    const ping: number[] = [];
-    const listed: number[] = [];
+    const own: Samples = { ping: [], listed: [] };
+    const baseline: Samples = { ping: [], listed: [] };
     const floor: number[] = [];
+    const spawnOn = async (berthd: string, into: Samples, timed: boolean) => {
+      const e = next();
+      const d = await timeDaemon(e, berthd);
+      await done(e);
+      if (!timed) return;
+      into.ping.push(d.ping);
+      into.listed.push(d.listed);
+    };
     // One untimed spawn of each first: the file system cache holds the modules from then on.
     for (let i = -1; i < opts.iterations; i++) {
-      const e = next();
-      const d = await timeDaemon(e);
-      await done(e);
+      await spawnOn(BERTHD, own, i >= 0);
+      if (opts.baseline) await spawnOn(opts.baseline, baseline, i >= 0);
       const f = await timeFloor();
-      if (i < 0) continue;
-      ping.push(d.ping);
-      listed.push(d.listed);
-      floor.push(f);
+      if (i >= 0) floor.push(f);
     }
-    return figures(ping, listed, floor);
+    return figures(own, floor, opts.baseline ? baseline : undefined);
   };
 
   try {
@@ -308,6 +329,7 @@ export function formatReport(r: Report): string {
   lines.push(`Berth start-up benchmark: ${r.host.cpus} CPUs, Linux ${r.host.kernel}, Node ${r.host.node}, load ${r.host.loadavg.map((l) => fmt(l, 2)).join(' ')}`);
   lines.push(`${r.iterations} spawns of each kind, alternating; the data root holds ${r.containers} containers (${r.running} running)`);
   lines.push(`floor: ${r.floor}`);
+  if (r.baseline) lines.push(`baseline: ${r.baseline}`);
   const row = (label: string, s: Summary) => `  ${label.padEnd(44)}${fmt(s.p50).padStart(9)}${fmt(s.p90).padStart(9)}${fmt(s.min).padStart(9)}`;
   for (const [name, f] of [
     ['restart (the data root with the containers)', r.restart],
@@ -319,9 +341,13 @@ export function formatReport(r: Report): string {
     lines.push(`  ${''.padEnd(44)}${'p50'.padStart(9)}${'p90'.padStart(9)}${'min'.padStart(9)}`);
     lines.push(row('berthd: first /_ping', f.ping));
     lines.push(row('berthd: first full container list', f.listed));
+    if (f.baseline) {
+      lines.push(row('baseline berthd: first /_ping', f.baseline.ping));
+      lines.push(row('baseline berthd: first full container list', f.baseline.listed));
+    }
     lines.push(row('floor: first /_ping', f.floor));
     const ok = f.ping.p50 <= TARGETS.firstPingMs;
-    lines.push(`  berthd / floor at p50: ${fmt(f.ratio, 2)}x; first /_ping p50 ${fmt(f.ping.p50)} ms (target at most ${TARGETS.firstPingMs}) ${ok ? 'ok' : 'MISSED'}`);
+    lines.push(`  berthd / floor at p50: ${fmt(f.ratio, 2)}x${f.baseline ? ` (baseline ${fmt(f.baseline.ratio, 2)}x)` : ''}; first /_ping p50 ${fmt(f.ping.p50)} ms (target at most ${TARGETS.firstPingMs}) ${ok ? 'ok' : 'MISSED'}`);
   }
   if (r.after) lines.push('', `after the runs: ${r.after.listed} containers listed, ${r.after.running} running`);
   const errors = Object.entries(r.errors);
