@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { AuthStoreWriter, PERMISSIONS, parsePermissions } from './engine/auth/store.js';
-import { errorMessage } from './engine/errors.js';
+import { errorMessage } from './errors.js';
 
 export const AUTH_USAGE = `Usage:
   berthd user add NAME [--display-name S] [--given-name S] [--family-name S] [--email ADDR]... [--group G]... [--inactive]

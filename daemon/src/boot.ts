@@ -16,6 +16,7 @@ import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
 import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
 import { registerPingRoutes } from './api/system.js';
+import type { LocalSession } from './engine/auth/local-session.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
 import type { Composition, DaemonOptions } from './daemon.js';
 import { log } from './util/log.js';
@@ -26,6 +27,12 @@ export interface Daemon {
   ready: Promise<void>;
   /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
   shutdown(): Promise<void>;
+  /**
+   * The bearer token of the daemon's local session (engine/auth/local-session.ts), for a front end that
+   * hosts this daemon in its own process (the desktop app): every permission, valid until the daemon stops.
+   * Known once `ready` has settled.
+   */
+  readonly localToken: string;
 }
 
 /**
@@ -116,6 +123,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     verify: async (token: string) => (await loadAuth()).verify(token),
     user: async (id: string) => (await loadAuth()).user(id),
   };
+  // The local session's token, made once the sockets listen (its front ends come later).
+  let session: Promise<LocalSession> | undefined;
+  const loadSession = () => (session ??= import('./engine/auth/local-session.js').then(({ LocalSession }) => new LocalSession()));
+  let localToken = '';
 
   // The router holds the requests that need the composition from the first one on: it starts after listening.
   let compose!: (composition: Promise<Composition>) => void;
@@ -136,7 +147,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             verifyClients: opts.tlsVerify,
           }
         : undefined;
-    const auth = { verify: (token: string) => authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
+    const auth = { verify: async (token: string) => (await loadSession()).verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
     const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest?.(req, res));
     server.on('upgrade', (req: http.IncomingMessage) => onRequest?.(req));
@@ -162,9 +173,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // The rest, loaded and built while the sockets serve; requests that need it wait in the router.
   const closers: Array<() => Promise<void> | void> = [];
   compose(Promise.all([import('./daemon.js'), tmpfsFirst || execRootTmpfs()]).then(([daemon]) => daemon.composeDaemon(opts, { router, authStore, closers })));
-  const ready = composed.then(async (composition) => {
+  const ready = Promise.all([composed, loadSession()]).then(async ([composition, local]) => {
     onRequest = composition.onRequest;
-    if (opts.ui !== undefined) await startUi(opts, addresses, closers);
+    localToken = local.token;
+    if (opts.ui !== undefined) await startUi(opts, addresses, closers, localToken);
     log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
   });
   // The caller learns of a failure through `ready`; this keeps it from being reported as unhandled meanwhile.
@@ -172,6 +184,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   return {
     ready,
+    get localToken() {
+      return localToken;
+    },
     async shutdown() {
       closeServers();
       // What the composition started is released once it has settled (a half-built engine included).
@@ -185,7 +200,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 }
 
 /** `--ui`: the renderer served to a browser, through the engine's own socket. */
-async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseListenAddress>[], closers: Array<() => Promise<void> | void>): Promise<void> {
+async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseListenAddress>[], closers: Array<() => Promise<void> | void>, engineToken: string): Promise<void> {
   // Loaded only when asked for: the UI server and its websocket module stay out of a headless daemon.
   const { parseUiAddress, startUiServer } = await import('./ui/server.js');
   const uiAddress = parseUiAddress(opts.ui!);
@@ -193,7 +208,8 @@ async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseLi
   if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
   const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
   const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
-  const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port });
+  // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
+  const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken });
   closers.push(() => ui.close());
   // The address with its token gives full control of the engine: it goes to a file only root reads and to
   // the terminal that started the daemon, never to the log.

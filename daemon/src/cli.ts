@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { errorMessage } from './engine/errors.js';
+import { errorMessage } from './errors.js';
 import { startDaemon } from './boot.js';
 import type { DaemonOptions } from './daemon.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';

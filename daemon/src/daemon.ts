@@ -29,7 +29,7 @@ import { registerDistributionRoutes } from './api/distribution.js';
 import { ImageService } from './engine/images/service.js';
 import { registerContainerRoutes } from './api/containers.js';
 import { registerArchiveRoutes } from './api/archive.js';
-import { ContainerFiles, type ContainerFilesHost } from './engine/containers/archive.js';
+import { ContainerFiles } from './engine/containers/archive.js';
 import { registerStatsRoutes } from './api/stats.js';
 import { ContainerStats } from './engine/containers/stats.js';
 import { CgroupStats } from './host/linux/cgroups/stats.js';
@@ -68,6 +68,7 @@ import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { type ContainerFilesHost } from './host/host.js';
 
 export interface DaemonOptions {
   hosts: string[];

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Conflict } from '../src/engine/errors.js';
+import { Conflict } from '../src/errors.js';
 import { macFromIPv4, parseIPv4 } from '../src/engine/networks/ipv4.js';
 import { LinuxNetworkHost, rulesTaggedFor } from '../src/host/linux/network/linux-network-host.js';
 

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { findExecutable } from '../src/host/linux/runtime/ociruntime.js';
-import { sealedRuntimeCopy, sealedRuntimeOpen } from '../src/host/linux/runtime/runtime.js';
+import { sealedRuntimeCopy, sealedRuntimeOpen } from '../src/host/linux/runtime/sealed.js';
 import { linuxSys } from '../src/host/linux/sys.js';
 import { startEngine, type Engine } from './harness.js';
 

@@ -24,7 +24,7 @@ interface AsarModule {
 }
 interface Builder {
   build(options: Record<string, unknown>): Promise<string[]>;
-  Platform: { LINUX: { createTarget(type: string, ...archs: number[]): unknown } };
+  Platform: { LINUX: { createTarget(type: string | string[], ...archs: number[]): unknown } };
   Arch: Record<string, number>;
 }
 
@@ -41,6 +41,11 @@ describe('the packaged app', { timeout: 600_000 }, () => {
   const packaged = new Set<string>();
   const unpacked = new Set<string>();
   const loaded = new Set<string>();
+  /** The deb's fpm arguments and maintainer scripts, as electron-builder computed them. */
+  let debArgs: string[] = [];
+  let afterInstall = '';
+  let beforeRemove = '';
+  let appOut = '';
 
   before(async () => {
     for (const built of ['daemon/dist/src/cli.js', 'renderer/dist/index.html', 'electron/dist/src/main.js'])
@@ -54,20 +59,32 @@ describe('the packaged app', { timeout: 600_000 }, () => {
     chmodSync(path.join(electronDist, 'electron'), 0o755);
     const builder = require('app-builder-lib') as Builder;
     const output = path.join(dir, 'out');
+    // The deb is computed too, up to the fpm call it would make (fpm is a download): its arguments and
+    // scripts are kept here.
+    const effectiveOptionComputed = async (computed: unknown) => {
+      if (!Array.isArray(computed) || !Array.isArray(computed[0])) return false;
+      debArgs = computed[0] as string[];
+      const script = (flag: string) => debArgs[debArgs.indexOf(flag) + 1]!;
+      afterInstall = readFileSync(path.resolve(ROOT, script('--after-install')), 'utf8');
+      beforeRemove = readFileSync(path.resolve(ROOT, script('--before-remove')), 'utf8');
+      return true;
+    };
     // From the repository root, as electron-builder is run: the config's hook paths are relative to it.
     const cwd = process.cwd();
     process.chdir(ROOT);
     try {
       await builder.build({
         projectDir: ROOT,
-        targets: builder.Platform.LINUX.createTarget('dir', builder.Arch[process.arch]!),
+        targets: builder.Platform.LINUX.createTarget(['dir', 'deb'], builder.Arch[process.arch]!),
         // Only what running offline needs; the rest comes from electron-builder.yml.
         config: { electronDist, electronVersion: '41.7.1', directories: { output } },
+        effectiveOptionComputed,
       });
     } finally {
       process.chdir(cwd);
     }
-    const resources = path.join(output, process.arch === 'x64' ? 'linux-unpacked' : `linux-${process.arch}-unpacked`, 'resources');
+    appOut = path.join(output, process.arch === 'x64' ? 'linux-unpacked' : `linux-${process.arch}-unpacked`);
+    const resources = path.join(appOut, 'resources');
     const archive = path.join(resources, 'app.asar');
     const asar = createRequire(require.resolve('app-builder-lib'))('@electron/asar') as AsarModule;
     for (const entry of asar.listPackage(archive, { isPack: false })) {
@@ -156,5 +173,33 @@ describe('the packaged app', { timeout: 600_000 }, () => {
     const meta = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, any>;
     for (const key of ['name', 'version', 'description']) assert.ok(meta[key], key);
     assert.ok(meta.author?.name && meta.author?.email, 'author with an email (the deb package needs one)');
+  });
+
+  it('installs the root agent service with the deb: its unit, the berth group, and the service enabled and stopped with the package', () => {
+    assert.ok(debArgs.length > 0, 'the deb target was not computed');
+    // The app goes to /opt/Berth; the unit to systemd's folder, from the repository's file.
+    const appMapping = debArgs.find((a) => a.startsWith(`${appOut}/=`));
+    assert.equal(appMapping, `${appOut}/=/opt/Berth`);
+    const unitMapping = debArgs.find((a) => a.endsWith('=/lib/systemd/system/berth-agent.service'));
+    assert.ok(unitMapping, `no unit in ${debArgs.join(' ')}`);
+    const unit = readFileSync(path.resolve(ROOT, unitMapping.split('=')[0]!), 'utf8');
+    const execStart = /^ExecStart=(\S+) (\S+) (.*)$/m.exec(unit);
+    assert.ok(execStart, unit);
+    assert.equal(execStart[3], 'agent --socket /run/berth/agent.sock --group berth');
+    assert.match(unit, /^Environment=ELECTRON_RUN_AS_NODE=1$/m);
+    assert.match(unit, /^KillMode=process$/m);
+    assert.match(unit, /^WantedBy=multi-user\.target$/m);
+    // What it runs is in the package: the app's binary (as Node), and berthd in its archive.
+    assert.ok(execStart[1]!.startsWith('/opt/Berth/'));
+    assert.ok(existsSync(path.join(appOut, execStart[1]!.slice('/opt/Berth/'.length))), `${execStart[1]} is not in the package`);
+    assert.ok(execStart[2]!.startsWith('/opt/Berth/resources/app.asar/'));
+    assert.ok(packaged.has(execStart[2]!.slice('/opt/Berth/resources/app.asar/'.length)), `${execStart[2]} is not in app.asar`);
+    // The postinst, its macros filled in: the group, then the service enabled and started.
+    assert.doesNotMatch(afterInstall, /\$\{[A-Za-z]+\}/);
+    assert.match(afterInstall, /app_dir='\/opt\/Berth'/);
+    assert.match(afterInstall, /getent group berth[\s\S]*groupadd --system berth/);
+    assert.match(afterInstall, /systemctl enable berth-agent\.service[\s\S]*systemctl restart berth-agent\.service/);
+    assert.ok(afterInstall.indexOf('groupadd') < afterInstall.indexOf('systemctl enable'), 'the group exists before the agent starts');
+    assert.match(beforeRemove, /remove\|purge[\s\S]*systemctl stop berth-agent\.service[\s\S]*systemctl disable berth-agent\.service/);
   });
 });

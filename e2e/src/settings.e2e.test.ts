@@ -193,4 +193,62 @@ describe('settings, in Chromium', { timeout: 300_000 }, () => {
     await row.waitFor({ state: 'detached' });
     await context.close();
   });
+
+  it("with the desktop bridge on macOS or Windows: the VM's resources, saved in the app's settings; absent elsewhere", async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    await context.addInitScript(fakeDesktopBridge);
+    // The main process says the engine runs in a VM, and keeps its resources (with its own range checks).
+    await context.addInitScript(() => {
+      const w = window as unknown as { berth: any; bridgeCalls: unknown[] };
+      const base = w.berth;
+      let vm = { cpus: 2, memoryMiB: 2048, diskGiB: 64 };
+      const status = base.engine.status;
+      w.berth = {
+        ...base,
+        engine: { status: async () => ({ ...(await status()), vm: true }) },
+        settings: {
+          get: async () => ({ ...(await base.settings.get()), vm }),
+          update: async (patch: { vm?: typeof vm }) => {
+            if (patch.vm) {
+              w.bridgeCalls.push({ update: patch });
+              if (patch.vm.cpus < 1) throw new Error("Error invoking remote method 'berth:settings:update': Error: the VM's CPUs must be a whole number from 1 to 64");
+              vm = { ...vm, ...patch.vm };
+              return { ...(await base.settings.get()), vm };
+            }
+            return base.settings.update(patch);
+          },
+        },
+      };
+    });
+    const page = await context.newPage();
+    await page.goto(loginUrl);
+    await page.goto(`${baseUrl}#/settings`);
+    const section = page.getByRole('form', { name: 'Virtual machine' });
+    await section.waitFor({ timeout: 10_000 });
+    assert.equal(await section.getByLabel('CPUs').inputValue(), '2');
+    assert.equal(await section.getByLabel('Memory').inputValue(), '2048');
+    assert.equal(await section.getByLabel('Disk size').inputValue(), '64');
+    await section.getByLabel('CPUs').fill('0');
+    await section.getByRole('button', { name: 'Save' }).click();
+    await page.getByTestId('vm-error').getByText(/^the VM's CPUs must be a whole number from 1 to 64$/).waitFor({ timeout: 5000 });
+    await section.getByLabel('CPUs').fill('4');
+    await section.getByLabel('Memory').fill('6144');
+    await section.getByLabel('Disk size').fill('100');
+    await section.getByRole('button', { name: 'Save' }).click();
+    await section.getByRole('status').getByText(/next start/).waitFor({ timeout: 5000 });
+    const calls = (await page.evaluate(() => (window as unknown as { bridgeCalls: Array<{ update?: { vm?: unknown } }> }).bridgeCalls)).filter((c) => c.update?.vm);
+    assert.deepEqual(calls.at(-1)!.update!.vm, { cpus: 4, memoryMiB: 6144, diskGiB: 100 });
+    await shots(page, 'settings-vm', 'Virtual machine');
+    await context.close();
+
+    // On Linux (the bridge says no VM), and in the browser, there is no such section.
+    const linux = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    await linux.addInitScript(fakeDesktopBridge);
+    const page2 = await linux.newPage();
+    await page2.goto(loginUrl);
+    await page2.goto(`${baseUrl}#/settings`);
+    await page2.getByTestId('engine-status').getByText(/running/).waitFor();
+    assert.equal(await page2.getByRole('heading', { name: 'Virtual machine' }).count(), 0);
+    await linux.close();
+  });
 });

@@ -5,6 +5,8 @@
  */
 import path from 'node:path';
 import { BridgeError, engineRequest, forwardRequest, openStream, openTerminal, openUpload, type BridgeRequest, type ConfirmHostAccess, type EngineEndpoint, type PortLike } from './bridge.js';
+import { writeDockerContext } from './docker-context.js';
+import { usesVm } from './engine-args.js';
 import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageLike } from './credentials.js';
 import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
@@ -65,7 +67,8 @@ export interface ElectronModules {
  * bridge passes a request that gives a container privileges or the host's files. Cancel is the default.
  */
 export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean } {
-  const what = /\/exec$/.test(ask.path.split('?')[0]!) ? 'a command' : /\/volumes\/create$/.test(ask.path.split('?')[0]!) ? 'a volume' : 'a container';
+  const route = ask.path.split('?')[0]!;
+  const what = /\/exec$/.test(route) ? 'a command' : /\/volumes\/create$/.test(route) ? 'a volume' : /\/plugins\/pull$/.test(route) ? 'a plugin' : 'a container';
   return {
     type: 'warning',
     title: 'Berth',
@@ -84,6 +87,10 @@ export interface AppOptions {
   trayIcon: string;
   startDaemon: DaemonStarter;
   ping?: (endpoint: EngineEndpoint) => Promise<string | undefined>;
+  /** The platform whose engine this is (tests); process.platform by default. */
+  platform?: NodeJS.Platform;
+  /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
+  dockerConfig?: string;
 }
 
 export interface RunningApp {
@@ -172,7 +179,7 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   e.ipcMain.handle('berth:settings:update', async (event, patch: SettingsPatch) => {
     fromWindow(event);
     const before = JSON.stringify(settings.value.engine);
-    const next = await settings.update({ engine: patch?.engine, theme: patch?.theme });
+    const next = await settings.update({ engine: patch?.engine, vm: patch?.vm, theme: patch?.theme });
     e.nativeTheme.themeSource = next.theme;
     // Another engine: let go of this one (the embedded daemon stops, containers keep running) and reach the new one.
     if (JSON.stringify(next.engine) !== before) {
@@ -183,7 +190,8 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   });
   e.ipcMain.handle('berth:engine:status', (event) => {
     fromWindow(event);
-    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address };
+    // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold.
+    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) };
   });
   e.ipcMain.handle('berth:registry:list', (event) => {
     fromWindow(event);
@@ -255,6 +263,12 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   };
   engine.onChange(refreshTray);
   refreshTray();
+  // The engine the app started is reachable by external CLIs as the `berth` docker context.
+  engine.onChange((state) => {
+    const endpoint = engine.endpoint;
+    if (!opts.dockerConfig || state !== 'running' || engine.mode !== 'embedded' || !endpoint || !('socketPath' in endpoint)) return;
+    writeDockerContext(endpoint.socketPath, opts.dockerConfig).catch((err: Error) => console.error(`the berth docker context could not be written: ${err.message}`));
+  });
   tray.on('click', showWindow);
 
   // Closing the window leaves the app in the tray; quitting stops the embedded engine first.

@@ -11,13 +11,38 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import type { Duplex } from 'node:stream';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
-/** The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own certificate). */
-export type EngineEndpoint = { socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } };
+/** daemon/src/ui/terminal.ts: the terminal proxy the UI server uses too; kept structural so this package compiles on its own. */
+interface TerminalModule {
+  hijackHeaders(body: string): Record<string, string>;
+  proxyTerminal(
+    request: http.ClientRequest,
+    body: string,
+    sink: {
+      data(bytes: Buffer): void;
+      end(): void;
+      broken(err: Error): void;
+      refused(status: number | undefined, message: string): void;
+      unreachable(err: Error): void;
+    },
+  ): { write(bytes: Buffer): void; close(): void };
+}
+/** The repository (or package) root: this file runs from electron/dist/src. */
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const { hijackHeaders, proxyTerminal } = (await import(pathToFileURL(path.join(root, 'daemon', 'dist', 'src', 'ui', 'terminal.js')).href)) as TerminalModule;
+
+/**
+ * The engine the bridge talks to: a unix socket, or TCP (with TLS: the CA to trust, the client's own
+ * certificate). `token`: the bearer token the engine knows the app by (the local session of the daemon the
+ * app hosts), sent with every request; the paths beside the engine API (sandbox policies) need one.
+ */
+export type EngineEndpoint = ({ socketPath: string } | { host: string; port: number; tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer } }) & { token?: string };
 
 /** A request to the engine, over whichever transport the endpoint names. */
 export function engineRequest(engine: EngineEndpoint, options: http.RequestOptions): http.ClientRequest {
+  if (engine.token) options = { ...options, headers: { ...(options.headers as Record<string, string> | undefined), Authorization: `Bearer ${engine.token}` } };
   if ('socketPath' in engine) return http.request({ ...options, socketPath: engine.socketPath });
   const host = engine.host.replace(/^\[(.*)\]$/, '$1');
   // The Host header names the engine's address: TLS checks the engine's certificate against it.
@@ -55,6 +80,13 @@ export const ALLOWED: Array<[string, RegExp]> = [
   ['POST', new RegExp(`^${V}/networks/${ID}/(connect|disconnect)$`)],
   ['DELETE', new RegExp(`^${V}/networks/${ID}$`)],
   ['GET', new RegExp(`^${V}/(nodes|services|tasks)$`)],
+  ['GET', new RegExp(`^${V}/plugins(/privileges)?$`)],
+  ['POST', new RegExp(`^${V}/plugins/pull$`)],
+  ['POST', new RegExp(`^${V}/plugins/${IMAGE}/(enable|disable)$`)],
+  ['DELETE', new RegExp(`^${V}/plugins/${IMAGE}$`)],
+  // A sandbox's network policy, beside the engine API (no version prefix).
+  ['GET', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
+  ['PUT', new RegExp(`^/v1/sandboxes/${ID}/network-policies$`)],
 ];
 
 export class BridgeError extends Error {
@@ -148,12 +180,14 @@ function hostConfigAccess(hostConfig: unknown): string[] {
 
 /**
  * What a request would give a container beyond a default one's isolation, in words for the user; empty
- * when nothing. Creates of containers (their HostConfig), privileged execs, and local volumes bound to a
- * host folder are looked at; a body that is not JSON where one is looked at is refused (400).
+ * when nothing. Creates of containers (their HostConfig), privileged execs, local volumes bound to a host
+ * folder and plugin installs (their privileges) are looked at; a body that is not JSON where one is looked at
+ * is refused (400).
  */
 export function hostAccessOf(method: string, path: string, body: string | undefined): string[] {
   if (method !== 'POST' || body === undefined || body.trim() === '') return [];
   const route = path.split('?')[0]!.replace(/^\/v1\.\d+/, '');
+  if (route === '/plugins/pull') return pluginPrivileges(method, route, body);
   const looked = /^\/containers\/create$/.test(route) ? 'container' : /^\/containers\/[^/]+\/exec$/.test(route) ? 'exec' : route === '/volumes/create' ? 'volume' : undefined;
   if (!looked) return [];
   let parsed: unknown;
@@ -165,6 +199,28 @@ export function hostAccessOf(method: string, path: string, body: string | undefi
   if (looked === 'container') return objectsOf(parsed, 'HostConfig').flatMap(hostConfigAccess);
   if (looked === 'exec') return isTrue(parsed, 'Privileged') ? ['runs a privileged command in the container'] : [];
   return objectsOf(parsed, 'DriverOpts').flatMap((opts) => stringsOf(opts, 'device').filter((d) => d.startsWith('/')).map((d) => `makes a volume of the host's ${d}`));
+}
+
+/**
+ * The privileges a plugin install grants (the body of POST /plugins/pull: `[{Name, Description, Value}]`): a
+ * plugin runs as root with what it was granted, so every privilege but an isolated network counts.
+ */
+function pluginPrivileges(method: string, route: string, body: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new BridgeError(400, `the body of ${method} ${route} is not JSON`);
+  }
+  if (!Array.isArray(parsed)) throw new BridgeError(400, `the body of ${method} ${route} must be the list of privileges granted`);
+  const out: string[] = [];
+  for (const privilege of parsed) {
+    const name = stringsOf(privilege, 'Name')[0] ?? '?';
+    const values = listsOf(privilege, 'Value').filter((v): v is string => typeof v === 'string');
+    if (name === 'network' && values.every((v) => v === 'none')) continue;
+    out.push(`installs a plugin granted ${name}${values.length ? `: ${values.join(', ')}` : ''}`);
+  }
+  return out;
 }
 
 /**
@@ -294,53 +350,30 @@ export function openTerminal(engine: EngineEndpoint, target: TerminalTarget, ver
     port.close();
     return;
   }
-  let socket: Duplex | undefined;
-  const pending: Buffer[] = [];
-  const r = engineRequest(engine, {
-    method: 'POST',
-    path,
-    headers: { Host: 'engine', Connection: 'Upgrade', Upgrade: 'tcp', 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) },
-  });
-  r.on('upgrade', (_res, s, head) => {
-    socket = s;
-    if (head.length) port.postMessage({ type: 'data', data: new Uint8Array(head) });
-    for (const b of pending.splice(0)) s.write(b);
-    s.on('data', (c: Buffer) => port.postMessage({ type: 'data', data: new Uint8Array(c) }));
-    s.on('end', () => {
+  const request = engineRequest(engine, { method: 'POST', path, headers: { Host: 'engine', ...hijackHeaders(body) } });
+  const terminal = proxyTerminal(request, body, {
+    data: (bytes) => port.postMessage({ type: 'data', data: new Uint8Array(bytes) }),
+    end: () => {
       port.postMessage({ type: 'end', message: 'exited' });
       port.close();
-    });
-    s.on('error', () => port.close());
-  });
-  r.on('response', (res) => {
-    const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => {
-      port.postMessage({ type: 'error', status: res.statusCode, message: errorMessage(res.statusCode ?? 500, Buffer.concat(chunks).toString('utf8')) });
+    },
+    broken: () => port.close(),
+    refused: (status, message) => {
+      port.postMessage({ type: 'error', status, message: message || `the engine answered ${status ?? 500}` });
       port.close();
-    });
-  });
-  r.on('error', (err) => {
-    port.postMessage({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` });
-    port.close();
+    },
+    unreachable: (err) => {
+      port.postMessage({ type: 'error', status: 502, message: `the engine did not answer: ${err.message}` });
+      port.close();
+    },
   });
   port.on('message', (ev) => {
     const msg = ev.data as { type?: string; data?: Uint8Array };
-    if (msg?.type === 'close') {
-      socket?.destroy();
-      r.destroy();
-    } else if (msg?.type === 'data' && msg.data instanceof Uint8Array) {
-      const bytes = Buffer.from(msg.data);
-      if (socket) socket.write(bytes);
-      else pending.push(bytes);
-    }
+    if (msg?.type === 'close') terminal.close();
+    else if (msg?.type === 'data' && msg.data instanceof Uint8Array) terminal.write(Buffer.from(msg.data));
   });
-  port.on('close', () => {
-    socket?.destroy();
-    r.destroy();
-  });
+  port.on('close', () => terminal.close());
   port.start();
-  r.end(body);
 }
 
 /** The build options the app sends; others (a host network for RUN, cgroup parents...) are refused. */

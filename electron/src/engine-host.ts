@@ -12,8 +12,11 @@ export type EngineState = 'stopped' | 'starting' | 'running' | 'stopping' | 'err
 /** What the embedded mode needs from the daemon package: `startDaemon` of daemon/src/daemon.ts. */
 export interface EmbeddedDaemon {
   shutdown(): Promise<void>;
+  /** The bearer token of the daemon's local session: the app's requests act as the local user's. */
+  localToken?: string;
 }
-export type DaemonStarter = (socketPath: string) => Promise<EmbeddedDaemon>;
+/** Starts the app's own engine on `socketPath`, as the settings say (the VM's resources). */
+export type DaemonStarter = (socketPath: string, settings: Settings) => Promise<EmbeddedDaemon>;
 
 /** Asks the engine's /_ping; resolves with why it did not answer OK, or undefined when it did. */
 export function pingEngine(endpoint: EngineEndpoint, timeoutMs = 2000): Promise<string | undefined> {
@@ -102,9 +105,10 @@ export class EngineHost {
     this.set('starting');
     const engine = this.settings().engine;
     try {
-      const endpoint = await endpointOf(engine);
+      let endpoint = await endpointOf(engine);
       if (engine.mode === 'embedded') {
-        this.daemon = await this.startEmbedded(engine.socketPath);
+        this.daemon = await this.startEmbedded(engine.socketPath, this.settings());
+        if (this.daemon.localToken) endpoint = { ...endpoint, token: this.daemon.localToken };
       } else {
         const problem = await this.ping(endpoint);
         if (problem) throw new Error(`no engine answers on ${addressOf(engine)}: ${problem}`);

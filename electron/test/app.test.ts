@@ -1,11 +1,13 @@
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
+import { contextMetaFile } from '../src/docker-context.js';
 import { fakeEngine, FakePort, fakeSafeStorage } from './fakes.js';
 
 /** Electron's main-process objects, faked: they record what the app does with them. */
@@ -122,6 +124,7 @@ describe('main process', () => {
             calls.stopped++;
             await engine.close();
           },
+          localToken: 'berth_local_test',
         };
       },
     };
@@ -181,6 +184,10 @@ describe('main process', () => {
     f.ipcOn['berth:open']!({ ...own, ports: [pull] }, { type: 'stream', method: 'POST', path: '/v1.53/images/create?fromImage=x', headers: { 'X-Registry-Auth': 'e30=', Cookie: 'a=b' } });
     await pull.until((s) => s.some((m) => m.type === 'error'));
     assert.ok(daemon.engines[0]!.seen.includes('POST /v1.53/images/create?fromImage=x auth=e30='), daemon.engines[0]!.seen.join('\n'));
+    // A sandbox's policy: read and installed with the embedded daemon's local token, which the page never holds.
+    await f.ipcHandle['berth:request']!(own, { method: 'PUT', path: '/v1/sandboxes/c1/network-policies', body: '{"defaultAction":"deny","rules":[]}', headers: { Authorization: 'Bearer forged' } });
+    assert.ok(daemon.engines[0]!.authorized.includes('PUT /v1/sandboxes/c1/network-policies Bearer berth_local_test'), daemon.engines[0]!.authorized.join('\n'));
+    assert.ok(!daemon.engines[0]!.authorized.some((a) => a.includes('forged')));
     await app.quit();
   });
 
@@ -301,7 +308,7 @@ describe('main process', () => {
     assert.deepEqual(JSON.parse(list.body), [{ Id: 'c1', Names: ['/web'] }]);
     assert.ok(remote.seen.includes('GET /v1.53/containers/json?all=1'));
     const status = (await f.ipcHandle['berth:engine:status']!(own)) as { state: string; address: string };
-    assert.deepEqual(status, { state: 'running', error: '', mode: 'tcp', address: `https://127.0.0.1:${remote.port}` });
+    assert.deepEqual(status, { state: 'running', error: '', mode: 'tcp', address: `https://127.0.0.1:${remote.port}`, vm: false });
     assert.equal(f.trays[0]!.menu[1].label, `Connected to https://127.0.0.1:${remote.port}`);
     // Streams go over TLS too.
     const port = new FakePort();
@@ -364,5 +371,55 @@ describe('main process', () => {
     assert.match(answer.message, /no OS keychain/);
     assert.equal(((await f.ipcHandle['berth:registry:list']!(own)) as any).keychain, false);
     await app.quit();
+  });
+
+  it('makes its engine the `berth` docker context, which the docker CLI reaches, and leaves the current context alone', async () => {
+    const home = tmp();
+    const dockerConfig = path.join(home, '.docker');
+    mkdirSync(dockerConfig);
+    const config = JSON.stringify({ auths: {}, currentContext: 'default' });
+    writeFileSync(path.join(dockerConfig, 'config.json'), config);
+    const f = fakeElectron({ userData: tmp() });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start, dockerConfig }))!;
+    const file = contextMetaFile(dockerConfig);
+    for (let i = 0; i < 100 && !existsSync(file); i++) await new Promise((r) => setTimeout(r, 20));
+    const meta = JSON.parse(readFileSync(file, 'utf8'));
+    assert.equal(meta.Name, 'berth');
+    assert.equal(meta.Endpoints.docker.Host, `unix://${app.engine.socketPath}`);
+    // The real docker CLI, with HOME in the temporary folder, reaches the app's engine through the context.
+    // (Asynchronously: the engine answers in this process.)
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^DOCKER_(CONFIG|HOST|CONTEXT)$/.test(k))), HOME: home };
+    const docker = async (args: string[]) => (await promisify(execFile)('docker', args, { env, encoding: 'utf8', timeout: 20_000 })).stdout;
+    assert.equal((await docker(['--context', 'berth', 'version', '--format', '{{.Server.Version}}'])).trim(), 'fake-engine');
+    const contexts = await docker(['context', 'ls', '--format', '{{.Name}} {{.Current}}']);
+    assert.match(contexts, /^berth false$/m);
+    assert.match(contexts, /^default true$/m);
+    assert.equal(readFileSync(path.join(dockerConfig, 'config.json'), 'utf8'), config, 'config.json (the current context) untouched');
+    await app.quit();
+  });
+
+  it("keeps the VM's resources for the engine's start, and says where there is a VM", async () => {
+    const f = fakeElectron({ userData: tmp() });
+    const started: Array<{ vm: unknown }> = [];
+    const daemon = daemonStarter();
+    const startDaemon = async (socketPath: string, settings: { vm: unknown }) => {
+      started.push({ vm: settings.vm });
+      return daemon.start(socketPath);
+    };
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon, platform: 'darwin' }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    assert.equal(((await f.ipcHandle['berth:engine:status']!(own)) as { vm: boolean }).vm, true);
+    const next = (await f.ipcHandle['berth:settings:update']!(own, { vm: { cpus: 6, memoryMiB: 8192 } })) as { vm: unknown };
+    assert.deepEqual(next.vm, { cpus: 6, memoryMiB: 8192, diskGiB: 64 });
+    // Given at the engine's next start.
+    await app.engine.stop();
+    await app.engine.start();
+    assert.deepEqual(started.map((s) => s.vm), [{ cpus: 2, memoryMiB: 2048, diskGiB: 64 }, { cpus: 6, memoryMiB: 8192, diskGiB: 64 }]);
+    await app.quit();
+    const g = fakeElectron({ userData: tmp() });
+    const linux = (await startApp(g.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemonStarter().start, platform: 'linux' }))!;
+    assert.equal(((await g.ipcHandle['berth:engine:status']!({ sender: { id: g.windows[0]!.webContents.id } })) as { vm: boolean }).vm, false);
+    await linux.quit();
   });
 });

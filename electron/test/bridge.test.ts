@@ -18,6 +18,13 @@ describe('bridge allow-list', () => {
       ['GET', '/v1.53/events'],
       ['POST', '/v1.53/networks/n1/connect'],
       ['GET', '/_ping'],
+      ['GET', '/v1/sandboxes/c1/network-policies'],
+      ['PUT', '/v1/sandboxes/web/network-policies'],
+      ['GET', '/v1.53/plugins'],
+      ['GET', '/v1.53/plugins/privileges?remote=127.0.0.1:5000/fixvol:1'],
+      ['POST', '/v1.53/plugins/pull?remote=127.0.0.1:5000/fixvol:1'],
+      ['POST', '/v1.53/plugins/127.0.0.1:5000/fixvol:1/enable?timeout=30'],
+      ['DELETE', '/v1.53/plugins/fixvol:latest?force=1'],
     ]) assert.doesNotThrow(() => checkRequest(m, p), `${m} ${p}`);
   });
 
@@ -26,8 +33,11 @@ describe('bridge allow-list', () => {
       assert.throws(() => checkRequest(m, p), (err: unknown) => err instanceof BridgeError && err.status === status, `${String(m)} ${String(p)}`);
     };
     refused('PUT', '/v1.53/containers/abc/archive?path=/etc', 403);
-    refused('POST', '/v1.53/plugins/pull', 403);
+    refused('POST', '/v1.53/plugins/fixvol/set', 403);
+    refused('POST', '/v1.53/plugins/create?name=x', 403);
     refused('POST', '/v1.53/swarm/init', 403);
+    refused('DELETE', '/v1/sandboxes/c1/network-policies', 403);
+    refused('GET', '/v2/scim/2.0/Users/u1', 403);
     refused('GET', '/v1.53/containers/abc/export', 403);
     refused('POST', '/v1.53/exec/e1/start', 403);
     refused('GET', '/v1.53/containers/../../secrets', 400);
@@ -79,6 +89,15 @@ describe('bridge body checks', () => {
     assert.deepEqual(create({ HostConfig: { SecurityOpt: ['no-new-privileges', 'seccomp={"defaultAction":"SCMP_ACT_ALLOW"}'] } }), ['replaces the default seccomp profile with its own']);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/c1/exec', JSON.stringify({ Cmd: ['sh'], Privileged: true })), ['runs a privileged command in the container']);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/volumes/create', JSON.stringify({ Name: 'v', DriverOpts: { type: 'none', o: 'bind', device: '/' } })), ["makes a volume of the host's /"]);
+    // A plugin runs as root with what its install grants: an isolated network alone asks nothing.
+    const pluginPull = (privileges: unknown) => hostAccessOf('POST', '/v1.53/plugins/pull?remote=r/p:1', JSON.stringify(privileges));
+    assert.deepEqual(pluginPull([{ Name: 'network', Description: '', Value: ['none'] }]), []);
+    assert.deepEqual(pluginPull([{ Name: 'network', Value: ['host'] }, { Name: 'mount', Value: ['/var/lib'] }, { Name: 'capabilities', Value: ['CAP_SYS_ADMIN'] }]), [
+      'installs a plugin granted network: host',
+      'installs a plugin granted mount: /var/lib',
+      'installs a plugin granted capabilities: CAP_SYS_ADMIN',
+    ]);
+    assert.throws(() => pluginPull({ Name: 'mount' }), (err: unknown) => err instanceof BridgeError && err.status === 400);
   });
 
   it('reads keys in any case, as a Go engine decodes them, and refuses a body that is not JSON', () => {

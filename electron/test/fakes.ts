@@ -46,11 +46,18 @@ export class FakePort implements PortLike {
 /** A stand-in engine: JSON routes, a chunked stream, and hijacked exec/attach that echo upper-cased. */
 export async function fakeEngine(
   socketPath: string | { port: 0; tls?: { cert: Buffer; key: Buffer } },
-): Promise<{ server: http.Server; seen: string[]; port: number; close(): Promise<void> }> {
+): Promise<{ server: http.Server; seen: string[]; authorized: string[]; port: number; close(): Promise<void> }> {
   const seen: string[] = [];
+  /** The requests that came with an Authorization header, and its value. */
+  const authorized: string[] = [];
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     seen.push(`${req.method} ${req.url}${req.headers['x-registry-auth'] ? ` auth=${req.headers['x-registry-auth']}` : ''}${req.headers.cookie ? ' cookie' : ''}`);
+    if (req.headers.authorization) authorized.push(`${req.method} ${req.url} ${req.headers.authorization}`);
     if (req.url === '/_ping') return void res.end('OK');
+    if (/^\/v1\.\d+\/version$/.test(req.url!)) {
+      res.setHeader('Content-Type', 'application/json');
+      return void res.end(JSON.stringify({ Version: 'fake-engine', ApiVersion: '1.53', MinAPIVersion: '1.24', Os: 'linux', Arch: 'amd64', Components: [{ Name: 'Engine', Version: 'fake-engine' }] }));
+    }
     // POST /auth: one good login (user "ann", password "right"), as a registry would check it.
     if (req.url === '/v1.53/auth' && req.method === 'POST') {
       const chunks: Buffer[] = [];
@@ -109,6 +116,7 @@ export async function fakeEngine(
   return {
     server,
     seen,
+    authorized,
     port: address && typeof address === 'object' ? address.port : 0,
     close: async () => {
       for (const s of sockets) s.destroy();

@@ -18,7 +18,7 @@ describe('settings', () => {
       assert.equal(loaded.engine.mode, 'socket');
       assert.equal(loaded.engine.socketPath, '/run/berth.sock');
       assert.equal(loaded.theme, 'dark');
-      assert.equal(JSON.parse(readFileSync(file, 'utf8')).version, 2);
+      assert.equal(JSON.parse(readFileSync(file, 'utf8')).version, 3);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -79,6 +79,31 @@ describe('settings', () => {
       assert.equal(existsSync(file), false, 'nothing written');
       await store.update({ engine: { tcp: { host: '[::1]', ca: '' } } });
       assert.equal(store.value.engine.tcp.host, '[::1]');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps the VM's resources, reads a version 2 file with the defaults for them, and refuses resources out of range", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-settings-'));
+    try {
+      const file = path.join(dir, 'settings.json');
+      writeFileSync(file, JSON.stringify({ version: 2, engine: { mode: 'embedded', socketPath: '/run/a.sock' }, theme: 'light' }));
+      const store = new SettingsStore(file, defaultSettings(dir));
+      const old = await store.load();
+      assert.deepEqual(old.vm, { cpus: 2, memoryMiB: 2048, diskGiB: 64 });
+      assert.equal(old.theme, 'light');
+      await store.update({ vm: { cpus: 4, memoryMiB: 6144 } });
+      assert.deepEqual(store.value.vm, { cpus: 4, memoryMiB: 6144, diskGiB: 64 });
+      const again = new SettingsStore(file, defaultSettings(dir));
+      assert.deepEqual((await again.load()).vm, { cpus: 4, memoryMiB: 6144, diskGiB: 64 });
+      await assert.rejects(store.update({ vm: { cpus: 0 } }), /the VM's CPUs must be a whole number from 1 to 64/);
+      await assert.rejects(store.update({ vm: { memoryMiB: 100 } }), /memory \(MiB\) must be a whole number from 512/);
+      await assert.rejects(store.update({ vm: { diskGiB: 1.5 } }), /disk size \(GiB\)/);
+      assert.deepEqual(store.value.vm, { cpus: 4, memoryMiB: 6144, diskGiB: 64 }, 'a refused patch changes nothing');
+      // A hand-edited file with a bad value keeps the others.
+      writeFileSync(file, JSON.stringify({ version: 3, vm: { cpus: 'many', memoryMiB: 1024, diskGiB: 20 } }));
+      assert.deepEqual((await again.load()).vm, { cpus: 2, memoryMiB: 1024, diskGiB: 20 });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

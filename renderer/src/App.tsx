@@ -9,6 +9,7 @@ const ComposeView = lazy(() => import('./views/compose').then((m) => ({ default:
 const RunView = lazy(() => import('./views/run').then((m) => ({ default: m.RunView })));
 const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m.ImagesView })));
 const VolumesView = lazy(() => import('./views/volumes').then((m) => ({ default: m.VolumesView })));
+const PluginsView = lazy(() => import('./views/plugins').then((m) => ({ default: m.PluginsView })));
 const NetworksView = lazy(() => import('./views/resources').then((m) => ({ default: m.NetworksView })));
 const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
@@ -39,6 +40,7 @@ const SECTIONS: Array<[string, string]> = [
   ['images', 'Images'],
   ['volumes', 'Volumes'],
   ['networks', 'Networks'],
+  ['plugins', 'Plugins'],
   ['swarm', 'Swarm'],
   ['events', 'Events'],
   ['system', 'System'],
@@ -98,6 +100,9 @@ export function App(props: { since?: number }) {
       break;
     case 'networks':
       view = <NetworksView selected={rest[0]} />;
+      break;
+    case 'plugins':
+      view = <PluginsView />;
       break;
     case 'swarm':
       view = <SwarmView />;

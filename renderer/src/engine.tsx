@@ -43,11 +43,13 @@ export function keysFor(ev: EngineEvent): string[][] {
     case 'container':
       // exec_* and top events do not change the list.
       if (ev.Action.startsWith('exec_') || ev.Action === 'top' || ev.Action === 'resize' || ev.Action === 'attach') return [];
-      return [['containers'], ['container', ev.Actor.ID], ['volumes'], ['networks'], ['images'], ['df']];
+      return [['containers'], ['container', ev.Actor.ID], ['policy', ev.Actor.ID], ['volumes'], ['networks'], ['images'], ['df']];
     case 'image':
       return [['images'], ['image'], ['df']];
     case 'volume':
       return [['volumes'], ['df']];
+    case 'plugin':
+      return [['plugins']];
     case 'network':
       return [['networks'], ['network', ev.Actor.ID], ['containers']];
     case 'service':

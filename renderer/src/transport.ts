@@ -9,6 +9,14 @@
 
 export const API_VERSION = '1.53';
 
+/**
+ * The engine's other interfaces (`/v1/sandboxes/...`) sit beside the engine API and take no version prefix;
+ * everything else is an engine path, asked at API_VERSION.
+ */
+export function versionedPath(path: string): string {
+  return path.startsWith('/_ping') || /^\/v\d+\//.test(path) ? path : `/v${API_VERSION}${path}`;
+}
+
 /** An answer of the engine that is not 2xx; `message` is the engine's own. */
 export class ApiError extends Error {
   constructor(
@@ -60,6 +68,8 @@ export interface UploadOptions {
 export interface AppSettings {
   version: number;
   engine: { mode: 'embedded' | 'socket' | 'tcp'; socketPath: string; tcp: { host: string; port: number; tls: boolean; ca: string; cert: string; key: string } };
+  /** The VM the bundled engine runs in on macOS and Windows. */
+  vm?: { cpus: number; memoryMiB: number; diskGiB: number };
   theme: 'system' | 'light' | 'dark';
 }
 
@@ -68,7 +78,7 @@ export interface BerthBridge {
   request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }>;
   version: string;
   settings?: { get(): Promise<AppSettings>; update(patch: unknown): Promise<AppSettings> };
-  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string }> };
+  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string; vm?: boolean }> };
   registries?: {
     list(): Promise<{ keychain: boolean; logins: Array<{ serveraddress: string; username: string }> }>;
     login(login: { serveraddress: string; username: string; password: string }): Promise<{ ok: boolean; message: string }>;
@@ -106,7 +116,7 @@ export class HttpTransport implements Transport {
   constructor(private readonly base = '/api') {}
 
   private url(path: string): string {
-    return path.startsWith('/_ping') ? `${this.base}${path}` : `${this.base}/v${API_VERSION}${path}`;
+    return `${this.base}${versionedPath(path)}`;
   }
 
   private init(method: string, opts: RequestOptions & { signal?: AbortSignal } = {}): RequestInit {
@@ -222,7 +232,7 @@ export class ElectronTransport implements Transport {
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
     const res = await this.bridge.request({
       method,
-      path: path.startsWith('/_ping') ? path : `/v${API_VERSION}${path}`,
+      path: versionedPath(path),
       body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
       headers: opts.headers,
     });

@@ -9,17 +9,14 @@ import type { WebSocket, WebSocketServer } from 'ws';
 import type { ContainerRecord } from '../engine/containers/model.js';
 import { logChunks } from '../engine/containers/logs.js';
 import type { ContainerService } from '../engine/containers/service.js';
-import { Conflict, InvalidParameter } from '../engine/errors.js';
+import { Conflict, InvalidParameter } from '../errors.js';
 import type { AttachStreams, LogRecord } from '../host/host.js';
+import { supports } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, stringParam } from './params.js';
 import type { Router } from './router.js';
 import { DEFAULT_DETACH_KEYS, DetachKeyMatcher, parseDetachKeys } from './streams.js';
 
-/** From this version on, messages are binary frames. */
-export const WS_BINARY_FRAMES_FROM = 28;
-/** From this version on, the stdin, stdout and stderr parameters select the streams. */
-export const WS_STREAM_SELECTION_FROM = 42;
 /** Output buffered towards a slow client beyond which reading the container's output waits. */
 const HIGH_WATER = 1 << 20;
 
@@ -56,7 +53,7 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
   router.get('/containers/:id/attach/ws', async (req, res) => {
     const record = backend.containers.get(req.params.id);
     checkHandshake(req);
-    const selects = req.version >= WS_STREAM_SELECTION_FROM;
+    const selects = supports(req.version, 'attach.ws.streamSelection');
     const wantStdin = selects ? boolParam(req, 'stdin') : true;
     const wantStdout = selects ? boolParam(req, 'stdout') : true;
     const wantStderr = selects ? boolParam(req, 'stderr') : true;
@@ -64,7 +61,7 @@ export function registerAttachWsRoutes(router: Router, backend: AttachWsBackend)
     const stream = boolParam(req, 'stream');
     const detachKeys = parseDetachKeys(stringParam(req, 'detachKeys') || DEFAULT_DETACH_KEYS);
     if (record.State.Paused) throw new Conflict('You cannot attach to a paused container, unpause it first');
-    const binary = req.version >= WS_BINARY_FRAMES_FROM;
+    const binary = supports(req.version, 'attach.ws.binaryFrames');
 
     const socket = req.raw.socket as Duplex;
     const wss = await websockets();

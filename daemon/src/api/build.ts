@@ -5,10 +5,11 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import type { BuildOptions, Emit, RegistryCredentials } from '../engine/build/builder.js';
-import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../errors.js';
 import type { CommitOptions } from '../engine/containers/commit.js';
 import { parseUntil } from '../engine/images/service.js';
 import { CONTAINER_CONFIG } from './bodies.js';
+import { supports } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
@@ -21,8 +22,6 @@ export interface BuildBackend {
 export interface CommitBackend {
   commit(ref: string, opts: CommitOptions): Promise<string>;
 }
-
-const AUX_FROM = 30;
 
 const PRUNE_FILTERS = ['until', 'unused-for', 'id', 'parent', 'type', 'description', 'inuse', 'shared', 'private'] as const;
 
@@ -171,7 +170,7 @@ export function registerBuildRoutes(router: Router, backend: { builder: BuildBac
     const opts = buildOptions(req);
     const out = new BuildStream(res, opts.quiet);
     // Aux messages (the image id) are sent from API 1.30 on, as dockerd does.
-    const emit = req.version >= AUX_FROM ? (m: Record<string, unknown>) => out.emit(m) : (m: Record<string, unknown>) => ('aux' in m ? undefined : out.emit(m));
+    const emit = supports(req.version, 'build.auxMessages') ? (m: Record<string, unknown>) => out.emit(m) : (m: Record<string, unknown>) => ('aux' in m ? undefined : out.emit(m));
     let id: string;
     try {
       id = await backend.builder.build(req.body(), opts, emit, req.signal);

@@ -1,4 +1,4 @@
-import { NotInSwarm } from '../engine/errors.js';
+import { InvalidParameter, NotInSwarm } from '../errors.js';
 import type { ApiMinor } from './version.js';
 
 /**
@@ -24,6 +24,8 @@ export interface FieldRule {
    * name too (the short id): before 1.45 Docker showed them there, and Aliases only what the client gave after.
    */
   dnsNamesInAliasesBelow?: ApiMinor;
+  /** Below this version the field holds `value` instead (only where it is an empty list, with `whenEmpty`). */
+  setBelow?: { version: ApiMinor; value: unknown; whenEmpty?: boolean };
 }
 
 export type ResponseKind =
@@ -34,11 +36,21 @@ export type ResponseKind =
   | 'container.inspect'
   | 'container.stats'
   | 'image.summary'
+  | 'image.list'
   | 'image.inspect'
   | 'image.history'
   | 'network'
   | 'volume'
   | 'exec.inspect';
+
+/** HostConfig.KernelMemory went with API 1.42: from it, a request's value is ignored and inspect has none. */
+const KERNEL_MEMORY_REMOVED_IN: ApiMinor = 42;
+
+const imageSummaryRules: FieldRule[] = [
+  { field: 'VirtualSize', removedIn: 44 },
+  { field: 'Descriptor', addedIn: 48 },
+  { field: 'Manifests', addedIn: 47 },
+];
 
 const legacyNetworkFields = [
   'Bridge', 'HairpinMode', 'LinkLocalIPv6Address', 'LinkLocalIPv6PrefixLen', 'SecondaryIPAddresses',
@@ -91,7 +103,7 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'Config.OnBuild', omitEmptyFrom: 52 },
     { field: 'Config.MacAddress', removedIn: 52 },
     { field: 'HostConfig.KernelMemoryTCP', removedIn: 52 },
-    { field: 'HostConfig.KernelMemory', removedIn: 42 },
+    { field: 'HostConfig.KernelMemory', removedIn: KERNEL_MEMORY_REMOVED_IN },
     { field: 'HostConfig.Annotations', addedIn: 43 },
     { field: 'HostConfig.CgroupnsMode', addedIn: 41 },
     { field: 'HostConfig.ConsoleSize', addedIn: 42 },
@@ -105,10 +117,15 @@ export const RULES: Record<ResponseKind, FieldRule[]> = {
     { field: 'precpu_stats.online_cpus', addedIn: 27 },
     { field: 'os_type', addedIn: 52 },
   ],
-  'image.summary': [
-    { field: 'VirtualSize', removedIn: 44 },
-    { field: 'Descriptor', addedIn: 48 },
-    { field: 'Manifests', addedIn: 47 },
+  'image.summary': imageSummaryRules,
+  // GET /images/json (the summaries in /system/df keep their own values).
+  'image.list': [
+    // Before 1.43, untagged images list `<none>:<none>` and `<none>@<none>` rather than empty lists.
+    { field: 'RepoTags', setBelow: { version: 43, value: ['<none>:<none>'], whenEmpty: true } },
+    { field: 'RepoDigests', setBelow: { version: 43, value: ['<none>@<none>'], whenEmpty: true } },
+    // Before 1.51, Containers is always -1.
+    { field: 'Containers', setBelow: { version: 51, value: -1 } },
+    ...imageSummaryRules,
   ],
   'image.inspect': [
     { field: 'VirtualSize', removedIn: 44 },
@@ -186,18 +203,23 @@ function aliasesWithDnsNames(endpoint: unknown): void {
   ep.Aliases = [...new Set([...(Array.isArray(ep.Aliases) ? (ep.Aliases as string[]) : []), ...names])];
 }
 
-function applyRule(target: unknown, parts: string[], test: (value: unknown) => boolean): void {
+/** Changes one field of an object in place (deletes it, replaces it, or edits its value). */
+type Edit = (obj: Record<string, unknown>, key: string) => void;
+
+const remove = (test: (v: unknown) => boolean): Edit => (obj, key) => {
+  if (test(obj[key])) delete obj[key];
+};
+
+/** Calls `edit` on every field the dotted path reaches (`*` for every key or item). */
+function applyRule(target: unknown, parts: string[], edit: Edit): void {
   if (target === null || typeof target !== 'object') return;
   const [head, ...rest] = parts;
   const obj = target as Record<string, unknown>;
   const keys = head === '*' ? Object.keys(obj) : [head];
   for (const key of keys) {
     if (!(key in obj)) continue;
-    if (rest.length === 0) {
-      if (test(obj[key])) delete obj[key];
-    } else {
-      applyRule(obj[key], rest, test);
-    }
+    if (rest.length === 0) edit(obj, key);
+    else applyRule(obj[key], rest, edit);
   }
 }
 
@@ -205,34 +227,128 @@ function applyRule(target: unknown, parts: string[], test: (value: unknown) => b
 export function shape<T>(kind: ResponseKind, version: ApiMinor, value: T): T {
   const items = Array.isArray(value) ? value : [value];
   for (const rule of RULES[kind]) {
-    let test: ((v: unknown) => boolean) | undefined;
-    if (rule.addedIn !== undefined && version < rule.addedIn) test = () => true;
-    else if (rule.removedIn !== undefined && version >= rule.removedIn) test = () => true;
-    else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) test = isEmpty;
-    else if (rule.omitNullBelow !== undefined && version < rule.omitNullBelow) test = (v) => v === null;
-    else if (rule.dnsNamesInAliasesBelow !== undefined && version < rule.dnsNamesInAliasesBelow) {
-      // Changes the value in place and keeps it.
-      test = (v) => {
-        aliasesWithDnsNames(v);
-        return false;
+    let edit: Edit | undefined;
+    if (rule.addedIn !== undefined && version < rule.addedIn) edit = remove(() => true);
+    else if (rule.removedIn !== undefined && version >= rule.removedIn) edit = remove(() => true);
+    else if (rule.omitEmptyFrom !== undefined && version >= rule.omitEmptyFrom) edit = remove(isEmpty);
+    else if (rule.omitNullBelow !== undefined && version < rule.omitNullBelow) edit = remove((v) => v === null);
+    else if (rule.setBelow !== undefined && version < rule.setBelow.version) {
+      const { value: replacement, whenEmpty } = rule.setBelow;
+      edit = (obj, key) => {
+        const v = obj[key];
+        if (!whenEmpty || (Array.isArray(v) && v.length === 0)) obj[key] = structuredClone(replacement);
       };
+    } else if (rule.dnsNamesInAliasesBelow !== undefined && version < rule.dnsNamesInAliasesBelow) {
+      edit = (obj, key) => aliasesWithDnsNames(obj[key]);
     }
-    if (!test) continue;
+    if (!edit) continue;
     const parts = rule.field.split('.');
-    for (const item of items) applyRule(item, parts, test);
+    for (const item of items) applyRule(item, parts, edit);
   }
   return value;
 }
 
 /**
- * Below this version a plugin was `{Id, Name, Tag, Active, Config (its settings), Manifest (its config,
- * ManifestVersion v0)}`; from it `{Id, Name, Enabled, Settings, PluginReference, Config}`.
+ * A field of a request body whose meaning depends on the version. Its `field` is a dotted path inside the
+ * body as read (field names in their canonical case), with `*` as in response rules.
  */
-export const PLUGIN_SETTINGS_SHAPE_FROM = 25;
+export interface RequestFieldRule {
+  field: string;
+  /** Below this version the field did not exist: a value sent is ignored, as Docker does. */
+  addedIn?: ApiMinor;
+  /** From this version on the field is gone: a value sent is ignored, as Docker does. */
+  removedIn?: ApiMinor;
+  /** Below this version a value that is set (not empty, zero or false) is refused with this message. */
+  refusedBelow?: { version: ApiMinor; message: string };
+}
 
-/** A plugin object in the shape of the request's version. */
-export function pluginShape(version: number, p: { Id: string; Name: string; Enabled: boolean; Settings: object; PluginReference: string; Config: object }): object {
-  if (version >= PLUGIN_SETTINGS_SHAPE_FROM) return p;
+export type RequestKind = 'container.create' | 'container.update';
+
+export const REQUEST_RULES: Record<RequestKind, RequestFieldRule[]> = {
+  'container.create': [
+    { field: 'Healthcheck.StartInterval', addedIn: 44 },
+    { field: 'HostConfig.KernelMemory', removedIn: KERNEL_MEMORY_REMOVED_IN },
+    // Before 1.44 only Config.MacAddress sets the address; an endpoint's value is ignored.
+    { field: 'NetworkingConfig.EndpointsConfig.*.MacAddress', addedIn: 44 },
+    { field: 'HostConfig.Mounts.*.VolumeOptions.Subpath', refusedBelow: { version: 45, message: 'VolumeOptions.Subpath needs API v1.45 or newer' } },
+  ],
+  'container.update': [{ field: 'KernelMemory', removedIn: KERNEL_MEMORY_REMOVED_IN }],
+};
+
+/**
+ * Reads a request body as the requested version has it: fields the version does not have are dropped, and a
+ * field it cannot ask for is refused (InvalidParameter). Changes the body in place and returns it.
+ */
+export function readRequest<T>(kind: RequestKind, version: ApiMinor, body: T): T {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  for (const rule of REQUEST_RULES[kind]) {
+    let edit: Edit | undefined;
+    if (rule.addedIn !== undefined && version < rule.addedIn) edit = remove(() => true);
+    else if (rule.removedIn !== undefined && version >= rule.removedIn) edit = remove(() => true);
+    else if (rule.refusedBelow !== undefined && version < rule.refusedBelow.version) {
+      const { message } = rule.refusedBelow;
+      edit = (obj, key) => {
+        if (obj[key]) throw new InvalidParameter(message);
+      };
+    }
+    if (edit) applyRule(body, rule.field.split('.'), edit);
+  }
+  return body;
+}
+
+/** The versions a behaviour exists in: from `from` on, up to and including `until`. */
+export interface VersionSpan {
+  from?: ApiMinor;
+  until?: ApiMinor;
+}
+
+/** Request parameters and behaviours of the API that exist only in some versions. */
+export const BEHAVIOURS = {
+  /** Websocket attach: messages are binary frames (text frames before). */
+  'attach.ws.binaryFrames': { from: 28 },
+  /** Websocket attach: the stdin, stdout and stderr parameters select the streams (all three before). */
+  'attach.ws.streamSelection': { from: 42 },
+  /** Build: aux messages (the image id) are sent in the stream. */
+  'build.auxMessages': { from: 30 },
+  /** The `platform` parameter of a pull. */
+  'images.pull.platform': { from: 32 },
+  /** The singular `filter` query parameter (a reference pattern) of the image list. */
+  'images.list.filter': { until: 40 },
+  /** Volume prune removes only anonymous volumes unless the `all` filter says otherwise. */
+  'volumes.prune.anonymousOnly': { from: 42 },
+  /** The `type` parameter of /system/df (limits the work to some types). */
+  'system.df.type': { from: 42 },
+  /** /system/df answers the lists (LayersSize, Images, Containers, Volumes, BuildCache). */
+  'system.df.lists': { until: 51 },
+  /** /system/df answers the lists too when not verbose. */
+  'system.df.listsUnlessVerbose': { from: 52, until: 52 },
+  /** /system/df answers the per-type summaries (ImageUsage...), with their Items when verbose. */
+  'system.df.usage': { from: 52 },
+  /** Events: the stream's content type is negotiated from Accept (x-ndjson, json-seq). */
+  'events.contentTypes': { from: 52 },
+  /** Events: `application/jsonl` is offered too. */
+  'events.jsonl': { from: 53 },
+  /** Plugins: the shape with Enabled and Settings (before: Active, Tag, Config as settings, Manifest). */
+  'plugins.settingsShape': { from: 25 },
+  /** Plugins: a pull installs in one call, all privileges granted, answering the privileges. */
+  'plugins.pull.oneCall': { until: 24 },
+} as const satisfies Record<string, VersionSpan>;
+
+export type Behaviour = keyof typeof BEHAVIOURS;
+
+/** Whether a behaviour exists at this version. */
+export function supports(version: ApiMinor, behaviour: Behaviour): boolean {
+  const span: VersionSpan = BEHAVIOURS[behaviour];
+  return (span.from === undefined || version >= span.from) && (span.until === undefined || version <= span.until);
+}
+
+/**
+ * A plugin object in the shape of the request's version: before 1.25 `{Id, Name, Tag, Active, Config (its
+ * settings), Manifest (its config, ManifestVersion v0)}`; from it `{Id, Name, Enabled, Settings,
+ * PluginReference, Config}`.
+ */
+export function pluginShape(version: ApiMinor, p: { Id: string; Name: string; Enabled: boolean; Settings: object; PluginReference: string; Config: object }): object {
+  if (supports(version, 'plugins.settingsShape')) return p;
   const colon = p.Name.lastIndexOf(':');
   const tagged = colon > p.Name.lastIndexOf('/');
   return {

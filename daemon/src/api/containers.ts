@@ -4,7 +4,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { AttachStreams } from '../host/host.js';
-import { Conflict, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { Conflict, InvalidParameter, NotImplemented } from '../errors.js';
 import { humanStatus, type ContainerRecord } from '../engine/containers/model.js';
 import type { ContainerStore } from '../engine/containers/store.js';
 import { logBytes, type LogOptions } from '../engine/containers/logs.js';
@@ -14,7 +14,7 @@ import { PRUNE_FILTERS, type ContainerPruneReport } from '../engine/containers/p
 import type { LogRecordBlock } from '../host/host.js';
 import { parseTimestamp } from '../util/json.js';
 import { CONTAINER_CREATE } from './bodies.js';
-import { shape } from './compat.js';
+import { readRequest, shape } from './compat.js';
 import { readUpgradeBody, type ApiRequest } from './http.js';
 import { boolParam, filterParam, intParam, stringParam, terminalSize } from './params.js';
 import type { Router } from './router.js';
@@ -196,23 +196,7 @@ export function registerContainerRoutes(router: Router, backend: ContainersBacke
     if (platform && !/^linux(\/(amd64|x86_64))?$/.test(platform)) {
       throw new InvalidParameter(`requested platform ${JSON.stringify(platform)} does not match this engine's platform linux/amd64`);
     }
-    // HealthConfig.StartInterval came with API 1.44: an older client's value is ignored, as Docker does.
-    const healthcheck = (body as { Healthcheck?: { StartInterval?: unknown } } | null)?.Healthcheck;
-    if (req.version < 44 && healthcheck && typeof healthcheck === 'object') delete healthcheck.StartInterval;
-    // HostConfig.KernelMemory went with API 1.42: a newer client's value is ignored, as Docker does.
-    const hostConfig = (body as { HostConfig?: { KernelMemory?: unknown } } | null)?.HostConfig;
-    if (req.version >= 42 && hostConfig && typeof hostConfig === 'object' && !Array.isArray(hostConfig)) delete hostConfig.KernelMemory;
-    // EndpointSettings.MacAddress came with API 1.44: before, only Config.MacAddress sets the address, as Docker
-    // has it (an older client's endpoint value is ignored).
-    const endpoints = (body as { NetworkingConfig?: { EndpointsConfig?: unknown } } | null)?.NetworkingConfig?.EndpointsConfig;
-    if (req.version < 44 && endpoints && typeof endpoints === 'object') {
-      for (const ep of Object.values(endpoints as Record<string, unknown>)) if (ep && typeof ep === 'object') delete (ep as { MacAddress?: unknown }).MacAddress;
-    }
-    // VolumeOptions.Subpath came with API 1.45: an older client cannot ask for it, as Docker answers.
-    const mounts = (hostConfig as { Mounts?: unknown } | undefined)?.Mounts;
-    if (req.version < 45 && Array.isArray(mounts) && mounts.some((m) => m?.VolumeOptions?.Subpath)) {
-      throw new InvalidParameter('VolumeOptions.Subpath needs API v1.45 or newer');
-    }
+    readRequest('container.create', req.version, body);
     const created = await containers.create(body, stringParam(req, 'name'));
     res.json(201, created);
   });

@@ -3,6 +3,7 @@
  */
 import type { TopResult } from '../engine/containers/top.js';
 import { CONTAINER_UPDATE } from './bodies.js';
+import { readRequest } from './compat.js';
 import { stringParam } from './params.js';
 import type { Router } from './router.js';
 
@@ -27,8 +28,7 @@ export function registerContainerControlRoutes(router: Router, backend: Containe
 
   router.post('/containers/:id/update', async (req, res) => {
     const body = await req.json(CONTAINER_UPDATE);
-    // KernelMemory went with API 1.42: a newer client's value is ignored without a warning, as Docker does.
-    if (req.version >= 42 && body && typeof body === 'object' && !Array.isArray(body)) delete (body as { KernelMemory?: unknown }).KernelMemory;
+    readRequest('container.update', req.version, body);
     res.json(200, await backend.update(req.params.id, body));
   });
 

@@ -3,7 +3,7 @@
  * inspect (`GET /distribution/{name}/json`: the descriptor a registry holds for a reference, and its
  * platforms) and image search (`GET /images/search`).
  */
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import { normaliseAuth, parseAuthHeader, type AuthConfig } from '../engine/images/registry/auth.js';
 import type { SearchRequest, SearchResult } from '../engine/images/registry/search.js';
 import { SEARCH_FILTERS } from '../engine/images/registry/search.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Permission, Principal } from '../engine/auth/store.js';
-import { Conflict, InvalidParameter, NotFound } from '../engine/errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../errors.js';
 import { errorBody, SCIM_ERROR_SCHEMA } from './httpstatus.js';
 import { Router } from './router.js';
 import { serveRouter, type TestServer } from './testing.js';

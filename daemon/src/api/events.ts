@@ -8,11 +8,11 @@
  * also application/jsonl. All of them end each record with a line feed.
  */
 import type { EngineEvent, EventBus } from '../engine/events.js';
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../engine/filters.js';
 import { log } from '../util/log.js';
 import { nowNano, parseTimestamp, stringifyWithBigInt } from '../util/json.js';
-import { eventActionShown, shape } from './compat.js';
+import { eventActionShown, shape, supports } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { filterParam, type Filters } from './params.js';
 import type { Router } from './router.js';
@@ -32,9 +32,9 @@ export type EventsContentType = 'application/json' | 'application/x-ndjson' | 'a
 
 /** Picks the stream's content type from the Accept header for the request's version. */
 export function negotiateEventsContentType(accept: string | undefined, version: ApiMinor): EventsContentType {
-  if (version < 52) return 'application/json';
+  if (!supports(version, 'events.contentTypes')) return 'application/json';
   const offered: EventsContentType[] = ['application/x-ndjson', 'application/json-seq'];
-  if (version >= 53) offered.push('application/jsonl');
+  if (supports(version, 'events.jsonl')) offered.push('application/jsonl');
   if (!accept) return 'application/json';
   const ranges = accept
     .split(',')

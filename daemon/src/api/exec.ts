@@ -5,7 +5,7 @@
 import type { Socket } from 'node:net';
 import type { ExecProcess, ExecService } from '../engine/containers/exec.js';
 import { parseConsoleSize } from '../engine/containers/validate.js';
-import { errorMessage, InvalidParameter } from '../engine/errors.js';
+import { errorMessage, InvalidParameter } from '../errors.js';
 import { shape } from './compat.js';
 import { EXEC_CREATE, EXEC_START } from './bodies.js';
 import { parseJsonBody, readUpgradeBody, type ApiRequest, type ApiResponse } from './http.js';

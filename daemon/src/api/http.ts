@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex, Readable, Writable } from 'node:stream';
-import { InvalidParameter, TooLarge } from '../engine/errors.js';
+import { InvalidParameter, TooLarge } from '../errors.js';
 import { decodeAs, type Shape } from './bodies.js';
 import type { ApiMinor } from './version.js';
 import { formatVersion } from './version.js';

@@ -1,7 +1,7 @@
 import {
   Conflict, Forbidden, InvalidParameter, NotAcceptable, NotFound, NotImplemented, NotModified,
   TooLarge, Unauthorized, Unavailable,
-} from '../engine/errors.js';
+} from '../errors.js';
 
 /** The one place where an error class becomes an HTTP status. Anything unclassified is a 500. */
 export function statusOf(err: unknown): number {

@@ -3,10 +3,10 @@
  * (`fromImage`) and push through the image service's registry client.
  */
 import { Readable, type Writable } from 'node:stream';
-import { errorMessage, InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { errorMessage, InvalidParameter, NotImplemented } from '../errors.js';
 import { parseAuthHeader, type AuthConfig, type PullRequest } from '../engine/images/registry/index.js';
 import type { DeleteRecord, Filters, ProgressMessage } from '../engine/images/service.js';
-import { shape } from './compat.js';
+import { shape, supports } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolParam, filterParam, parseFilters, stringParam } from './params.js';
 import type { Router } from './router.js';
@@ -32,22 +32,12 @@ export interface ImagesBackend {
   push(name: string, tag: string | undefined, auth: AuthConfig | undefined, emit: (m: ProgressMessage) => void, signal: AbortSignal): Promise<void>;
 }
 
-/** The `platform` parameter of a pull exists from API 1.32. */
-const PULL_PLATFORM_FROM = 32;
-
 const LIST_FILTERS = ['dangling', 'label', 'before', 'since', 'reference', 'until'] as const;
 const PRUNE_FILTERS = ['dangling', 'until', 'label', 'label!'] as const;
 
-/** Before API 1.43, untagged images list `<none>:<none>` and `<none>@<none>` rather than empty lists. */
-const EMPTY_REPO_LISTS_FROM = 43;
-/** Before API 1.51, Containers in the image list is always -1. */
-const CONTAINER_COUNT_FROM = 51;
-/** The singular `filter` query parameter (a reference pattern) exists up to API 1.40. */
-const LEGACY_FILTER_UNTIL = 40;
-
 function listFilters(req: ApiRequest): Filters {
   const filters = filterParam(req, LIST_FILTERS);
-  const legacy = req.version <= LEGACY_FILTER_UNTIL ? stringParam(req, 'filter') : undefined;
+  const legacy = supports(req.version, 'images.list.filter') ? stringParam(req, 'filter') : undefined;
   if (legacy) filters.set('reference', [...(filters.get('reference') ?? []), legacy]);
   return filters;
 }
@@ -78,14 +68,7 @@ async function download(source: string, signal: AbortSignal): Promise<Readable> 
 export function registerImageRoutes(router: Router, images: ImagesBackend): void {
   router.get('/images/json', (req, res) => {
     const list = images.list({ all: boolParam(req, 'all'), filters: listFilters(req), sharedSize: boolParam(req, 'shared-size') });
-    for (const summary of list) {
-      if (req.version < EMPTY_REPO_LISTS_FROM) {
-        if ((summary.RepoTags as string[]).length === 0) summary.RepoTags = ['<none>:<none>'];
-        if ((summary.RepoDigests as string[]).length === 0) summary.RepoDigests = ['<none>@<none>'];
-      }
-      if (req.version < CONTAINER_COUNT_FROM) summary.Containers = -1;
-    }
-    res.json(200, shape('image.summary', req.version, list));
+    res.json(200, shape('image.list', req.version, list));
   });
 
   router.post('/images/load', async (req, res) => {
@@ -120,7 +103,7 @@ export function registerImageRoutes(router: Router, images: ImagesBackend): void
       const request: PullRequest = {
         fromImage,
         tag: stringParam(req, 'tag') || undefined,
-        platform: req.version >= PULL_PLATFORM_FROM ? stringParam(req, 'platform') || undefined : undefined,
+        platform: supports(req.version, 'images.pull.platform') ? stringParam(req, 'platform') || undefined : undefined,
         auth: parseAuthHeader(req.header('x-registry-auth')),
         allTagsIfUntagged: true,
       };

@@ -3,7 +3,7 @@
  * validate, call the network backend, and shape the answer for the request's version.
  */
 import { validateEndpointNames } from '../engine/containers/validate.js';
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../errors.js';
 import { NETWORK_CONNECT, NETWORK_CREATE, NETWORK_DISCONNECT, type Shape } from './bodies.js';
 import { shape } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';

@@ -1,4 +1,4 @@
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import type { ApiRequest } from './http.js';
 
 /** Boolean query values as the API defines them: 1/True/true and 0/False/false; absent gives the default. */

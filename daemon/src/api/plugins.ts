@@ -3,11 +3,11 @@
  * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
  * manager. Upgrade is refused.
  */
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../errors.js';
 import { parseAuthHeader } from '../engine/images/registry/auth.js';
 import type { PluginManager } from '../engine/plugins/manager.js';
 import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';
-import { PLUGIN_SETTINGS_SHAPE_FROM, pluginShape } from './compat.js';
+import { pluginShape, supports } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
@@ -40,7 +40,7 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
   });
   router.post('/plugins/pull', async (req, res) => {
     const auth = parseAuthHeader(req.header('x-registry-auth'));
-    if (req.version < PLUGIN_SETTINGS_SHAPE_FROM) {
+    if (supports(req.version, 'plugins.pull.oneCall')) {
       // API 1.24 pulled and installed in one call (all privileges taken as granted), answering the privileges.
       const remote = requiredParam(req, 'name');
       req.raw.resume();

@@ -1,5 +1,5 @@
 import type { Permission } from '../engine/auth/store.js';
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import type { Handler } from './http.js';
 import type { ErrorStyle } from './httpstatus.js';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Permission, Principal } from '../engine/auth/store.js';
-import { InvalidParameter, NotFound } from '../engine/errors.js';
+import { InvalidParameter, NotFound } from '../errors.js';
 import { Router } from './router.js';
 import { registerSandboxRoutes, type SandboxPolicies } from './sandbox.js';
 import { serveRouter, type TestServer } from './testing.js';

@@ -1,4 +1,4 @@
-import { InvalidParameter } from '../engine/errors.js';
+import { InvalidParameter } from '../errors.js';
 import type { Router } from './router.js';
 
 /**

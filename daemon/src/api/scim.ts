@@ -1,5 +1,5 @@
 import type { User } from '../engine/auth/store.js';
-import { InvalidParameter, NotFound } from '../engine/errors.js';
+import { InvalidParameter, NotFound } from '../errors.js';
 import type { ApiRequest } from './http.js';
 import { SCIM_CONTENT_TYPE } from './httpstatus.js';
 import type { Router } from './router.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Conflict, NotFound } from '../engine/errors.js';
+import { Conflict, NotFound } from '../errors.js';
 import { boolParam, filterParam } from './params.js';
 import { Router } from './router.js';
 import { splitVersion } from './server.js';

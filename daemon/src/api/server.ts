@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
 import { isIP } from 'node:net';
 import type { Permission, Principal } from '../engine/auth/store.js';
-import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../engine/errors.js';
+import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../errors.js';
 import { log } from '../util/log.js';
 import { ApiRequest, ApiResponse } from './http.js';
 import { errorBody, statusOf, type ErrorStyle } from './httpstatus.js';

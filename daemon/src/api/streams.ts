@@ -4,7 +4,7 @@
  */
 import type { Duplex, Writable } from 'node:stream';
 import type { RecordFraming } from '../engine/containers/logs.js';
-import { errorMessage, InvalidParameter } from '../engine/errors.js';
+import { errorMessage, InvalidParameter } from '../errors.js';
 import type { ApiResponse } from './http.js';
 
 export const MEDIA_RAW = 'application/vnd.docker.raw-stream';

@@ -3,7 +3,7 @@
  * these routes answer as a daemon whose node is not part of a swarm (NotInSwarm, with dockerd's
  * messages), and refuse to create or join one. A real implementation replaces this module.
  */
-import { NotImplemented, NotInSwarm } from '../engine/errors.js';
+import { NotImplemented, NotInSwarm } from '../errors.js';
 import type { Handler } from './http.js';
 import type { Router } from './router.js';
 

@@ -7,8 +7,8 @@
 import type { HostInfo } from '../host/host.js';
 import { nowNano, rfc3339Nano } from '../util/json.js';
 import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
-import { InvalidParameter } from '../engine/errors.js';
-import { shape } from './compat.js';
+import { InvalidParameter } from '../errors.js';
+import { shape, supports } from './compat.js';
 import { boolParam } from './params.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import type { Router } from './router.js';
@@ -175,7 +175,7 @@ const DF_TYPES = ['container', 'image', 'volume', 'build-cache'] as const;
  * types.
  */
 export async function buildDiskUsage(backend: DiskUsageBackend, req: ApiRequest): Promise<Record<string, unknown>> {
-  const asked = req.version >= 42 ? req.query.getAll('type').filter((t) => t !== '') : [];
+  const asked = supports(req.version, 'system.df.type') ? req.query.getAll('type').filter((t) => t !== '') : [];
   for (const t of asked) {
     if (!(DF_TYPES as readonly string[]).includes(t)) throw new InvalidParameter(`invalid type ${JSON.stringify(t)}: expected one of ${DF_TYPES.join(', ')}`);
   }
@@ -187,7 +187,7 @@ export async function buildDiskUsage(backend: DiskUsageBackend, req: ApiRequest)
     wants('volume') ? (backend.volumes?.() ?? { items: [] }) : undefined,
   ]);
   const out: Record<string, unknown> = {};
-  const legacy = req.version < 52 || (req.version === 52 && !verbose);
+  const legacy = supports(req.version, 'system.df.lists') || (supports(req.version, 'system.df.listsUnlessVerbose') && !verbose);
   if (legacy) {
     if (images) {
       out.LayersSize = images.layersSize;
@@ -197,7 +197,7 @@ export async function buildDiskUsage(backend: DiskUsageBackend, req: ApiRequest)
     if (volumes) out.Volumes = shape('volume', req.version, volumes.items.map((v) => ({ ...v })));
     if (wants('build-cache')) out.BuildCache = [];
   }
-  if (req.version >= 52) {
+  if (supports(req.version, 'system.df.usage')) {
     if (images) {
       out.ImageUsage = {
         ActiveCount: images.items.filter((i) => i.Containers > 0).length,

@@ -2,9 +2,9 @@
  * Volumes: list, create, inspect, remove, prune. The handlers parse and validate, call the volume backend,
  * and shape the answer for the request's version.
  */
-import { InvalidParameter, NotImplemented } from '../engine/errors.js';
+import { InvalidParameter, NotImplemented } from '../errors.js';
 import { VOLUME_CREATE } from './bodies.js';
-import { shape } from './compat.js';
+import { shape, supports } from './compat.js';
 import type { ApiRequest, ApiResponse } from './http.js';
 import { boolFilter, boolParam, filterParam } from './params.js';
 import type { Router } from './router.js';
@@ -20,8 +20,6 @@ export interface VolumeBackend {
 
 const LIST_FILTERS = ['dangling', 'driver', 'label', 'name'] as const;
 const PRUNE_FILTERS = ['label', 'label!', 'all'] as const;
-/** From this version prune removes only anonymous volumes unless the `all` filter says otherwise. */
-const PRUNE_ANONYMOUS_ONLY_FROM = 42;
 
 export function registerVolumeRoutes(router: Router, backend: VolumeBackend): void {
   const list = async (req: ApiRequest, res: ApiResponse) => {
@@ -46,7 +44,7 @@ export function registerVolumeRoutes(router: Router, backend: VolumeBackend): vo
 
   router.post('/volumes/prune', async (req, res) => {
     const filters = filterParam(req, PRUNE_FILTERS);
-    const all = req.version < PRUNE_ANONYMOUS_ONLY_FROM || boolFilter(filters, 'all') === true;
+    const all = !supports(req.version, 'volumes.prune.anonymousOnly') || boolFilter(filters, 'all') === true;
     res.json(200, await backend.prune(filters, { all }));
   });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidParameter } from './errors.js';
+import { InvalidParameter } from '../errors.js';
 import { familiarString, matchReferencePattern, parseNormalizedNamed, parseReference, referenceString } from './reference.js';
 
 describe('image references', () => {

@@ -3,7 +3,7 @@
  * `localhost:5000/app:v1` names a registry with a port, `name@sha256:<hex>` pins a digest, and output uses
  * the familiar form (`busybox:latest`, `me/app:v1`, `localhost:5000/app:v1`).
  */
-import { InvalidParameter } from './errors.js';
+import { InvalidParameter } from '../errors.js';
 import { compileLinear, type LinearRegExp } from './regexp.js';
 
 export const DEFAULT_DOMAIN = 'docker.io';

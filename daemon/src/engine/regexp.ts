@@ -6,7 +6,7 @@
  * these go through re2js instead, a port of RE2 with Go's syntax.
  */
 import { RE2JS } from 're2js';
-import { InvalidParameter } from './errors.js';
+import { InvalidParameter } from '../errors.js';
 
 /** A compiled client pattern: `test` is true when the pattern matches somewhere in the text. */
 export interface LinearRegExp {

@@ -71,7 +71,7 @@ describe('berthd --ui server', () => {
     writeFileSync(path.join(staticDir, 'assets', 'app.js'), 'console.log(1)');
     writeFileSync(path.join(dir, 'secret.txt'), 'secret');
     engine = await fakeEngine(path.join(dir, 'engine.sock'));
-    ui = await startUiServer({ engine: { socketPath: path.join(dir, 'engine.sock') }, staticDir, port: 0, token: 'tok-123' });
+    ui = await startUiServer({ engine: { socketPath: path.join(dir, 'engine.sock') }, staticDir, port: 0, token: 'tok-123', engineToken: 'engine-tok' });
     cookie = `${UI_COOKIE}=tok-123`;
   });
   after(async () => {
@@ -114,6 +114,14 @@ describe('berthd --ui server', () => {
     assert.equal(missing.status, 404);
     assert.equal(JSON.parse(missing.text).message, 'No such container: nope');
     assert.equal((await get(ui, '/api/_ping', { Authorization: 'Bearer tok-123' })).status, 200);
+  });
+
+  it("sends the engine its own engine token, never the page's", async () => {
+    const res = await get(ui, '/api/v1/sandboxes/c1/network-policies', { Authorization: 'Bearer tok-123' });
+    assert.equal(res.status, 200);
+    const last = engine.seen.at(-1)!;
+    assert.equal(last.url, '/v1/sandboxes/c1/network-policies');
+    assert.equal(last.headers.authorization, 'Bearer engine-tok');
   });
 
   it('refuses cross-origin requests even with the cookie', async () => {

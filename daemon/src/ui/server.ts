@@ -24,6 +24,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { isLoopbackHost } from '../api/listen.js';
 import { log } from '../util/log.js';
+import { engineErrorText, hijackHeaders, proxyTerminal } from './terminal.js';
 
 /** Where the engine answers: a unix socket, or a plain TCP address on this machine. */
 export type EngineEndpoint = { socketPath: string } | { host: string; port: number };
@@ -37,6 +38,11 @@ export interface UiServerOptions {
   port?: number;
   /** Fixed token (tests); a random one by default. */
   token?: string;
+  /**
+   * The bearer token the engine knows this UI by (the daemon's local session): sent with every request
+   * forwarded to the engine, so that the UI's user may use the paths that need a token (sandbox policies).
+   */
+  engineToken?: string;
 }
 
 export interface UiServer {
@@ -149,15 +155,7 @@ function sendError(res: http.ServerResponse, status: number, message: string): v
 function engineMessage(res: http.IncomingMessage, done: (message: string) => void): void {
   const chunks: Buffer[] = [];
   res.on('data', (c: Buffer) => chunks.push(c));
-  res.on('end', () => {
-    let message = Buffer.concat(chunks).toString('utf8');
-    try {
-      message = (JSON.parse(message) as { message?: string }).message ?? message;
-    } catch {
-      /* plain text */
-    }
-    done(message);
-  });
+  res.on('end', () => done(engineErrorText(Buffer.concat(chunks).toString('utf8'))));
 }
 
 function refuseUpgrade(socket: Duplex, status: number, message: string): void {
@@ -165,13 +163,17 @@ function refuseUpgrade(socket: Duplex, status: number, message: string): void {
   socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
-/** Headers that must not reach the engine: the UI's own credentials and the browser's origin. */
-function engineHeaders(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
+/**
+ * Headers that must not reach the engine: the UI's own credentials and the browser's origin. The engine is
+ * told who asks by the UI's own engine token, never by one the page sent.
+ */
+function engineHeaders(headers: http.IncomingHttpHeaders, engineToken: string | undefined): http.OutgoingHttpHeaders {
   const out: http.OutgoingHttpHeaders = { ...headers };
   delete out.cookie;
   delete out.origin;
   delete out.referer;
   delete out.authorization;
+  if (engineToken) out.authorization = `Bearer ${engineToken}`;
   out.host = 'localhost';
   return out;
 }
@@ -260,7 +262,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
 
   function proxy(req: http.IncomingMessage, res: http.ServerResponse, enginePath: string): void {
     const upstream = http.request(
-      { ...engineRequestOptions(opts.engine), agent, method: req.method, path: enginePath, headers: engineHeaders(req.headers) },
+      { ...engineRequestOptions(opts.engine), agent, method: req.method, path: enginePath, headers: engineHeaders(req.headers, opts.engineToken) },
       (engineRes) => {
         res.writeHead(engineRes.statusCode ?? 502, engineRes.headers);
         res.flushHeaders();
@@ -326,34 +328,22 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: 'POST',
       path: `/exec/${encodeURIComponent(execId)}/start`,
-      headers: { Host: 'localhost', 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(startBody), Connection: 'Upgrade', Upgrade: 'tcp' },
+      headers: {
+        Host: 'localhost',
+        ...hijackHeaders(startBody),
+        ...(opts.engineToken ? { Authorization: `Bearer ${opts.engineToken}` } : {}),
+      },
     });
-    // Keystrokes typed before the engine upgraded the connection wait for it.
-    let engineSocket: Duplex | undefined;
-    const pending: Buffer[] = [];
-    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
-      const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Buffer);
-      if (engineSocket) engineSocket.write(bytes);
-      else pending.push(bytes);
-    });
-    upstream.on('upgrade', (_res, socket, head) => {
-      engineSocket = socket;
-      if (head.length) ws.send(head);
-      for (const bytes of pending.splice(0)) socket.write(bytes);
-      socket.on('data', (chunk: Buffer) => ws.send(chunk));
-      socket.on('end', () => ws.close(1000, 'exited'));
-      socket.on('error', () => ws.close(1011, 'engine stream failed'));
-      ws.on('close', () => socket.destroy());
-    });
-    upstream.on('response', (res) => {
+    const terminal = proxyTerminal(upstream, startBody, {
+      data: (bytes) => ws.send(bytes),
+      end: () => ws.close(1000, 'exited'),
+      broken: () => ws.close(1011, 'engine stream failed'),
       // The engine answered without upgrading: an error (unknown exec, already started...).
-      engineMessage(res, (message) => {
-        ws.close(4000 + Math.min(res.statusCode ?? 500, 999) % 1000, message.slice(0, 120));
-      });
+      refused: (status, message) => ws.close(4000 + Math.min(status ?? 500, 999) % 1000, message.slice(0, 120)),
+      unreachable: (err) => ws.close(1011, `the engine did not answer: ${err.message}`.slice(0, 120)),
     });
-    upstream.on('error', (err) => ws.close(1011, `the engine did not answer: ${err.message}`.slice(0, 120)));
-    ws.on('close', () => upstream.destroy());
-    upstream.end(startBody);
+    ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => terminal.write(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Buffer)));
+    ws.on('close', () => terminal.close());
   }
 
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -382,7 +372,7 @@ export async function startUiServer(opts: UiServerOptions): Promise<UiServer> {
       ...engineRequestOptions(opts.engine),
       method: req.method,
       path: url.pathname.slice('/api'.length) + url.search,
-      headers: engineHeaders(req.headers),
+      headers: engineHeaders(req.headers, opts.engineToken),
     });
     upstream.on('upgrade', (res, engineSocket, engineHead) => {
       let head = `HTTP/1.1 ${res.statusCode} ${res.statusMessage}\r\n`;

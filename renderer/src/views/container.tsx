@@ -1,9 +1,10 @@
-/** A container's page: overview, logs, stats, and the exec and attach terminals. */
+/** A container's page: overview, logs, stats, the exec and attach terminals, and its network policy. */
 import { useQuery } from '@tanstack/react-query';
 import { lazy, Suspense, useEffect, useMemo, useRef, useState } from 'react';
 import { Confirm, navigate, QueryState } from '../App';
 import { formatBytes, shortId, useTransport } from '../engine';
 import { frameDemuxer, lineSplitter } from '../transport';
+import { PolicyTab } from './policy';
 import { HealthBadge, PENDING_LABEL, PortLinks, publishedPorts, useContainerVerb, usePendingVerbs, type ContainerSummary, type Verb } from './containers';
 
 // xterm.js is loaded with the first terminal, not with the app: the list paints sooner.
@@ -34,7 +35,7 @@ interface ContainerInspect {
   Mounts: Array<{ Type: string; Source: string; Destination: string; Name?: string; RW: boolean }>;
 }
 
-const TABS = ['overview', 'logs', 'stats', 'terminal', 'attach'] as const;
+const TABS = ['overview', 'logs', 'stats', 'terminal', 'attach', 'policy'] as const;
 
 export function ContainerPage(props: { id: string; tab: string }) {
   const t = useTransport();
@@ -85,6 +86,7 @@ export function ContainerPage(props: { id: string; tab: string }) {
         {c && props.tab === 'overview' && <Overview c={c} />}
         {c && props.tab === 'logs' && <LogsView id={c.Id} tty={c.Config.Tty} running={c.State.Running} />}
         {c && props.tab === 'stats' && <StatsView id={c.Id} running={c.State.Running} />}
+        {c && props.tab === 'policy' && <PolicyTab id={c.Id} running={c.State.Running} />}
         {c && props.tab === 'terminal' &&
           (c.State.Running ? (
             <TerminalView

@@ -17,7 +17,7 @@ export function useProgressStream(title: string) {
   const abort = useRef<AbortController | null>(null);
   useEffect(() => () => abort.current?.abort(), []);
   /** Resolves true when the stream ended without an in-band error and was not cancelled. */
-  const run = async (path: string, heading: string): Promise<boolean> => {
+  const run = async (path: string, heading: string, body?: unknown): Promise<boolean> => {
     abort.current?.abort();
     const controller = new AbortController();
     abort.current = controller;
@@ -45,7 +45,7 @@ export function useProgressStream(title: string) {
             requestAnimationFrame(draw);
           }
         }),
-        { headers: ANONYMOUS, signal: controller.signal },
+        { headers: ANONYMOUS, signal: controller.signal, body },
       );
     } finally {
       setState((s) => ({ ...s, ...current, running: false, cancelled: controller.signal.aborted }));

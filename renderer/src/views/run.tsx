@@ -9,6 +9,7 @@ import { navigate } from '../App';
 import { useAction, useTransport } from '../engine';
 import { ApiError } from '../transport';
 import { splitReference } from './images';
+import { parsePolicy, POLICY_LABEL, POLICY_TEMPLATE } from './policy';
 import { ProgressView, useProgressStream } from './progress-view';
 
 function splitLines(text: string): string[] {
@@ -43,6 +44,8 @@ export interface RunForm {
   memory?: string;
   /** `--cpus`: `1.5`; empty: no limit. */
   cpus?: string;
+  /** A sandbox: its egress network policy (JSON), given as the `berth.network-policy` label; undefined: none. */
+  policy?: string;
 }
 
 const UNITS: Record<string, number> = { '': 1, b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
@@ -123,6 +126,7 @@ export function createBody(form: RunForm): Record<string, unknown> {
   if (form.autoRemove && form.restart !== 'no') throw new Error(`conflicting options: a container removed when it exits (--rm) cannot have the restart policy ${form.restart}`);
   const Memory = parseMemory(form.memory ?? '');
   const NanoCpus = parseCpus(form.cpus ?? '');
+  const Labels = form.policy !== undefined ? { [POLICY_LABEL]: JSON.stringify(parsePolicy(form.policy)) } : undefined;
   return {
     Image: form.image.trim(),
     Cmd: form.cmd.trim() ? splitCommand(form.cmd) : undefined,
@@ -132,6 +136,7 @@ export function createBody(form: RunForm): Record<string, unknown> {
     Tty: form.tty,
     OpenStdin: form.tty,
     AttachStdin: false,
+    Labels,
     ExposedPorts,
     Volumes,
     HostConfig: {
@@ -265,6 +270,16 @@ export function RunView(props: { image?: string }) {
         <label className="inline">
           <input type="checkbox" checked={form.autoRemove} onChange={set('autoRemove')} /> Remove when it exits (--rm)
         </label>
+        <label className="inline">
+          <input type="checkbox" checked={form.policy !== undefined} onChange={(e) => setForm({ ...form, policy: e.target.checked ? POLICY_TEMPLATE : undefined })} /> Sandbox: hold
+          its outbound traffic to a network policy
+        </label>
+        {form.policy !== undefined && (
+          <label>
+            Network policy
+            <textarea className="policy-text" aria-label="Network policy" value={form.policy} onChange={set('policy')} rows={10} spellCheck={false} />
+          </label>
+        )}
         <div className="actions">
           <button type="button" className="link" aria-expanded={showBody} onClick={() => setShowBody(!showBody)}>
             {showBody ? 'Hide' : 'Show'} the create request

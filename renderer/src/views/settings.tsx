@@ -1,6 +1,6 @@
 /**
  * Settings: the theme (everywhere), and in the desktop app the engine connection (the bundled engine, a
- * unix socket, or TCP with TLS certificates) and registry logins (checked by the engine, kept in the OS
+ * unix socket, or TCP with TLS certificates), the VM's resources where the engine runs in one, and registry logins (checked by the engine, kept in the OS
  * keychain by the main process; the password never comes back to the page). Served by `berthd --ui`, the
  * page talks to the engine that serves it and keeps no passwords: those sections say so.
  */
@@ -28,6 +28,7 @@ export function SettingsView() {
       {bridge?.settings && bridge.registries ? (
         <>
           <EngineSettings bridge={bridge as Required<BerthBridge>} />
+          <VmSettingsForm bridge={bridge as Required<BerthBridge>} />
           <RegistrySettings bridge={bridge as Required<BerthBridge>} />
         </>
       ) : (
@@ -160,6 +161,79 @@ function EngineSettings(props: { bridge: Required<BerthBridge> }) {
             </div>
           </form>
         )}
+      </QueryState>
+    </>
+  );
+}
+
+type VmForm = { cpus: string; memoryMiB: string; diskGiB: string };
+
+/**
+ * The VM the bundled engine runs in (macOS and Windows only; the main process says whether there is one):
+ * CPUs, memory and disk size, kept in the settings and given to the engine when it next starts.
+ */
+function VmSettingsForm(props: { bridge: Required<BerthBridge> }) {
+  const { bridge } = props;
+  const qc = useQueryClient();
+  const settings = useQuery({ queryKey: ['app-settings'], queryFn: () => bridge.settings.get() });
+  const status = useQuery({ queryKey: ['engine-status'], queryFn: () => bridge.engine.status(), refetchInterval: 3000 });
+  const [form, setForm] = useState<VmForm | null>(null);
+  const [saved, setSaved] = useState(false);
+  useEffect(() => {
+    const vm = settings.data?.vm;
+    if (vm && !form) setForm({ cpus: String(vm.cpus), memoryMiB: String(vm.memoryMiB), diskGiB: String(vm.diskGiB) });
+  }, [settings.data, form]);
+  const save = useMutation({
+    mutationFn: async () => {
+      if (!form) return;
+      setSaved(false);
+      try {
+        await bridge.settings.update({ vm: { cpus: Number(form.cpus), memoryMiB: Number(form.memoryMiB), diskGiB: Number(form.diskGiB) } });
+      } catch (err) {
+        throw reason(err);
+      }
+      setSaved(true);
+    },
+    onSettled: () => void qc.invalidateQueries({ queryKey: ['app-settings'] }),
+  });
+  if (!status.data?.vm) return null;
+  const field = (key: keyof VmForm, label: string, unit: string) => (
+    <label>
+      {label}
+      <span className="with-unit">
+        <input required type="number" inputMode="numeric" step={1} value={form?.[key] ?? ''} onChange={(e) => (setForm((f) => f && { ...f, [key]: e.target.value }), setSaved(false))} aria-label={label} />
+        {unit && <span className="muted">{unit}</span>}
+      </span>
+    </label>
+  );
+  return (
+    <>
+      <h2>Virtual machine</h2>
+      <QueryState error={settings.error} loading={!form}>
+        <form
+          className="form"
+          aria-label="Virtual machine"
+          onSubmit={(e) => {
+            e.preventDefault();
+            save.mutate(undefined);
+          }}
+        >
+          <p className="muted small">The bundled engine runs its containers in a small Linux VM. Changes apply when the engine next starts.</p>
+          {field('cpus', 'CPUs', '')}
+          {field('memoryMiB', 'Memory', 'MiB')}
+          {field('diskGiB', 'Disk size', 'GiB')}
+          {save.error && (
+            <div className="error inline" role="alert" data-testid="vm-error">
+              {save.error.message}
+            </div>
+          )}
+          {saved && <p className="muted small" role="status">Saved: the engine uses them from its next start.</p>}
+          <div className="actions">
+            <button type="submit" className="primary" disabled={save.isPending} aria-busy={save.isPending || undefined}>
+              {save.isPending ? 'Saving…' : 'Save'}
+            </button>
+          </div>
+        </form>
       </QueryState>
     </>
   );

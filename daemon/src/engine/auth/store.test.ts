@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { AuthStoreReader, AuthStoreWriter, parsePermissions, storeFile } from './store.js';
 
 const roots: string[] = [];

@@ -16,7 +16,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 
 export const STORE_VERSION = 1;

@@ -19,7 +19,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { shortId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { EngineError, errorMessage, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { EngineError, errorMessage, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageConfig, ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';

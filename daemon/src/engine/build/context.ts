@@ -13,17 +13,9 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
+import { detectCompression } from '../../util/streams.js';
 import { compileLinear, type LinearRegExp } from '../regexp.js';
-
-export type Compression = 'identity' | 'gzip' | 'bzip2' | 'xz';
-
-export function detectCompression(head: Buffer): Compression {
-  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
-  if (head.length >= 3 && head.subarray(0, 3).toString('latin1') === 'BZh') return 'bzip2';
-  if (head.length >= 6 && head.subarray(0, 6).equals(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]))) return 'xz';
-  return 'identity';
-}
 
 /** Waits for the first bytes of `input` and puts them back, to tell the compression. */
 function peek(input: Readable): Promise<Buffer> {
@@ -103,8 +95,7 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
   const compression = detectCompression(await peek(input));
   const stream = input;
   const extract = tarStream().extract();
-  const decompress =
-    compression === 'gzip' ? zlib.createGunzip() : compression === 'bzip2' ? childDecompressor('bzip2') : compression === 'xz' ? childDecompressor('xz') : new PassThrough();
+  const decompress = compression === 'gzip' ? zlib.createGunzip() : compression === 'none' ? new PassThrough() : childDecompressor(compression);
   const root = path.resolve(dir);
   const dirModes: Array<[string, number, Date]> = [];
   extract.on('entry', (header, body, next) => {

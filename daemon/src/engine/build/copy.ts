@@ -13,8 +13,9 @@ import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { lazyPack, tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../errors.js';
-import { childDecompressor, detectCompression } from './context.js';
+import { InvalidParameter } from '../../errors.js';
+import { detectCompression } from '../../util/streams.js';
+import { childDecompressor } from './context.js';
 import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
 
 export type EntrySource = { file: string } | { content: Buffer } | { archive: string; compression: string };
@@ -59,8 +60,8 @@ async function isArchive(file: string): Promise<string | undefined> {
     const head = Buffer.alloc(512);
     const { bytesRead } = await handle.read(head, 0, 512, 0);
     const compression = detectCompression(head.subarray(0, bytesRead));
-    if (compression !== 'identity') return compression;
-    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'identity';
+    if (compression !== 'none') return compression;
+    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'none';
     return undefined;
   } finally {
     await handle.close();
@@ -203,8 +204,8 @@ export async function planCopy(opts: {
 
 function decompressor(compression: string): NodeJS.ReadWriteStream {
   if (compression === 'gzip') return zlib.createGunzip();
-  if (compression === 'identity') return new PassThrough();
-  return childDecompressor(compression === 'bzip2' ? 'bzip2' : 'xz');
+  if (compression === 'none') return new PassThrough();
+  return childDecompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz');
 }
 
 /**

@@ -3,7 +3,7 @@
  * continuations, heredocs (`<<EOF`), instruction flags (`--from=x`), and a full syntax check before the build
  * starts: an unknown instruction, missing arguments or a bad flag is an InvalidParameter naming the line.
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export interface Heredoc {
   name: string;

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { compileLinear, type LinearRegExp } from '../regexp.js';
 
 export interface SourceTree {

@@ -4,7 +4,7 @@
  * (and the forms without the colon), single quotes verbatim, double quotes with substitution, the escape
  * character escaping the next one.
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export type Lookup = (name: string) => string | undefined;
 

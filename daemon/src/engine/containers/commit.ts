@@ -4,7 +4,7 @@
  * caller gives and its `changes` lines applied, as Docker does.
  */
 import type { Readable } from 'node:stream';
-import { errorMessage, InvalidParameter } from '../errors.js';
+import { errorMessage, InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import { applyChanges } from '../images/changes.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { discardUnsupported, parseCgroupRule, resolveBlockIO, resolveDevices, validateDeviceFields } from './devices.js';
 
 test('device cgroup rules: type, major and minor or *, access', () => {

@@ -8,7 +8,7 @@
 import { existsSync, promises as fs, readFileSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { devMajor, devMinor } from '../../util/devnum.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export interface LinuxDevice {
   path: string;

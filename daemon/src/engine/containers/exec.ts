@@ -5,8 +5,8 @@
  * container stops (inspecting one then answers 404), and the container lists their ids in ExecIDs.
  */
 import { readFileSync } from 'node:fs';
-import type { AttachStreams } from '../../host/host.js';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import type { AttachStreams, ExecHost, ExecProcess } from '../../host/host.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
 import type { ContainerRecord } from './model.js';
@@ -14,23 +14,7 @@ import { buildSpec, DEFAULT_PATH, resolveUser } from './ocispec.js';
 import { CAPABILITIES, parseConsoleSize } from './validate.js';
 
 /** A started exec process, as the Host runs it. */
-export interface ExecProcess {
-  pid: number;
-  streams: AttachStreams;
-  /** Resolves with the exit code once all output is in `streams.output`. */
-  exit: Promise<number>;
-  resize(height: number, width: number): Promise<void>;
-  /** Sends a signal to the process (health probes that exceed their timeout are killed). */
-  kill?(signal: number): Promise<void>;
-}
-
-/** What exec needs of the Host. */
-export interface ExecHost {
-  /** `detach`: nobody reads the output (the Host then keeps a monitor for the process). */
-  exec(containerId: string, execId: string, process: object, io: { tty: boolean; openStdin: boolean; detach?: boolean }): Promise<ExecProcess>;
-  releaseExec(execId: string): Promise<void>;
-  readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
-}
+export type { ExecProcess };
 
 /** What exec needs of the container engine. */
 export interface ExecContainers {

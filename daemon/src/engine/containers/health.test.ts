@@ -4,11 +4,12 @@ import { describe, test } from 'node:test';
 import { rfc3339Nano, nowNano } from '../../util/json.js';
 import { EventBus } from '../events.js';
 import { buildRecord } from './create.js';
-import { ExecService, type ExecProcess, type InternalExecOptions } from './exec.js';
+import { ExecService, type InternalExecOptions } from './exec.js';
 import {
   goDuration, HealthMonitor, MAX_OUTPUT_BYTES, mergeHealthcheck, ProbeOutput, probeCommand, probeTiming, recordProbe, type Health,
 } from './health.js';
 import type { ContainerRecord } from './model.js';
+import { type ExecProcess } from '../../host/host.js';
 
 const MS = 1_000_000;
 

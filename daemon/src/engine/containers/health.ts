@@ -20,7 +20,7 @@
  */
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../../errors.js';
 import type { EngineEvent, EventBus } from '../events.js';
 import type { InternalExecOptions } from './exec.js';
 import type { ContainerConfig, ContainerRecord, HealthLogEntry } from './model.js';

@@ -4,7 +4,7 @@
  * bind-mounted read-only at /sbin/docker-init and the process becomes `docker-init -- <command>`; the
  * container's Path and Args stay the user's command.
  */
-import { EngineError } from '../errors.js';
+import { EngineError } from '../../errors.js';
 
 /** Where the init binary appears inside the container (Docker's place). */
 export const CONTAINER_INIT_PATH = '/sbin/docker-init';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { linkEntry, linkEnv, parseLink } from './links.js';
 
 test('parseLink reads name, name:alias and the stored /name:/parent/alias', () => {

@@ -5,7 +5,7 @@
  * /containers/parent/alias?link=1` takes one away. On user-defined networks links are the endpoint's
  * (EndpointSettings.Links) and the embedded DNS answers them (networks/service.ts).
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 /** A link as Docker reads it: `name`, `name:alias`, or `/name:/parent/alias` as inspect shows it. */
 export function parseLink(text: string, field = 'HostConfig.Links'): { name: string; alias: string } {

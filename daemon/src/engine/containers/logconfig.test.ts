@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { verifyLogConfig } from './logconfig.js';
 
 test('an empty or missing Type is json-file, with the Config given', () => {

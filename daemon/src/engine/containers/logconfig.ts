@@ -3,7 +3,7 @@
  * driver (its Config kept), the options every driver shares (`mode`, `max-buffer-size`) are checked, then the
  * driver (an unknown one is looked up as a plugin, which this engine has none of), then its own options.
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export const DEFAULT_LOG_DRIVER = 'json-file';
 

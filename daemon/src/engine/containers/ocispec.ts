@@ -4,7 +4,7 @@
  * bind-mounted hosts/hostname/resolv.conf files.
  */
 import { readFileSync } from 'node:fs';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { ResolvedDevices } from './devices.js';
 import { withInit } from './init.js';
 import type { ContainerRecord } from './model.js';

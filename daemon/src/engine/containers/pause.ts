@@ -4,7 +4,7 @@
  * container stays Running with Paused set, as in Docker; attach and exec refuse it (409), stop and kill
  * thaw it after sending their signal so that the signal is delivered.
  */
-import { Conflict } from '../errors.js';
+import { Conflict } from '../../errors.js';
 import type { ContainerRecord } from './model.js';
 import { parseSignal } from './validate.js';
 

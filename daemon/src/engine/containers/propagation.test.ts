@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { MountPoint } from './model.js';
 import { checkPropagation } from './propagation.js';
 import { checkStorageOptions } from './storageopt.js';

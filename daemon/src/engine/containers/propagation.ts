@@ -4,7 +4,7 @@
  * otherwise the runtime would mount it and the propagation asked for would silently not happen.
  */
 import type { ContainerRuntimeHost } from '../../host/host.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import type { MountPoint } from './model.js';
 
 const SHARED = new Set(['shared', 'rshared']);

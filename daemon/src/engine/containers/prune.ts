@@ -5,7 +5,7 @@
  * bytes reclaimed.
  */
 import type { EventBus } from '../events.js';
-import { errorMessage, Conflict } from '../errors.js';
+import { errorMessage, Conflict } from '../../errors.js';
 import { matchLabels, matchNotLabels } from '../filters.js';
 import { parseUntil } from '../images/service.js';
 import { parseTimestamp } from '../../util/json.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { DEFAULT_CAPABILITIES } from './ocispec.js';
 import { NEVER_ALLOWED, convertProfile, defaultSeccomp, hostArch, parseSecurityOptions, seccompFor, type OciSeccomp } from './seccomp.js';
 

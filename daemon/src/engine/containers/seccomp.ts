@@ -16,7 +16,7 @@
  * capability and the host one of the arches of `includes`, and none of those of `excludes`.
  */
 import os from 'node:os';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export interface OciSeccompArg {
   index: number;

@@ -4,7 +4,7 @@
  * Docker refuses these with the same words when it makes the container's layer, as a server-side error; here
  * they are the client's request that the storage cannot honour, so a 400 at create.
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export function checkStorageOptions(options: Record<string, unknown> | null | undefined): void {
   const keys = Object.keys(options ?? {});

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { createFileDurable, syncFolder, writeJSONAtomic } from '../../util/atomic.js';
 import { removeLater } from '../../util/later.js';
 import { log } from '../../util/log.js';

@@ -2,7 +2,7 @@
  * Top: the host's `ps` table (default `-ef`), keeping the rows of the container's processes only (the pids
  * the runtime reports for its cgroup), as Docker does.
  */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import type { ContainerRecord } from './model.js';
 
 /** What top needs of the Host. */

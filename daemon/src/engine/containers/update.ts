@@ -3,7 +3,7 @@
  * and kept in its HostConfig, as `docker update` does. A zero or absent value leaves a setting as it is
  * (PidsLimit: null keeps it, 0 or -1 lift the limit).
  */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import { discardUnsupported } from './devices.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec } from './ocispec.js';

@@ -3,7 +3,7 @@
  * InvalidParameter with a message that names the field and says what is wrong, so that clients can show it.
  */
 import { readFileSync } from 'node:fs';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { validateDeviceFields } from './devices.js';
 import { parseSecurityOptions } from './seccomp.js';
 

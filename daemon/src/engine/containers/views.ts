@@ -1,7 +1,7 @@
 /**
  * What list and inspect show of a container, in the newest API shape (api/compat trims per version).
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { compileLinear } from '../regexp.js';
 import type { ContainerRecord } from './model.js';
 import { humanStatus } from './model.js';

@@ -15,11 +15,11 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { parseNormalizedNamed, type Reference } from '../reference.js';
 import { parseImageConfig, type ImageConfig } from './store.js';
-import { decompressed, feed, peekStream } from './streams.js';
-import type { LayerStore, StagedLayer } from './types.js';
+import { decompressed, feed, peekStream } from '../../util/streams.js';
+import type { LayerStore, StagedLayer } from '../../host/host.js';
 
 /** JSON files larger than this are not metadata (a configuration or manifest is a few KB). */
 const MAX_METADATA_SIZE = 16 * 1024 * 1024;

@@ -16,7 +16,7 @@ import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
 import { familiarName, familiarString, type Reference } from '../reference.js';
 import type { ImageConfig } from './store.js';
-import type { LayerStore } from './types.js';
+import type { LayerStore } from '../../host/host.js';
 
 export interface ImageToSave {
   id: string;

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { tarBuffer } from '../../../test/fixtures/archives.js';
 import { buildBusyboxArchive } from '../../../test/fixtures/busybox.js';
 import { LinuxLayerStore } from '../../host/linux/layers/store.js';
-import { Conflict, NotFound } from '../errors.js';
+import { Conflict, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { ImageService } from './service.js';
 

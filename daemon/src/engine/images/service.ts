@@ -4,7 +4,7 @@
  */
 import { matchLabels, matchNotLabels } from '../filters.js';
 import type { Readable, Writable } from 'node:stream';
-import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import {
   familiarName,
@@ -23,7 +23,8 @@ import { imagesOf, readArchive, type ArchiveImage } from './load.js';
 import { writeArchive } from './save.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { chainIdsOf, ImageStore, type ImageConfig, type ImageRecord } from './store.js';
-import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers, LayerStore } from './types.js';
+import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
+import type { LayerStore } from '../../host/host.js';
 
 export type Filters = Map<string, string[]>;
 

@@ -19,7 +19,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomic, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { parseReference, referenceString, type Reference } from '../reference.js';
 import type { ImageRunConfig } from './types.js';
 

@@ -2,9 +2,9 @@
  * Picking a container's address in a network's pool, the same way for both families: IPv4 addresses (numbers
  * in ipv4.ts) and IPv6 ones (bigints in ipv6.ts) are handled here as bigints.
  */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import { parseCIDR, parseIPv4, subnetSize } from './ipv4.js';
-import { parseCIDR6, parseIPv6, subnetSize6 } from './ipv6.js';
+import { parseCIDR6, parseIPv6, subnetSize6 } from '../../util/ipv6.js';
 import type { IPAMPool } from './types.js';
 
 interface Range {

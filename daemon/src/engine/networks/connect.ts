@@ -6,7 +6,7 @@
  * change, so that the next start plans the same networks. The container engine supplies the narrow lookup
  * below and serialises each change with the container's other state changes.
  */
-import { InvalidParameter, NotFound } from '../errors.js';
+import { InvalidParameter, NotFound } from '../../errors.js';
 import { DETACHED_KEY } from './service.js';
 import type { ContainerNetworking, EndpointSettings } from './types.js';
 

@@ -2,9 +2,9 @@
  * Validation of a network create request (POST /networks/create): the body as the client sent it becomes
  * a checked description of a user-defined bridge network, or a typed error naming the bad field.
  */
-import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import { contains, formatSubnet, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
-import { contains6, formatIPv6, formatSubnet6, isIPv6Text, parseCIDR6, parseIPv6, type Subnet6 } from './ipv6.js';
+import { contains6, formatIPv6, formatSubnet6, isIPv6Text, parseCIDR6, parseIPv6, type Subnet6 } from '../../util/ipv6.js';
 
 export interface NetworkCreateSpec {
   name: string;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { contains, defaultBridgeCandidates, formatIPv4, formatSubnet, macFromIPv4, overlaps, parseCIDR, parseIPv4, parseMac } from './ipv4.js';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 test('parseIPv4 accepts dotted quads and refuses everything else', () => {
   assert.equal(parseIPv4('172.17.0.2'), 0xac110002);

@@ -2,7 +2,7 @@
  * IPv4 addresses and subnets as plain numbers: parsing with clear errors, containment, overlap, and the
  * MAC address Docker derives from an endpoint's address.
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 
 export interface Subnet {
   /** The network address (host bits zero), as an unsigned 32-bit number. */

@@ -3,10 +3,11 @@
  * ports chosen for them (at connect time, ephemeral ones from the kernel's local port range), and the
  * NetworkSettings.Ports map shown back to clients.
  */
-import { Conflict, InvalidParameter } from '../errors.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import { parseIPv4 } from './ipv4.js';
-import { formatIPv6, parseIPv6 } from './ipv6.js';
-import type { PortMapping, PortProto, PortRequest } from './types.js';
+import { formatIPv6, parseIPv6 } from '../../util/ipv6.js';
+import type { PortRequest } from './types.js';
+import type { PortMapping, PortProto } from '../../host/host.js';
 
 const PORT_KEY = /^(\d{1,5})(?:-(\d{1,5}))?(?:\/([a-z]+))?$/;
 const PROTOS: readonly PortProto[] = ['tcp', 'udp', 'sctp'];

@@ -4,10 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { EventBus, type EngineEvent } from '../events.js';
-import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import { DETACHED_KEY, NetworkService, type NetworkServiceOptions } from './service.js';
 import { containerConnector, type ContainerNetworkChange, type ContainerNetworkConfig } from './connect.js';
-import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from './types.js';
+import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host/host.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
 class FakeNetworkHost implements NetworkHost {

@@ -3,7 +3,7 @@
  * their store and address allocation, their Linux bridges and firewall rules, and the per-container
  * connect/disconnect the container engine calls.
  */
-import { Conflict, errorMessage, Forbidden, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, errorMessage, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { newId } from '../../util/ids.js';
 import { nowNano, parseTimestamp, rfc3339Nano } from '../../util/json.js';
@@ -22,29 +22,15 @@ import {
   subnetSize,
   type Subnet,
 } from './ipv4.js';
-import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6, poolSubnets, subnetSize6, ulaPrefix, type Subnet6 } from './ipv6.js';
+import { contains6, formatIPv6, formatSubnet6, overlaps6, parseCIDR6, parseIPv6, poolSubnets, subnetSize6, ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { IPV4, IPV6, pickAddress } from './addresses.js';
 import { parseCreateRequest, type NetworkCreateSpec } from './create.js';
 import { allocatePorts, isIPv6HostIp, parsePortRequests, portMap } from './ports.js';
 import { readFileSync } from 'node:fs';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import { compileLinear } from '../regexp.js';
-import type {
-  ContainerNetworkAttachment,
-  ContainerNetworking,
-  DnsAnswers,
-  PlanExtras,
-  PlanOptions,
-  PortMapping,
-  EndpointRecord,
-  LiveContainer,
-  EndpointRequest,
-  EndpointSettings,
-  NetworkHost,
-  NetworkPlan,
-  NetworkRecord,
-  IPAMPool,
-} from './types.js';
+import type { ContainerNetworkAttachment, ContainerNetworking, PlanExtras, PlanOptions, EndpointRecord, LiveContainer, EndpointRequest, EndpointSettings, NetworkPlan, NetworkRecord, IPAMPool } from './types.js';
+import type { DnsAnswers, PortMapping, NetworkHost } from '../../host/host.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
 type PredefinedName = (typeof PREDEFINED_NETWORKS)[number];

@@ -4,7 +4,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { NotFound } from '../errors.js';
+import { NotFound } from '../../errors.js';
 import { parsePluginAddress, PluginClient, PluginError, PluginUnreachable } from './client.js';
 import { LegacyPlugins, PluginNotImplementing } from './legacy.js';
 

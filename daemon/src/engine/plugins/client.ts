@@ -5,7 +5,7 @@
  * pause until the retry window ends.
  */
 import http from 'node:http';
-import { EngineError, errorMessage } from '../errors.js';
+import { EngineError, errorMessage } from '../../errors.js';
 
 /** The media type of plugin requests and answers. */
 export const PLUGIN_MEDIA_TYPE = 'application/vnd.docker.plugins.v1.2+json';

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
-import { EngineError, InvalidParameter } from '../errors.js';
+import { EngineError, InvalidParameter } from '../../errors.js';
 import { parseReference, type Reference } from '../reference.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient, Repository } from '../images/registry/client.js';

@@ -6,7 +6,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { EngineError, errorMessage, NotFound } from '../errors.js';
+import { EngineError, errorMessage, NotFound } from '../../errors.js';
 import { parsePluginAddress, PluginClient, type PluginAddress } from './client.js';
 
 /** Where dockerd looks for legacy plugins. */

@@ -15,52 +15,16 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient } from '../images/registry/client.js';
 import { PluginClient } from './client.js';
+import { checkConfig, NAME, normalizePluginName, settingsFrom, typeImplements, type PluginConfig, type PluginRecord } from './config.js';
 import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type Privilege } from './distribution.js';
+import { pluginSpec } from './spec.js';
 
-/** Where plugins listen inside their root: their binaries expect this path. */
-export const PLUGIN_SOCKET_DIR_IN_PLUGIN = '/run/docker/plugins';
-const DEFAULT_CAPS = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD', 'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETFCAP', 'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_KILL', 'CAP_AUDIT_WRITE'];
-
-export interface PluginEnv {
-  Name: string;
-  Description?: string;
-  Settable?: string[] | null;
-  Value?: string | null;
-}
-
-/** The plugin's configuration, as `config.json` of its tar and the v1 config blob of a registry give it. */
-export interface PluginConfig {
-  Description?: string;
-  Documentation?: string;
-  Interface: { Types: string[]; Socket: string; ProtocolScheme?: string };
-  Entrypoint?: string[] | null;
-  WorkDir?: string;
-  User?: { UID?: number; GID?: number };
-  Network?: { Type?: string };
-  Linux?: { Capabilities?: string[] | null; AllowAllDevices?: boolean; Devices?: Array<{ Path: string }> | null };
-  PropagatedMount?: string;
-  IpcHost?: boolean;
-  PidHost?: boolean;
-  Mounts?: Array<{ Name?: string; Source?: string | null; Destination: string; Type?: string; Options?: string[] | null }> | null;
-  Env?: PluginEnv[] | null;
-  Args?: { Name?: string; Description?: string; Settable?: string[] | null; Value?: string[] | null };
-  [key: string]: unknown;
-}
-
-/** The stored plugin object (the API's Plugin from 1.25). */
-export interface PluginRecord {
-  Id: string;
-  Name: string;
-  Enabled: boolean;
-  Settings: { Mounts: unknown[]; Env: string[]; Args: string[]; Devices: unknown[] };
-  PluginReference: string;
-  Config: PluginConfig;
-}
+export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv, type PluginRecord } from './config.js';
 
 export interface PluginManagerOptions {
   dataRoot: string;
@@ -68,71 +32,6 @@ export interface PluginManagerOptions {
   /** The OCI runtime binary (crun or runc). */
   runtimePath: string;
   events: EventBus;
-}
-
-/** `name[:tag]` with `latest` when no tag is given; a name that is a familiar Docker Hub one stays short. */
-export function normalizePluginName(name: string): string {
-  const trimmed = name.replace(/^docker\.io\/(library\/)?/, '');
-  const lastSlash = trimmed.lastIndexOf('/');
-  if (trimmed.includes('@')) return trimmed;
-  return trimmed.slice(lastSlash + 1).includes(':') ? trimmed : `${trimmed}:latest`;
-}
-
-const NAME = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?$/;
-
-function settingsFrom(config: PluginConfig): PluginRecord['Settings'] {
-  return {
-    Mounts: (config.Mounts ?? []).map((m) => ({ ...m })),
-    Env: (config.Env ?? []).filter((e) => e.Value !== null && e.Value !== undefined && e.Value !== '').map((e) => `${e.Name}=${e.Value}`),
-    Args: [...(config.Args?.Value ?? [])],
-    Devices: (config.Linux?.Devices ?? []).map((d) => ({ ...d })),
-  };
-}
-
-function checkConfig(raw: unknown): PluginConfig {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidParameter('invalid plugin config: config.json must hold a JSON object');
-  const config = raw as PluginConfig;
-  const iface = config.Interface;
-  if (!iface || !Array.isArray(iface.Types) || !iface.Types.every((t) => typeof t === 'string')) throw new InvalidParameter('invalid plugin config: Interface.Types must be a list of strings');
-  if (typeof iface.Socket !== 'string' || iface.Socket === '' || iface.Socket.includes('/')) throw new InvalidParameter('invalid plugin config: Interface.Socket must name a socket file');
-  if (config.Entrypoint !== undefined && config.Entrypoint !== null && (!Array.isArray(config.Entrypoint) || !config.Entrypoint.every((a) => typeof a === 'string'))) {
-    throw new InvalidParameter('invalid plugin config: Entrypoint must be a list of strings');
-  }
-  // Every field of the API's PluginConfig, with its zero value where the file leaves it out (as dockerd
-  // decodes it into its struct).
-  return {
-    ...config,
-    Description: config.Description ?? '',
-    Documentation: config.Documentation ?? '',
-    Interface: { ...iface, ProtocolScheme: iface.ProtocolScheme ?? '' },
-    Entrypoint: config.Entrypoint ?? [],
-    WorkDir: config.WorkDir ?? '',
-    User: config.User ?? {},
-    Network: { Type: config.Network?.Type ?? '' },
-    Linux: { Capabilities: config.Linux?.Capabilities ?? [], AllowAllDevices: config.Linux?.AllowAllDevices ?? false, Devices: config.Linux?.Devices ?? [] },
-    PropagatedMount: config.PropagatedMount ?? '',
-    IpcHost: config.IpcHost ?? false,
-    PidHost: config.PidHost ?? false,
-    Mounts: config.Mounts ?? [],
-    Env: (config.Env ?? []).map((e) => ({ ...e, Description: e.Description ?? '', Settable: e.Settable ?? [], Value: e.Value ?? '' })),
-    Args: { Name: config.Args?.Name ?? '', Description: config.Args?.Description ?? '', Settable: config.Args?.Settable ?? [], Value: config.Args?.Value ?? [] },
-  };
-}
-
-/** The OCI device entries and cgroup rules of the plugin's devices (host nodes, as they are). */
-async function devicesOf(paths: string[]): Promise<{ devices: object[]; rules: object[] }> {
-  const devices: object[] = [];
-  const rules: object[] = [];
-  for (const p of paths) {
-    const st = await fs.stat(p).catch(() => undefined);
-    if (!st || !(st.isCharacterDevice() || st.isBlockDevice())) throw new InvalidParameter(`plugin device ${p}: not a device node on this host`);
-    const type = st.isCharacterDevice() ? 'c' : 'b';
-    const major = Math.floor(st.rdev / 256) & 0xfff;
-    const minor = (st.rdev & 0xff) | ((st.rdev >> 12) & 0xfff00);
-    devices.push({ path: p, type, major, minor, fileMode: st.mode & 0o777, uid: st.uid, gid: st.gid });
-    rules.push({ allow: true, type, major, minor, access: 'rwm' });
-  }
-  return { devices, rules };
 }
 
 class Running {
@@ -394,57 +293,6 @@ export class PluginManager {
     return path.join(this.dir(p.Id), 'rootfs', clean);
   }
 
-  private async spec(p: PluginRecord): Promise<object> {
-    const config = p.Config;
-    const caps = [...new Set([...DEFAULT_CAPS, ...(config.Linux?.Capabilities ?? [])])];
-    const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...p.Settings.Env];
-    const args = [...(config.Entrypoint ?? []), ...p.Settings.Args];
-    if (args.length === 0) throw new InvalidParameter(`plugin ${p.Name} has no Entrypoint`);
-    const namespaces: Array<{ type: string }> = [{ type: 'mount' }, { type: 'uts' }];
-    if (!config.PidHost) namespaces.push({ type: 'pid' });
-    if (!config.IpcHost) namespaces.push({ type: 'ipc' });
-    if (config.Network?.Type !== 'host') namespaces.push({ type: 'network' });
-    const mounts: object[] = [
-      { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
-      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
-      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
-      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
-      { destination: PLUGIN_SOCKET_DIR_IN_PLUGIN, type: 'bind', source: this.socketDir(p.Id), options: ['rbind', 'rshared'] },
-    ];
-    for (const m of (p.Settings.Mounts as PluginConfig['Mounts']) ?? []) {
-      if (!m?.Destination || ((!m.Type || m.Type === 'bind') && !m.Source)) continue;
-      const options = m.Options ?? ['rbind'];
-      mounts.push({ destination: m.Destination, type: m.Type || 'bind', source: m.Source || (m.Type && m.Type !== 'bind' ? m.Type : ''), options });
-    }
-    if (config.PropagatedMount) {
-      mounts.push({ destination: config.PropagatedMount, type: 'bind', source: path.join(this.dir(p.Id), 'propagated-mount'), options: ['rbind', 'rshared'] });
-    }
-    const devices = await devicesOf(((p.Settings.Devices as Array<{ Path?: string }>) ?? []).map((d) => d.Path).filter((d): d is string => !!d));
-    return {
-      ociVersion: '1.0.2',
-      process: {
-        terminal: false,
-        user: { uid: config.User?.UID ?? 0, gid: config.User?.GID ?? 0 },
-        args,
-        env,
-        cwd: config.WorkDir || '/',
-        capabilities: { bounding: caps, effective: caps, permitted: caps },
-        noNewPrivileges: false,
-      },
-      root: { path: path.join(this.dir(p.Id), 'rootfs'), readonly: false },
-      hostname: 'plugin',
-      mounts,
-      linux: {
-        namespaces,
-        rootfsPropagation: config.PropagatedMount ? 'rshared' : undefined,
-        cgroupsPath: `/berth-plugins/${p.Id}`,
-        resources: { devices: [{ allow: config.Linux?.AllowAllDevices === true, access: 'rwm' }, ...devices.rules] },
-        devices: devices.devices.length > 0 ? devices.devices : undefined,
-        maskedPaths: ['/proc/kcore', '/proc/keys', '/proc/timer_list', '/sys/firmware'],
-      },
-    };
-  }
-
   /** Runs the plugin and waits for its socket. */
   private async start(p: PluginRecord, timeoutMs: number): Promise<void> {
     if (this.running.has(p.Id)) return;
@@ -455,7 +303,7 @@ export class PluginManager {
     await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
     if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
     await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
-    await writeJSONAtomic(path.join(bundle, 'config.json'), await this.spec(p));
+    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }));
     await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
     const logFile = path.join(this.dir(p.Id), 'plugin.log');
     const out = await fs.open(logFile, 'a');
@@ -520,12 +368,6 @@ export class PluginManager {
       child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${args[0]} exited with ${code}`))));
     });
   }
-}
-
-/** Whether an interface type (`docker.volumedriver/1.0`) provides a capability (`volumedriver`). */
-export function typeImplements(type: string, capability: string): boolean {
-  const m = /^(?:([a-z0-9.]+)\.)?([a-z0-9]+)\/([0-9.]+)$/i.exec(type);
-  return !!m && m[2].toLowerCase() === capability.toLowerCase();
 }
 
 function canConnect(socket: string): Promise<boolean> {

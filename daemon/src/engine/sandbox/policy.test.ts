@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { compilePolicy, domainMatches, ruleRuns, validatePolicy } from './policy.js';
 
 const refused = (policy: unknown, pattern: RegExp) =>

@@ -11,9 +11,9 @@
  * A domain rule matches the addresses the embedded DNS server answered for a matching name, for the answer's
  * TTL (the engine fills the rule's address sets as answers go by).
  */
-import { InvalidParameter } from '../errors.js';
+import { InvalidParameter } from '../../errors.js';
 import { formatIPv4, parseCIDR } from '../networks/ipv4.js';
-import { formatIPv6, parseCIDR6 } from '../networks/ipv6.js';
+import { formatIPv6, parseCIDR6 } from '../../util/ipv6.js';
 
 export type PolicyAction = 'allow' | 'deny';
 export type PolicyProtocol = 'tcp' | 'udp' | 'any';

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import type { ContainerRecord } from '../containers/model.js';
-import { errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import { compilePolicy, domainMatches, domainSets, type EffectiveRule, type NetworkPolicy, POLICY_LABEL, ruleRuns, validatePolicy } from './policy.js';
 
 export interface PolicyView {

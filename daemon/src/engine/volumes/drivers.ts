@@ -2,7 +2,7 @@
  * Volume drivers of plugins: the VolumeDriver protocol spoken to a plugin, and the lookup of a driver by
  * name (with dockerd's wording when none has that name).
  */
-import { EngineError, errorMessage, NotFound } from '../errors.js';
+import { EngineError, errorMessage, NotFound } from '../../errors.js';
 import type { PluginClient } from '../plugins/client.js';
 import type { LegacyPlugins } from '../plugins/legacy.js';
 import { normalizePluginName, type PluginManager, type PluginRecord } from '../plugins/manager.js';

@@ -9,7 +9,7 @@ import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import type { MountPoint } from '../containers/model.js';
 import { parseBind } from '../containers/validate.js';
-import { EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import { checkDriver, validateVolumeName, type VolumeService } from './service.js';
 import { ANONYMOUS_LABEL, VOLUME_NAME } from './types.js';
 

@@ -3,11 +3,11 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { Conflict, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { isLocalSubpath, planMounts, subpathsOf, type VolumeContainer } from './mounts.js';
 import { VolumeService } from './service.js';
-import type { LocalDriverOptions, VolumeHost } from './types.js';
+import type { LocalDriverOptions, VolumeHost } from '../../host/host.js';
 
 /** A volume host on plain folders that records mounts instead of making them. */
 class FakeVolumeHost implements VolumeHost {

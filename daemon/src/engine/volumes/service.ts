@@ -11,11 +11,12 @@ import path from 'node:path';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { exactMatch, matchLabels, matchNotLabels } from '../filters.js';
 import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';
-import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type LocalDriverOptions, type VolumeHost, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { ANONYMOUS_LABEL, VOLUME_NAME, VOLUME_NAME_MAX, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
+import { type LocalDriverOptions, type VolumeHost } from '../../host/host.js';
 
 export const VOLUME_FORMAT_VERSION = 1;
 

@@ -4,7 +4,7 @@
  * server exchange (GET with basic credentials, or POST with a refresh token, as distribution's token
  * spec describes).
  */
-import { InvalidParameter, Unauthorized } from '../../errors.js';
+import { InvalidParameter, Unauthorized } from '../../../errors.js';
 import { readSmall, send } from './http.js';
 
 export interface AuthConfig {

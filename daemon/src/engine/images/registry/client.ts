@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
-import { EngineError, InvalidParameter, NotFound, Unauthorized, Unavailable } from '../../errors.js';
+import { EngineError, InvalidParameter, NotFound, Unauthorized, Unavailable } from '../../../errors.js';
 import { basicHeader, fetchToken, parseChallenges, type AuthConfig, type Challenge } from './auth.js';
 import type { Endpoint, RegistryConfig } from './config.js';
 import { discard, readSmall, send, TransportError } from './http.js';

@@ -4,7 +4,7 @@
  * host[:port], loopback insecure by default as in Docker.
  */
 import net from 'node:net';
-import { InvalidParameter } from '../../errors.js';
+import { InvalidParameter } from '../../../errors.js';
 import { DEFAULT_DOMAIN } from '../../reference.js';
 
 export const DOCKER_HUB_HOST = 'registry-1.docker.io';

@@ -2,7 +2,7 @@
  * The registry side of the image service: pull, push, the login check and distribution inspect, on top
  * of the registry client. The image service supplies the narrow hooks below (its store and layers).
  */
-import { InvalidParameter, NotFound, Unauthorized, Unavailable } from '../../errors.js';
+import { InvalidParameter, NotFound, Unauthorized, Unavailable } from '../../../errors.js';
 import type { EventBus } from '../../events.js';
 import { familiarName, familiarString, parseReference, validateTag, type Reference } from '../../reference.js';
 import type { ImageConfig } from '../store.js';

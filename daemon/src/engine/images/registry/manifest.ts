@@ -4,7 +4,7 @@
  * choice of one platform's manifest from a list.
  */
 import { createHash } from 'node:crypto';
-import { InvalidParameter, NotFound } from '../../errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 
 export const MEDIA = {
   dockerManifest: 'application/vnd.docker.distribution.manifest.v2+json',

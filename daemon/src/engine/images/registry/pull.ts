@@ -8,17 +8,17 @@
 import { spawn } from 'node:child_process';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { InvalidParameter, NotFound } from '../../errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { familiarString, type Reference } from '../../reference.js';
-import { StreamDigest } from '../digest.js';
+import { StreamDigest } from '../../../util/digest.js';
 import { chainIdsOf, parseImageConfig, type ImageConfig } from '../store.js';
-import type { LayerStore, StagedLayer } from '../types.js';
 import type { AuthConfig } from './auth.js';
 import type { Repository, RegistryClient } from './client.js';
 import { compressionOf, formatPlatform, hostPlatform, parseManifest, selectManifest, sha256Digest, verifyDigest, type Descriptor, type ImageManifest, type Platform } from './manifest.js';
 import type { BlobMetadata } from './metadata.js';
 import { ByteProgress, shortDigest, status, type Emit } from './progress.js';
 import { readSmall } from './http.js';
+import type { LayerStore, StagedLayer } from '../../../host/host.js';
 
 /** Layers downloaded at the same time (dockerd's default max-concurrent-downloads is 3). */
 export const DOWNLOAD_CONCURRENCY = 3;

@@ -10,13 +10,13 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { Reference } from '../../reference.js';
-import type { LayerStore } from '../types.js';
 import type { AuthConfig } from './auth.js';
 import type { RegistryClient, Repository } from './client.js';
 import { MEDIA, sha256Digest } from './manifest.js';
 import type { BlobMetadata, BlobRecord } from './metadata.js';
 import { ByteProgress, shortDigest, status, type Emit } from './progress.js';
 import { pool } from './pull.js';
+import type { LayerStore } from '../../../host/host.js';
 
 /** Layers uploaded at the same time (dockerd's default max-concurrent-uploads is 5). */
 export const UPLOAD_CONCURRENCY = 5;

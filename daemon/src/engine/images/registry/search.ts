@@ -6,7 +6,7 @@
  * anything but 200 a server error.
  */
 import { DEFAULT_DOMAIN } from '../../reference.js';
-import { EngineError, InvalidParameter } from '../../errors.js';
+import { EngineError, InvalidParameter } from '../../../errors.js';
 import { basicHeader, type AuthConfig } from './auth.js';
 import type { RegistryConfig } from './config.js';
 import { DOCKER_HUB_INDEX } from './config.js';

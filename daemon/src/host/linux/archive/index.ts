@@ -6,13 +6,13 @@ import type { Stats } from 'node:fs';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../../engine/containers/archive.js';
-import { Forbidden, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
 import type { LinuxContainerRuntime } from '../runtime/runtime.js';
 import { upperChanges } from './changes.js';
 import { packFiles } from './pack.js';
 import { ContainerFilesystem, components } from './resolve.js';
 import { extractArchive } from './unpack.js';
+import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../host.js';
 
 // Go's os.FileMode bits, which clients decode from the path stat.
 const GO_MODE_DIR = 2 ** 31;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { ContainerFilesystem } from './resolve.js';
 
 let base: string;

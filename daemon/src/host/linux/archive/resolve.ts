@@ -10,8 +10,8 @@
  */
 import { promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import type { FilesystemMount, FilesystemView } from '../../../engine/containers/archive.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
+import type { FilesystemMount, FilesystemView } from '../../host.js';
 
 export type { FilesystemMount, FilesystemView };
 
@@ -37,6 +37,63 @@ function errno(err: unknown): string | undefined {
 /** Splits a container path into components, dropping empty ones and `.`. */
 export function components(p: string): string[] {
   return p.split('/').filter((c) => c !== '' && c !== '.');
+}
+
+/** How a walk inside a root (see walkInRoot) reaches the files and answers what it meets. */
+export interface RootWalk {
+  /** The host path of a clean container path. */
+  hostPath(containerPath: string): string;
+  /** Whether a symlink that is the path's last component is followed. */
+  followLast: boolean;
+  /** The most symlinks followed before tooManyLinks. */
+  maxLinks: number;
+  /**
+   * A component lstat failed on (with `err`): throws, or returns to take the component as it is (after
+   * making it, or when a missing last component is allowed).
+   */
+  missing(err: unknown, containerPath: string, last: boolean): Promise<void>;
+  tooManyLinks(): Error;
+  /** A component before the last that is not a folder. */
+  notDirectory(containerPath: string): Error;
+}
+
+/**
+ * Resolves `p` (a container path, relative ones taken from the root) component by component with lstat, to a
+ * clean container path with no symlink in it (except the last component when `followLast` is false): a link
+ * is read and its target walked in its place, an absolute one from the root, and `..` never climbs above
+ * the root. The kernel never follows a link on the walk's behalf.
+ */
+export async function walkInRoot(p: string, walk: RootWalk): Promise<string> {
+  let pending = components(p);
+  const resolved: string[] = [];
+  let links = 0;
+  while (pending.length > 0) {
+    const component = pending.shift()!;
+    if (component === '..') {
+      resolved.pop();
+      continue;
+    }
+    const candidate = '/' + [...resolved, component].join('/');
+    const last = pending.length === 0;
+    let st: Stats;
+    try {
+      st = await fs.lstat(walk.hostPath(candidate));
+    } catch (err) {
+      await walk.missing(err, candidate, last);
+      resolved.push(component);
+      continue;
+    }
+    if (st.isSymbolicLink() && (!last || walk.followLast)) {
+      if (++links > walk.maxLinks) throw walk.tooManyLinks();
+      const target = await fs.readlink(walk.hostPath(candidate));
+      if (target.startsWith('/')) resolved.length = 0;
+      pending = [...components(target), ...pending];
+      continue;
+    }
+    if (!last && !st.isDirectory()) throw walk.notDirectory(candidate);
+    resolved.push(component);
+  }
+  return '/' + resolved.join('/');
 }
 
 export class ContainerFilesystem {
@@ -91,42 +148,21 @@ export class ContainerFilesystem {
    * (a missing last component too, unless `allowMissingLast`).
    */
   async resolveContainerPath(p: string, followLast: boolean, allowMissingLast = false): Promise<string> {
-    let pending = components(p);
-    const resolved: string[] = [];
-    let links = 0;
-    while (pending.length > 0) {
-      const component = pending.shift()!;
-      if (component === '..') {
-        resolved.pop();
-        continue;
-      }
-      const candidate = '/' + [...resolved, component].join('/');
-      const last = pending.length === 0;
-      let st: Stats;
-      try {
-        st = await fs.lstat(this.locate(candidate).hostPath);
-      } catch (err) {
+    return walkInRoot(p, {
+      hostPath: (containerPath) => this.locate(containerPath).hostPath,
+      followLast,
+      maxLinks: MAX_SYMLINKS,
+      missing: async (err, candidate, last) => {
         if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') {
-          if (last && allowMissingLast) {
-            resolved.push(component);
-            break;
-          }
+          if (last && allowMissingLast) return;
           throw new NotFound(`Could not find the file ${p} in container: no such file or directory`);
         }
         if (errno(err) === 'ENAMETOOLONG') throw new InvalidParameter(`path ${p} is too long once its links are resolved`, { cause: err });
         throw err;
-      }
-      if (st.isSymbolicLink() && (!last || followLast)) {
-        if (++links > MAX_SYMLINKS) throw new InvalidParameter(`too many levels of symbolic links in ${p}`);
-        const target = await fs.readlink(this.locate(candidate).hostPath);
-        if (target.startsWith('/')) resolved.length = 0;
-        pending = [...components(target), ...pending];
-        continue;
-      }
-      if (!last && !st.isDirectory()) throw new NotFound(`Could not find the file ${p} in container: ${candidate} is not a directory`);
-      resolved.push(component);
-    }
-    return '/' + resolved.join('/');
+      },
+      tooManyLinks: () => new InvalidParameter(`too many levels of symbolic links in ${p}`),
+      notDirectory: (candidate) => new NotFound(`Could not find the file ${p} in container: ${candidate} is not a directory`),
+    });
   }
 
   /** Resolves and locates `p`; see resolveContainerPath. */

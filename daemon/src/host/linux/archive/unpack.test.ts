@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
 import tar from 'tar-stream';
-import { Forbidden, InvalidParameter } from '../../../engine/errors.js';
+import { Forbidden, InvalidParameter } from '../../../errors.js';
 import { ContainerFilesystem } from './resolve.js';
 import { entryComponents, extractArchive } from './unpack.js';
 

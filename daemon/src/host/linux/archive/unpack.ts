@@ -17,7 +17,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type tar from 'tar-stream';
 import { tarStream } from '../../../util/tar.js';
-import { Forbidden, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
 import { mknod, S_IFBLK, S_IFCHR, S_IFIFO } from '../layers/native.js';
 import { components, ContainerFilesystem, type Location } from './resolve.js';
 

@@ -7,8 +7,8 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ContainerStatsSample, StatsHost } from '../../../engine/containers/stats.js';
 import { parseMountinfo } from '../mountinfo.js';
+import type { ContainerStatsSample, StatsHost } from '../../host.js';
 
 /** USER_HZ: the unit of cpuacct.stat and /proc/stat (100 on every Linux architecture we run on). */
 const CLOCK_TICKS = 100;

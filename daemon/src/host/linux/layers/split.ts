@@ -16,7 +16,7 @@
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Readable, type Writable } from 'node:stream';
-import { StreamDigest } from '../../../engine/images/digest.js';
+import { StreamDigest } from '../../../util/digest.js';
 
 const RAW = 0x01;
 const FILE = 0x02;

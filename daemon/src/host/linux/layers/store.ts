@@ -21,14 +21,14 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import type { LayerInfo, LayerStore, StagedLayer } from '../../../engine/images/types.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
 import { writeJSONAtomic } from '../../../util/atomic.js';
 import { log } from '../../../util/log.js';
-import { StreamDigest } from '../../../engine/images/digest.js';
-import { decompressed, drainStream, type Decoded } from '../../../engine/images/streams.js';
+import { StreamDigest } from '../../../util/digest.js';
+import { decompressed, drainStream, type Decoded } from '../../../util/streams.js';
 import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
+import type { LayerInfo, LayerStore, StagedLayer } from '../../host.js';
 
 const FORMAT_VERSION = 2;
 /** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the unpacking. */

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
-import { InvalidParameter } from '../../../engine/errors.js';
+import { InvalidParameter } from '../../../errors.js';
 import { haveNativeAddon } from './native.js';
 import { LinuxLayerStore } from './store.js';
 import { unpackLayer } from './unpack.js';

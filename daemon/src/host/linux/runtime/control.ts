@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Conflict, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../../errors.js';
 import { isUnknownContainer } from './ociruntime.js';
 
 export interface RuntimeCommand {

@@ -1,4 +1,4 @@
-import { InvalidParameter } from '../../../engine/errors.js';
+import { InvalidParameter } from '../../../errors.js';
 
 /**
  * The runtime could not start the container's command: not found (exit code 127) or not executable (126).

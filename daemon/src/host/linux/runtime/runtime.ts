@@ -8,10 +8,11 @@
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
  */
-import { constants, existsSync, promises as fs, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { constants, existsSync, promises as fs } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';
-import { Conflict, errorMessage, InvalidParameter, NotFound } from '../../../engine/errors.js';
+import { Conflict, InvalidParameter, NotFound } from '../../../errors.js';
 import { connectAttach } from './attach.js';
+import { ContainerFiles } from './files.js';
 import { DirectUnavailable, removeStopped, startCreated } from './direct.js';
 import { RuntimeControl } from './control.js';
 import { launchConmon } from './conmon.js';
@@ -22,13 +23,12 @@ import { RuntimeLayout, UNIX_PATH_MAX, checkId } from './layout.js';
 import { readConmonLog, readConmonLogBatches, readConmonLogBlocks } from './logreader.js';
 import { OciRuntime, RuntimeCommandError, findExecutable, selectRuntime, type RuntimeName } from './ociruntime.js';
 import { mountOf, parseMountinfo } from '../mountinfo.js';
-import { diskUsage, mountOverlay, readFileFromLayers, unmountOverlay } from './rootfs.js';
+import { alive, monitorAlive, readPid } from './monitor.js';
+import { sealedRuntimeCopy, sealedRuntimeOpen, type SealedRuntime } from './sealed.js';
 import { SeccompProgramCache } from './seccompcache.js';
 import { AttachLockWarmer } from '../cgroups/attachlock.js';
 import { log } from '../../../util/log.js';
-import { fsStepResults, fsSteps, linuxSys, removeTree, type FsStep } from '../sys.js';
-import { removeLater } from '../../../util/later.js';
-import os from 'node:os';
+import { fsSteps, type FsStep } from '../sys.js';
 import path from 'node:path';
 
 export interface LinuxRuntimeOptions {
@@ -41,40 +41,8 @@ export interface LinuxRuntimeOptions {
   cgroupRoot?: string;
 }
 
-const LAYER_FILE_CACHE_ENTRIES = 64;
-const LAYER_FILE_CACHE_MAX_BYTES = 64 * 1024;
-
-/** Names of container folders being deleted in the background (never a container id: ids start with [A-Za-z0-9_]). */
-const REMOVING_PREFIX = '.removing-';
-
-const ENOENT = os.constants.errno.ENOENT;
-
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
-}
-
-/** A pid file's content as a pid, or undefined. */
-function parsePid(text: string): number | undefined {
-  const pid = Number(text.trim());
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-}
-
-async function readPid(file: string): Promise<number | undefined> {
-  try {
-    return parsePid(await fs.readFile(file, 'utf8'));
-  } catch (err) {
-    if (errno(err) === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return errno(err) === 'EPERM';
-  }
 }
 
 export class LinuxContainerRuntime implements ContainerRuntimeHost {
@@ -86,11 +54,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   private readonly exits: ExitWatcher;
   private readonly exitSource: ExitSource;
   private readonly pids = new Map<string, number>();
-  /** Small files read from image layers, least recently used first. */
-  private readonly layerFiles = new Map<string, { data: Buffer | undefined }>();
-  /** Containers whose root filesystem this daemon unmounted and has not mounted since (spares a second unmount). */
-  private readonly unmounted = new Set<string>();
-  private dirsReady: Promise<void> | undefined;
+  private readonly files: ContainerFiles;
   private readonly control: RuntimeControl;
   /** The runtime's sealed copy that conmon runs for creates and execs (see sealedRuntimeCopy). */
   private sealedRuntime: SealedRuntime | undefined;
@@ -100,6 +64,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
 
   constructor(opts: LinuxRuntimeOptions) {
     this.layout = new RuntimeLayout(path.resolve(opts.dataRoot), path.resolve(opts.execRoot));
+    this.files = new ContainerFiles(this.layout);
     const choice = selectRuntime(opts.runtime, opts.cgroupRoot);
     this.runtimeWarning = choice.warning;
     this.oci = new OciRuntime(choice.name, choice.path, this.layout.runtimeState);
@@ -126,21 +91,7 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
   }
 
   private ensureDirs(): Promise<void> {
-    this.dirsReady ??= (async () => {
-      const l = this.layout;
-      await fs.mkdir(l.containersDir, { recursive: true, mode: 0o710 });
-      for (const dir of [l.runtimeState, l.exitDir, l.socketDir, l.conmonDir, l.execDir, l.bundlesDir]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-      // Folders of removed containers whose deletion a stop of the daemon interrupted.
-      for (const dir of [l.containersDir, l.conmonDir, l.bundlesDir]) {
-        for (const name of readdirSync(dir)) {
-          if (name.startsWith(REMOVING_PREFIX)) void removeTree(path.join(dir, name)).catch(() => undefined);
-        }
-      }
-    })().catch((err) => {
-      this.dirsReady = undefined;
-      throw err;
-    });
-    return this.dirsReady;
+    return this.files.ensureDirs();
   }
 
   /** See cgroups/attachlock.ts. */
@@ -150,68 +101,27 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
 
   // -- root filesystem --
 
-  async mountRootfs(id: string, lowerDirs: string[]): Promise<string> {
-    this.unmounted.delete(id);
-    await this.ensureDirs();
-    return mountOverlay(this.layout.containerDir(id), lowerDirs);
+  mountRootfs(id: string, lowerDirs: string[]): Promise<string> {
+    return this.files.mountRootfs(id, lowerDirs);
   }
 
-  async writableLayerSize(id: string): Promise<number> {
-    return diskUsage(path.join(this.layout.containerDir(checkId(id)), 'upper'));
+  writableLayerSize(id: string): Promise<number> {
+    return this.files.writableLayerSize(id);
   }
 
-  async unmountRootfs(id: string): Promise<void> {
-    await unmountOverlay(this.layout.containerDir(id));
-    this.unmounted.add(id);
+  unmountRootfs(id: string): Promise<void> {
+    return this.files.unmountRootfs(id);
   }
 
-  /**
-   * Unmounts and removes the container's files. Its folders are renamed aside at once and deleted later, in a
-   * batch (util/later.ts): a writable layer can hold many files, and the removal need not wait for them.
-   */
+  /** See ContainerFiles.remove. */
   async removeContainerFiles(id: string): Promise<void> {
-    const dir = this.layout.containerDir(id);
-    if (!this.unmounted.has(id)) {
-      try {
-        await unmountOverlay(dir);
-      } catch (err) {
-        throw new Conflict(`the root filesystem of container ${id} is still mounted: ${(err as Error).message}`);
-      }
-    }
-    this.unmounted.delete(id);
+    await this.files.unmountForRemoval(id);
     this.pids.delete(id);
-    const asides = [
-      [dir, path.join(this.layout.containersDir, `${REMOVING_PREFIX}${id}`)],
-      [this.layout.conmonFiles(id), path.join(this.layout.conmonDir, `${REMOVING_PREFIX}${id}`)],
-      [this.layout.bundle(id), path.join(this.layout.bundlesDir, `${REMOVING_PREFIX}${id}`)],
-    ] as const;
-    // One task of the pool for the unlink and the renames; a folder that cannot be renamed is removed in place.
-    const results = await fsStepResults([['unlink', this.layout.exitFile(id)], ...asides.map(([from, aside]): FsStep => ['rename', from, aside])]);
-    for (const [i, [from, aside]] of asides.entries()) {
-      const moved = results[i + 1];
-      if (moved === 0) removeLater(aside, removeTree, (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
-      else if (moved !== ENOENT) await removeTree(from);
-    }
+    await this.files.remove(id);
   }
 
-  /**
-   * A file as the image's layers show it. Layer folders never change once unpacked (they are named by their
-   * content's chain id), so small files (/etc/passwd and /etc/group, read at every start) are kept, a few.
-   */
-  async readFileFromLayers(lowerDirs: string[], file: string): Promise<Buffer | undefined> {
-    const key = `${file}\0${lowerDirs.join('\0')}`;
-    const known = this.layerFiles.get(key);
-    if (known) {
-      this.layerFiles.delete(key);
-      this.layerFiles.set(key, known);
-      return known.data;
-    }
-    const data = await readFileFromLayers(lowerDirs, file);
-    if (data === undefined || data.length <= LAYER_FILE_CACHE_MAX_BYTES) {
-      this.layerFiles.set(key, { data });
-      if (this.layerFiles.size > LAYER_FILE_CACHE_ENTRIES) this.layerFiles.delete(this.layerFiles.keys().next().value!);
-    }
-    return data;
+  readFileFromLayers(lowerDirs: string[], file: string): Promise<Buffer | undefined> {
+    return this.files.readFileFromLayers(lowerDirs, file);
   }
 
   // -- lifecycle --
@@ -319,23 +229,8 @@ export class LinuxContainerRuntime implements ContainerRuntimeHost {
     }
   }
 
-  /** Read synchronously: a few bytes of a local file and of procfs, on the path of every start. */
-  private async monitorAlive(id: string): Promise<boolean> {
-    let pid: number | undefined;
-    try {
-      pid = parsePid(readFileSync(path.join(this.layout.conmonFiles(id), 'conmon.pid'), 'utf8'));
-    } catch {
-      return false;
-    }
-    if (!pid || !alive(pid)) return false;
-    // The pid may have been reused since (after a reboot or a crash): it must be conmon, for this container.
-    let cmdline = '';
-    try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'latin1');
-    } catch {
-      return false;
-    }
-    return cmdline.includes(`\0-c\0${id}\0`);
+  private monitorAlive(id: string): Promise<boolean> {
+    return monitorAlive(this.layout.conmonFiles(id), id);
   }
 
   async signal(id: string, signal: number): Promise<void> {
@@ -544,39 +439,3 @@ export function withRoot(spec: object, rootPath: string, tty: boolean): object {
   };
 }
 
-/**
- * `/proc/<daemon pid>/fd/N` of a sealed in-memory copy of the OCI runtime's binary, or undefined without the
- * addon. crun and runc protect the host's binary from the container (CVE-2019-5736) by running from a copy of
- * themselves unless they already run from a sealed memfd; making that copy costs every create and exec a bind
- * mount and a lazy unmount, which waits for an RCU grace period (milliseconds, more under load). The copy made
- * once here gives the same protection: nothing can write to it. The daemon holds it open while it runs; conmon
- * runs the runtime only while the daemon waits for it.
- */
-export function sealedRuntimeCopy(file: string): SealedRuntime | undefined {
-  const sys = linuxSys();
-  if (!sys?.sealedCopy) return undefined;
-  try {
-    const fd = sys.sealedCopy(file);
-    return { fd, path: `/proc/${process.pid}/fd/${fd}` };
-  } catch (err) {
-    log.warn(`runtime: no sealed copy of ${file}, containers' creates run it from its path: ${errorMessage(err)}`);
-    return undefined;
-  }
-}
-
-export interface SealedRuntime {
-  fd: number;
-  /** `/proc/<daemon pid>/fd/<fd>`, what conmon executes. */
-  path: string;
-}
-
-const SEALED_NAME = '/memfd:berth-runtime';
-
-/** Whether the daemon's fd still is the sealed copy. */
-export function sealedRuntimeOpen(sealed: SealedRuntime): boolean {
-  try {
-    return readlinkSync(`/proc/self/fd/${sealed.fd}`).startsWith(SEALED_NAME);
-  } catch {
-    return false;
-  }
-}

@@ -6,11 +6,11 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { LocalDriverOptions, VolumeHost } from '../../../engine/volumes/types.js';
-import { InvalidParameter, NotFound } from '../../../engine/errors.js';
-import { components, ContainerFilesystem } from '../archive/resolve.js';
+import { InvalidParameter, NotFound } from '../../../errors.js';
+import { ContainerFilesystem, walkInRoot } from '../archive/resolve.js';
 import { diskUsage, isMountPoint } from '../runtime/rootfs.js';
 import { linuxSys } from '../sys.js';
+import type { LocalDriverOptions, VolumeHost } from '../../host.js';
 
 const MAX_SYMLINKS = 40;
 /** open(2)'s O_PATH (Linux): a handle on a file or folder that reads nothing and opens no device. */
@@ -184,31 +184,17 @@ export class LinuxVolumeHost implements VolumeHost {
 
   async makeMountPoint(rootfs: string, containerPath: string): Promise<string> {
     const root = path.resolve(rootfs);
-    let pending = components(containerPath);
-    const resolved: string[] = [];
-    let links = 0;
+    const hostPath = (p: string) => path.join(root, p);
     // Nothing runs in the root yet (the container is being started), so what is looked up stays as seen.
-    while (pending.length > 0) {
-      const component = pending.shift()!;
-      if (component === '..') {
-        resolved.pop();
-        continue;
-      }
-      const hostPath = path.join(root, ...resolved, component);
-      const st = await fs.lstat(hostPath).catch(() => undefined);
-      if (!st) {
-        await fs.mkdir(hostPath, { mode: 0o755 });
-      } else if (st.isSymbolicLink()) {
-        if (++links > MAX_SYMLINKS) throw new InvalidParameter(`too many levels of symbolic links in the mount point ${containerPath}`);
-        const target = await fs.readlink(hostPath);
-        if (target.startsWith('/')) resolved.length = 0;
-        pending = [...components(target), ...pending];
-        continue;
-      } else if (!st.isDirectory() && pending.length > 0) {
-        throw new InvalidParameter(`cannot mount at ${containerPath}: /${[...resolved, component].join('/')} is not a directory in the container`);
-      }
-      resolved.push(component);
-    }
-    return '/' + resolved.join('/');
+    return walkInRoot(containerPath, {
+      hostPath,
+      followLast: true,
+      maxLinks: MAX_SYMLINKS,
+      missing: async (_err, candidate) => {
+        await fs.mkdir(hostPath(candidate), { mode: 0o755 });
+      },
+      tooManyLinks: () => new InvalidParameter(`too many levels of symbolic links in the mount point ${containerPath}`),
+      notDirectory: (candidate) => new InvalidParameter(`cannot mount at ${containerPath}: ${candidate} is not a directory in the container`),
+    });
   }
 }

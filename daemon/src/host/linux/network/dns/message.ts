@@ -2,7 +2,7 @@
  * The few parts of the DNS wire format (RFC 1035) the embedded server needs: the header and question of a
  * query, and an answer of A and AAAA records built for it. Everything else is forwarded as bytes.
  */
-import { formatIPv6, parseIPv6 } from '../../../../engine/networks/ipv6.js';
+import { formatIPv6, parseIPv6 } from '../../../../util/ipv6.js';
 
 export const TYPE_A = 1;
 export const TYPE_AAAA = 28;

@@ -11,10 +11,10 @@
 import dgram from 'node:dgram';
 import { closeSync } from 'node:fs';
 import net from 'node:net';
-import type { DnsAnswers } from '../../../../engine/networks/types.js';
 import { log } from '../../../../util/log.js';
 import { netnsAddon } from '../netns.js';
 import { type AddressRecord, buildAnswer, buildError, CLASS_IN, parseAnswerAddresses, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
+import type { DnsAnswers } from '../../../host.js';
 
 export const EMBEDDED_DNS_ADDRESS = '127.0.0.11';
 

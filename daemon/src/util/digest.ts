@@ -24,8 +24,8 @@ const BATCH = 1 << 20;
 const MAX_AHEAD = 8 << 20;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** daemon/ from dist/src/engine/images (compiled) */
-const daemonDir = path.resolve(here, '..', '..', '..', '..');
+/** daemon/ from dist/src/util (compiled) */
+const daemonDir = path.resolve(here, '..', '..', '..');
 
 let addon: LayerHashAddon | null | undefined;
 

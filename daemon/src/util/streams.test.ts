@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { tarStream } from '../../util/tar.js';
+import { tarStream } from './tar.js';
 import { feed, peekStream } from './streams.js';
 
 async function collect(stream: Readable): Promise<Buffer> {

@@ -1,7 +1,7 @@
 /**
- * Stream helpers of the image service: looking at the first bytes of a stream without losing them, and
- * recognising how a layer (or a whole archive) is compressed. Gzip is decoded in process; the others
- * answer a clear error.
+ * Stream helpers shared by the image service, the builder and the layer store: looking at the first bytes
+ * of a stream without losing them, and recognising how a layer (or a whole archive) is compressed. Gzip is
+ * decoded in process by `decompressed`; the others answer a clear error there.
  */
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';

@@ -1,0 +1,57 @@
+/**
+ * The files part of the Host: a container's files seen through its mounted root and bind mounts (archive in
+ * and out, stat, export, changes), with paths resolved inside the root (host/linux/archive implements it).
+ */
+import type { Readable } from 'node:stream';
+
+/** A bind mount of the container: `destination` is a container path, `source` a host path. */
+export interface FilesystemMount {
+  destination: string;
+  source: string;
+  readOnly: boolean;
+}
+
+/** The container's filesystem as the host sees it: the mounted root plus the container's bind mounts. */
+export interface FilesystemView {
+  /** Host path of the mounted root filesystem. */
+  root: string;
+  mounts: FilesystemMount[];
+  readonlyRootfs: boolean;
+}
+
+/** The stat the archive endpoints send (X-Docker-Container-Path-Stat); `mode` is a Go os.FileMode. */
+export interface PathStat {
+  name: string;
+  size: number;
+  mode: number;
+  mtime: string;
+  linkTarget: string;
+}
+
+export interface FilesystemChange {
+  Path: string;
+  Kind: 0 | 1 | 2;
+}
+
+export interface ExtractRequest {
+  noOverwriteDirNonDir: boolean;
+  chown?: { uid: number; gid: number };
+  signal?: AbortSignal;
+}
+
+/** What the file verbs need of the Host. */
+export interface ContainerFilesHost {
+  mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
+  unmountRootfs(id: string): Promise<void>;
+  readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;
+  /** Stat of a container path (path rules of the archive endpoints). NotFound, InvalidParameter. */
+  statPath(view: FilesystemView, path: string): Promise<PathStat>;
+  /** The stat and a tar stream of a container path. */
+  archivePath(view: FilesystemView, path: string, signal?: AbortSignal): Promise<{ stat: PathStat; tar: Readable }>;
+  /** Extracts a tar stream into the container folder `path`. */
+  extractArchive(view: FilesystemView, path: string, tar: Readable, opts: ExtractRequest): Promise<void>;
+  /** A tar stream of the whole root filesystem (mounts not included). */
+  exportRootfs(root: string, signal?: AbortSignal): Readable;
+  /** Changes of the container's writable layer against its image. */
+  changes(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>): Promise<FilesystemChange[]>;
+}
