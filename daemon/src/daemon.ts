@@ -190,8 +190,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // -- engine services and their routes are wired below --
   void events;
 
-  // Networks: the predefined networks and the default bridge (created or verified at every start).
-  // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
+  // Networks: the predefined networks and the default bridge (created or verified at every start, with the
+  // rest of the state, once everything is wired: below). The container engine calls
+  // networks.recover(liveContainerIds) once it knows which containers live.
   const networkHost = new LinuxNetworkHost();
   const networks = new NetworkService(networkHost, events, {
     dataRoot: opts.dataRoot,
@@ -199,14 +200,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
   });
-  await networks.init();
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
   const imageRoot = path.join(opts.dataRoot, 'image');
   const layerStore = new LinuxLayerStore(imageRoot);
   const images = new ImageService(imageRoot, layerStore, events);
-  await images.init();
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries });
   registerImageRoutes(router, images);
@@ -239,11 +238,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
-  await pluginManager.init();
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
-  await volumes.init();
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
@@ -294,10 +291,6 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  await containers.load();
-  await sandboxes.recover();
-  await volumes.recover();
-  health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
@@ -464,6 +457,19 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const release = nativeReleaseMemory();
   const afterBurst = release ? whenIdle(release, 1000, 5000) : undefined;
   if (afterBurst) closers.push(() => afterBurst.close());
+  // The state, restored once everything is wired (routes marked beforeReady, such as /version, serve
+  // meanwhile): the default bridge, the images' layers, the managed plugins (enabled ones started), the volumes,
+  // then the containers reconciled with what runs (reattached, exit codes of those that ended, crash leftovers,
+  // restart policies applied), their sandboxes' policies, volume mounts and health checks.
+  await networks.init();
+  await images.init();
+  await pluginManager.init();
+  await volumes.init();
+  await containers.load();
+  await sandboxes.recover();
+  await volumes.recover();
+  health.recover();
+
   return {
     onRequest: afterBurst
       ? (req, res) => {

@@ -153,9 +153,14 @@ export function registerPingRoutes(router: Router, swarm: () => SwarmStatus = ()
 export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
   const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
 
-  router.get('/version', async (req, res) => {
-    res.json(200, shape('system.version', req.version, await buildVersion(deps)));
-  });
+  // The version needs nothing of the state the engine restores at start: it is served meanwhile.
+  router.get(
+    '/version',
+    async (req, res) => {
+      res.json(200, shape('system.version', req.version, await buildVersion(deps)));
+    },
+    { beforeReady: true },
+  );
 
   router.get('/info', async (req, res) => {
     res.json(200, shape('system.info', req.version, await buildInfo(deps, swarm())));
