@@ -470,6 +470,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   await volumes.recover();
   health.recover();
 
+  // The start was such a burst too (and the requests that waited for it were not counted).
+  afterBurst?.touch();
   return {
     onRequest: afterBurst
       ? (req, res) => {
