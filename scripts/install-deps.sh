@@ -21,6 +21,9 @@ NODE_MAJOR_MIN=20
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
 #   docker-compose              a real compose client (1.29, with python3-docker: the docker-py tests use it too)
 #   python3-docker              docker-py, a real client the tests drive over a TCP listener (with /usr/bin/python3)
+#   qemu-system-x86             the VM path's tests boot the guest image under QEMU (TCG here)
+#   kmod debian-archive-keyring the guest image build: depmod for the guest's modules, and the archive's keys
+#                               that apt checks the guest's packages against
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
@@ -30,6 +33,7 @@ APT_PACKAGES=(
   build-essential python3 git
   chromium
   docker-compose python3-docker
+  qemu-system-x86 kmod debian-archive-keyring
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }

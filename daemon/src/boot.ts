@@ -19,6 +19,7 @@ import { registerPingRoutes } from './api/system.js';
 import type { LocalSession } from './engine/auth/local-session.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
 import type { Composition, DaemonOptions } from './daemon.js';
+import type { Host } from './host/host.js';
 import { log } from './util/log.js';
 import type { EngineEndpoint } from './ui/server.js';
 
@@ -91,7 +92,11 @@ async function writeFileAtomicPrivate(file: string, text: string): Promise<void>
   await fs.rename(tmp, file);
 }
 
-export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
+/**
+ * Starts the daemon: listening once this resolves, its engine (on `givenHost`, or the Host of this machine)
+ * restored when `ready` settles.
+ */
+export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
   const addresses = opts.hosts.map(parseListenAddress);
   for (const address of addresses) {
     if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {
@@ -172,7 +177,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // The rest, loaded and built while the sockets serve; requests that need it wait in the router.
   const closers: Array<() => Promise<void> | void> = [];
-  compose(Promise.all([import('./daemon.js'), tmpfsFirst || execRootTmpfs()]).then(([daemon]) => daemon.composeDaemon(opts, { router, authStore, closers })));
+  compose(Promise.all([import('./daemon.js'), tmpfsFirst || execRootTmpfs()]).then(([daemon]) => daemon.composeDaemon(opts, { router, authStore, closers }, givenHost)));
   const ready = Promise.all([composed, loadSession()]).then(async ([composition, local]) => {
     onRequest = composition.onRequest;
     localToken = local.token;

@@ -1,0 +1,202 @@
+/**
+ * The VM path under QEMU: the guest image is built from Debian packages (or found in the cache), booted with
+ * TCG (these machines' /dev/kvm does not work; BERTH_VM_ACCEL=kvm where it does), and answers on the agent's
+ * virtio-serial port, whose host end is a unix socket in the test's folder. A host folder is shared over 9p;
+ * the guest reads and writes it. Skipped with a message when qemu-system-x86_64 or the build's tools are
+ * missing. Everything started here is stopped by PID (QEMU's, through the driver) and its folders removed.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, promises as fs, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { buildGuestImage, defaultCacheDir, type BuildResult } from '../src/vm/guest/image.js';
+import net from 'node:net';
+import { GuestLineChannel } from '../src/vm/hello.js';
+import { QemuDriver } from '../src/vm/qemu.js';
+import { toGuestPath } from '../src/vm/shares.js';
+import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
+import { BERTHD, DAEMON_DIR, Engine, runCommand, tmpdir } from './harness.js';
+
+function onPath(cmd: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+}
+
+const missing = ['qemu-system-x86_64', 'apt-get', 'dpkg-deb', 'depmod'].filter((c) => !onPath(c));
+const skip =
+  os.arch() !== 'x64'
+    ? 'the QEMU test boots an amd64 guest on an amd64 host'
+    : missing.length
+      ? `${missing.join(', ')} not installed (scripts/install-deps.sh installs qemu-system-x86 and kmod)`
+      : !existsSync('/usr/share/keyrings/debian-archive-keyring.gpg')
+        ? 'debian-archive-keyring not installed'
+        : false;
+
+const cacheDir = defaultCacheDir();
+const cleanups: Array<() => Promise<void>> = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => undefined);
+});
+
+let image: BuildResult | undefined;
+async function guestImage(): Promise<BuildResult> {
+  image ??= await buildGuestImage({ arch: 'amd64', cacheDir, log: (l) => process.stderr.write(`# ${l}\n`) });
+  return image;
+}
+
+test('the guest image boots under QEMU: the agent port answers, shares are read and written, the clock is set', { skip, timeout: 15 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const share = path.join(root, 'share');
+  await fs.mkdir(share);
+  await fs.writeFile(path.join(share, 'from-host.txt'), 'written by the host\n');
+  const driver = new QemuDriver(
+    {
+      name: 'test',
+      stateDir: path.join(root, 'vm'),
+      image: img,
+      resources: { cpus: 2, memoryMiB: 1536, diskGiB: 2 },
+      shares: [{ hostPath: share, guestPath: '/mnt/work' }],
+      kernelArgs: ['berth.handshake=line'],
+    },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const started = Date.now();
+  const status = await driver.start();
+  assert.equal(status.state, 'running');
+  assert.ok(status.pid && status.pid > 0);
+  assert.match(status.agentEndpoint ?? '', /^unix:\/\/.*agent\.sock$/);
+
+  const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
+  cleanups.push(async () => channel.close());
+  const hello = await channel.hello(180_000).catch((err: Error) => {
+    throw new Error(`${err.message}; console:\n${readFileSync(status.consoleLog!, 'utf8').slice(-3000)}`);
+  });
+  process.stderr.write(`# guest ready ${Date.now() - started} ms after QEMU started (kernel uptime ${hello.uptime} s, ${hello.steps} init steps)\n`);
+  assert.equal(hello.kernel, img.manifest.kernelVersion);
+  assert.equal(hello.mounts.berth0, '/mnt/work');
+  assert.equal(hello.data, 'ext4');
+  assert.ok(hello.modules > 10, `modules loaded: ${hello.modules}`);
+
+  assert.match(await channel.call('ping'), /^pong \d+\.\d+$/);
+  // The daemon's own build runs on the guest's Node.
+  const hostVersion = spawnSync(BERTHD, ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]!.trim();
+  assert.equal(await channel.call('version', 120_000), `version ${hostVersion}`);
+
+  // The share both ways: the guest copies the host's file, and the host reads the copy.
+  assert.equal(await channel.call('cp /mnt/work/from-host.txt /mnt/work/from-guest.txt'), 'copied');
+  assert.equal(await fs.readFile(path.join(share, 'from-guest.txt'), 'utf8'), 'written by the host\n');
+
+  // The clock: set far back, then to the host's time, as the handshake does after a host sleep.
+  assert.equal(await channel.call('time 1000000000'), 'time 1000000000');
+  const now = Math.floor(Date.now() / 1000);
+  const answer = Number((await channel.call(`time ${now}`)).split(' ')[1]);
+  assert.ok(Math.abs(answer - now) <= 5, `guest clock ${answer}, host ${now}`);
+
+  // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
+  assert.equal(await channel.call('poweroff'), 'bye');
+  const deadline = Date.now() + 60_000;
+  while ((await driver.status()).state !== 'stopped') {
+    assert.ok(Date.now() < deadline, 'QEMU still runs a minute after the guest powered off');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+});
+
+test('the guest image is cached by its inputs and rebuilt byte for byte', { skip, timeout: 15 * 60_000 }, async () => {
+  const first = await guestImage();
+  const again = await buildGuestImage({ arch: 'amd64', cacheDir, log: () => undefined });
+  assert.equal(again.cached, true);
+  assert.equal(again.dir, first.dir);
+  const rebuilt = await buildGuestImage({ arch: 'amd64', cacheDir, force: true, log: () => undefined });
+  assert.equal(rebuilt.cached, false);
+  assert.equal(rebuilt.manifest.initrdSha256, first.manifest.initrdSha256);
+});
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const share = path.join(root, 'src');
+  await fs.mkdir(share);
+  await fs.writeFile(path.join(share, 'in.txt'), 'from the host\n');
+  const shares = [{ hostPath: share, guestPath: '/mnt/src' }];
+  const port = await freePort();
+  const driver = new QemuDriver(
+    { name: 'engine', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares, kernelArgs: ['berth.handshake=line'] },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg', hostForwards: [{ hostPort: port, guestPort: 2375, engine: true }] },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const status = await driver.start();
+  const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
+  cleanups.push(async () => channel.close());
+  const hello = await channel.hello(180_000);
+  assert.equal(hello.mounts.berth0, '/mnt/src');
+
+  const env = { DOCKER_HOST: `tcp://127.0.0.1:${port}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
+  const docker = (args: string[], timeoutMs = 120_000) => runCommand('docker', args, { env, timeoutMs });
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const v = await docker(['version', '--format', '{{.Server.Os}}'], 20_000);
+    if (v.code === 0 && v.stdout.trim() === 'linux') break;
+    assert.ok(Date.now() < deadline, `the guest's engine did not answer in 3 minutes: ${v.stderr}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  const archive = path.join(root, 'busybox.tar');
+  await buildBusyboxArchive(archive);
+  const loaded = await docker(['load', '-i', archive], 300_000);
+  assert.equal(loaded.code, 0, loaded.stderr);
+
+  const hi = await docker(['run', '--rm', 'busybox', 'echo', 'hi'], 300_000);
+  assert.equal(hi.code, 0, hi.stderr);
+  assert.equal(hi.stdout, 'hi\n');
+
+  // A host folder as a bind mount: its host path translated to the share's guest path.
+  const guestSrc = toGuestPath(shares, share);
+  assert.equal(guestSrc, '/mnt/src');
+  const rw = await docker(['run', '--rm', '-v', `${guestSrc}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], 300_000);
+  assert.equal(rw.code, 0, rw.stderr);
+  assert.equal(rw.stdout, 'from the host\n');
+  assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  assert.equal(await channel.call('poweroff'), 'bye');
+});
+
+const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
+
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+  const img = await guestImage();
+  const root = tmpdir();
+  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+  const src = path.join(root, 'src');
+  await fs.mkdir(src);
+  await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
+  // The host folder at the same path in the guest, as a bind mount's source names it.
+  const driver = new QemuDriver(
+    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
+  );
+  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+  const status = await driver.start();
+  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  cleanups.push(() => engine.cleanup());
+  await engine.start();
+  const archive = path.join(root, 'busybox.tar');
+  await buildBusyboxArchive(archive);
+  await engine.dockerOk(['load', '-i', archive], { timeoutMs: 600_000 });
+  const hi = await engine.dockerOk(['run', '--rm', 'busybox', 'echo', 'hi'], { timeoutMs: 300_000 });
+  assert.equal(hi, 'hi\n');
+  const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
+  assert.equal(rw, 'from the host\n');
+  assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+});
