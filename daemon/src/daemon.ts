@@ -48,6 +48,10 @@ import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
+import { ClusterService } from './engine/cluster/cluster.js';
+import { taskContainers } from './engine/cluster/containers.js';
+import { LinuxClusterHost } from './host/linux/cluster/index.js';
+import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
@@ -353,7 +357,22 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
-  registerSwarmRoutes(router);
+  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
+  const cluster = new ClusterService({
+    host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
+    containers: taskContainers(containers, events),
+    events,
+    describe: async () => {
+      const info = await host.probe.info();
+      return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
+    },
+  });
+  await cluster.restore();
+  closers.push(() => cluster.close());
+  registerSwarmRoutes(router, cluster, (id, o) => {
+    const record = containers.store.find(id);
+    return record ? readLogBatches(host.runtime, record, o) : undefined;
+  });
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: host.stats }));
 
@@ -366,6 +385,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const facts = new SystemFacts(host.probe);
   registerSystemRoutes(router, {
     backend: systemBackend,
+    swarm: () => cluster.status(),
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,
