@@ -78,6 +78,7 @@ export class AgentConnection extends EventEmitter {
         this.backoffMs = 50;
         return session;
       } catch (err) {
+        if (lastError === undefined) log.warn('cannot reach the agent yet; trying again', { socket: this.socketPath, error: (err as Error).message });
         lastError = err;
         if (Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, this.backoffMs));
