@@ -30,7 +30,7 @@ Options:
       --insecure-registry list Registry (CIDR or HOST[:PORT]) reached over plain HTTP (repeatable; 127.0.0.0/8 always)
       --auth-tokens            On TCP listeners, serve the engine API only to bearer tokens (engineRead: GET and HEAD)
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
-      --agent string           Run containers through the agent at unix://PATH (berthd agent) instead of on this machine
+      --agent string           Use the Host that berthd agent serves at unix://PATH, not this machine's
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
   -v, --version                Print the version and exit
