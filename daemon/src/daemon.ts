@@ -95,6 +95,8 @@ export interface DaemonOptions {
   insecureRegistries?: string[];
   /** `--auth-tokens`: the engine API on TCP listeners needs a bearer token (unix sockets stay as they are). */
   authTokens?: boolean;
+  /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
+  agent?: string;
 }
 
 export { UI_LOGIN_FILE, type Daemon } from './boot.js';
@@ -156,7 +158,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
-  const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // Or the agent's Host, over the agent protocol (a root agent service, or the guest of a VM).
+  const host =
+    givenHost ??
+    (opts.agent
+      ? await (await import('./host/remote/index.js')).createRemoteHost(opts.agent)
+      : await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
   // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
   useMachineFacts(host.probe);
 

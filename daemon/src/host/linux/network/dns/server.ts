@@ -105,7 +105,8 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
   const q = parseQuery(query);
   if (!q) return buildError(query, RCODE_FORMERR);
   if (q.qclass === CLASS_IN && (q.type === TYPE_A || q.type === TYPE_AAAA || q.type === ANY)) {
-    const addresses = answers.lookup(q.name);
+    // Awaited: behind an agent, the engine's answers come back over the connection as promises.
+    const addresses = await answers.lookup(q.name);
     // A known name is answered here even when it has no address of the asked family (an empty answer, not a
     // forward): AAAA with the IPv6 addresses of containers on IPv6 networks, A with the IPv4 ones.
     if (addresses) {
@@ -113,7 +114,8 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
       return buildAnswer(query, q, wanted);
     }
   }
-  for (const upstream of answers.upstreams() ?? machineResolvers()) {
+  // Over a remote Host the engine's answers come back as promises.
+  for (const upstream of (await answers.upstreams()) ?? machineResolvers()) {
     const answer = await (transport === 'tcp' ? forwardTcp(query, upstream) : forwardUdp(query, upstream));
     if (answer) return answer;
   }
