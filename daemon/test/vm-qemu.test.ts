@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { buildGuestImage, defaultCacheDir, type BuildResult } from '../src/vm/guest/image.js';
+import http from 'node:http';
 import net from 'node:net';
 import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
@@ -126,7 +127,7 @@ test('the guest image boots under QEMU: the agent port answers, shares are read 
   assert.ok(Math.abs(answer - now) <= 5, `guest clock ${answer}, host ${now}`);
 });
 
-test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
+test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share, a published port forwarded to the host', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
   const { driver, channel, share, shares, enginePort, root } = await bootVm();
   await fs.writeFile(path.join(share, 'in.txt'), 'from the host\n');
   const env = { DOCKER_HOST: `tcp://127.0.0.1:${enginePort}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
@@ -154,6 +155,32 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
   assert.equal(rw.code, 0, rw.stderr);
   assert.equal(rw.stdout, 'from the host\n');
   assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  // A published port of the guest reached from the host's loopback: forwarded while the VM runs.
+  const web = await docker(['run', '-d', '-p', '8080:80', 'busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'], 300_000);
+  assert.equal(web.code, 0, web.stderr);
+  const hostPort = await freePort();
+  await driver.forwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
+  const get = () =>
+    new Promise<string>((resolve, reject) => {
+      const req = http.get({ host: '127.0.0.1', port: hostPort, path: '/index.html', timeout: 10_000 }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve(body));
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', reject);
+    });
+  const webDeadline = Date.now() + 120_000;
+  let body = '';
+  while (body !== 'served\n') {
+    body = await get().catch((err: Error) => err.message);
+    assert.ok(body === 'served\n' || Date.now() < webDeadline, `no answer on the forwarded port: ${body}`);
+    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
+  }
+  await driver.unforwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
+  await assert.rejects(get(), /ECONNREFUSED|ECONNRESET|socket hang up/);
+  await docker(['rm', '-f', web.stdout.trim()], 120_000);
 
   // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
   assert.equal(await channel.call('poweroff'), 'bye');
