@@ -5,8 +5,6 @@
 import { promises as fs, readFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
-import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
 import { Router } from './api/router.js';
 import { createApiServer } from './api/server.js';
@@ -15,13 +13,11 @@ import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
-import { LinuxNetworkHost } from './host/linux/network/linux-network-host.js';
-import { LinuxSandboxHost } from './host/linux/network/sandbox.js';
 import { SandboxService } from './engine/sandbox/service.js';
 import type { ContainerRecord } from './engine/containers/model.js';
-import { registerSystemRoutes, type ComponentVersion, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
-import { countOpenFds, loadEngineId, readComponentVersions, readDriverStatus, readHostInfo } from './host/linux/info.js';
+import { countOpenFds, loadEngineId } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
 import { log, type LogLevel } from './util/log.js';
 import path from 'node:path';
@@ -33,7 +29,6 @@ import { registerArchiveRoutes } from './api/archive.js';
 import { ContainerFiles } from './engine/containers/archive.js';
 import { registerStatsRoutes } from './api/stats.js';
 import { ContainerStats } from './engine/containers/stats.js';
-import { CgroupStats } from './host/linux/cgroups/stats.js';
 import { registerContainerControlRoutes } from './api/control.js';
 import { registerExecRoutes } from './api/exec.js';
 import { registerAttachWsRoutes } from './api/attachws.js';
@@ -44,16 +39,15 @@ import { topProcesses } from './engine/containers/top.js';
 import { updateContainer } from './engine/containers/update.js';
 import { pruneContainers } from './engine/containers/prune.js';
 import { ContainerService } from './engine/containers/service.js';
-import { LinuxHost } from './host/linux/index.js';
-import { findInitBinary, readInitVersion } from './host/linux/init.js';
+import { createLinuxHost } from './host/linux/index.js';
 import { ensureExecRootTmpfs } from './host/linux/execroot.js';
 import { writebackAfterDeletions } from './host/linux/nojournal.js';
 import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
+import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
-import { LinuxLayerStore } from './host/linux/layers/store.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { registerPluginRoutes } from './api/plugins.js';
@@ -65,14 +59,15 @@ import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
-import { findExecutable } from './host/linux/runtime/ociruntime.js';
-import { LinuxVolumeHost } from './host/linux/volumes/index.js';
 import type { EngineEndpoint } from './ui/server.js';
 import { AuthStoreReader } from './engine/auth/store.js';
 import { LocalSession } from './engine/auth/local-session.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
-import { type ContainerFilesHost } from './host/host.js';
+import type { Host, LayerStore } from './host/host.js';
+import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
+import { containerSizes } from './engine/containers/sizes.js';
+import { SystemFacts } from './engine/system/facts.js';
 
 export interface DaemonOptions {
   hosts: string[];
@@ -168,41 +163,8 @@ async function writeFileAtomicPrivate(file: string, text: string): Promise<void>
   await fs.rename(tmp, file);
 }
 
-/** A stream that a promise gives later: its bytes, or its error. */
-function streamLater(source: Promise<Readable>): Readable {
-  const out = new PassThrough();
-  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
-  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
-  out.on('error', () => undefined);
-  source.then(
-    (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
-    (err: unknown) => out.destroy(err as Error),
-  );
-  return out;
-}
-
-/** A ContainerFilesHost whose implementation `load` gives at the first call. */
-function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): ContainerFilesHost {
-  let loaded: Promise<ContainerFilesHost> | undefined;
-  const get = () =>
-    (loaded ??= load().catch((err: unknown) => {
-      loaded = undefined;
-      throw err;
-    }));
-  return {
-    mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
-    unmountRootfs: async (id) => (await get()).unmountRootfs(id),
-    readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),
-    statPath: async (view, file) => (await get()).statPath(view, file),
-    archivePath: async (view, file, signal) => (await get()).archivePath(view, file, signal),
-    extractArchive: async (view, file, tar, opts) => (await get()).extractArchive(view, file, tar, opts),
-    exportRootfs: (root, signal) => streamLater(get().then((h) => h.exportRootfs(root, signal))),
-    changes: async (id, lowerDirs, ignoreAdded) => (await get()).changes(id, lowerDirs, ignoreAdded),
-  };
-}
-
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
-function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDiskUsage {
+function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>): ImageDiskUsage {
   const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
   const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
   const all = new Set<string>();
@@ -217,7 +179,11 @@ function imageDiskUsage(images: ImageService, layers: LinuxLayerStore): ImageDis
   return { layersSize: size(all), reclaimable: size(all) - size(held), items };
 }
 
-export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
+/**
+ * Starts the daemon on `host` (by default the Host of this machine, built from the options); the daemon
+ * closes the host when it shuts down.
+ */
+export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
   // Every state file is written by one native task of the thread pool when the addon is built.
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
@@ -242,6 +208,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   const pidfileHandle = await writePidfile(opts.pidfile);
+  // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
+  const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
+  useMachineFacts(host.probe);
 
   const events = new EventBus();
   const router = new Router();
@@ -252,8 +222,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   // Networks: the predefined networks and the default bridge (created or verified at every start).
   // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
-  const networkHost = new LinuxNetworkHost();
-  const networks = new NetworkService(networkHost, events, {
+  const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
@@ -264,20 +233,18 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
   const imageRoot = path.join(opts.dataRoot, 'image');
-  const layerStore = new LinuxLayerStore(imageRoot);
-  const images = new ImageService(imageRoot, layerStore, events);
+  const images = new ImageService(imageRoot, host.layers, events);
   await images.init();
   // Registries: pull and push through the image service; login check and distribution inspect.
-  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries });
+  const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
   registerDistributionRoutes(router, distribution);
 
   // Containers: conmon and the OCI runtime on this machine; records under <data-root>/containers. Loading
   // reconciles them with what runs (reattach, exit codes of those that ended, crash leftovers, restarts).
-  const host = new LinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
-  for (const warning of host.warnings) log.warn(warning);
+  for (const warning of host.probe.warnings) log.warn(warning);
   // The init binary of containers started with HostConfig.Init; without one, only those fail to start.
-  const initBinary = findInitBinary(opts.initPath);
+  const initBinary = host.probe.initBinary;
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
@@ -294,10 +261,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const pluginManager = new PluginManager({
     dataRoot: opts.dataRoot,
     execRoot: opts.execRoot,
-    runtimePath: findExecutable(host.containers.runtimeName) ?? host.containers.runtimeName,
+    runtimePath: host.probe.runtimePath,
     events,
   });
-  const volumes = new VolumeService(opts.dataRoot, new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')), events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   await pluginManager.init();
   closers.push(() => pluginManager.close());
@@ -309,9 +276,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const sandboxes: SandboxService = new SandboxService(
     { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
     networks,
-    new LinuxSandboxHost(),
+    host.sandbox,
   );
-  networkHost.observeDns((id, name, records) => sandboxes.dnsAnswer(id, name, records));
+  host.network.observeDns?.((id, name, records) => sandboxes.dnsAnswer(id, name, records));
   events.subscribe((event) => {
     const container = event.Actor.Attributes.container;
     if (event.Type === 'network' && event.Action === 'connect' && container) {
@@ -321,11 +288,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const containers: ContainerService = new ContainerService({
     sandboxes,
     dataRoot: opts.dataRoot,
-    host: host.containers,
+    host: host.runtime,
     images,
     networking: networks,
     events,
-    defaultRuntime: host.containers.runtimeName,
+    defaultRuntime: host.probe.runtimeName,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -338,7 +305,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       containerEvent: (r, a, e) => containers.containerEvent(r, a, e),
       linkEnv: (r) => containers.linkEnv(r),
     },
-    host: host.containers,
+    host: host.exec,
     lowerDirs: (chainIds) => images.lowerDirs(chainIds),
     events,
   });
@@ -363,32 +330,22 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
   closers.push(() => containers.close());
-  const containerSizes = async (record: ContainerRecord) => {
-    const rw = await host.containers.writableLayerSize(record.Id);
-    let imageSize = 0;
-    try {
-      imageSize = Number(images.inspect(record.Image).Size) || 0;
-    } catch {
-      // The image was removed by force: only the container's own files count.
-    }
-    return { rw, rootFs: rw + imageSize };
-  };
+  const sizes = (record: ContainerRecord) => containerSizes({ host: host.runtime, images }, record);
   registerContainerRoutes(router, {
     containers,
     imageId: async (ref) => (await images.resolveForContainer(ref).catch(() => undefined))?.id,
-    readLog: (record, o) =>
-      host.containers.readLogBlocks(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
-    sizes: containerSizes,
+    readLog: (record, o) => readLogBlocks(host.runtime, record, o),
+    sizes,
     prune: (filters) => pruneContainers({
       all: () => containers.all(),
       remove: (id, o) => containers.remove(id, o),
-      ownSize: (record) => host.containers.writableLayerSize(record.Id),
+      ownSize: (record) => host.runtime.writableLayerSize(record.Id),
       events,
     }, filters),
   });
 
   // Container verbs kept in their own files: exec, pause/unpause, update, top, and attach over websocket.
-  const pauses = new PauseService(containers, host.containers);
+  const pauses = new PauseService(containers, host.runtime);
   containers.afterSignal = (record, signal) => pauses.afterSignal(record, signal);
   registerExecRoutes(router, {
     create: (ref, body) => execs.create(ref, body),
@@ -406,33 +363,26 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   registerContainerControlRoutes(router, {
     pause: (ref) => pauses.pause(ref),
     unpause: (ref) => pauses.unpause(ref),
-    update: (ref, body) => updateContainer(containers, host.containers, ref, body),
-    top: (ref, psArgs) => topProcesses(containers, host.containers, ref, psArgs),
+    update: (ref, body) => updateContainer(containers, host.runtime, ref, body),
+    top: (ref, psArgs) => topProcesses(containers, host.runtime, ref, psArgs),
   });
   registerAttachWsRoutes(router, {
     containers,
-    readLog: (record, o) =>
-      host.containers.readLogBatches(record.LogPath, { ...o, until: () => !record.State.Running && !record.State.Restarting }),
+    readLog: (record, o) => readLogBatches(host.runtime, record, o),
   });
 
-  // Container files: docker cp (archive), export and changes. Their host part (tar packing and unpacking, path
-  // resolution in a container root) is loaded at its first use: an idle daemon does not carry it.
+  // Container files: docker cp (archive), export and changes.
   const containerFiles = new ContainerFiles({
     containers: { get: (ref) => containers.get(ref), serialised: (id, fn) => containers.serialised(id, fn) },
-    host: lazyContainerFilesHost(() => import('./host/linux/archive/index.js').then(({ LinuxContainerFiles }) => new LinuxContainerFiles(host.containers))),
+    host: host.files,
     images,
     events,
   });
   registerArchiveRoutes(router, containerFiles);
 
   // Commit and build: images from a container's writable layer, and from a Dockerfile (RUN steps are
-  // containers of the container engine, committed the same way). The layer's packer is loaded at its first use.
-  const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) =>
-    streamLater(
-      import('./host/linux/archive/diff.js').then(({ upperDiffTar }) =>
-        upperDiffTar(path.join(host.containers.layout.containerDir(id), 'upper'), lowerDirs, RUNTIME_MOUNT_POINTS, signal),
-      ),
-    );
+  // containers of the container engine, committed the same way).
+  const diffTar = (id: string, lowerDirs: string[], signal?: AbortSignal) => host.files.diffTar(id, lowerDirs, RUNTIME_MOUNT_POINTS, signal);
   const commits = new CommitService({
     containers: {
       get: (ref) => containers.get(ref),
@@ -454,7 +404,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const b = new Builder(buildRoot, {
         images,
         containers,
-        host: { diffTar },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();
@@ -470,7 +420,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   registerBuildRoutes(router, { builder, commits });
   registerSwarmRoutes(router);
   // Container statistics from the cgroups.
-  registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: new CgroupStats() }));
+  registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: host.stats }));
 
   // System and events.
   const systemBackend: SystemBackend = {
@@ -478,18 +428,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     imageCount: () => images.store.all().length,
   };
   const eventsApi = registerEventsRoutes(router, events);
-  // The runtime in use: the one asked for, unless it cannot work on this host (the host falls back and warns).
-  const runtimeInUse = host.containers.runtimeName;
-  const hostInfoOptions = { runtimes: ['crun', 'runc'], defaultRuntime: runtimeInUse };
-  let componentVersions: Promise<ComponentVersion[]> | undefined;
+  const facts = new SystemFacts(host.probe);
   registerSystemRoutes(router, {
     backend: systemBackend,
-    hostInfo: () => readHostInfo(hostInfoOptions),
-    components: () =>
-      (componentVersions ??= Promise.all([
-        readComponentVersions([runtimeInUse, runtimeInUse === 'crun' ? 'runc' : 'crun', 'conmon']),
-        readInitVersion(initBinary),
-      ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
+    hostInfo: () => facts.hostInfo(),
+    components: () => facts.components(),
     initBinary: initBinary.name,
     volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
@@ -498,15 +441,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     buildTime: (await fs.stat(fileURLToPath(import.meta.url))).mtime.toISOString(),
     eventListeners: () => eventsApi.listeners(),
     openFds: () => countOpenFds(),
-    driverStatus: () => readDriverStatus(opts.dataRoot),
+    driverStatus: () => facts.driverStatus(),
     firewallBackend: opts.iptables ? 'iptables' : undefined,
     registryConfig: () => distribution.config.info(),
     diskUsage: {
-      images: async () => imageDiskUsage(images, layerStore),
+      images: async () => imageDiskUsage(images, host.layers),
       volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(
-          containers.all().map(async (c) => containerSummary(c, c.Config.Image, await containerSizes(c)) as ContainerDiskUsage['items'][number]),
+          containers.all().map(async (c) => containerSummary(c, c.Config.Image, await sizes(c)) as ContainerDiskUsage['items'][number]),
         ),
       }),
     },

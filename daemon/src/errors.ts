@@ -1,6 +1,7 @@
 /**
- * Error classes of the engine. Each class stands for one kind of failure; the api layer maps the class
- * to an HTTP status in one place (api/httpstatus.ts). Code decides by class, never by message text.
+ * Error classes shared by every layer (engine, host, api). Each class stands for one kind of failure; the
+ * api layer maps the class to an HTTP status in one place (api/httpstatus.ts). Code decides by class, never
+ * by message text.
  */
 export class EngineError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -34,6 +35,21 @@ export class NotInSwarm extends Unavailable {}
 export class NotImplemented extends EngineError {}
 /** The request body is larger than the engine accepts (413). */
 export class TooLarge extends EngineError {}
+
+/**
+ * A program of the machine that the Host ran as a stream stage failed: it could not be run (`missing` when
+ * it is not installed; `detail` says why), or it ended with `exitCode`, and `detail` is what it wrote on
+ * stderr. The engine says what that means for its request.
+ */
+export class ToolFailure extends EngineError {
+  constructor(
+    readonly tool: string,
+    readonly failure: { missing?: boolean; exitCode?: number | null; detail: string },
+    options?: { cause?: unknown },
+  ) {
+    super(failure.exitCode === undefined ? `cannot run ${tool}: ${failure.detail}` : `${tool} exited ${failure.exitCode}: ${failure.detail}`, options);
+  }
+}
 
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -422,4 +422,28 @@ describe('main process', () => {
     assert.equal(((await g.ipcHandle['berth:engine:status']!({ sender: { id: g.windows[0]!.webContents.id } })) as { vm: boolean }).vm, false);
     await linux.quit();
   });
+
+  it('asks in its own dialog before a plugin install that grants privileges goes to the engine', async () => {
+    const f = fakeElectron({ userData: tmp(), dialogAnswers: [0] });
+    const daemon = daemonStarter();
+    const app = (await startApp(f.electron, { rendererIndex: '/r/index.html', preload: '/p.cjs', trayIcon: '/t.png', startDaemon: daemon.start }))!;
+    const own = { sender: { id: f.windows[0]!.webContents.id } };
+    const pulls = () => daemon.engines[0]!.seen.filter((s) => s.startsWith('POST /v1.53/plugins/pull')).length;
+    const open = async (privileges: unknown) => {
+      const port = new FakePort();
+      f.ipcOn['berth:open']!({ ...own, ports: [port] }, { type: 'stream', method: 'POST', path: '/v1.53/plugins/pull?remote=r:5000/p:1', body: JSON.stringify(privileges) });
+      await port.until((s) => s.some((m) => m.type === 'error' || m.type === 'end'));
+      return port;
+    };
+    const refused = await open([{ Name: 'mount', Description: '', Value: ['/var/lib/docker'] }]);
+    assert.equal(refused.sent[0].status, 403);
+    assert.equal(pulls(), 0);
+    assert.match(f.dialogs[0]!.options.message, /Allow a plugin with access to the host/);
+    assert.match(f.dialogs[0]!.options.detail, /installs a plugin granted mount: \/var\/lib\/docker/);
+    // An isolated network alone asks nothing.
+    await open([{ Name: 'network', Description: '', Value: ['none'] }]);
+    assert.equal(pulls(), 1);
+    assert.equal(f.dialogs.length, 1);
+    await app.quit();
+  });
 });

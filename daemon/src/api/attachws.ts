@@ -10,7 +10,7 @@ import type { ContainerRecord } from '../engine/containers/model.js';
 import { logChunks } from '../engine/containers/logs.js';
 import type { ContainerService } from '../engine/containers/service.js';
 import { Conflict, InvalidParameter } from '../errors.js';
-import type { AttachStreams, LogRecord } from '../host/host.js';
+import type { AttachStreams, LogRecord } from '../engine/containers/logs.js';
 import { supports } from './compat.js';
 import type { ApiRequest } from './http.js';
 import { boolParam, stringParam } from './params.js';

@@ -3,7 +3,7 @@
  * request's API version.
  */
 import type { Duplex } from 'node:stream';
-import type { AttachStreams } from '../host/host.js';
+import type { AttachStreams } from '../engine/containers/logs.js';
 import { Conflict, InvalidParameter, NotImplemented } from '../errors.js';
 import { humanStatus, type ContainerRecord } from '../engine/containers/model.js';
 import type { ContainerStore } from '../engine/containers/store.js';
@@ -11,7 +11,7 @@ import { logBytes, type LogOptions } from '../engine/containers/logs.js';
 import { containerInspect, containerSummary, listContainers, LIST_FILTERS } from '../engine/containers/views.js';
 import type { ContainerService, WaitCondition } from '../engine/containers/service.js';
 import { PRUNE_FILTERS, type ContainerPruneReport } from '../engine/containers/prune.js';
-import type { LogRecordBlock } from '../host/host.js';
+import type { LogRecordBlock } from '../engine/containers/logs.js';
 import { parseTimestamp } from '../util/json.js';
 import { CONTAINER_CREATE } from './bodies.js';
 import { readRequest, shape } from './compat.js';

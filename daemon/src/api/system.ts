@@ -4,7 +4,7 @@
  * The handlers declare what they need of the engine and the host (SystemDeps) and shape the answer for
  * the requested API version through api/compat.
  */
-import type { HostInfo } from '../host/host.js';
+import type { HostInfo } from '../engine/system/facts.js';
 import { nowNano, rfc3339Nano } from '../util/json.js';
 import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
 import { InvalidParameter } from '../errors.js';

@@ -54,4 +54,9 @@ export interface ContainerFilesHost {
   exportRootfs(root: string, signal?: AbortSignal): Readable;
   /** Changes of the container's writable layer against its image. */
   changes(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>): Promise<FilesystemChange[]>;
+  /**
+   * A layer tar of the container's writable layer (its changes against `lowerDirs`, deletions as whiteouts),
+   * for commit and build; `ignoreAdded` are paths the runtime adds that are no change of the container.
+   */
+  diffTar(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>, signal?: AbortSignal): Readable;
 }

@@ -98,6 +98,13 @@ export interface DnsAnswers {
   upstreams(): string[];
 }
 
+/**
+ * Told of every answer with addresses before the container gets it (sandbox policies allow the addresses of
+ * allowed names): the answer waits for it. A hook the engine gives once (NetworkHost.observeDns); a remote Host
+ * calls it back over its stream.
+ */
+export type DnsObserver = (containerId: string, name: string, records: Array<{ address: string; ttl: number }>) => Promise<void>;
+
 /** The Host methods networking needs (host/linux/network implements them). */
 export interface NetworkHost {
   /** IPv4 subnets the host already uses (routes and interface addresses), except those of `exceptDevice`. */
@@ -143,4 +150,6 @@ export interface NetworkHost {
   startDns(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
   /** Closes the container's DNS listeners. Idempotent. */
   stopDns(containerId: string): void;
+  /** Sets the hook told of the embedded DNS server's answers with addresses (sandbox policies). */
+  observeDns?(observer: DnsObserver): void;
 }

@@ -33,3 +33,46 @@ export interface HostCapabilities {
   oomKillDisable: boolean;
   ipv4Forwarding: boolean;
 }
+
+/** The init binary that HostConfig.Init runs as a container's PID 1, found once when the Host is built. */
+export interface InitBinary {
+  /** What /info shows as InitBinary: the `--init-path` value, or "docker-init" as dockerd's default. */
+  name: string;
+  /** The host path of the executable; absent when none was found. */
+  path?: string;
+  /** Why there is no path, worded for the error a start with Init answers. */
+  problem?: string;
+}
+
+/** A component's version, as /version lists it (the runtime, conmon, the init binary). */
+export interface ComponentVersion {
+  name: string;
+  version: string;
+  commit?: string;
+}
+
+/**
+ * The facts of the machine containers run on. The properties are read once when the Host is built (a remote
+ * Host reads them when it connects); the methods read what may change.
+ */
+export interface ProbeHost {
+  /** The OCI runtime containers run with: the one asked for, unless it cannot work here. */
+  readonly runtimeName: string;
+  /** The path of that runtime's executable (managed plugins run with it). */
+  readonly runtimePath: string;
+  /** Warnings about the machine to log at start (e.g. the preferred runtime cannot work here). */
+  readonly warnings: readonly string[];
+  readonly initBinary: InitBinary;
+  /** The resource limits containers may be given, by RLIMIT name (they get the NOFILE one by default). */
+  readonly rlimits: Readonly<Record<string, { soft: number; hard: number }>>;
+  /** The capability bounding set of the runtime's caller (hex, as /proc shows it): no container gets more; absent where unknown. */
+  readonly capabilityBoundingSet?: string;
+  /** The machine's id (/etc/machine-id), '' when it has none: seeds the IPv6 ULA prefix of networks. */
+  readonly machineId: string;
+  /** The kernel, OS, CPUs, memory, cgroups and runtimes, for /info and /version. */
+  info(): Promise<HostInfo>;
+  /** Versions of the runtimes, conmon and the init binary, for /version. */
+  componentVersions(): Promise<ComponentVersion[]>;
+  /** The storage driver's status lines for /info (DriverStatus). */
+  driverStatus(): Promise<Array<[string, string]>>;
+}

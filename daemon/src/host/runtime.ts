@@ -105,6 +105,14 @@ export interface ContainerRuntimeHost {
   readLogBlocks(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecordBlock>;
   /** Bytes of the container's own files (its writable layer): SizeRw. */
   writableLayerSize(id: string): Promise<number>;
+  /** Freezes every process of the container (its cgroup's freezer). */
+  pause(id: string): Promise<void>;
+  /** Thaws what pause froze. */
+  resume(id: string): Promise<void>;
+  /** Applies OCI runtime-spec `linux.resources` to the running container's cgroup. */
+  updateResources(id: string, resources: object): Promise<void>;
+  /** The machine's `ps` output for `psArgs` and the pids (as the Host sees them) of the container's processes. */
+  listProcesses(id: string, psArgs: string[]): Promise<{ table: string; pids: number[] }>;
   /** Ids of containers the runtime holds (for recovery). */
   listRuntimeContainers(): Promise<string[]>;
   /**

@@ -32,6 +32,12 @@ export function splitPluginName(name: string): { name: string; tag: string } {
   return { name, tag: 'latest' };
 }
 
+/**
+ * A plugin's name in a path, as the docker CLI sends it: its `/`, `:` and `@` as they are (the engine routes
+ * the whole rest of the path as the name; the desktop bridge's allow-list takes reference characters only).
+ */
+export const pluginPath = (name: string) => encodeURI(name);
+
 /** `docker.volumedriver/1.0` as the list shows it: `volumedriver 1.0`. */
 const typeText = (type: string) => type.replace(/^docker\./, '').replace('/', ' ');
 
@@ -51,7 +57,7 @@ export function PluginsView() {
 
   const verb = useAction(
     async (v: { verb: Verb; name: string; force?: boolean }) => {
-      const name = encodeURIComponent(v.name);
+      const name = pluginPath(v.name);
       if (v.verb === 'enable') await t.request('POST', `/plugins/${name}/enable?timeout=30`);
       else if (v.verb === 'disable') await t.request('POST', `/plugins/${name}/disable${v.force ? '?force=1' : ''}`);
       else await t.request('DELETE', `/plugins/${name}${v.force ? '?force=1' : ''}`);
@@ -78,7 +84,7 @@ export function PluginsView() {
     setAlias('');
     // Enabled once installed, as `docker plugin install` does.
     const installed = accepted.alias || accepted.remote;
-    await t.request('POST', `/plugins/${encodeURIComponent(installed)}/enable?timeout=30`);
+    await t.request('POST', `/plugins/${pluginPath(installed)}/enable?timeout=30`);
     setNote(`Installed and enabled ${installed}.`);
   });
 

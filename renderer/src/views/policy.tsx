@@ -57,6 +57,16 @@ export function parsePolicy(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+/**
+ * The policy routes want a bearer token: the app's own engine (the bundled one, or `berthd --ui`) knows the
+ * app by its local session; another engine the app connects to does not, and says 401 or 403.
+ */
+function tokenProblem(err: unknown): Error {
+  if (err instanceof ApiError && (err.status === 401 || err.status === 403))
+    return new Error(`${err.message}. This engine serves sandbox policies only to API tokens with the network policy permissions; the app holds one for its bundled engine only.`);
+  return err instanceof Error ? err : new Error(String(err));
+}
+
 const portsText = (ports: Array<number | string> | undefined) => (ports?.length ? ports.join(', ') : 'all');
 
 function expiry(at: string | undefined): string {
@@ -77,7 +87,7 @@ export function PolicyTab(props: { id: string; running: boolean }) {
         return await t.request<PolicyView>('GET', `/v1/sandboxes/${encodeURIComponent(props.id)}/network-policies`);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) return null;
-        throw err;
+        throw tokenProblem(err);
       }
     },
   });
@@ -95,7 +105,7 @@ export function PolicyTab(props: { id: string; running: boolean }) {
       qc.setQueryData(['policy', props.id], next);
       setDraft(null);
     } catch (err) {
-      setProblem((err as Error).message);
+      setProblem(tokenProblem(err).message);
     } finally {
       setSaving(false);
     }

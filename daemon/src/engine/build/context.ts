@@ -5,15 +5,15 @@
  * refused. `.dockerignore` patterns are applied afterwards: ignored paths are removed from the folder, so
  * that COPY and ADD cannot see them.
  */
-import { spawn } from 'node:child_process';
 import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Duplex, PassThrough, type Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../../errors.js';
+import { InvalidParameter, ToolFailure } from '../../errors.js';
+import type { ToolsHost } from '../../host/host.js';
 import { detectCompression } from '../../util/streams.js';
 import { compileLinear, type LinearRegExp } from '../regexp.js';
 
@@ -46,24 +46,14 @@ function peek(input: Readable): Promise<Buffer> {
   });
 }
 
-/** A decompressing stream through a child process (`bzip2 -dc`, `xz -dc`). */
-export function childDecompressor(command: string): Duplex {
-  const child = spawn(command, ['-dc'], { stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  child.stdin.on('error', () => undefined);
-  const out = new PassThrough();
-  child.stdout.pipe(out, { end: false });
-  child.on('close', (code) => {
-    if (code === 0) out.end();
-    else out.destroy(new InvalidParameter(`the build context could not be decompressed with ${command}: ${stderr.trim() || `exit code ${code}`}`));
-  });
-  child.on('error', (err) => out.destroy(new InvalidParameter(`cannot run ${command} to decompress the build context: ${err.message}`)));
-  const duplex = Duplex.from({ writable: child.stdin, readable: out });
-  duplex.on('close', () => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  return duplex;
+/** What the build needs of the Host's tools: the decompressors of bzip2, xz and zstd archives. */
+export type BuildTools = Pick<ToolsHost, 'decompressor'>;
+
+/** The build's words for a decompressor's failure (the same for the context and for ADD's archives). */
+export function decompressionError(err: unknown): unknown {
+  if (!(err instanceof ToolFailure)) return err;
+  if (err.failure.exitCode === undefined) return new InvalidParameter(`cannot run ${err.tool} to decompress the build context: ${err.failure.detail}`, { cause: err });
+  return new InvalidParameter(`the build context could not be decompressed with ${err.tool}: ${err.failure.detail || `exit code ${err.failure.exitCode}`}`, { cause: err });
 }
 
 /** Resolves a tar entry name inside `root`; InvalidParameter when it would land outside. */
@@ -91,11 +81,11 @@ async function makeParents(root: string, rel: string, entryName: string): Promis
 }
 
 /** Unpacks a context tar (any supported compression) into `dir` (which exists and is empty). */
-export async function unpackContext(input: Readable, dir: string, signal?: AbortSignal): Promise<void> {
+export async function unpackContext(input: Readable, dir: string, tools: BuildTools, signal?: AbortSignal): Promise<void> {
   const compression = detectCompression(await peek(input));
   const stream = input;
   const extract = tarStream().extract();
-  const decompress = compression === 'gzip' ? zlib.createGunzip() : compression === 'none' ? new PassThrough() : childDecompressor(compression);
+  const decompress = compression === 'gzip' ? zlib.createGunzip() : compression === 'none' ? new PassThrough() : tools.decompressor(compression, signal);
   const root = path.resolve(dir);
   const dirModes: Array<[string, number, Date]> = [];
   extract.on('entry', (header, body, next) => {
@@ -152,7 +142,8 @@ export async function unpackContext(input: Readable, dir: string, signal?: Abort
   });
   try {
     await pipeline(stream, decompress, extract, { signal });
-  } catch (err) {
+  } catch (caught) {
+    const err = decompressionError(caught);
     if (err instanceof InvalidParameter) throw err;
     if ((err as Error).name === 'AbortError') throw err;
     throw new InvalidParameter(`invalid build context: ${(err as Error).message}`, { cause: err });

@@ -4,19 +4,23 @@
  * bytes of every file; not the times), then written as a layer tar stream. ADD also unpacks local tar
  * archives (plain, gzip, bzip2, xz) into the destination and takes http(s) URLs fetched beforehand.
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createReadStream, promises as fs } from 'node:fs';
+import { createReadStream, promises as fs, createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import type tar from 'tar-stream';
 import { lazyPack, tarStream } from '../../util/tar.js';
-import { InvalidParameter } from '../../errors.js';
+import { InvalidParameter, errorMessage } from '../../errors.js';
 import { detectCompression } from '../../util/streams.js';
-import { childDecompressor } from './context.js';
-import { cleanRel, expandSource, hashFile, resolveInTree, type SourceTree } from './sources.js';
+import { decompressionError, type BuildTools } from './context.js';
+import { cleanRel, expandSource, FolderTree, hashFile, LayersTree, resolveInTree, type SourceTree } from './sources.js';
+import type { Instruction } from './parser.js';
+import { expandWord, expandWords, type Lookup } from './words.js';
+import type { StageState } from './types.js';
+import { DEFAULT_SHELL, jsonArray } from './helpers.js';
+import type { BuildRun } from './run.js';
 
 export type EntrySource = { file: string } | { content: Buffer } | { archive: string; compression: string };
 
@@ -202,10 +206,10 @@ export async function planCopy(opts: {
   return { entries, hash: hash.digest('hex'), kind };
 }
 
-function decompressor(compression: string): NodeJS.ReadWriteStream {
+function decompressor(compression: string, tools: BuildTools, signal?: AbortSignal): NodeJS.ReadWriteStream {
   if (compression === 'gzip') return zlib.createGunzip();
   if (compression === 'none') return new PassThrough();
-  return childDecompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz');
+  return tools.decompressor(compression === 'bzip2' ? 'bzip2' : compression === 'zstd' ? 'zstd' : 'xz', signal);
 }
 
 /**
@@ -213,12 +217,12 @@ function decompressor(compression: string): NodeJS.ReadWriteStream {
  * failure (an archive entry pointing outside its destination, a corrupt archive) always finds the
  * consumer listening, and a stream never read does no work.
  */
-export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Readable {
-  return lazyPack((pack) => writeCopy(pack, plan, destOwner, signal));
+export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, tools: BuildTools, signal?: AbortSignal): Readable {
+  return lazyPack((pack) => writeCopy(pack, plan, destOwner, tools, signal));
 }
 
 /** Writes the plan's entries into `pack` and finalizes it. */
-async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, signal?: AbortSignal): Promise<void> {
+async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, tools: BuildTools, signal?: AbortSignal): Promise<void> {
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
   const unpackInto = async (archive: string, compression: string, destRel: string) => {
@@ -246,7 +250,9 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
         else if (header.type === 'link') await entry({ ...common, type: 'link', size: 0, linkname: cleanRel(`${destRel}/${path.posix.normalize(header.linkname ?? '')}`) });
       })().then(() => next(), (err: Error) => next(err));
     });
-    await pipeline(createReadStream(archive), decompressor(compression), extract, { signal });
+    await pipeline(createReadStream(archive), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
+      throw decompressionError(err);
+    });
   };
   for (const e of plan.entries) {
     if (signal?.aborted) throw signal.reason ?? new Error('aborted');
@@ -301,4 +307,67 @@ export async function resolveChown(spec: string, image: SourceTree | undefined):
     }
   } else if (gid === undefined) gid = uid;
   return { uid, gid };
+}
+
+export async function fetchUrl(build: BuildRun, url: string): Promise<{ file: string; name: string; mtime: Date }> {
+  let response: Response;
+  try {
+    response = await fetch(url, { signal: build.signal, redirect: 'follow' });
+  } catch (err) {
+    throw new InvalidParameter(`ADD failed: cannot download ${url}: ${errorMessage((err as Error).cause ?? err)}`, { cause: err });
+  }
+  if (!response.ok || !response.body) throw new InvalidParameter(`ADD failed: cannot download ${url}: the server answered ${response.status} ${response.statusText}`);
+  const file = path.join(build.workDir, `download-${createHash('sha256').update(url).digest('hex').slice(0, 16)}-${Date.now()}`);
+  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), createWriteStream(file, { mode: 0o600 }), { signal: build.signal });
+  const lastModified = response.headers.get('last-modified');
+  const mtime = lastModified && !Number.isNaN(Date.parse(lastModified)) ? new Date(lastModified) : new Date(0);
+  let name = path.posix.basename(new URL(url).pathname);
+  if (!name || name === '/') name = '__unnamed__';
+  return { file, name, mtime };
+}
+
+export async function copyStep(build: BuildRun, state: StageState, ins: Instruction, lookup: Lookup): Promise<void> {
+  const { images } = build.builder.d;
+  const isAdd = ins.keyword === 'ADD';
+  const words = jsonArray(ins.args) ?? expandWords(ins.args, lookup, build.escape);
+  const dest = words[words.length - 1];
+  const sourceWords = words.slice(0, -1);
+  let tree: FolderTree | LayersTree = new FolderTree(build.contextDir);
+  let fromLabel = '';
+  if (ins.flags.from) {
+    if (isAdd) throw new InvalidParameter('ADD does not take --from; use COPY --from');
+    const from = expandWord(ins.flags.from[0], lookup, build.escape);
+    const stage = build.stageResults.get(from.toLowerCase());
+    let chainIds: string[];
+    if (stage) chainIds = stage.chainIds;
+    else {
+      if (/^\d+$/.test(from)) throw new InvalidParameter(`invalid from flag value ${from}: no stage with that index before this one`);
+      chainIds = images.find(from).image.chainIds;
+    }
+    tree = new LayersTree(images.lowerDirs(chainIds)) as LayersTree;
+    fromLabel = `from ${from} `;
+  }
+  const image = build.layersTree(state);
+  const sources: CopySource[] = [];
+  for (const word of sourceWords) {
+    const heredoc = /^<<-?["']?([A-Za-z_][A-Za-z0-9_]*)["']?$/.exec(word);
+    const doc = heredoc ? ins.heredocs.find((h) => h.name === heredoc[1]) : undefined;
+    if (doc) {
+      const content = doc.quoted ? doc.content : expandWord(doc.content.replace(/"/g, '\\"').replace(/'/g, "\\'"), lookup, build.escape);
+      sources.push({ tree, pattern: '', inline: { name: doc.name, content: Buffer.from(content) } });
+    } else if (isAdd && /^https?:\/\//i.test(word)) {
+      sources.push({ tree, pattern: '', fetched: await fetchUrl(build, word) });
+    } else if (/^[a-z][a-z0-9+.-]*:\/\//i.test(word)) {
+      throw new InvalidParameter(`${ins.keyword}: ${word}: only http(s) URLs can be added`);
+    } else {
+      sources.push({ tree, pattern: word, unpackArchives: isAdd && !ins.flags.from });
+    }
+  }
+  const chown = ins.flags.chown ? await resolveChown(expandWord(ins.flags.chown[0], lookup, build.escape), image) : undefined;
+  const chmod = ins.flags.chmod ? parseInt(ins.flags.chmod[0], 8) : undefined;
+  const plan = await planCopy({ sources, dest, workdir: state.config.WorkingDir ?? '/', image, chown, chmod, instruction: isAdd ? 'ADD' : 'COPY' });
+  const destAbs = dest.startsWith('/') ? dest : path.posix.join(state.config.WorkingDir || '/', dest);
+  const shell = state.config.Shell ?? DEFAULT_SHELL;
+  const text = `${ins.keyword} ${fromLabel}${plan.kind}:${plan.hash} in ${destAbs} `;
+  await build.commitStep(state, `${shell.join(' ')} #(nop) ${text}`, plan.hash, async () => packCopy(plan, chown, build.builder.d.host, build.signal), build.nop(state, text));
 }

@@ -1,11 +1,18 @@
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
+import { Conflict, InvalidParameter } from '../../errors.js';
 import type { ImageForContainer } from '../images/types.js';
+import { planOptions, type ContainerContext, type ContainerVolumeParts } from './context.js';
+import { discardUnsupported } from './devices.js';
 import { mergeHealthcheck } from './health.js';
+import { checkLinks } from './linking.js';
 import { verifyLogConfig } from './logconfig.js';
 import { CONTAINER_FORMAT_VERSION, initialState, type ContainerConfig, type ContainerRecord, type HostConfig } from './model.js';
 import { MASKED_PATHS, READONLY_PATHS } from './ocispec.js';
+import { checkStorageOptions } from './storageopt.js';
+import { parseBind, validateCreateBody, validateName } from './validate.js';
 
 const toList = (v: unknown): string[] | null => (v === undefined || v === null ? null : typeof v === 'string' ? [v] : (v as string[]));
 
@@ -139,3 +146,89 @@ export function generateName(taken: (name: string) => boolean): string {
     if (!taken(name)) return name;
   }
 }
+
+export async function create(ctx: ContainerContext, body: unknown, nameParam: string | undefined): Promise<{ Id: string; Warnings: string[] }> {
+  validateCreateBody(body);
+  const request = body as Record<string, any>;
+  const name = nameParam ? validateName(nameParam) : generateName((n) => ctx.store.nameTaken(n) !== undefined);
+  if (ctx.store.nameTaken(name)) {
+    throw new Conflict(`Conflict. The container name "${name}" is already in use by container "${ctx.store.nameTaken(name)}". You have to remove (or rename) that container to be able to reuse that name.`);
+  }
+  const hc = (request.HostConfig ?? {}) as Record<string, any>;
+  const warnings: string[] = [];
+  checkUnsupported(ctx, request, hc);
+  ctx.deps.sandboxes?.checkCreate(request.Labels, hc);
+  warnings.push(...discardUnsupported(hc));
+  // An unknown network is reported at start, as Docker does: a 404 from create would make the docker CLI
+  // try to pull the image and hide the real error.
+  const plan = ctx.networking.plan(hc.NetworkMode, request.NetworkingConfig, { ...planOptions(request, hc), deferUnknownNetwork: true });
+  if (plan.mode === 'container') ctx.store.get(plan.container);
+  for (const bind of (hc.Binds as string[] | null) ?? []) {
+    const b = parseBind(bind);
+    if (!b.volume) {
+      const stat = await fs.stat(b.source).catch(() => undefined);
+      if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
+    }
+  }
+  for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
+    if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
+    const stat = await fs.stat(m.Source).catch(() => undefined);
+    if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+  }
+  const image = await ctx.images.resolveForContainer(request.Image);
+  // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.
+  const links = checkLinks(ctx, hc, name);
+  const record = buildRecord(request, name, image, ctx.store.root);
+  checkStorageOptions(hc.StorageOpt);
+  if (!hc.Runtime) record.HostConfig.Runtime = ctx.deps.defaultRuntime;
+  record.HostConfig.Links = links;
+  if (record.Path === '') throw new InvalidParameter('no command specified: give Cmd or Entrypoint, or use an image that has one');
+  record.Networks = ctx.networking.plannedNetworks(plan);
+  let volumes: Awaited<ReturnType<ContainerVolumeParts['prepare']>> | undefined;
+  if (ctx.deps.volumes) {
+    volumes = await ctx.deps.volumes.prepare(request, image.config.Volumes, (ref) => ctx.store.get(ref));
+    record.Mounts = volumes.mounts;
+  } else {
+    record.Mounts = ((hc.Binds as string[] | null) ?? []).map((bind) => {
+      const b = parseBind(bind);
+      return { Type: 'bind' as const, Source: b.source, Destination: b.destination, Mode: b.options.join(','), RW: !b.readOnly, Propagation: b.propagation };
+    });
+  }
+  ctx.store.add(record);
+  try {
+    await ctx.store.create(record);
+    // New volumes get the image's content at their place (from the container's root, mounted for the copy).
+    if (volumes && volumes.copies.length > 0) {
+      const rootfs = await ctx.host.mountRootfs(record.Id, ctx.images.lowerDirs(record.ImageChainIds));
+      try {
+        await ctx.deps.volumes!.populate(rootfs, volumes.copies);
+      } finally {
+        await ctx.host.unmountRootfs(record.Id);
+      }
+    }
+  } catch (err) {
+    await ctx.host.removeContainerFiles(record.Id).catch(() => undefined);
+    await ctx.store.remove(record);
+    await volumes?.undo();
+    throw err;
+  }
+  ctx.publish(record, 'create');
+  return { Id: record.Id, Warnings: warnings };
+}
+
+/** Features whose engine parts are not built yet answer a clear error instead of being ignored. */
+function checkUnsupported(ctx: ContainerContext, request: Record<string, any>, hc: Record<string, any>): void {
+  if (!ctx.deps.volumes) {
+    for (const bind of (hc.Binds as string[] | null) ?? []) {
+      if (parseBind(bind).volume) throw new InvalidParameter(`named volumes are not supported by this engine yet (HostConfig.Binds entry ${JSON.stringify(bind)})`);
+    }
+    if (request.Volumes && Object.keys(request.Volumes).length > 0) {
+      throw new InvalidParameter('anonymous volumes (Config.Volumes) are not supported by this engine yet');
+    }
+    if ((hc.VolumesFrom ?? []).length > 0) throw new InvalidParameter('HostConfig.VolumesFrom is not supported by this engine yet');
+  }
+  for (const m of (hc.Mounts as Array<{ Type?: string }> | null) ?? []) {
+    if (m.Type !== 'bind' && m.Type !== 'tmpfs' && !(m.Type === 'volume' && ctx.deps.volumes)) throw new InvalidParameter(`mounts of type ${JSON.stringify(m.Type)} are not supported by this engine yet`);
+  }
+}
+

@@ -4,7 +4,6 @@
  * byte, and reports its exit code. Exec records live in memory, as in Docker: they go away when their
  * container stops (inspecting one then answers 404), and the container lists their ids in ExecIDs.
  */
-import { readFileSync } from 'node:fs';
 import type { AttachStreams, ExecHost, ExecProcess } from '../../host/host.js';
 import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
@@ -12,6 +11,7 @@ import { newId } from '../../util/ids.js';
 import type { ContainerRecord } from './model.js';
 import { buildSpec, DEFAULT_PATH, resolveUser } from './ocispec.js';
 import { CAPABILITIES, parseConsoleSize } from './validate.js';
+import { capabilityHeld } from '../machine.js';
 
 /** A started exec process, as the Host runs it. */
 export type { ExecProcess };
@@ -142,14 +142,7 @@ function mergeEnv(base: string[], extra: string[]): string[] {
  * cannot grant what its caller lacks: capset fails).
  */
 function privilegedCapabilities(): string[] {
-  let bounding: bigint | undefined;
-  try {
-    const hex = /CapBnd:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    if (hex) bounding = BigInt(`0x${hex}`);
-  } catch {
-    // not Linux: keep them all
-  }
-  return CAPABILITIES.filter((_, bit) => bounding === undefined || (bounding >> BigInt(bit)) & 1n).map((x) => `CAP_${x}`);
+  return CAPABILITIES.filter((_, bit) => capabilityHeld(bit)).map((x) => `CAP_${x}`);
 }
 
 export class ExecService {

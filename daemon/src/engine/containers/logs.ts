@@ -2,8 +2,37 @@
  * Reading a container's log for `GET /containers/{id}/logs` and for attach with logs=1: records from the
  * Host's log reader, selected by stream and time, with Docker's timestamps.
  */
-import { LOG_COMPLETE, LOG_STDERR, type LogRecord, type LogRecordBlock } from '../../host/host.js';
+import { LOG_COMPLETE, LOG_STDERR, type AttachStreams, type ContainerRuntimeHost, type LogRecord, type LogRecordBlock } from '../../host/host.js';
 import { rfc3339Nano } from '../../util/json.js';
+import type { ContainerRecord } from './model.js';
+
+/** A container's output as the Host gives it: its log records, and its live streams (attach). */
+export type { AttachStreams, LogRecord, LogRecordBlock };
+
+/** What reading a container's log needs of the Host. */
+export type LogHost = Pick<ContainerRuntimeHost, 'readLogBlocks' | 'readLogBatches'>;
+
+/** How much of the log to read: with follow, reading goes on until the container stops running. */
+export interface LogReadOptions {
+  follow: boolean;
+  tail?: number;
+  signal: AbortSignal;
+}
+
+/** Reading stops following once the container is neither running nor restarting. */
+function stopped(record: ContainerRecord): () => boolean {
+  return () => !record.State.Running && !record.State.Restarting;
+}
+
+/** The container's log in columnar blocks (no object per record): what `logs` is served from. */
+export function readLogBlocks(host: LogHost, record: ContainerRecord, opts: LogReadOptions): AsyncIterable<LogRecordBlock> {
+  return host.readLogBlocks(record.LogPath, { ...opts, until: stopped(record) });
+}
+
+/** The container's log in batches of records: what attach with logs=1 replays. */
+export function readLogBatches(host: LogHost, record: ContainerRecord, opts: LogReadOptions): AsyncIterable<LogRecord[]> {
+  return host.readLogBatches(record.LogPath, { ...opts, until: stopped(record) });
+}
 
 export interface LogOptions {
   stdout: boolean;

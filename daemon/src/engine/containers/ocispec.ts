@@ -3,13 +3,13 @@
  * builds it: default capabilities, masked and read-only paths, /dev, /dev/shm, cgroup limits, rlimits, the
  * bind-mounted hosts/hostname/resolv.conf files.
  */
-import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../../errors.js';
 import type { ResolvedDevices } from './devices.js';
 import { withInit } from './init.js';
 import type { ContainerRecord } from './model.js';
 import { parseSecurityOptions, seccompFor } from './seccomp.js';
-import { CAPABILITIES, daemonRlimits, normaliseCapability, parseBind, validateUlimits } from './validate.js';
+import { capabilityHeld, hostRlimits } from '../machine.js';
+import { CAPABILITIES, normaliseCapability, parseBind, validateUlimits } from './validate.js';
 
 export const DEFAULT_CAPABILITIES = [
   'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD', 'CAP_NET_RAW', 'CAP_SETGID',
@@ -140,23 +140,12 @@ export interface SpecInputs {
   mountSources?: Map<string, string>;
 }
 
-let heldCapabilities: string[] | undefined;
-
 /**
- * Every capability the engine itself holds (its bounding set): a runtime cannot grant more, its capset would
- * fail (machines without CAP_SYS_RESOURCE, for one). Read once.
+ * Every capability the runtime's caller holds (its bounding set, a fact of the Host): a runtime cannot grant
+ * more, its capset would fail (machines without CAP_SYS_RESOURCE, for one).
  */
 function allCapabilities(): string[] {
-  if (heldCapabilities) return heldCapabilities;
-  let bounding: bigint | undefined;
-  try {
-    const hex = /CapBnd:\s+([0-9a-f]+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    if (hex) bounding = BigInt(`0x${hex}`);
-  } catch {
-    // not Linux: keep them all
-  }
-  heldCapabilities = CAPABILITIES.filter((_, bit) => bounding === undefined || (bounding >> BigInt(bit)) & 1n).map((c) => `CAP_${c}`);
-  return heldCapabilities;
+  return CAPABILITIES.filter((_, bit) => capabilityHeld(bit)).map((c) => `CAP_${c}`);
 }
 
 function capabilitiesFor(hc: Record<string, unknown>): string[] {
@@ -194,7 +183,7 @@ export function buildSpec({ record, user, network, cgroupParent, devices, mountS
   // Rlimits: those asked for, and the daemon's own otherwise (a container given more than the host's hard
   // limit fails in the runtime's setrlimit).
   const asked = validateUlimits(hc.Ulimits as unknown[] | null);
-  const own = daemonRlimits().get('RLIMIT_NOFILE');
+  const own = hostRlimits().get('RLIMIT_NOFILE');
   const rlimits = [...asked];
   if (own && !asked.some((r) => r.type === 'RLIMIT_NOFILE')) rlimits.push({ type: 'RLIMIT_NOFILE', soft: own.soft, hard: own.hard });
 

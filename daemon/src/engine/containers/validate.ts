@@ -2,10 +2,10 @@
  * Validation of the create body (`Config` with `HostConfig` and `NetworkingConfig`). Every check answers
  * InvalidParameter with a message that names the field and says what is wrong, so that clients can show it.
  */
-import { readFileSync } from 'node:fs';
 import { InvalidParameter } from '../../errors.js';
 import { validateDeviceFields } from './devices.js';
 import { parseSecurityOptions } from './seccomp.js';
+import { hostRlimits } from '../machine.js';
 
 type Kind = 'string' | 'bool' | 'int' | 'strings' | 'stringMap' | 'object' | 'array' | 'cmd' | 'intOrNull' | 'stringOrInt' | 'objectMap' | 'boolOrNull';
 
@@ -138,35 +138,6 @@ const ULIMIT_NAMES: Record<string, string> = {
   sigpending: 'RLIMIT_SIGPENDING', stack: 'RLIMIT_STACK', as: 'RLIMIT_AS',
 };
 
-const LIMITS_ROWS: Record<string, string> = {
-  RLIMIT_CPU: 'Max cpu time', RLIMIT_FSIZE: 'Max file size', RLIMIT_DATA: 'Max data size', RLIMIT_STACK: 'Max stack size',
-  RLIMIT_CORE: 'Max core file size', RLIMIT_RSS: 'Max resident set', RLIMIT_NPROC: 'Max processes',
-  RLIMIT_NOFILE: 'Max open files', RLIMIT_MEMLOCK: 'Max locked memory', RLIMIT_AS: 'Max address space',
-  RLIMIT_LOCKS: 'Max file locks', RLIMIT_SIGPENDING: 'Max pending signals', RLIMIT_MSGQUEUE: 'Max msgqueue size',
-  RLIMIT_NICE: 'Max nice priority', RLIMIT_RTPRIO: 'Max realtime priority', RLIMIT_RTTIME: 'Max realtime timeout',
-};
-
-let ownRlimits: Map<string, { soft: number; hard: number }> | undefined;
-
-/**
- * The daemon's own resource limits (soft, hard) by RLIMIT name, from /proc/self/limits. Read once: nothing
- * can raise them while the daemon runs (no CAP_SYS_RESOURCE) and it does not lower them.
- */
-export function daemonRlimits(): Map<string, { soft: number; hard: number }> {
-  if (ownRlimits) return ownRlimits;
-  const limits = new Map<string, { soft: number; hard: number }>();
-  const text = readFileSync('/proc/self/limits', 'utf8');
-  for (const [rlimit, row] of Object.entries(LIMITS_ROWS)) {
-    const line = text.split('\n').find((l) => l.startsWith(row));
-    if (!line) continue;
-    const [soft, hard] = line.slice(row.length).trim().split(/\s+/);
-    const parse = (v: string) => (v === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(v));
-    limits.set(rlimit, { soft: parse(soft), hard: parse(hard) });
-  }
-  ownRlimits = limits;
-  return limits;
-}
-
 export interface Ulimit {
   type: string;
   soft: number;
@@ -174,7 +145,7 @@ export interface Ulimit {
 }
 
 export function validateUlimits(raw: unknown[] | null | undefined): Ulimit[] {
-  const host = daemonRlimits();
+  const host = hostRlimits();
   return (raw ?? []).map((u, i) => {
     const field = `HostConfig.Ulimits[${i}]`;
     if (!u || typeof u !== 'object') fail(field, 'an object {Name, Soft, Hard}', u);

@@ -14,8 +14,10 @@ import { pipeline } from 'node:stream/promises';
 import type { Writable } from 'node:stream';
 import type tar from 'tar-stream';
 import { tarStream } from '../../util/tar.js';
-import { familiarName, familiarString, type Reference } from '../reference.js';
-import type { ImageConfig } from './store.js';
+import { InvalidParameter } from '../../errors.js';
+import { familiarName, familiarString, parseReference, type Reference } from '../reference.js';
+import type { ImageContext } from './context.js';
+import type { ImageConfig, ImageRecord } from './store.js';
 import type { LayerStore } from '../../host/host.js';
 
 export interface ImageToSave {
@@ -150,4 +152,37 @@ export async function writeArchive(images: ImageToSave[], layers: LayerStore, ou
     throw err;
   }
   await writing;
+}
+
+/**
+ * Writes the named images as one archive to `out`: docker-archive (manifest.json), the legacy layout
+ * (repositories, per-layer folders) and an OCI layout (index.json, blobs/sha256), as Docker 25+ does.
+ */
+export async function save(ctx: ImageContext, names: string[], out: Writable, signal?: AbortSignal): Promise<void> {
+  if (names.length === 0) throw new InvalidParameter('no image names given to save');
+  const selected = new Map<string, { image: ImageRecord; tags: Reference[] }>();
+  for (const name of names) {
+    const { image, ref } = ctx.find(name);
+    const entry = selected.get(image.id) ?? { image, tags: [] };
+    selected.set(image.id, entry);
+    if (!ref) continue;
+    // A bare repository name saves every tag of that repository.
+    const parsed = parseReference(name);
+    const refs = parsed.tag === undefined && parsed.digest === undefined
+      ? ctx.store.allRefs().filter(([r, id]) => r.name === ref.name && r.tag !== undefined && id === image.id).map(([r]) => r)
+      : [ref];
+    for (const r of refs) if (!entry.tags.some((t) => familiarString(t) === familiarString(r))) entry.tags.push(r);
+  }
+  const images = await Promise.all(
+    [...selected.values()].map(async ({ image, tags }) => ({
+      id: image.id,
+      configBytes: await ctx.store.configBytes(image.id),
+      config: image.config,
+      chainIds: image.chainIds,
+      diffIds: image.diffIds,
+      tags,
+    })),
+  );
+  await writeArchive(images, ctx.layers, out, signal);
+  for (const image of images) ctx.events.publish('image', 'save', image.id, { name: image.tags[0] ? familiarString(image.tags[0]) : image.id });
 }

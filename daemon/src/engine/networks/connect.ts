@@ -5,10 +5,19 @@
  * both cases the container's configuration (HostConfig.NetworkMode and its EndpointsConfig) keeps the
  * change, so that the next start plans the same networks. The container engine supplies the narrow lookup
  * below and serialises each change with the container's other state changes.
+ *
+ * Below it, the network side of joining: a container's planned networks at its start (connect), and one more
+ * network for a running container (connectRunning).
  */
-import { InvalidParameter, NotFound } from '../../errors.js';
-import { DETACHED_KEY } from './service.js';
-import type { ContainerNetworking, EndpointSettings } from './types.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../errors.js';
+import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointSettings, NetworkPlan } from './types.js';
+import { portMap } from './ports.js';
+import type { NetworkEntry } from './store.js';
+import { DETACHED_KEY, type NetworkContext } from './context.js';
+import { parseEndpoint } from './plan.js';
+import { containerNetworks, endpointSettings, join, unplug } from './endpoint.js';
+import { publish, unpublish } from './publish.js';
+import { dnsAnswers } from './dns.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
 export interface ContainerNetworkConfig {
@@ -150,4 +159,113 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
       if (leftConfiguration) networking.disconnectedConfigured(c.Id, target.Id);
     },
   };
+}
+
+/** Joins a starting container to its planned networks: endpoints, published ports, the embedded DNS server. */
+export function connect(ctx: NetworkContext, container: { id: string; name: string }, plan: NetworkPlan, pid: number | undefined): Promise<ContainerNetworkAttachment> {
+  if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '', ports: {} });
+  // Loopback only, which the runtime brought up in the container's own namespace.
+  if (plan.detached) return Promise.resolve({ networks: {}, sandboxKey: pid === undefined ? '' : `/proc/${pid}/ns/net`, bridge: '', ports: {} });
+  return ctx.lock.run(async () => {
+    const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
+    const entries = joins.map((j) => {
+      // By id, or by name when the plan predates the network (deferred) or the network was re-created.
+      const entry = ctx.entries.get(j.networkId) ?? ctx.byName(j.networkName);
+      if (!entry) throw new NotFound(`network ${j.networkName} not found`);
+      return entry;
+    });
+    if (plan.mode === 'bridge' && pid === undefined) throw new InvalidParameter('a container on a bridge network needs its own network namespace');
+    // For none, the runtime made the namespace and brought its loopback up (crun and runc both do).
+    const joined: Array<{ entry: NetworkEntry; endpoint: EndpointRecord }> = [];
+    // The first network is the container's eth0 and holds its default route; the others come as eth1...
+    // The IPv6 default route goes through the first network with IPv6, which need not be the first one.
+    const firstWithIPv6 = entries.findIndex((e) => ctx.hasIPv6(e));
+    try {
+      for (const [i, entry] of entries.entries()) {
+        const endpoint = await join(ctx, entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
+        joined.push({ entry, endpoint });
+      }
+      if (plan.mode === 'bridge' && pid !== undefined) {
+        const [primary] = joined;
+        if (plan.ports && plan.ports.length > 0) await publish(ctx, primary.entry, primary.endpoint, plan.ports);
+        if (plan.embeddedDns) {
+          for (const { entry, endpoint } of joined) if (!ctx.isPredefined(entry)) endpoint.dns = true;
+          if (plan.dnsServers) primary.endpoint.dnsServers = plan.dnsServers;
+          await ctx.host.startDns(container.id, pid, dnsAnswers(ctx, container.id));
+          await Promise.all(joined.map(({ entry }) => ctx.store.save(entry)));
+        }
+      }
+    } catch (err) {
+      ctx.host.stopDns(container.id);
+      for (const { entry, endpoint } of joined.reverse()) {
+        entry.endpoints.delete(container.id);
+        await ctx.saveEndpoints(entry).catch(() => undefined);
+        if (endpoint.ports && endpoint.ports.length > 0) await unpublish(ctx, entry, endpoint).catch(() => undefined);
+        await unplug(ctx, entry, endpoint).catch(() => undefined);
+      }
+      throw err;
+    }
+    const networks: Record<string, EndpointSettings> = {};
+    for (const { entry, endpoint } of joined) {
+      networks[entry.network.Name] = endpointSettings(ctx, entry.network.Id, endpoint);
+      ctx.publishEndpoint('connect', entry, container.id);
+    }
+    const primary = joined[0];
+    return {
+      networks,
+      hostsAddress: primary.endpoint.ipv4 || undefined,
+      ...(primary.endpoint.ipv6 ? { hostsAddress6: primary.endpoint.ipv6 } : {}),
+      sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
+      bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
+      ports: portMap(primary.endpoint.ports ?? [], { ipv6: Boolean(primary.endpoint.ipv6) }),
+    };
+  });
+}
+
+/** Joins a running container to one more network (network connect). */
+export function connectRunning(
+  ctx: NetworkContext,
+  container: { id: string; name: string },
+  networkRef: string,
+  endpointConfig: unknown,
+  pid: number,
+  opts: { ownNamespace?: boolean; dns?: readonly string[] } = {},
+): Promise<Record<string, EndpointSettings>> {
+  const entry = ctx.find(networkRef);
+  const current = [...ctx.entries.values()].filter((e) => e.endpoints.has(container.id));
+  if (entry.network.Driver !== 'bridge' || current.some((e) => e.network.Driver !== 'bridge')) {
+    throw new Forbidden('container cannot be disconnected from host network or connected to host network');
+  }
+  if (current.length === 0 && !opts.ownNamespace) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);
+  const request = parseEndpoint(ctx, entry, endpointConfig, 'EndpointConfig');
+  return ctx.lock.run(async () => {
+    if (entry.endpoints.has(container.id)) {
+      throw new Forbidden(`endpoint with name ${container.name.replace(/^\//, '')} already exists in network ${entry.network.Name}`);
+    }
+    const used = new Set(current.map((e) => e.endpoints.get(container.id)?.containerInterface ?? 'eth0'));
+    let index = 0;
+    while (used.has(`eth${index}`)) index++;
+    // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
+    // A container without IPv6 so far takes its IPv6 default route from the network it joins now.
+    const withIPv6 = current.some((e) => e.endpoints.get(container.id)?.ipv6);
+    const endpoint = await join(ctx, entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
+    if (!ctx.isPredefined(entry)) {
+      // As Docker: a container that joins its first user-defined network (from the default bridge, say) gets
+      // the embedded DNS server; the engine points its resolv.conf at it (servesDns).
+      const served = current.some((e) => e.endpoints.get(container.id)?.dns);
+      endpoint.dns = true;
+      if (!served && opts.dns && opts.dns.length > 0) endpoint.dnsServers = [...opts.dns];
+      try {
+        if (!served) await ctx.host.startDns(container.id, pid, dnsAnswers(ctx, container.id));
+        await ctx.store.save(entry);
+      } catch (err) {
+        entry.endpoints.delete(container.id);
+        await ctx.store.save(entry).catch(() => undefined);
+        await unplug(ctx, entry, endpoint).catch(() => undefined);
+        throw err;
+      }
+    }
+    ctx.publishEndpoint('connect', entry, container.id);
+    return containerNetworks(ctx, container.id);
+  });
 }

@@ -1,10 +1,17 @@
 /**
  * Validation of a network create request (POST /networks/create): the body as the client sent it becomes
- * a checked description of a user-defined bridge network, or a typed error naming the bad field.
+ * a checked description of a user-defined bridge network, or a typed error naming the bad field. Then the
+ * network is made: its address pools chosen, its record written and its bridge brought up.
  */
-import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
-import { contains, formatSubnet, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
-import { contains6, formatIPv6, formatSubnet6, isIPv6Text, parseCIDR6, parseIPv6, type Subnet6 } from '../../util/ipv6.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
+import { contains, defaultBridgeCandidates, formatIPv4, formatSubnet, overlaps, parseCIDR, parseIPv4, subnetSize, type Subnet } from './ipv4.js';
+import { contains6, formatIPv6, formatSubnet6, isIPv6Text, overlaps6, parseCIDR6, parseIPv6, poolSubnets, type Subnet6 } from '../../util/ipv6.js';
+import { newId } from '../../util/ids.js';
+import { nowNano, rfc3339Nano } from '../../util/json.js';
+import type { NetworkEntry } from './store.js';
+import type { NetworkRecord, IPAMPool } from './types.js';
+import { ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
+import { setUpBridge } from './bridges.js';
 
 export interface NetworkCreateSpec {
   name: string;
@@ -220,3 +227,99 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
   return { subnet, gateway, ipRange, auxiliary };
 }
 
+/** Creates a user-defined bridge network: its record, its Linux bridge and its firewall rules. */
+export async function create(ctx: NetworkContext, body: unknown): Promise<{ Id: string; Warning: string }> {
+  const spec = parseCreateRequest(body);
+  return ctx.lock.run(async () => {
+    if (ctx.byName(spec.name)) throw new Conflict(`network with name ${spec.name} already exists`);
+    const id = newId();
+    const bridge = spec.bridgeName ?? `br-${id.slice(0, 12)}`;
+    for (const other of ctx.entries.values()) {
+      if (other.bridge === bridge) throw new Conflict(`the bridge ${bridge} is already used by network ${other.network.Name}`);
+    }
+    // A new network never takes over an interface that is already there (another engine's bridge).
+    if ((await ctx.host.bridgeAddress(bridge)) !== undefined) throw new Conflict(`the bridge ${bridge} already exists on the host`);
+    const pool = await choosePool(ctx, spec);
+    const pool6 = spec.enableIPv6 ? await choosePool6(ctx, spec) : undefined;
+    const network: NetworkRecord = {
+      Name: spec.name,
+      Id: id,
+      Created: rfc3339Nano(nowNano()),
+      Scope: 'local',
+      Driver: 'bridge',
+      EnableIPv4: true,
+      EnableIPv6: spec.enableIPv6,
+      IPAM: { Driver: 'default', Options: spec.ipamOptions, Config: pool6 ? [pool, pool6] : [pool] },
+      Internal: spec.internal,
+      Attachable: spec.attachable,
+      Ingress: false,
+      ConfigFrom: { Network: '' },
+      ConfigOnly: false,
+      Options: spec.options,
+      Labels: spec.labels,
+    };
+    const entry: NetworkEntry = { network, endpoints: new Map(), bridge };
+    if (pool6 && !spec.pool6) entry.engineSubnet6 = true;
+    try {
+      await setUpBridge(ctx, entry);
+      await ctx.store.save(entry);
+    } catch (err) {
+      await ctx.host.removeNat(bridge).catch(() => undefined);
+      await ctx.host.removeBridge(bridge).catch(() => undefined);
+      throw err;
+    }
+    ctx.entries.set(id, entry);
+    ctx.events.publish('network', 'create', id, { name: spec.name, type: 'bridge' });
+    return { Id: id, Warning: '' };
+  });
+}
+
+/** The pool a new network gets: the client's (if it overlaps no other network), or a free range. */
+async function choosePool(ctx: NetworkContext, spec: NetworkCreateSpec): Promise<NetworkRecord['IPAM']['Config'][number]> {
+  const ours = [...ctx.entries.values()]
+    .map((e) => ({ name: e.network.Name, pool: ipv4Pool(e.network) }))
+    .map((o) => ({ name: o.name, subnet: o.pool ? parseCIDR(o.pool.Subnet)?.subnet : undefined }))
+    .filter((o): o is { name: string; subnet: Subnet } => o.subnet !== undefined);
+  if (spec.pool) {
+    const clash = ours.find((o) => overlaps(o.subnet, spec.pool!.subnet));
+    if (clash) throw new Forbidden(`invalid pool request: Pool overlaps with other one on this address space (network ${clash.name} has ${formatSubnet(clash.subnet)})`);
+    const pool: NetworkRecord['IPAM']['Config'][number] = { Subnet: formatSubnet(spec.pool.subnet), Gateway: formatIPv4(spec.pool.gateway) };
+    if (spec.pool.ipRange) pool.IPRange = formatSubnet(spec.pool.ipRange);
+    if (Object.keys(spec.pool.auxiliary).length > 0) pool.AuxiliaryAddresses = spec.pool.auxiliary;
+    return pool;
+  }
+  const used = [
+    ...(await ctx.host.usedSubnets()).map((s) => parseCIDR(s)?.subnet).filter((s): s is Subnet => s !== undefined),
+    ...ours.map((o) => o.subnet),
+  ];
+  const subnet = defaultBridgeCandidates().find((c) => !used.some((u) => overlaps(u, c)));
+  if (!subnet) throw new Forbidden('all predefined address pools have been fully subnetted: give the network a subnet (IPAM.Config)');
+  return { Subnet: formatSubnet(subnet), Gateway: formatIPv4(subnet.base + 1) };
+}
+
+/**
+ * The IPv6 pool of a new network: the client's (if it overlaps no other network's), or the first /64 of the
+ * engine's unique local /48 that no network and no route or address of the host uses.
+ */
+async function choosePool6(ctx: NetworkContext, spec: NetworkCreateSpec): Promise<IPAMPool> {
+  const ours = [...ctx.entries.values()]
+    .map((e) => ({ name: e.network.Name, pool: ipv6Pool(e.network) }))
+    .map((o) => ({ name: o.name, subnet: o.pool ? parseCIDR6(o.pool.Subnet)?.subnet : undefined }))
+    .filter((o): o is { name: string; subnet: Subnet6 } => o.subnet !== undefined);
+  if (spec.pool6) {
+    const clash = ours.find((o) => overlaps6(o.subnet, spec.pool6!.subnet));
+    if (clash) throw new Forbidden(`invalid pool request: Pool overlaps with other one on this address space (network ${clash.name} has ${formatSubnet6(clash.subnet)})`);
+    const pool: IPAMPool = { Subnet: formatSubnet6(spec.pool6.subnet), Gateway: formatIPv6(spec.pool6.gateway) };
+    if (spec.pool6.ipRange) pool.IPRange = formatSubnet6(spec.pool6.ipRange);
+    if (Object.keys(spec.pool6.auxiliary).length > 0) pool.AuxiliaryAddresses = spec.pool6.auxiliary;
+    return pool;
+  }
+  const used = [
+    ...(await ctx.host.usedIPv6Subnets()).map((s) => parseCIDR6(s)?.subnet).filter((s): s is Subnet6 => s !== undefined),
+    ...ours.map((o) => o.subnet),
+  ];
+  for (const candidate of poolSubnets(ctx.ulaPool)) {
+    if (!used.some((u) => overlaps6(u, candidate))) return { Subnet: formatSubnet6(candidate), Gateway: formatIPv6(candidate.base + 1n) };
+  }
+  throw new Forbidden(`all the IPv6 subnets of ${formatSubnet6(ctx.ulaPool)} are in use: give the network an IPv6 subnet (IPAM.Config)`);
+}

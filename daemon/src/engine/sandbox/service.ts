@@ -14,6 +14,7 @@ import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import type { ContainerRecord } from '../containers/model.js';
 import { errorMessage, InvalidParameter, NotFound } from '../../errors.js';
+import type { SandboxHost } from '../../host/host.js';
 import { compilePolicy, domainMatches, domainSets, type EffectiveRule, type NetworkPolicy, POLICY_LABEL, ruleRuns, validatePolicy } from './policy.js';
 
 export interface PolicyView {
@@ -22,16 +23,6 @@ export interface PolicyView {
   installedAt: string;
   exact: unknown;
   effective: { defaultAction: NetworkPolicy['defaultAction']; rules: EffectiveRule[] };
-}
-
-/** The kernel side (host/linux/network/sandbox.ts). */
-export interface SandboxHost {
-  applyPolicy(containerId: string, interfaces: readonly string[], program: ReturnType<typeof compilePolicy>): Promise<void>;
-  removePolicy(containerId: string): Promise<void>;
-  allowAddresses(containerId: string, set: string, name: string, addresses: readonly string[], ttlSeconds: number): Promise<void>;
-  allowedAddresses(containerId: string): Promise<Array<{ set: string; address: string; name: string; expiresInSeconds: number }>>;
-  installedPolicies(): Promise<string[]>;
-  removePolicyByShortId(shortId: string): Promise<void>;
 }
 
 /** What the service reads of the containers. */

@@ -10,7 +10,8 @@ import { log } from '../../util/log.js';
 import type { MountPoint } from '../containers/model.js';
 import { parseBind } from '../containers/validate.js';
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
-import { checkDriver, validateVolumeName, type VolumeService } from './service.js';
+import type { VolumeService } from './service.js';
+import { checkDriver, validateVolumeName } from './validate.js';
 import { ANONYMOUS_LABEL, VOLUME_NAME } from './types.js';
 
 /** The parts of a container the volume code reads. */

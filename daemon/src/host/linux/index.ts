@@ -1,32 +1,109 @@
 /**
- * LinuxHost: the Host on the machine the daemon runs on, composed of its parts. Each part implements one
- * of the narrow interfaces of host/host.ts; this class only builds them from the daemon's options.
+ * The Host on the machine the daemon runs on, built whole from its parts (createLinuxHost). Each part
+ * implements one interface of host/host.ts; this module only builds them from the daemon's options. The
+ * files part (tar packing and unpacking, path resolution in a container root) is loaded at its first use:
+ * an idle daemon does not carry it.
  */
+import path from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ContainerFilesHost, Host } from '../host.js';
+import { CgroupStats } from './cgroups/stats.js';
+import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
+import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
+import { findInitBinary, readInitVersion } from './init.js';
+import { LinuxLayerStore } from './layers/store.js';
+import { LinuxNetworkHost } from './network/linux-network-host.js';
+import { LinuxSandboxHost } from './network/sandbox.js';
+import { findExecutable, type RuntimeName } from './runtime/ociruntime.js';
 import { LinuxContainerRuntime } from './runtime/runtime.js';
-import type { RuntimeName } from './runtime/ociruntime.js';
+import { LinuxTools } from './tools.js';
+import { LinuxVolumeHost } from './volumes/index.js';
 
 export interface LinuxHostOptions {
   dataRoot: string;
   execRoot: string;
   /** The preferred OCI runtime (crun or runc). */
   runtime: RuntimeName;
+  /** `--init-path`: the init binary of containers with HostConfig.Init (default: looked up by name). */
+  initPath?: string;
 }
 
-export class LinuxHost {
-  /** Containers: root filesystems, conmon + the OCI runtime, logs, attach (ContainerRuntimeHost). */
-  readonly containers: LinuxContainerRuntime;
+/** Runtimes /info lists when they are installed. */
+const KNOWN_RUNTIMES = ['crun', 'runc'];
 
-  constructor(opts: LinuxHostOptions) {
-    this.containers = new LinuxContainerRuntime({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
-  }
+/** A stream that a promise gives later: its bytes, or its error. */
+function streamLater(source: Promise<Readable>): Readable {
+  const out = new PassThrough();
+  // The error may come before the consumer listens: the stream keeps it (errored) for the consumer's
+  // pipeline or iterator, and this listener keeps it from ending the process meanwhile.
+  out.on('error', () => undefined);
+  source.then(
+    (stream) => pipeline(stream, out).catch((err: unknown) => out.destroy(err as Error)),
+    (err: unknown) => out.destroy(err as Error),
+  );
+  return out;
+}
 
-  /** Warnings about the host to log at start (e.g. the preferred runtime cannot work here). */
-  get warnings(): string[] {
-    return this.containers.runtimeWarning ? [this.containers.runtimeWarning] : [];
-  }
+/** A ContainerFilesHost whose implementation `load` gives at the first call. */
+function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): ContainerFilesHost {
+  let loaded: Promise<ContainerFilesHost> | undefined;
+  const get = () =>
+    (loaded ??= load().catch((err: unknown) => {
+      loaded = undefined;
+      throw err;
+    }));
+  return {
+    mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
+    unmountRootfs: async (id) => (await get()).unmountRootfs(id),
+    readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),
+    statPath: async (view, file) => (await get()).statPath(view, file),
+    archivePath: async (view, file, signal) => (await get()).archivePath(view, file, signal),
+    extractArchive: async (view, file, tar, opts) => (await get()).extractArchive(view, file, tar, opts),
+    exportRootfs: (root, signal) => streamLater(get().then((h) => h.exportRootfs(root, signal))),
+    changes: async (id, lowerDirs, ignoreAdded) => (await get()).changes(id, lowerDirs, ignoreAdded),
+    diffTar: (id, lowerDirs, ignoreAdded, signal) => streamLater(get().then((h) => h.diffTar(id, lowerDirs, ignoreAdded, signal))),
+  };
+}
 
-  /** Releases watchers and handles; containers keep running under conmon. */
-  close(): void {
-    this.containers.close();
-  }
+/** Builds the Host of this machine: the runtime (crun or runc under conmon), overlayfs layers, volumes, networks, cgroups. */
+export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
+  const runtime = new LinuxContainerRuntime({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime });
+  const runtimeName = runtime.runtimeName;
+  const initBinary = findInitBinary(opts.initPath);
+  const warnings: string[] = [];
+  if (runtime.runtimeWarning) warnings.push(runtime.runtimeWarning);
+  let components: ReturnType<Host['probe']['componentVersions']> | undefined;
+  const host: Host = {
+    runtime,
+    exec: runtime,
+    files: lazyContainerFilesHost(() => import('./archive/index.js').then(({ LinuxContainerFiles }) => new LinuxContainerFiles(runtime))),
+    layers: new LinuxLayerStore(path.join(opts.dataRoot, 'image')),
+    volumes: new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')),
+    network: new LinuxNetworkHost(),
+    sandbox: new LinuxSandboxHost(),
+    stats: new CgroupStats(),
+    tools: new LinuxTools(),
+    probe: {
+      runtimeName,
+      runtimePath: findExecutable(runtimeName) ?? runtimeName,
+      warnings,
+      initBinary,
+      rlimits: readRlimits(),
+      capabilityBoundingSet: readCapabilityBoundingSet(),
+      machineId: readMachineId(),
+      info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
+      // The versions of installed programs do not change while the daemon runs: read once.
+      componentVersions: () =>
+        (components ??= Promise.all([
+          readComponentVersions([runtimeName, runtimeName === 'crun' ? 'runc' : 'crun', 'conmon']),
+          readInitVersion(initBinary),
+        ]).then(([tools, init]) => (init ? [...tools, { name: 'docker-init', version: init.version, commit: init.commit }] : tools))),
+      driverStatus: () => readDriverStatus(opts.dataRoot),
+    },
+    async close() {
+      runtime.close();
+    },
+  };
+  return host;
 }

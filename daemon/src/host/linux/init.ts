@@ -4,6 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
+import type { InitBinary } from '../host.js';
 import { findExecutable, isExecutableFile } from './runtime/ociruntime.js';
 
 /** The names looked up when no `--init-path` is given, in this order (tini-static runs in any image). */
@@ -11,15 +12,6 @@ export const DEFAULT_INIT_NAMES = ['docker-init', 'tini-static', 'tini'] as cons
 
 /** Where Docker's packages put docker-init, searched before PATH as dockerd does. */
 const LIBEXEC_DIRS = ['/usr/local/libexec/docker', '/usr/libexec/docker', '/usr/local/lib/docker', '/usr/lib/docker'];
-
-export interface InitBinary {
-  /** What /info shows as InitBinary: the `--init-path` value, or "docker-init" as dockerd's default. */
-  name: string;
-  /** The host path of the executable; absent when none was found. */
-  path?: string;
-  /** Why there is no path, worded for the error a start with Init answers. */
-  problem?: string;
-}
 
 /**
  * Finds the init binary: `requested` (a path, or a name looked up like a command) when given, else the

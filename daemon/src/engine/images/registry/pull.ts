@@ -5,10 +5,9 @@
  * is checked against its digest and every layer against the configuration's diff id; only when all of
  * them are staged and checked is the image committed, so a failure or a cancelled pull leaves nothing.
  */
-import { spawn } from 'node:child_process';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { InvalidParameter, NotFound } from '../../../errors.js';
+import { InvalidParameter, NotFound, ToolFailure } from '../../../errors.js';
 import { familiarString, type Reference } from '../../reference.js';
 import { StreamDigest } from '../../../util/digest.js';
 import { chainIdsOf, parseImageConfig, type ImageConfig } from '../store.js';
@@ -18,7 +17,7 @@ import { compressionOf, formatPlatform, hostPlatform, parseManifest, selectManif
 import type { BlobMetadata } from './metadata.js';
 import { ByteProgress, shortDigest, status, type Emit } from './progress.js';
 import { readSmall } from './http.js';
-import type { LayerStore, StagedLayer } from '../../../host/host.js';
+import type { LayerStore, StagedLayer, ToolsHost } from '../../../host/host.js';
 
 /** Layers downloaded at the same time (dockerd's default max-concurrent-downloads is 3). */
 export const DOWNLOAD_CONCURRENCY = 3;
@@ -31,6 +30,8 @@ const MAX_CONFIG_SIZE = 16 * 1024 * 1024;
 /** What pulling needs of the image service. */
 export interface PullTarget {
   layers: LayerStore;
+  /** The Host's decompressors, for layers Node cannot decode (zstd). */
+  tools: Pick<ToolsHost, 'decompressor'>;
   /** The image a reference points at now. */
   lookup(ref: Reference): string | undefined;
   hasImage(id: string): boolean;
@@ -158,24 +159,23 @@ class Coalescer extends Transform {
   }
 }
 
-/** Decompresses with a tool in its own process (`zstd -dc`): Node 20's zlib has no zstd. */
-function toolDecoder(tool: 'zstd', input: Readable, signal: AbortSignal): { output: Readable; done: Promise<void> } {
-  const child = spawn(tool, ['-dc'], { stdio: ['pipe', 'pipe', 'pipe'], signal });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((resolve, reject) => {
-    child.once('error', (err: NodeJS.ErrnoException) =>
-      reject(err.code === 'ENOENT' ? new InvalidParameter(`${tool} compressed layers need the ${tool} tool (Debian package ${tool})`) : err),
-    );
-    child.once('close', (code) => (code === 0 ? resolve() : reject(new InvalidParameter(`invalid ${tool} layer: ${stderr.trim() || `${tool} exited ${code}`}`))));
-  });
-  child.stdin.on('error', () => undefined);
-  const feeding = pipeline(input, child.stdin);
+/** The pull's words for a failure of the layer's decompressor. */
+function decoderError(tool: string, err: unknown): unknown {
+  if (!(err instanceof ToolFailure)) return err;
+  if (err.failure.missing) return new InvalidParameter(`${tool} compressed layers need the ${tool} tool (Debian package ${tool})`, { cause: err });
+  if (err.failure.exitCode === undefined) return err.cause ?? err;
+  return new InvalidParameter(`invalid ${tool} layer: ${err.failure.detail || `${tool} exited ${err.failure.exitCode}`}`, { cause: err });
+}
+
+/** Decompresses with the Host's tool (`zstd -dc`): Node 20's zlib has no zstd. */
+function toolDecoder(tools: PullTarget['tools'], tool: 'zstd', input: Readable, signal: AbortSignal): { output: Readable; done: Promise<void> } {
+  const decoder = tools.decompressor(tool, signal);
   const output = new Coalescer();
   // The consumer sees failures through its own pipeline; this keeps a late one from going unhandled.
   output.on('error', () => undefined);
-  child.stdout.pipe(output);
-  const done = Promise.all([feeding, exited]).then(() => undefined);
+  const done = pipeline(input, decoder, output).catch((err: unknown) => {
+    throw decoderError(tool, err);
+  });
   done.catch((err: Error) => output.destroy(err));
   return { output, done };
 }
@@ -189,6 +189,7 @@ async function fetchLayer(
   desc: Descriptor,
   expectedDiffId: string,
   layers: LayerStore,
+  tools: PullTarget['tools'],
   emit: Emit,
   signal: AbortSignal,
 ): Promise<StagedLayer> {
@@ -207,7 +208,7 @@ async function fetchLayer(
   let decoding: Promise<void> | undefined;
   const compression = compressionOf(desc.mediaType);
   if (compression === 'zstd') {
-    const decoder = toolDecoder(compression, verifier, signal);
+    const decoder = toolDecoder(tools, compression, verifier, signal);
     source = decoder.output;
     decoding = decoder.done;
     decoding.catch(() => undefined);
@@ -330,7 +331,7 @@ export async function pullOne(
       DOWNLOAD_CONCURRENCY,
       async (i) => {
         const desc = manifest.layers[i];
-        const layer = await fetchLayer(repo, desc, diffIds[i], target.layers, emit, controller.signal);
+        const layer = await fetchLayer(repo, desc, diffIds[i], target.layers, target.tools, emit, controller.signal);
         staged.set(i, layer);
         if (controller.signal.aborted) return;
         status(emit, shortDigest(desc.digest), 'Pull complete');

@@ -9,6 +9,7 @@ import type { Readable } from 'node:stream';
 import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
 import type { LinuxContainerRuntime } from '../runtime/runtime.js';
 import { upperChanges } from './changes.js';
+import { upperDiffTar } from './diff.js';
 import { packFiles } from './pack.js';
 import { ContainerFilesystem, components } from './resolve.js';
 import { extractArchive } from './unpack.js';
@@ -117,5 +118,9 @@ export class LinuxContainerFiles implements ContainerFilesHost {
 
   changes(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>): Promise<FilesystemChange[]> {
     return upperChanges(path.join(this.runtime.layout.containerDir(id), 'upper'), lowerDirs, ignoreAdded);
+  }
+
+  diffTar(id: string, lowerDirs: string[], ignoreAdded: ReadonlySet<string>, signal?: AbortSignal): Readable {
+    return upperDiffTar(path.join(this.runtime.layout.containerDir(id), 'upper'), lowerDirs, ignoreAdded, signal);
   }
 }

@@ -17,7 +17,7 @@ import dgram from 'node:dgram';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import { Conflict, errorMessage, InvalidParameter } from '../../../errors.js';
-import { type DnsObserver, DnsServers } from './dns/server.js';
+import { DnsServers } from './dns/server.js';
 import {
   checkInterfaceName,
   deleteRules,
@@ -36,7 +36,7 @@ import {
 import { netnsAddon } from './netns.js';
 import { CommandError, run } from './run.js';
 import { log } from '../../../util/log.js';
-import type { BridgeRules, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host.js';
+import type { BridgeRules, BridgeSpec, DnsAnswers, DnsObserver, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host.js';
 
 export { rulesTaggedFor } from './firewall.js';
 

@@ -5,15 +5,8 @@
  * can reach the table. The table is named after the container (`berth_sbx_<short id>`); the engine's
  * compiled program (engine/sandbox/policy.ts) is its body.
  */
+import type { SandboxHost, SandboxProgram } from '../../host.js';
 import { run } from './run.js';
-
-export interface SandboxProgram {
-  sets: string[];
-  chain: string[];
-  refuse: string[];
-  /** Further chains the rules jump to. */
-  chains: Array<{ name: string; rules: string[] }>;
-}
 
 function tableName(containerId: string): string {
   if (!/^[0-9a-f]{12,64}$/.test(containerId)) throw new Error(`invalid container id ${JSON.stringify(containerId)}`);
@@ -34,7 +27,7 @@ async function tableExists(table: string): Promise<boolean> {
   }
 }
 
-export class LinuxSandboxHost {
+export class LinuxSandboxHost implements SandboxHost {
   /**
    * Installs (or replaces, in one transaction) the container's table with the program, hooked on the
    * ingress of `interfaces` (the host ends of its veths). With no interface, the table is removed.

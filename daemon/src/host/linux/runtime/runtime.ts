@@ -7,6 +7,10 @@
  * container's pid, run the caller's afterCreate hook (network setup), then `<runtime> start`. Nothing else
  * spawns a process on that path: the pid comes from conmon, exits from conmon's exit file. With crun, `start` and
  * the delete after an exit are done directly on crun's state (direct.ts), sparing two runtime processes.
+ *
+ * Beside it: the containers' folders, overlay roots and removal (files.ts), conmon's pids (monitor.ts), the
+ * sealed copy of the runtime's binary (sealed.ts), exec sessions (exec.ts, execdirect.ts), the log reader
+ * (logreader.ts, logformat.ts).
  */
 import { constants, existsSync, promises as fs } from 'node:fs';
 import type { AttachStreams, ContainerIO, ContainerRuntimeHost, ExitInfo, LogRecord, LogRecordBlock, StartHooks } from '../../host.js';

@@ -14,7 +14,7 @@ import net from 'node:net';
 import { log } from '../../../../util/log.js';
 import { netnsAddon } from '../netns.js';
 import { type AddressRecord, buildAnswer, buildError, CLASS_IN, parseAnswerAddresses, parseQuery, RCODE_FORMERR, RCODE_SERVFAIL, TYPE_A, TYPE_AAAA } from './message.js';
-import type { DnsAnswers } from '../../../host.js';
+import type { DnsAnswers, DnsObserver } from '../../../host.js';
 
 export const EMBEDDED_DNS_ADDRESS = '127.0.0.11';
 
@@ -101,12 +101,6 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
   }
   return buildError(query, RCODE_SERVFAIL);
 }
-
-/**
- * Told of every answer with addresses before the container gets it (sandbox policies allow the addresses of
- * allowed names): the answer waits for it.
- */
-export type DnsObserver = (containerId: string, name: string, records: AddressRecord[]) => Promise<void>;
 
 export class DnsServers {
   private readonly listeners = new Map<string, Listener>();
