@@ -14,6 +14,7 @@ import { after, test } from 'node:test';
 import { buildGuestImage, defaultCacheDir, type BuildResult } from '../src/vm/guest/image.js';
 import http from 'node:http';
 import net from 'node:net';
+import { ClockKeeper } from '../src/vm/clock.js';
 import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
 import { QemuDriver } from '../src/vm/qemu.js';
@@ -120,11 +121,26 @@ test('the guest image boots under QEMU: the agent port answers, shares are read 
   assert.equal(await channel.call('cp /mnt/work/from-host.txt /mnt/work/from-guest.txt'), 'copied');
   assert.equal(await fs.readFile(path.join(share, 'from-guest.txt'), 'utf8'), 'written by the host\n');
 
-  // The clock: set far back, then to the host's time, as the handshake does after a host sleep.
+  // The clock, kept by the host's ClockKeeper over the channel: the guest's clock is set far back (as after a
+  // long host sleep); the keeper's start (the handshake) sets it to the host's; a tick an hour late (the host
+  // slept an hour) sets it again.
   assert.equal(await channel.call('time 1000000000'), 'time 1000000000');
-  const now = Math.floor(Date.now() / 1000);
-  const answer = Number((await channel.call(`time ${now}`)).split(' ')[1]);
-  assert.ok(Math.abs(answer - now) <= 5, `guest clock ${answer}, host ${now}`);
+  let hostNow = Date.now();
+  const guestClock: number[] = [];
+  const keeper = new ClockKeeper({
+    sync: async (d) => void guestClock.push(Number((await channel.call(`time ${Math.floor(d.getTime() / 1000)}`)).split(' ')[1])),
+    now: () => hostNow,
+    setInterval: () => ({}),
+    clearInterval: () => undefined,
+  });
+  await keeper.start();
+  assert.ok(Math.abs(guestClock[0]! - hostNow / 1000) <= 5, `guest clock ${guestClock[0]}, host ${hostNow / 1000}`);
+  hostNow += 3_600_000;
+  keeper.tick();
+  assert.equal(keeper.wakes.length, 1, 'the late tick is taken for a wake');
+  await keeper.syncNow(); // the sync the tick started
+  assert.ok(Math.abs(guestClock.at(-1)! - hostNow / 1000) <= 5, `guest clock ${guestClock.at(-1)}, host ${hostNow / 1000}`);
+  keeper.stop();
 });
 
 test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share, a published port forwarded to the host', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
