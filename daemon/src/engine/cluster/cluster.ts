@@ -13,7 +13,7 @@ import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from './host.js';
+import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
