@@ -22,7 +22,7 @@ import type { RegistryClient } from '../images/registry/client.js';
 import { PluginClient } from './client.js';
 import { checkConfig, NAME, normalizePluginName, settingsFrom, typeImplements, type PluginConfig, type PluginRecord } from './config.js';
 import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type PluginTools, type Privilege } from './distribution.js';
-import { pluginSpec } from './spec.js';
+import { pluginSpec, type PluginDevices } from './spec.js';
 
 export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv, type PluginRecord } from './config.js';
 
@@ -34,6 +34,8 @@ export interface PluginManagerOptions {
   events: EventBus;
   /** The Host's tar: plugin roots packed for a push, plugin contexts and layers unpacked. */
   tools: PluginTools;
+  /** The machine's device nodes (a plugin's Devices setting). */
+  probe: PluginDevices;
 }
 
 class Running {
@@ -305,7 +307,7 @@ export class PluginManager {
     await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
     if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
     await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
-    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }));
+    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }, this.opts.probe));
     await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
     const logFile = path.join(this.dir(p.Id), 'plugin.log');
     const out = await fs.open(logFile, 'a');
