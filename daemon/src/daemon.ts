@@ -404,7 +404,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The state, restored once everything is wired (routes marked beforeReady, such as /version, serve
   // meanwhile): the default bridge, the images' layers, the managed plugins (enabled ones started), the volumes,
   // then the containers reconciled with what runs (reattached, exit codes of those that ended, crash leftovers,
-  // restart policies applied), their sandboxes' policies, volume mounts and health checks.
+  // restart policies applied), their sandboxes' policies, volume mounts and health checks. Whatever else is
+  // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
   await pluginManager.init();
