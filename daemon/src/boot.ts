@@ -117,7 +117,12 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   // can wait until the sockets listen, unless the pidfile or a socket is to be made inside it.
   const inExecRoot = (file: string) => !path.relative(opts.execRoot, path.resolve(file)).startsWith('..');
   const tmpfsFirst = inExecRoot(opts.pidfile) || addresses.some((a) => a.kind === 'unix' && inExecRoot(a.path));
-  const execRootTmpfs = () => import('./host/linux/execroot.js').then(({ ensureExecRootTmpfs }) => ensureExecRootTmpfs(opts.execRoot));
+  // With an agent, containers' per-boot state lives in the agent's exec root; this one holds only sockets.
+  const execRootTmpfs = async () => {
+    if (opts.agent) return;
+    const { ensureExecRootTmpfs } = await import('./host/linux/execroot.js');
+    await ensureExecRootTmpfs(opts.execRoot);
+  };
   if (tmpfsFirst) await execRootTmpfs();
   const pidfileHandle = await writePidfile(opts.pidfile);
 

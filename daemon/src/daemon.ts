@@ -48,6 +48,10 @@ import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
+import { ClusterService } from './engine/cluster/cluster.js';
+import { taskContainers } from './engine/cluster/containers.js';
+import { LinuxClusterHost } from './host/linux/cluster/index.js';
+import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
@@ -91,6 +95,8 @@ export interface DaemonOptions {
   insecureRegistries?: string[];
   /** `--auth-tokens`: the engine API on TCP listeners needs a bearer token (unix sockets stay as they are). */
   authTokens?: boolean;
+  /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
+  agent?: string;
 }
 
 export { UI_LOGIN_FILE, type Daemon } from './boot.js';
@@ -152,7 +158,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
-  const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // Or the agent's Host, over the agent protocol (a root agent service, or the guest of a VM).
+  const host =
+    givenHost ??
+    (opts.agent
+      ? await (await import('./host/remote/index.js')).createRemoteHost(opts.agent)
+      : await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
   // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
   useMachineFacts(host.probe);
 
@@ -231,6 +242,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
+    probe: host.probe,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -352,7 +364,22 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
-  registerSwarmRoutes(router);
+  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
+  const cluster = new ClusterService({
+    host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
+    containers: taskContainers(containers, events),
+    events,
+    describe: async () => {
+      const info = await host.probe.info();
+      return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
+    },
+  });
+  await cluster.restore();
+  closers.push(() => cluster.close());
+  registerSwarmRoutes(router, cluster, (id, o) => {
+    const record = containers.store.find(id);
+    return record ? readLogBatches(host.runtime, record, o) : undefined;
+  });
   // Container statistics from the cgroups.
   registerStatsRoutes(router, new ContainerStats({ containers: { get: (ref) => containers.get(ref) }, host: host.stats }));
 
@@ -365,6 +392,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const facts = new SystemFacts(host.probe);
   registerSystemRoutes(router, {
     backend: systemBackend,
+    swarm: () => cluster.status(),
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,

@@ -44,6 +44,8 @@ export interface EngineOptions {
   env?: Record<string, string>;
   /** Options for node itself, before the daemon's script (--import ...). */
   nodeArgs?: string[];
+  /** A command the daemon runs under, e.g. `nsenter --net=/run/netns/X` for a network namespace of its own. */
+  wrapper?: string[];
 }
 
 export class Engine {
@@ -95,7 +97,8 @@ export class Engine {
       '--runtime', this.opts.runtime ?? 'crun',
       ...(this.opts.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.opts.env } });
+    const [command, ...prefix] = [...(this.opts.wrapper ?? []), process.execPath];
+    const child = spawn(command!, [...prefix, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.opts.env } });
     this.child = child;
     child.stderr!.on('data', (chunk: Buffer) => {
       this.logChunks.push(chunk);

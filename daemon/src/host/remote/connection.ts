@@ -12,9 +12,10 @@ import { ENGINE_VERSION } from '../../version.js';
 import { Session, type Hello } from './session.js';
 import { HOST_TYPES } from './types.js';
 
-/** `unix:///path` or a plain path. */
+/** `unix:///path`, `npipe://./pipe/name` (Windows: `\\.\pipe\name`) or a plain path. */
 export function agentSocketPath(address: string): string {
   if (address.startsWith('unix://')) return address.slice('unix://'.length);
+  if (address.startsWith('npipe://')) return address.slice('npipe://'.length).replace(/\//g, '\\').replace(/^\\?\.\\/, '\\\\.\\');
   if (address.includes('://')) throw new Error(`unsupported agent address ${JSON.stringify(address)}: expected unix://PATH`);
   return address;
 }
@@ -78,6 +79,7 @@ export class AgentConnection extends EventEmitter {
         this.backoffMs = 50;
         return session;
       } catch (err) {
+        if (lastError === undefined) log.warn('cannot reach the agent yet; trying again', { socket: this.socketPath, error: (err as Error).message });
         lastError = err;
         if (Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, this.backoffMs));

@@ -73,6 +73,17 @@ export class Sink {
 }
 
 const markedSinks = new WeakSet<object>();
+const markedHandles = new WeakSet<object>();
+/** The id a handle of the peer's carries here (not enumerable: it does not show in the handle's data). */
+const HANDLE = Symbol('berth.handle');
+
+/**
+ * Marks an object as a handle: it crosses as a copy of its data, and when that copy comes back in a later
+ * call, the other side gets this very object again (a staged layer that the store knows by identity).
+ */
+export function markHandle(object: object): void {
+  markedHandles.add(object);
+}
 
 /** Marks a stream as a Sink wherever it is encoded (without replacing it in the object that holds it). */
 export function markSink(stream: Writable): void {
@@ -120,6 +131,7 @@ export class Session extends EventEmitter {
   private readonly incoming = new Map<number, AbortController>();
   private readonly channels = new Map<number, Channel>();
   private readonly functions = new Map<number, (...args: unknown[]) => unknown>();
+  private readonly handles = new Map<number, object>();
   private readonly signals = new Map<number, { signal: AbortSignal; listener: () => void }>();
   private readonly remoteSignals = new Map<number, AbortController>();
   private readonly flags = new Map<number, NodeJS.Timeout>();
@@ -199,6 +211,7 @@ export class Session extends EventEmitter {
     for (const channel of [...this.channels.values()]) this.closeChannel(channel, err);
     this.channels.clear();
     this.functions.clear();
+    this.handles.clear();
     for (const { signal, listener } of this.signals.values()) signal.removeEventListener('abort', listener);
     this.signals.clear();
     for (const controller of this.remoteSignals.values()) controller.abort(err);
@@ -279,6 +292,7 @@ export class Session extends EventEmitter {
       }
       case Kind.Release: {
         this.functions.delete(channel);
+        this.handles.delete(channel);
         const sig = this.signals.get(channel);
         if (sig) sig.signal.removeEventListener('abort', sig.listener);
         this.signals.delete(channel);
@@ -661,6 +675,15 @@ export class Session extends EventEmitter {
       return { $$: 'p', id };
     }
     if (obj instanceof Sink) return this.encSink(obj.stream, after);
+    const handleId = (obj as { [HANDLE]?: number })[HANDLE];
+    if (handleId !== undefined) return { $$: 'hr', id: handleId };
+    if (markedHandles.has(obj)) {
+      const id = this.allocate();
+      this.handles.set(id, obj);
+      const data: Record<string, unknown> = {};
+      for (const key of Object.keys(obj)) data[key] = this.enc((obj as Record<string, unknown>)[key], after);
+      return { $$: 'h', id, v: data };
+    }
     if (markedSinks.has(obj)) return this.encSink(obj as Writable, after);
     // A stream of another implementation (streamx, as tar-stream's entries are) crosses as bytes.
     if (!(obj instanceof Readable) && typeof (obj as Readable).pipe === 'function' && typeof (obj as Readable).read === 'function' && Symbol.asyncIterator in obj) {
@@ -753,6 +776,17 @@ export class Session extends EventEmitter {
         for (const [k, item] of Object.entries((tagged.fields as object) ?? {})) fields[k] = this.dec(item);
         const cause = tagged.cause ? this.dec(tagged.cause) : undefined;
         return decodeError(tagged.name as string, tagged.message as string, fields, cause);
+      }
+      case 'h': {
+        const copy = this.dec(tagged.v) as object;
+        Object.defineProperty(copy, HANDLE, { value: tagged.id, enumerable: false });
+        finalizer.register(copy, { session: this.self, id: tagged.id as number });
+        return copy;
+      }
+      case 'hr': {
+        const original = this.handles.get(tagged.id as number);
+        if (!original) throw new Unavailable('the handle was released');
+        return original;
       }
       case 'pr': {
         const settled = new Promise((resolve, reject) => this.pending.set(tagged.id as number, {

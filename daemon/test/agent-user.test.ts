@@ -1,0 +1,128 @@
+/**
+ * The Linux desktop's arrangement, never root in the app: `berthd agent` runs as root on a socket owned by a
+ * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
+ * root, exec root and socket. The docker CLI runs containers through it, while a second berthd (root, the
+ * usual way) keeps working beside it.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { once } from 'node:events';
+import path from 'node:path';
+import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
+import { killContainers } from './runtime-support.js';
+
+const NOBODY = 65534;
+const canRun = process.getuid?.() === 0 && existsSync('/bin/busybox') && existsSync('/usr/bin/conmon') && existsSync('/usr/bin/setpriv');
+
+describe('a daemon as an unprivileged user, through the root agent', { skip: !canRun && 'needs root, busybox, conmon and setpriv' }, () => {
+  const beside = useEngine();
+  const group = `bt${randomBytes(3).toString('hex')}`;
+  const bridge = `bt${randomBytes(4).toString('hex')}`;
+  let root: string;
+  let gid: number;
+  let agent: ChildProcess | undefined;
+  let daemon: ChildProcess | undefined;
+  const agentLog: Buffer[] = [];
+  const daemonLog: Buffer[] = [];
+  let userSocket: string;
+  let dockerConfig: string;
+
+  const docker = (args: string[], timeoutMs = 60_000) =>
+    runCommand('docker', ['-H', `unix://${userSocket}`, ...args], { env: { DOCKER_CONFIG: dockerConfig }, timeoutMs });
+  const logs = () => `agent:\n${Buffer.concat(agentLog).toString()}\ndaemon:\n${Buffer.concat(daemonLog).toString()}`;
+
+  before(async () => {
+    root = mkdtempSync('/tmp/bu-');
+    chmodSync(root, 0o755);
+    assert.equal(spawnSync('groupadd', ['--system', group]).status, 0, 'groupadd');
+    gid = Number(spawnSync('getent', ['group', group], { encoding: 'utf8' }).stdout.split(':')[2]);
+    const agentSocket = path.join(root, 'agent', 'agent.sock');
+    agent = spawn(process.execPath, [BERTHD, 'agent', '--socket', agentSocket, '--group', group, '--data-root', path.join(root, 'agent-data'), '--exec-root', path.join(root, 'ax')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    agent.stderr!.on('data', (c: Buffer) => agentLog.push(c));
+    await eventually(() => existsSync(agentSocket), 20_000);
+    const st = statSync(agentSocket);
+    assert.equal(st.mode & 0o777, 0o660);
+    assert.equal(st.gid, gid);
+
+    // The user's own folders, as the app makes them under its home and runtime directory.
+    const home = path.join(root, 'user');
+    mkdirSync(home);
+    chownSync(home, NOBODY, gid);
+    userSocket = path.join(home, 'engine.sock');
+    dockerConfig = path.join(root, 'docker-config');
+    mkdirSync(dockerConfig);
+    daemon = spawn(
+      'setpriv',
+      ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
+        '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
+        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home} },
+    );
+    daemon.stderr!.on('data', (c: Buffer) => daemonLog.push(c));
+    daemon.on('error', (err) => daemonLog.push(Buffer.from(`spawn failed: ${err.message}\n`)));
+    await eventually(async () => {
+      if (daemon!.exitCode !== null) throw new Error(`the daemon exited (${daemon!.exitCode}):\n${logs()}`);
+      return (await httpRequest(userSocket, 'GET', '/_ping')).status === 200;
+    }, 30_000).catch((err: Error) => {
+      throw new Error(`${err.message}\n${logs()}`);
+    });
+    const tarball = path.join(root, 'busybox.tar');
+    const { buildBusyboxArchive } = await import('./fixtures/busybox.js');
+    await buildBusyboxArchive(tarball);
+    const loaded = await docker(['load', '-i', tarball], 120_000);
+    assert.equal(loaded.code, 0, `${loaded.stderr}\n${logs()}`);
+  });
+
+  after(async () => {
+    for (const child of [daemon, agent]) {
+      if (!child || child.exitCode !== null || child.signalCode !== null) continue;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    }
+    if (root) {
+      killContainers(path.join(root, 'ax', 'runtime'));
+      unmountUnder(root);
+      rmSync(root, { recursive: true, force: true });
+    }
+    removeBridge(bridge);
+    spawnSync('groupdel', [group]);
+  });
+
+  test('the daemon runs as nobody', () => {
+    const status = spawnSync('ps', ['-o', 'uid=', '-p', String(daemon!.pid)], { encoding: 'utf8' }).stdout;
+    // setpriv execs the daemon in its own process.
+    assert.equal(Number(status.trim()), NOBODY);
+  });
+
+  test('docker run --rm busybox echo hi', async () => {
+    const run = await docker(['run', '--rm', 'busybox', 'echo', 'hi']);
+    assert.equal(run.code, 0, `${run.stderr}\n${logs()}`);
+    assert.equal(run.stdout, 'hi\n');
+  });
+
+  test('docker run -d, exec and logs', async () => {
+    const started = await docker(['run', '-d', 'busybox', 'sh', '-c', 'echo started; sleep 1000']);
+    assert.equal(started.code, 0, `${started.stderr}\n${logs()}`);
+    const id = started.stdout.trim();
+    try {
+      const exec = await docker(['exec', id, 'sh', '-c', 'echo from exec; id -u']);
+      assert.equal(exec.code, 0, exec.stderr);
+      assert.equal(exec.stdout, 'from exec\n0\n');
+      const logsOut = await docker(['logs', id]);
+      assert.equal(logsOut.code, 0, logsOut.stderr);
+      assert.equal(logsOut.stdout, 'started\n');
+    } finally {
+      await docker(['rm', '-f', id]);
+    }
+  });
+
+  test('a root berthd beside it keeps working', async () => {
+    assert.equal(await beside.dockerOk(['run', '--rm', 'busybox', 'echo', 'beside']), 'beside\n');
+    const ps = await docker(['ps', '-a', '-q']);
+    assert.equal(ps.stdout.trim(), '', 'the other engine shares no containers');
+  });
+});
