@@ -21,6 +21,7 @@ NODE_MAJOR_MIN=20
 #   chromium                    the browser the end-to-end tests drive (Playwright, executablePath /usr/bin/chromium)
 #   docker-compose              a real compose client (1.29, with python3-docker: the docker-py tests use it too)
 #   python3-docker              docker-py, a real client the tests drive over a TCP listener (with /usr/bin/python3)
+#   etcd-server                 swarm mode: each manager's daemon runs an etcd member as the cluster's store
 #   qemu-system-x86             the VM path's tests boot the guest image under QEMU (TCG here)
 #   kmod debian-archive-keyring the guest image build: depmod for the guest's modules, and the archive's keys
 #                               that apt checks the guest's packages against
@@ -33,6 +34,7 @@ APT_PACKAGES=(
   build-essential python3 git
   chromium
   docker-compose python3-docker
+  etcd-server
   qemu-system-x86 kmod debian-archive-keyring
 )
 

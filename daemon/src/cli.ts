@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { errorMessage } from './errors.js';
-import { startDaemon, type DaemonOptions } from './daemon.js';
+import { startDaemon } from './boot.js';
+import type { DaemonOptions } from './daemon.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -164,6 +165,12 @@ export async function main(argv: string[]): Promise<void> {
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    // The daemon serves from here on; main() returns once it has restored its state.
+    await daemon.ready.catch((err: unknown) => {
+      log.error('failed to start daemon', { error: errorMessage(err) });
+      stopping = true;
+      return daemon.shutdown().finally(() => process.exit(1));
+    });
   } catch (err) {
     log.error('failed to start daemon', { error: errorMessage(err) });
     process.exit(1);

@@ -181,7 +181,7 @@ describe('image search', () => {
   });
 });
 
-describe('swarm and plugins, as a daemon without them', () => {
+describe('swarm and plugins, as a daemon outside a swarm and without plugins', () => {
   const NOT_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 
   test('swarm, nodes, services, tasks, secrets and configs answer "not a swarm manager": 406 at API 1.24, 503 from 1.25', async () => {
@@ -199,9 +199,14 @@ describe('swarm and plugins, as a daemon without them', () => {
     assert.equal(leave.status, 406);
     assert.equal(leave.json().message, 'This node is not part of a swarm');
     assert.equal((await engine.request('POST', '/v1.53/swarm/leave')).status, 503);
-    const init = await engine.request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:2377' } });
-    assert.equal(init.status, 501, init.text);
-    assert.match(init.json().message, /swarm mode is not supported/);
+    // Init and join with bad input are refused before anything starts.
+    const init = await engine.request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:99999' } });
+    assert.equal(init.status, 400, init.text);
+    assert.match(init.json().message, /invalid port/);
+    const join = await engine.request('POST', '/swarm/join', { body: { RemoteAddrs: ['127.0.0.1:2377'] } });
+    assert.equal(join.status, 400, join.text);
+    assert.match(join.json().message, /join token/);
+    assert.equal((await engine.request('GET', '/info')).json().Swarm.LocalNodeState, 'inactive');
   });
 
   test('the docker CLI reports the daemon\'s message', async () => {

@@ -176,6 +176,7 @@ const ALLOWED_5XX = [
   /^swarm mode is not supported by this engine/,
   /^This node is not a swarm manager\./,
   /^This node is not part of a swarm$/,
+  /^This node is already part of a swarm/,
   /cannot reach the registry 127\.0\.0\.1:1\b/,
 ];
 
@@ -458,6 +459,11 @@ class Builder {
       if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return urlPath;
       const b = parsed as Record<string, any>;
       if (t === '/auth') b.serveraddress = `http://${REGISTRY}`;
+      // A swarm is never created or joined: the address to advertise is none of this machine's (TEST-NET-1).
+      if (t === '/swarm/init' || t === '/swarm/join') {
+        b.AdvertiseAddr = '192.0.2.1';
+        b.RemoteAddrs = [`${REGISTRY}`];
+      }
       if (t === '/containers/create' || t === '/commit') {
         if (this.rnd.chance(0.6)) b.Image = 'busybox';
         const hc = b.HostConfig;

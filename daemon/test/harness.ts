@@ -44,6 +44,8 @@ export interface EngineOptions {
   env?: Record<string, string>;
   /** Options for node itself, before the daemon's script (--import ...). */
   nodeArgs?: string[];
+  /** A command the daemon runs under, e.g. `nsenter --net=/run/netns/X` for a network namespace of its own. */
+  wrapper?: string[];
 }
 
 export class Engine {
@@ -95,7 +97,8 @@ export class Engine {
       '--runtime', this.opts.runtime ?? 'crun',
       ...(this.opts.args ?? []),
     ];
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.opts.env } });
+    const [command, ...prefix] = [...(this.opts.wrapper ?? []), process.execPath];
+    const child = spawn(command!, [...prefix, ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.opts.env } });
     this.child = child;
     child.stderr!.on('data', (chunk: Buffer) => {
       this.logChunks.push(chunk);
@@ -110,8 +113,13 @@ export class Engine {
         if (Date.now() > deadline) throw new Error(`berthd did not answer within 20 s:\n${this.daemonLog}`);
         try {
           await this.request('GET', '/_ping');
+          // The daemon answers /_ping as soon as it listens; a test starts once it has restored its state too
+          // (the list waits for that).
+          const listed = await this.request('GET', '/containers/json?limit=1');
+          if (listed.status !== 200) throw new Error(`berthd answered ${listed.status} to its first list: ${listed.text}`);
           return;
-        } catch {
+        } catch (err) {
+          if ((err as Error).message.startsWith('berthd answered')) throw err;
           await new Promise((r) => setTimeout(r, 50));
         }
       }

@@ -124,9 +124,11 @@ function swarmHeader(status: SwarmStatus): string {
   return status.ControlAvailable ? 'active/manager' : 'active/worker';
 }
 
-export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
-  const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
-
+/**
+ * GET and HEAD /_ping. They need nothing of the engine's state, and are served while it is being restored
+ * (a client's first request answers as soon as the daemon listens).
+ */
+export function registerPingRoutes(router: Router, swarm: () => SwarmStatus = () => INACTIVE_SWARM): void {
   const ping = (req: ApiRequest, res: ApiResponse) => {
     const headers: Record<string, string | number> = {
       'Api-Version': MAX_API_VERSION,
@@ -143,12 +145,22 @@ export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
     for (const [k, v] of Object.entries(headers)) res.raw.setHeader(k, v);
     res.text(200, 'OK');
   };
-  router.get('/_ping', ping);
-  router.head('/_ping', ping);
+  router.get('/_ping', ping, { beforeReady: true });
+  router.head('/_ping', ping, { beforeReady: true });
+}
 
-  router.get('/version', async (req, res) => {
-    res.json(200, shape('system.version', req.version, await buildVersion(deps)));
-  });
+/** GET /version, GET /info and GET /system/df (the ping routes are registered apart: registerPingRoutes). */
+export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
+  const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
+
+  // The version needs nothing of the state the engine restores at start: it is served meanwhile.
+  router.get(
+    '/version',
+    async (req, res) => {
+      res.json(200, shape('system.version', req.version, await buildVersion(deps)));
+    },
+    { beforeReady: true },
+  );
 
   router.get('/info', async (req, res) => {
     res.json(200, shape('system.info', req.version, await buildInfo(deps, swarm())));

@@ -7,7 +7,8 @@
  * Every method is describable for a remote implementation: its arguments and results are plain data,
  * Buffers, Readable or Writable streams, AsyncIterables, AbortSignals, or handle objects whose methods are
  * themselves such calls (AttachStreams, ExecProcess, openBeneath's holder). The only functions handed to the
- * Host are the hook objects named in their parts' doc comments (StartHooks, DnsAnswers, DnsObserver).
+ * Host are the hooks named in their parts' doc comments (StartHooks, DnsAnswers, DnsObserver, and the log
+ * readers' `until`, asked at the end of the log whether a follow stops); a remote Host calls them back.
  * Synchronous members (LayerStore's lookups, StatsHost's machine figures, ProbeHost's properties, stopDns)
  * answer from what the Host already knows: a remote Host keeps a copy it refreshes.
  */

@@ -9,7 +9,7 @@
  * the live containers when the daemon starts.
  */
 import dgram from 'node:dgram';
-import { closeSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { log } from '../../../../util/log.js';
 import { netnsAddon } from '../netns.js';
@@ -82,6 +82,24 @@ function forwardTcp(query: Buffer, upstream: string): Promise<Buffer | undefined
   });
 }
 
+/**
+ * The machine's resolvers (BERTH_DNS_UPSTREAM, a comma-separated list of ip[:port], overrides
+ * /etc/resolv.conf's IPv4 nameservers), read at each forward: resolv.conf may change while containers run.
+ */
+export function machineResolvers(): string[] {
+  const env = process.env.BERTH_DNS_UPSTREAM;
+  if (env) return env.split(',').map((s) => s.trim()).filter(Boolean);
+  try {
+    return readFileSync('/etc/resolv.conf', 'utf8')
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+      .filter(([k, v]) => k === 'nameserver' && v && !v.includes(':'))
+      .map(([, v]) => v);
+  } catch {
+    return [];
+  }
+}
+
 /** The answer to one query: from the engine's names, else from the first upstream that answers. */
 export async function answerQuery(query: Buffer, answers: DnsAnswers, transport: 'udp' | 'tcp'): Promise<Buffer | undefined> {
   const q = parseQuery(query);
@@ -96,7 +114,8 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
       return buildAnswer(query, q, wanted);
     }
   }
-  for (const upstream of await answers.upstreams()) {
+  // Over a remote Host the engine's answers come back as promises.
+  for (const upstream of (await answers.upstreams()) ?? machineResolvers()) {
     const answer = await (transport === 'tcp' ? forwardTcp(query, upstream) : forwardUdp(query, upstream));
     if (answer) return answer;
   }

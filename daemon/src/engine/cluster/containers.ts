@@ -1,0 +1,27 @@
+/** The agent's view of the container engine: task containers are ordinary containers, found by their label. */
+import type { EventBus } from '../events.js';
+import type { ContainerService } from '../containers/service.js';
+import { TASK_LABEL, type TaskContainers } from './agent.js';
+
+export function taskContainers(containers: ContainerService, events: EventBus): TaskContainers {
+  return {
+    create: async (body, name) => (await containers.create(body, name)).Id,
+    start: (id) => containers.start(id),
+    stop: (id, timeoutSeconds) => containers.stop(id, { timeoutSeconds }),
+    remove: (id) => containers.remove(id, { force: true, volumes: true }),
+    state: (id) => {
+      const r = containers.store.find(id);
+      if (!r) return undefined;
+      return { running: r.State.Running || r.State.Restarting, exitCode: r.State.ExitCode, pid: r.State.Pid, error: r.State.Error };
+    },
+    taskContainers: () =>
+      containers
+        .all()
+        .filter((r) => r.Config.Labels?.[TASK_LABEL])
+        .map((r) => ({ id: r.Id, taskId: r.Config.Labels[TASK_LABEL]! })),
+    onExit: (fn) =>
+      events.subscribe((e) => {
+        if (e.Type === 'container' && e.Action === 'die') fn(e.Actor.ID);
+      }),
+  };
+}

@@ -1,0 +1,612 @@
+/**
+ * The swarm port (2377 by default) on managers, HTTPS with the swarm's certificates:
+ *
+ * - `GET /ca`: the root CA certificate, which a joining node checks against the digest in its token before it
+ *   sends anything;
+ * - `POST /join`: a join token and a certificate request; answers the new node's id and certificate (signed
+ *   for the role the token gives), and for a manager the etcd member list it starts its own member with (the
+ *   member is added as a learner and promoted once it runs);
+ * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
+ *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
+ *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down) and
+ *   `POST /status` (a task's state, for tasks of that node only).
+ *
+ * WorkerSession is the worker's side: it keeps a session with one of the managers, sends heartbeats and
+ * task states, and serves the assignments to the node's agent.
+ */
+import { X509Certificate } from 'node:crypto';
+import https from 'node:https';
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import { randomBytes } from 'node:crypto';
+import { InvalidParameter } from '../../errors.js';
+import { log } from '../../util/log.js';
+import type { AgentSource } from './agent.js';
+import type { ClusterHost, NodeCertificates } from './host.js';
+import type { NodeDescription } from './cluster.js';
+import { applyTaskStatus } from './cluster.js';
+import { key, type ClusterStore } from './store.js';
+import { caDigest, parseJoinToken, sameToken } from './tokens.js';
+import { newObjectId, now, type Obj } from './types.js';
+
+const MAX_BODY = 1024 * 1024;
+
+function readBody(req: IncomingMessage): Promise<Obj> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        req.destroy();
+        reject(new Error('body too large'));
+      } else chunks.push(c);
+    });
+    req.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Obj);
+      } catch {
+        reject(new InvalidParameter('invalid JSON'));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  res.writeHead(status, { 'Content-Type': typeof body === 'string' ? 'text/plain' : 'application/json', 'Content-Length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The node id and role of a client's certificate, or undefined without a valid one. */
+function peerNode(req: IncomingMessage): { nodeId: string; role: string } | undefined {
+  const socket = req.socket as TLSSocket;
+  if (!socket.authorized) return undefined;
+  const cert = socket.getPeerCertificate();
+  if (!cert || !cert.subject) return undefined;
+  const role = cert.subject.OU === 'swarm-manager' ? 'manager' : cert.subject.OU === 'swarm-worker' ? 'worker' : undefined;
+  return role ? { nodeId: String(cert.subject.CN), role } : undefined;
+}
+
+export interface DispatcherOptions {
+  store: ClusterStore;
+  certs: NodeCertificates;
+  listen: { host: string; port: number };
+  host: ClusterHost;
+  heartbeatSeconds(): number;
+  managerJoined(nodeId: string): Promise<void>;
+}
+
+export class DispatcherServer {
+  private server?: https.Server;
+  private readonly leases = new Map<string, { lease: ReturnType<ClusterStore['client']['lease']>; ttl: number }>();
+  private joining: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly opts: DispatcherOptions) {}
+
+  async listen(): Promise<void> {
+    const { certs } = this.opts;
+    const server = https.createServer({ key: certs.key, cert: certs.cert, ca: certs.ca, requestCert: true, rejectUnauthorized: false }, (req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        const status = err instanceof InvalidParameter ? 400 : 500;
+        if (!res.headersSent) send(res, status, { message: err instanceof Error ? err.message : String(err) });
+        else res.destroy();
+      });
+    });
+    server.on('tlsClientError', () => undefined);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.opts.listen.port, this.opts.listen.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (server) {
+      server.close();
+      server.closeAllConnections();
+    }
+    this.leases.clear();
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'https://swarm');
+    if (req.method === 'GET' && url.pathname === '/ca') {
+      send(res, 200, this.opts.certs.ca);
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/join') {
+      const body = await readBody(req);
+      const run = this.joining.then(() => this.join(body));
+      this.joining = run.catch(() => undefined);
+      send(res, 200, await run);
+      return;
+    }
+    const peer = peerNode(req);
+    if (!peer) {
+      send(res, 401, { message: 'a swarm node certificate is required' });
+      return;
+    }
+    const node = this.opts.store.get('nodes', peer.nodeId);
+    if (!node) {
+      send(res, 403, { message: 'this node is not part of the swarm (it was removed)' });
+      return;
+    }
+    if (req.method === 'GET' && url.pathname === '/session') return this.session(peer.nodeId, req, res);
+    if (req.method === 'POST' && url.pathname === '/heartbeat') {
+      req.resume();
+      await this.heartbeat(peer.nodeId, req.socket.remoteAddress ?? '');
+      send(res, 200, { Period: this.opts.heartbeatSeconds() * 1e9 });
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/certificate') {
+      const body = await readBody(req);
+      const run = this.joining.then(() => this.certificate(peer.nodeId, body));
+      this.joining = run.catch(() => undefined);
+      send(res, 200, await run);
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/status') {
+      const body = await readBody(req);
+      const task = this.opts.store.get('tasks', String(body.TaskID ?? ''));
+      if (!task || task.obj.NodeID !== peer.nodeId) {
+        send(res, 404, { message: 'no such task on this node' });
+        return;
+      }
+      await applyTaskStatus(this.opts.store, task.obj.ID, body.Status);
+      send(res, 200, {});
+      return;
+    }
+    send(res, 404, { message: 'not found' });
+  }
+
+  /** Keeps the node's session key alive for 3 heartbeat periods from now. */
+  private async heartbeat(nodeId: string, remote: string): Promise<void> {
+    const ttl = Math.max(3, 3 * this.opts.heartbeatSeconds());
+    let held = this.leases.get(nodeId);
+    if (held && (held.lease.revoked() || held.ttl !== ttl)) {
+      this.leases.delete(nodeId);
+      held = undefined;
+    }
+    if (held) {
+      try {
+        await held.lease.keepaliveOnce();
+        if (this.opts.store.get('sessions', nodeId)) return;
+      } catch {
+        this.leases.delete(nodeId);
+      }
+    }
+    const lease = this.opts.store.client.lease(ttl, { autoKeepAlive: false });
+    lease.on('lost', () => {
+      if (this.leases.get(nodeId)?.lease === lease) this.leases.delete(nodeId);
+    });
+    const node = this.opts.store.get('nodes', nodeId)?.obj;
+    await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: node?.Status?.Addr || remote.replace(/^::ffff:/, '') }));
+    this.leases.set(nodeId, { lease, ttl });
+  }
+
+  private async session(nodeId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+    await this.heartbeat(nodeId, req.socket.remoteAddress ?? '');
+    let timer: NodeJS.Timeout | undefined;
+    let last = '';
+    const push = () => {
+      timer = undefined;
+      const message = JSON.stringify(this.assignments(nodeId));
+      if (message === last) return;
+      last = message;
+      res.write(message + '\n');
+    };
+    const unsubscribe = this.opts.store.onChange((kind, id) => {
+      if (kind === 'names' || (kind === 'sessions' && id !== nodeId)) return;
+      timer ??= setTimeout(push, 50);
+    });
+    // A line now and then keeps the connection known to be alive on both sides.
+    const keepalive = setInterval(() => res.write('\n'), 5000);
+    push();
+    await new Promise<void>((resolve) => res.once('close', () => resolve()));
+    unsubscribe();
+    clearInterval(keepalive);
+    if (timer) clearTimeout(timer);
+  }
+
+  /** What a node gets: its tasks, and the secrets and configs those tasks use (and nothing else). */
+  private assignments(nodeId: string): Obj {
+    const store = this.opts.store;
+    const tasks = store.list('tasks').map((e) => store.view(e)).filter((t) => t.NodeID === nodeId);
+    const secrets: Obj[] = [];
+    const configs: Obj[] = [];
+    const seen = new Set<string>();
+    for (const t of tasks) {
+      if (t.DesiredState !== 'running' && t.DesiredState !== 'ready') continue;
+      for (const ref of t.Spec?.ContainerSpec?.Secrets ?? []) {
+        const s = store.get('secrets', ref.SecretID)?.obj;
+        if (s && !seen.has(s.ID)) (seen.add(s.ID), secrets.push(s));
+      }
+      for (const ref of t.Spec?.ContainerSpec?.Configs ?? []) {
+        const c = store.get('configs', ref.ConfigID)?.obj;
+        if (c && !seen.has(c.ID)) (seen.add(c.ID), configs.push(c));
+      }
+    }
+    const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
+    const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs };
+  }
+
+  private async join(body: Obj): Promise<Obj> {
+    const store = this.opts.store;
+    const cluster = store.get('cluster', 'default')?.obj;
+    if (!cluster) throw new Error('the swarm has no cluster object');
+    if (typeof body.token !== 'string') throw new InvalidParameter('invalid join token');
+    const { digest } = parseJoinToken(body.token);
+    if (digest !== caDigest(cluster.TLSInfo.TrustRoot)) throw new InvalidParameter('remote CA does not match fingerprint');
+    let role: 'manager' | 'worker';
+    if (sameToken(body.token, cluster.JoinTokens.Worker)) role = 'worker';
+    else if (sameToken(body.token, cluster.JoinTokens.Manager)) role = 'manager';
+    else throw new InvalidParameter('rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster');
+    const advertise = String(body.advertiseAddr ?? '');
+    const swarmPort = Number(body.swarmPort) || 2377;
+    const nodeId = newObjectId(randomBytes(16));
+    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: cluster.RootCA.Key }, String(body.csr ?? ''), {
+      nodeId,
+      clusterId: cluster.ID,
+      role,
+      ips: [advertise],
+    });
+    const d: Partial<NodeDescription> = body.description ?? {};
+    const t = now();
+    const managerAddr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
+    const node: Obj = {
+      ID: nodeId,
+      CreatedAt: t,
+      UpdatedAt: t,
+      Spec: { Labels: {}, Role: role, Availability: ['drain', 'pause'].includes(body.availability) ? body.availability : 'active', Membership: 'accepted' },
+      Description: {
+        Hostname: String(d.hostname ?? ''),
+        Platform: { Architecture: String(d.arch ?? ''), OS: String(d.os ?? 'linux') },
+        Resources: { NanoCPUs: Number(d.ncpu ?? 0) * 1e9, MemoryBytes: Number(d.memTotal ?? 0) },
+        Engine: { EngineVersion: String(d.engineVersion ?? ''), Labels: d.engineLabels ?? {}, Plugins: [] },
+        TLSInfo: { TrustRoot: cluster.TLSInfo.TrustRoot, CertIssuerSubject: cluster.TLSInfo.CertIssuerSubject, CertIssuerPublicKey: '' },
+      },
+      Status: { State: 'down', Addr: advertise },
+      ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
+    };
+    const managers = this.managerAddrs(nodeId);
+    const etcdEndpoints = this.etcdEndpoints(nodeId);
+    const initialCluster = role === 'manager' ? await this.addMember(nodeId, advertise) : undefined;
+    await store.create('nodes', nodeId, node);
+    log.info('swarm: a node joined', { node: nodeId, role });
+    return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+  }
+
+  private managerAddrs(except: string): string[] {
+    return this.opts.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== except).map((n) => n.obj.ManagerStatus.Addr as string);
+  }
+
+  private etcdEndpoints(except: string): string[] {
+    return this.managerAddrs(except).map((addr) => `https://${addr.replace(/:\d+$/, '')}:2379`);
+  }
+
+  /** Adds a node's etcd member as a learner (promoted once it runs); answers the member list it starts with. */
+  private async addMember(nodeId: string, advertise: string): Promise<string> {
+    const client = this.opts.store.client;
+    const peerUrl = `https://${advertise.includes(':') ? `[${advertise}]` : advertise}:2380`;
+    const existing = (await client.cluster.memberList({})).members ?? [];
+    const stale = existing.find((m) => (m.peerURLs ?? []).includes(peerUrl));
+    if (stale) await client.cluster.memberRemove({ ID: stale.ID });
+    // etcd refuses a new member while a recent one has not been connected for long ("unhealthy cluster").
+    let added: Awaited<ReturnType<typeof client.cluster.memberAdd>> | undefined;
+    for (let attempt = 0; !added; attempt++) {
+      try {
+        added = await client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
+      } catch (err) {
+        if (attempt >= 30 || !/unhealthy cluster/.test(String(err))) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    void this.promoteWhenReady(added.member!.ID as unknown as string);
+    return (added.members ?? []).map((m) => `${m.name || nodeId}=${(m.peerURLs ?? [])[0]}`).join(',');
+  }
+
+  /**
+   * A new certificate for a node of the swarm, for the role its spec now names: a node promoted to manager
+   * gets an etcd member too (and its ManagerStatus); a demoted one a worker certificate.
+   */
+  private async certificate(nodeId: string, body: Obj): Promise<Obj> {
+    const store = this.opts.store;
+    const cluster = store.get('cluster', 'default')!.obj;
+    const node = store.get('nodes', nodeId)!.obj;
+    const role: 'manager' | 'worker' = node.Spec.Role === 'manager' ? 'manager' : 'worker';
+    const advertise = String(node.Status?.Addr ?? '');
+    const swarmPort = Number(body.swarmPort) || 2377;
+    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: cluster.RootCA.Key }, String(body.csr ?? ''), {
+      nodeId,
+      clusterId: cluster.ID,
+      role,
+      ips: [advertise],
+    });
+    let initialCluster: string | undefined;
+    if (role === 'manager') {
+      const managers = this.managerAddrs(nodeId);
+      const etcdEndpoints = this.etcdEndpoints(nodeId);
+      initialCluster = await this.addMember(nodeId, advertise);
+      const addr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
+      await store.mutate('nodes', nodeId, (n) => ({ ...n, ManagerStatus: { Reachability: 'reachable', Addr: addr }, UpdatedAt: now() }));
+      log.info('swarm: a node becomes a manager', { node: nodeId });
+      return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+    }
+    return { nodeId, clusterId: cluster.ID, role, cert, managers: this.managerAddrs(''), etcdEndpoints: [] };
+  }
+
+  /** Promotes a learner once it runs and has caught up (etcd refuses earlier promotions). */
+  private async promoteWhenReady(memberId: string): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 500));
+      try {
+        const list = await this.opts.store.client.cluster.memberList({});
+        const m = (list.members ?? []).find((x) => String(x.ID) === String(memberId));
+        if (!m) return;
+        if (!m.isLearner) return;
+        if (!m.name || (m.clientURLs ?? []).length === 0) continue;
+        await this.opts.store.client.cluster.memberPromote({ ID: memberId });
+        log.info('swarm: a new manager\'s etcd member was promoted', { member: String(memberId) });
+        return;
+      } catch {
+        // Not in sync yet: try again.
+      }
+    }
+    log.warn('swarm: a new manager\'s etcd member could not be promoted in time', { member: String(memberId) });
+  }
+}
+
+// -- the joining node's side --
+
+function request(
+  addr: { host: string; port: number },
+  method: string,
+  path: string,
+  opts: { ca?: string; cert?: string; key?: string; body?: unknown; timeoutMs?: number },
+): Promise<{ status: number; text: string; peerCa?: string }> {
+  return new Promise((resolve, reject) => {
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const req = https.request(
+      {
+        host: addr.host,
+        port: addr.port,
+        method,
+        path,
+        ca: opts.ca,
+        cert: opts.cert,
+        key: opts.key,
+        rejectUnauthorized: !!opts.ca,
+        // The CA is pinned: any certificate it signed for a manager will do, whatever address reached it.
+        checkServerIdentity: (_host, cert) => (cert.subject?.OU === 'swarm-manager' ? undefined : new Error('the remote node is not a swarm manager')),
+        headers: payload ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {},
+        timeout: opts.timeoutMs ?? 20_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${addr.host}:${addr.port}`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Gets a manager's CA and checks it against the token's digest before anything else is sent. */
+export async function fetchRemoteCA(addr: { host: string; port: number }, token: string): Promise<string> {
+  const { digest } = parseJoinToken(token);
+  const res = await request(addr, 'GET', '/ca', {});
+  if (res.status !== 200) throw new Error(`the manager at ${addr.host}:${addr.port} answered ${res.status} for its CA`);
+  const ca = res.text;
+  try {
+    new X509Certificate(ca);
+  } catch {
+    throw new Error(`the manager at ${addr.host}:${addr.port} sent no valid CA certificate`);
+  }
+  if (caDigest(ca) !== digest) throw new InvalidParameter(`remote CA does not match fingerprint. Expected: ${digest}`);
+  return ca;
+}
+
+export interface JoinAnswer {
+  nodeId: string;
+  clusterId: string;
+  role: 'manager' | 'worker';
+  cert: string;
+  caKey?: string;
+  managers: string[];
+  etcdEndpoints: string[];
+  initialCluster?: string;
+}
+
+export async function requestJoin(addr: { host: string; port: number }, ca: string, body: Obj): Promise<JoinAnswer> {
+  const res = await request(addr, 'POST', '/join', { ca, body, timeoutMs: 30_000 });
+  let parsed: Obj = {};
+  try {
+    parsed = JSON.parse(res.text) as Obj;
+  } catch {
+    // Reported below.
+  }
+  if (res.status === 400) throw new InvalidParameter(String(parsed.message ?? 'join refused'));
+  if (res.status !== 200) throw new Error(String(parsed.message ?? `join failed with status ${res.status}`));
+  return parsed as JoinAnswer;
+}
+
+/** A certificate for the node's current role from the manager at `addr` (the caller's certificate authenticates it). */
+export async function requestCertificate(addr: { host: string; port: number }, certs: NodeCertificates, csr: string, swarmPort: number): Promise<JoinAnswer> {
+  const res = await request(addr, 'POST', '/certificate', { ca: certs.ca, cert: certs.cert, key: certs.key, body: { csr, swarmPort }, timeoutMs: 30_000 });
+  if (res.status !== 200) throw new Error(`the manager at ${addr.host}:${addr.port} answered ${res.status}: ${res.text}`);
+  return JSON.parse(res.text) as JoinAnswer;
+}
+
+export interface WorkerSessionOptions {
+  nodeId: string;
+  managers(): string[];
+  certs: NodeCertificates;
+  advertiseAddr: string;
+  onManagers(managers: string[]): void;
+  /** The role the node's spec names (a promotion when it is manager). */
+  onRole(role: string): void;
+}
+
+/** A worker's link to the managers: the assignments stream, heartbeats and task states. */
+export class WorkerSession implements AgentSource {
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj> } = { tasks: [], secrets: new Map(), configs: new Map() };
+  private listeners: Array<() => void> = [];
+  private stopped = false;
+  private active?: ClientRequest;
+  private heartbeatTimer?: NodeJS.Timeout;
+  private period = 5;
+  private managerIndex = 0;
+  private received = false;
+  private known: string[] = [];
+
+  constructor(private readonly opts: WorkerSessionOptions) {}
+
+  managers(): Array<{ NodeID: string; Addr: string }> {
+    return (this.known.length ? this.known : this.opts.managers()).map((Addr) => ({ NodeID: '', Addr }));
+  }
+
+  start(): void {
+    this.connect();
+    const beat = () => {
+      if (this.stopped) return;
+      void this.call('POST', '/heartbeat', {}).catch(() => undefined).finally(() => {
+        if (!this.stopped) this.heartbeatTimer = setTimeout(beat, this.period * 1000);
+      });
+    };
+    this.heartbeatTimer = setTimeout(beat, 1000);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.active?.destroy();
+    if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+  }
+
+  private target(): { host: string; port: number } | undefined {
+    const list = this.known.length ? this.known : this.opts.managers();
+    if (list.length === 0) return undefined;
+    const addr = list[this.managerIndex % list.length]!;
+    const i = addr.lastIndexOf(':');
+    return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(addr.slice(i + 1)) };
+  }
+
+  private connect(): void {
+    if (this.stopped) return;
+    const addr = this.target();
+    if (!addr) return;
+    const { certs } = this.opts;
+    let buffered = '';
+    const retry = () => {
+      if (this.stopped || this.active !== req) return;
+      this.active = undefined;
+      this.managerIndex++;
+      setTimeout(() => this.connect(), 500).unref();
+    };
+    const req = https.request(
+      {
+        host: addr.host, port: addr.port, method: 'GET', path: '/session', ca: certs.ca, cert: certs.cert, key: certs.key,
+        checkServerIdentity: (_h, cert) => (cert.subject?.OU === 'swarm-manager' ? undefined : new Error('not a swarm manager')),
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          retry();
+          return;
+        }
+        res.setEncoding('utf8');
+        res.on('data', (text: string) => {
+          buffered += text;
+          let nl: number;
+          while ((nl = buffered.indexOf('\n')) >= 0) {
+            const line = buffered.slice(0, nl).trim();
+            buffered = buffered.slice(nl + 1);
+            if (line) this.apply(line);
+          }
+        });
+        res.on('end', retry);
+        res.on('error', retry);
+      },
+    );
+    // A session silent for longer than 3 keepalive lines is dead.
+    req.setTimeout(16_000, () => req.destroy(new Error('session timed out')));
+    req.on('error', retry);
+    req.end();
+    this.active = req;
+  }
+
+  private apply(line: string): void {
+    let msg: Obj;
+    try {
+      msg = JSON.parse(line) as Obj;
+    } catch {
+      return;
+    }
+    this.period = Math.max(1, Number(msg.HeartbeatPeriod) || 5);
+    if (Array.isArray(msg.Managers) && msg.Managers.length) {
+      this.known = msg.Managers;
+      this.opts.onManagers(msg.Managers);
+    }
+    this.current = {
+      tasks: Array.isArray(msg.Tasks) ? msg.Tasks : [],
+      secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
+      configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
+    };
+    this.received = true;
+    for (const l of this.listeners) l();
+    if (typeof msg.Role === 'string') this.opts.onRole(msg.Role);
+  }
+
+  /** Asks a manager for a certificate for the node's current role (a promotion or a demotion). */
+  requestCertificate(csr: string, swarmPort: number): Promise<JoinAnswer> {
+    return this.call('POST', '/certificate', { csr, swarmPort }) as Promise<JoinAnswer>;
+  }
+
+  private async call(method: string, path: string, body: unknown): Promise<Obj> {
+    const addr = this.target();
+    if (!addr) throw new Error('no manager known');
+    const { certs } = this.opts;
+    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' ? 30_000 : 5000 });
+    if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
+    return JSON.parse(res.text || '{}') as Obj;
+  }
+
+  ready(): boolean {
+    return this.received;
+  }
+
+  tasks(): Obj[] {
+    return this.current.tasks;
+  }
+
+  secret(id: string): Obj | undefined {
+    return this.current.secrets.get(id);
+  }
+
+  config(id: string): Obj | undefined {
+    return this.current.configs.get(id);
+  }
+
+  onChange(fn: () => void): () => void {
+    this.listeners.push(fn);
+    return () => {
+      this.listeners = this.listeners.filter((l) => l !== fn);
+    };
+  }
+
+  async report(taskId: string, status: Obj): Promise<void> {
+    await this.call('POST', '/status', { TaskID: taskId, Status: status });
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * What swarm mode needs of the machine: its persistent state files, the swarm's certificates, the etcd member
+ * a manager runs, and the files a task's containers mount (secrets and configs). The engine's cluster code
+ * never spawns processes nor touches files itself; host/linux/cluster implements this.
+ */
+
+/** What this node keeps of its swarm membership across daemon restarts. */
+export interface NodeState {
+  nodeId: string;
+  clusterId: string;
+  role: 'manager' | 'worker';
+  /** host:port the swarm port listens on. */
+  listenAddr: string;
+  /** The address other nodes reach this one at (no port). */
+  advertiseAddr: string;
+  /** The swarm port (2377 unless ListenAddr says otherwise). */
+  swarmPort: number;
+  /** The managers' swarm addresses (host:port) this node knew last. */
+  managers: string[];
+  /** The etcd client URLs of the managers this node knew last (managers only). */
+  etcdEndpoints: string[];
+}
+
+/** PEM text of the swarm's certificates as one node holds them. */
+export interface NodeCertificates {
+  /** The swarm's root CA certificate. */
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export interface CertificateSubject {
+  nodeId: string;
+  role: 'manager' | 'worker';
+  clusterId: string;
+  /** IP addresses the certificate is valid for (the node's advertise address). */
+  ips: string[];
+}
+
+export interface EtcdMemberOptions {
+  /** The member's name (the node id). */
+  name: string;
+  /** The IP address the member's client and peer URLs bind and advertise. */
+  address: string;
+  clientPort: number;
+  peerPort: number;
+  /** `new`: the first member of a new cluster; `existing`: a member added to a running one. */
+  initialState: 'new' | 'existing';
+  /** name=peerURL pairs of the cluster the member joins (with itself). */
+  initialCluster: string;
+  clusterToken: string;
+}
+
+/** A supervised etcd member. */
+export interface EtcdMember {
+  readonly clientUrl: string;
+  readonly peerUrl: string;
+  /** Resolves once the member answers on its client URL; rejects if it exits first. */
+  ready(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ClusterHost {
+  /** The node's saved membership, or undefined outside a swarm. */
+  loadState(): Promise<NodeState | undefined>;
+  saveState(state: NodeState): Promise<void>;
+  /** Forgets the swarm: state, certificates, the etcd member's data, task files. */
+  wipe(): Promise<void>;
+
+  /** A new root CA (key and certificate). */
+  createRootCA(): Promise<{ cert: string; key: string }>;
+  /** A new key and a certificate request for it. */
+  createKeyAndRequest(): Promise<{ key: string; csr: string }>;
+  /** Signs a certificate request with the root CA, with the subject and names of a swarm node. */
+  signNodeCertificate(ca: { cert: string; key: string }, csr: string, subject: CertificateSubject): Promise<string>;
+  /** The node's certificates on disk (the CA key too on managers). */
+  loadCertificates(): Promise<(NodeCertificates & { caKey?: string }) | undefined>;
+  saveCertificates(certs: NodeCertificates & { caKey?: string }): Promise<void>;
+  /** Paths of the certificate files (etcd reads them itself). */
+  certificateFiles(): { ca: string; cert: string; key: string };
+
+  /** Starts (and keeps running) this node's etcd member. */
+  startEtcd(opts: EtcdMemberOptions): EtcdMember;
+  /** Removes the etcd member's data (after it left the cluster). */
+  wipeEtcd(): Promise<void>;
+  /** Whether the etcd member has data (it was started before). */
+  hasEtcdData(): Promise<boolean>;
+
+  /** The address other nodes should reach this one at, when none was given. */
+  defaultAdvertiseAddr(): string | undefined;
+  /** Whether `ip` is one of this machine's addresses. */
+  isLocalAddress(ip: string): boolean;
+  /** The machine's hostname. */
+  hostname(): string;
+
+  /**
+   * Writes the files of a task's secrets and configs (on a tmpfs under the exec root) and answers their
+   * host paths by name, for bind mounts.
+   */
+  writeTaskFiles(taskId: string, files: Array<{ name: string; data: Buffer; mode: number }>): Promise<Map<string, string>>;
+  removeTaskFiles(taskId: string): Promise<void>;
+  /** The task ids that have files (to remove those of tasks that are gone). */
+  taskFileIds(): Promise<string[]>;
+}

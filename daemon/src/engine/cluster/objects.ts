@@ -1,0 +1,437 @@
+/**
+ * The manager's API over the store: nodes, services, tasks, secrets and configs (create, inspect, list with
+ * their filters, update with the version rule, remove), in the Engine API's shapes.
+ */
+import { randomBytes } from 'node:crypto';
+import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
+import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
+import type { EventBus } from '../events.js';
+import type { ClusterStore, Entry } from './store.js';
+import { isDirty, isTerminal, newObjectId, now, stateRank, type Kind, type Obj } from './types.js';
+
+export type Filters = Map<string, string[]>;
+
+const isObject = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function checkLabels(labels: unknown, what: string): Record<string, string> {
+  if (labels === undefined || labels === null) return {};
+  if (!isObject(labels) || Object.values(labels).some((v) => typeof v !== 'string')) throw new InvalidParameter(`${what}: labels must be a map of strings`);
+  return labels as Record<string, string>;
+}
+
+/** Names of services, secrets and configs: as swarmkit's (letters, digits, -, _ and . inside; at most 63). */
+function checkName(name: unknown, what: string): string {
+  if (typeof name !== 'string' || name === '') throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what}: name must be provided`);
+  if (name.length > 63 || !/^[a-zA-Z0-9](?:[-_.a-zA-Z0-9]*[a-zA-Z0-9])?$/.test(name)) {
+    throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what}: invalid name "${name}": names must be at most 63 characters of letters, digits, '-', '_' and '.', beginning and ending with a letter or digit`);
+  }
+  return name;
+}
+
+function parseVersion(version: string | undefined): number {
+  if (version === undefined || !/^\d+$/.test(version)) throw new InvalidParameter(`invalid version: ${JSON.stringify(version ?? '')}`);
+  return Number(version);
+}
+
+/** Finds an object by full id, then by name, then by unique id prefix (as swarmkit's lookups). */
+export function lookup(store: ClusterStore, kind: Kind, ref: string, nameOf: (o: Obj) => string | undefined, what: string): Entry {
+  const direct = store.get(kind, ref);
+  if (direct) return direct;
+  const all = store.list(kind);
+  const byName = all.filter((e) => nameOf(e.obj) === ref);
+  if (byName.length === 1) return byName[0]!;
+  const byPrefix = all.filter((e) => String(e.obj.ID).startsWith(ref));
+  if (byPrefix.length === 1 && ref !== '') return byPrefix[0]!;
+  if (byPrefix.length > 1) throw new NotFound(`${what} ${ref} is ambiguous (${byPrefix.length} matches found)`);
+  throw new NotFound(`${what} ${ref} not found`);
+}
+
+// -- services -------------------------------------------------------------------------------------------------
+
+const DURATION_FIELDS = ['Delay', 'Window'];
+
+/** Checks a service spec and fills swarmkit's defaults; throws a 400 naming the first problem. */
+export function validateServiceSpec(spec: unknown): Obj {
+  if (!isObject(spec)) throw new InvalidParameter('service spec must be a JSON object');
+  const s: Obj = structuredClone(spec);
+  s.Name = checkName(s.Name ?? '', 'service');
+  s.Labels = checkLabels(s.Labels, 'service');
+  const tt = s.TaskTemplate;
+  if (!isObject(tt)) throw new InvalidParameter('rpc error: code = InvalidArgument desc = TaskSpec: missing runtime');
+  if (tt.PluginSpec !== undefined || tt.NetworkAttachmentSpec !== undefined) throw new InvalidParameter('only container tasks are supported by this engine');
+  const cs = tt.ContainerSpec;
+  if (!isObject(cs)) throw new InvalidParameter('rpc error: code = InvalidArgument desc = TaskSpec: missing runtime');
+  if (typeof cs.Image !== 'string' || cs.Image === '') throw new InvalidParameter('rpc error: code = InvalidArgument desc = ContainerSpec: image reference must be provided');
+  for (const f of ['Command', 'Args', 'Env']) {
+    if (cs[f] !== undefined && (!Array.isArray(cs[f]) || cs[f].some((x: unknown) => typeof x !== 'string'))) throw new InvalidParameter(`ContainerSpec.${f} must be a list of strings`);
+  }
+  if (cs.Labels !== undefined) cs.Labels = checkLabels(cs.Labels, 'ContainerSpec');
+  for (const ref of [...(cs.Secrets ?? []), ...(cs.Configs ?? [])]) {
+    if (!isObject(ref)) throw new InvalidParameter('secret and config references must be objects');
+  }
+  const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
+  if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  const rp = tt.RestartPolicy;
+  if (rp !== undefined) {
+    if (!isObject(rp)) throw new InvalidParameter('RestartPolicy must be an object');
+    if (rp.Condition !== undefined && !['none', 'on-failure', 'any'].includes(rp.Condition)) throw new InvalidParameter(`invalid RestartPolicy.Condition ${JSON.stringify(rp.Condition)}: must be none, on-failure or any`);
+    for (const f of [...DURATION_FIELDS, 'MaxAttempts']) if (rp[f] !== undefined && (typeof rp[f] !== 'number' || rp[f] < 0)) throw new InvalidParameter(`RestartPolicy.${f} must be a number of at least 0`);
+  }
+  tt.ForceUpdate = Number.isInteger(tt.ForceUpdate) ? tt.ForceUpdate : 0;
+  const mode = s.Mode ?? { Replicated: { Replicas: 1 } };
+  if (!isObject(mode)) throw new InvalidParameter('Mode must be an object');
+  const kinds = Object.keys(mode).filter((k) => mode[k] !== undefined && mode[k] !== null);
+  if (kinds.length > 1) throw new InvalidParameter('a service has one mode: Replicated, Global, ReplicatedJob or GlobalJob');
+  const kind = kinds[0] ?? 'Replicated';
+  if (kind === 'Replicated') {
+    const r = mode.Replicated ?? {};
+    const replicas = r.Replicas ?? 1;
+    if (!Number.isInteger(replicas) || replicas < 0) throw new InvalidParameter('Mode.Replicated.Replicas must be a number of at least 0');
+    s.Mode = { Replicated: { Replicas: replicas } };
+  } else if (kind === 'Global') {
+    s.Mode = { Global: {} };
+  } else if (kind === 'ReplicatedJob' || kind === 'GlobalJob') {
+    throw new InvalidParameter(`${kind} services are not supported by this engine yet`);
+  } else {
+    throw new InvalidParameter(`unknown service mode ${JSON.stringify(kind)}`);
+  }
+  for (const cfg of ['UpdateConfig', 'RollbackConfig']) {
+    const u = s[cfg];
+    if (u === undefined) continue;
+    if (!isObject(u)) throw new InvalidParameter(`${cfg} must be an object`);
+    if (u.Parallelism !== undefined && (!Number.isInteger(u.Parallelism) || u.Parallelism < 0)) throw new InvalidParameter(`${cfg}.Parallelism must be a number of at least 0`);
+    if (u.Delay !== undefined && (typeof u.Delay !== 'number' || u.Delay < 0)) throw new InvalidParameter(`${cfg}.Delay must be a number of at least 0`);
+    if (u.FailureAction !== undefined && !['pause', 'continue', 'rollback'].includes(u.FailureAction)) throw new InvalidParameter(`invalid ${cfg}.FailureAction ${JSON.stringify(u.FailureAction)}`);
+    if (u.Order !== undefined && !['stop-first', 'start-first'].includes(u.Order)) throw new InvalidParameter(`invalid ${cfg}.Order ${JSON.stringify(u.Order)}`);
+  }
+  const ep = s.EndpointSpec;
+  if (ep !== undefined) {
+    if (!isObject(ep)) throw new InvalidParameter('EndpointSpec must be an object');
+    if (ep.Mode !== undefined && ep.Mode !== 'vip' && ep.Mode !== 'dnsrr') throw new InvalidParameter(`invalid EndpointSpec.Mode ${JSON.stringify(ep.Mode)}`);
+    for (const p of ep.Ports ?? []) {
+      if (!isObject(p)) throw new InvalidParameter('EndpointSpec.Ports must be a list of objects');
+      if ((p.PublishMode ?? 'ingress') === 'ingress' && p.PublishedPort !== undefined) {
+        throw new InvalidParameter('ports published in ingress mode need the routing mesh, which this engine does not have yet: publish them with mode=host');
+      }
+      if (!Number.isInteger(p.TargetPort) || p.TargetPort < 1 || p.TargetPort > 65535) throw new InvalidParameter('EndpointSpec.Ports: TargetPort must be a port number');
+    }
+  }
+  return s;
+}
+
+export function serviceMode(spec: Obj): 'replicated' | 'global' {
+  return spec.Mode?.Global ? 'global' : 'replicated';
+}
+
+// -- nodes ----------------------------------------------------------------------------------------------------
+
+export function validateNodeSpec(spec: unknown): Obj {
+  if (!isObject(spec)) throw new InvalidParameter('node spec must be a JSON object');
+  const s: Obj = { ...spec };
+  s.Labels = checkLabels(s.Labels, 'node');
+  if (s.Role !== 'manager' && s.Role !== 'worker') throw new InvalidParameter(`invalid role ${JSON.stringify(s.Role ?? '')}: must be manager or worker`);
+  if (!['active', 'pause', 'drain'].includes(s.Availability)) throw new InvalidParameter(`invalid availability ${JSON.stringify(s.Availability ?? '')}: must be active, pause or drain`);
+  if (s.Name !== undefined && typeof s.Name !== 'string') throw new InvalidParameter('node name must be a string');
+  return s;
+}
+
+export class ClusterObjects {
+  constructor(
+    private readonly store: ClusterStore,
+    private readonly events: EventBus,
+    /** The node id of the leader, for ManagerStatus.Leader. */
+    private readonly leaderId: () => string | undefined,
+  ) {}
+
+  // -- nodes --
+  nodeView(e: Entry): Obj {
+    const v = this.store.view(e);
+    if (v.ManagerStatus) v.ManagerStatus = { ...v.ManagerStatus, Leader: this.leaderId() === v.ID || undefined };
+    if (v.ManagerStatus && !v.ManagerStatus.Leader) delete v.ManagerStatus.Leader;
+    return v;
+  }
+
+  node(ref: string): Entry {
+    return lookup(this.store, 'nodes', ref, (o) => o.Description?.Hostname, 'node');
+  }
+
+  listNodes(filters: Filters): Obj[] {
+    return this.store
+      .list('nodes')
+      .filter((e) => {
+        const n = e.obj;
+        if (!prefixMatch(filters.get('id'), n.ID)) return false;
+        if (filters.get('name') && !filters.get('name')!.some((v) => String(n.Description?.Hostname ?? '').startsWith(v))) return false;
+        if (!exactMatch(filters.get('role'), n.Spec.Role)) return false;
+        if (!exactMatch(filters.get('membership'), n.Spec.Membership)) return false;
+        if (!matchLabels(filters.get('label'), n.Description?.Engine?.Labels ?? {})) return false;
+        if (!matchLabels(filters.get('node.label'), n.Spec.Labels ?? {})) return false;
+        return true;
+      })
+      .map((e) => this.nodeView(e));
+  }
+
+  async updateNode(ref: string, version: string | undefined, body: unknown, roleChanged: (node: Obj, role: string) => Promise<void>): Promise<void> {
+    const v = parseVersion(version);
+    const e = this.node(ref);
+    const spec = validateNodeSpec(body);
+    const node = structuredClone(e.obj);
+    const newRole = spec.Role !== node.Spec.Role;
+    if (newRole && spec.Role === 'worker') {
+      const managers = this.store.list('nodes').filter((n) => n.obj.Spec.Role === 'manager');
+      if (managers.length <= 1) throw new InvalidParameter('rpc error: code = FailedPrecondition desc = attempting to demote the last manager of the swarm');
+      // Without the demoted member, the others must still be a majority of the members left.
+      const reachable = managers.filter((n) => n.obj.ID !== node.ID && this.store.get('sessions', n.obj.ID)).length;
+      if (reachable < Math.floor((managers.length - 1) / 2) + 1) {
+        throw new InvalidParameter('rpc error: code = FailedPrecondition desc = can\'t remove member from the raft: this would result in a loss of quorum');
+      }
+      delete node.ManagerStatus;
+    }
+    node.Spec = { ...spec, Membership: node.Spec.Membership ?? 'accepted' };
+    node.UpdatedAt = now();
+    await this.store.update('nodes', e.obj.ID, v, node);
+    if (newRole) await roleChanged(node, spec.Role);
+    this.events.publish('node', 'update', e.obj.ID, { name: node.Description?.Hostname ?? '' });
+  }
+
+  async removeNode(ref: string, force: boolean, self: string): Promise<Obj> {
+    const e = this.node(ref);
+    const n = e.obj;
+    if (n.ID === self) throw new Conflict('rpc error: code = FailedPrecondition desc = node ' + n.ID + ' is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal');
+    if (n.Spec.Role === 'manager') throw new Conflict(`rpc error: code = FailedPrecondition desc = node ${n.ID} is a cluster manager and is a member of the raft cluster. It must be demoted to worker before removal`);
+    if (!force && n.Status?.State !== 'down') {
+      throw new Conflict(`rpc error: code = FailedPrecondition desc = node ${n.ID} is not down and can't be removed`);
+    }
+    await this.store.remove('nodes', n.ID);
+    this.events.publish('node', 'remove', n.ID, { name: n.Description?.Hostname ?? '' });
+    return n;
+  }
+
+  // -- services --
+  service(ref: string): Entry {
+    return lookup(this.store, 'services', ref, (o) => o.Spec?.Name, 'service');
+  }
+
+  serviceView(e: Entry, withStatus: boolean): Obj {
+    const v = this.store.view(e);
+    delete v.Internal;
+    if (withStatus) {
+      const tasks = this.store.list('tasks').filter((t) => t.obj.ServiceID === v.ID);
+      const running = tasks.filter((t) => t.obj.Status?.State === 'running' && t.obj.DesiredState === 'running').length;
+      let desired = 0;
+      if (serviceMode(v.Spec) === 'replicated') desired = v.Spec.Mode.Replicated.Replicas;
+      else desired = new Set(tasks.filter((t) => t.obj.DesiredState === 'running').map((t) => t.obj.NodeID)).size;
+      v.ServiceStatus = { RunningTasks: running, DesiredTasks: desired, CompletedTasks: 0 };
+    }
+    return v;
+  }
+
+  listServices(filters: Filters, withStatus: boolean): Obj[] {
+    return this.store
+      .list('services')
+      .filter((e) => {
+        const s = e.obj;
+        if (!prefixMatch(filters.get('id'), s.ID)) return false;
+        if (filters.get('name') && !filters.get('name')!.some((n) => String(s.Spec.Name).startsWith(n))) return false;
+        if (!exactMatch(filters.get('mode'), serviceMode(s.Spec))) return false;
+        if (!matchLabels(filters.get('label'), s.Spec.Labels ?? {})) return false;
+        return true;
+      })
+      .map((e) => this.serviceView(e, withStatus));
+  }
+
+  private checkReferences(spec: Obj): void {
+    const cs = spec.TaskTemplate.ContainerSpec;
+    for (const [field, kind] of [['Secrets', 'secrets'], ['Configs', 'configs']] as const) {
+      for (const ref of cs[field] ?? []) {
+        const id = ref[field === 'Secrets' ? 'SecretID' : 'ConfigID'];
+        const name = ref[field === 'Secrets' ? 'SecretName' : 'ConfigName'];
+        const found = this.store.get(kind, id) ?? this.store.list(kind).find((e) => e.obj.Spec.Name === name);
+        if (!found) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${kind.slice(0, -1)} not found: ${name ?? id}`);
+        ref[field === 'Secrets' ? 'SecretID' : 'ConfigID'] = found.obj.ID;
+        ref[field === 'Secrets' ? 'SecretName' : 'ConfigName'] = found.obj.Spec.Name;
+      }
+    }
+  }
+
+  async createService(body: unknown): Promise<{ ID: string; Warnings?: string[] }> {
+    const spec = validateServiceSpec(body);
+    this.checkReferences(spec);
+    const id = newObjectId(randomBytes(16));
+    const t = now();
+    const service: Obj = {
+      ID: id,
+      CreatedAt: t,
+      UpdatedAt: t,
+      Spec: spec,
+      Endpoint: { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } },
+    };
+    if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const rev = await this.store.create('services', id, service, { name: spec.Name });
+    await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev } }));
+    this.events.publish('service', 'create', id, { name: spec.Name });
+    return { ID: id };
+  }
+
+  async updateService(ref: string, version: string | undefined, body: unknown, rollback: boolean): Promise<{ Warnings: string[] }> {
+    const v = parseVersion(version);
+    const e = this.service(ref);
+    const old = e.obj;
+    let spec: Obj;
+    if (rollback) {
+      if (!old.PreviousSpec) throw new InvalidParameter(`rpc error: code = FailedPrecondition desc = service ${old.ID} does not have a previous spec`);
+      spec = old.PreviousSpec;
+    } else {
+      spec = validateServiceSpec(body);
+      this.checkReferences(spec);
+    }
+    if (spec.Name !== old.Spec.Name) throw new InvalidParameter('rpc error: code = Unimplemented desc = renaming services is not supported');
+    if (serviceMode(spec) !== serviceMode(old.Spec)) throw new InvalidParameter('rpc error: code = Unimplemented desc = service mode change is not allowed');
+    const service: Obj = structuredClone(old);
+    service.PreviousSpec = old.Spec;
+    service.PreviousSpecVersion = old.SpecVersion;
+    service.Spec = spec;
+    service.SpecVersion = { Index: e.modRev };
+    service.UpdatedAt = now();
+    service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
+    if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
+    if (changesTasks) {
+      service.UpdateStatus = rollback
+        ? { State: 'rollback_started', StartedAt: now(), Message: 'manually requested rollback' }
+        : { State: 'updating', StartedAt: now(), Message: 'update in progress' };
+    }
+    await this.store.update('services', old.ID, v, service);
+    this.events.publish('service', 'update', old.ID, { name: spec.Name });
+    return { Warnings: [] };
+  }
+
+  async removeService(ref: string): Promise<void> {
+    const e = this.service(ref);
+    await this.store.remove('services', e.obj.ID, { name: e.obj.Spec.Name });
+    this.events.publish('service', 'remove', e.obj.ID, { name: e.obj.Spec.Name });
+  }
+
+  // -- tasks --
+  task(ref: string): Entry {
+    return lookup(this.store, 'tasks', ref, () => undefined, 'task');
+  }
+
+  taskView(e: Entry): Obj {
+    const v = this.store.view(e);
+    delete v.NoRestart;
+    delete v.UpdateStop;
+    delete v.ServiceAnnotations;
+    return v;
+  }
+
+  listTasks(filters: Filters): Obj[] {
+    const services = this.store.list('services');
+    const nodes = this.store.list('nodes');
+    const serviceIds = filters.get('service')?.flatMap((ref) => services.filter((s) => s.obj.ID === ref || s.obj.Spec.Name === ref || s.obj.ID.startsWith(ref)).map((s) => s.obj.ID));
+    const nodeIds = filters.get('node')?.flatMap((ref) => nodes.filter((n) => n.obj.ID === ref || n.obj.Description?.Hostname === ref || n.obj.ID.startsWith(ref)).map((n) => n.obj.ID));
+    const upToDate = filters.get('_up-to-date');
+    return this.store
+      .list('tasks')
+      .filter((e) => {
+        const t = e.obj;
+        if (!prefixMatch(filters.get('id'), t.ID)) return false;
+        if (serviceIds && !serviceIds.includes(t.ServiceID)) return false;
+        if (nodeIds && !nodeIds.includes(t.NodeID)) return false;
+        if (!matchLabels(filters.get('label'), t.Labels ?? {})) return false;
+        if (filters.get('desired-state') && !filters.get('desired-state')!.includes(t.DesiredState)) return false;
+        if (filters.get('name')) {
+          const svc = this.store.get('services', t.ServiceID)?.obj;
+          const name = svc ? `${svc.Spec.Name}.${t.Slot ?? t.NodeID}` : '';
+          if (!filters.get('name')!.some((n) => name.startsWith(n))) return false;
+        }
+        if (upToDate && upToDate.some((x) => x === 'true' || x === '1')) {
+          const svc = this.store.get('services', t.ServiceID)?.obj;
+          if (!svc || isDirty(t, svc)) return false;
+        }
+        return true;
+      })
+      .map((e) => this.taskView(e));
+  }
+
+  // -- secrets and configs --
+  private payloadObject(kind: 'secrets' | 'configs', ref: string): Entry {
+    return lookup(this.store, kind, ref, (o) => o.Spec?.Name, kind.slice(0, -1));
+  }
+
+  payloadView(kind: 'secrets' | 'configs', e: Entry): Obj {
+    const v = this.store.view(e);
+    v.Spec = { ...v.Spec };
+    // A secret's value never leaves the store; a config's is part of its spec.
+    if (kind === 'secrets') delete v.Spec.Data;
+    return v;
+  }
+
+  listPayloads(kind: 'secrets' | 'configs', filters: Filters): Obj[] {
+    return this.store
+      .list(kind)
+      .filter((e) => {
+        const o = e.obj;
+        if (!prefixMatch(filters.get('id'), o.ID)) return false;
+        if (filters.get('name') && !filters.get('name')!.some((n) => String(o.Spec.Name).startsWith(n))) return false;
+        if (!exactMatch(filters.get('names'), o.Spec.Name)) return false;
+        if (!matchLabels(filters.get('label'), o.Spec.Labels ?? {})) return false;
+        return true;
+      })
+      .map((e) => this.payloadView(kind, e));
+  }
+
+  inspectPayload(kind: 'secrets' | 'configs', ref: string): Obj {
+    return this.payloadView(kind, this.payloadObject(kind, ref));
+  }
+
+  async createPayload(kind: 'secrets' | 'configs', body: unknown): Promise<{ ID: string }> {
+    const what = kind.slice(0, -1);
+    if (!isObject(body)) throw new InvalidParameter(`${what} spec must be a JSON object`);
+    const name = checkName(body.Name ?? '', what);
+    const labels = checkLabels(body.Labels, what);
+    if (body.Driver !== undefined && body.Driver !== null && isObject(body.Driver) && body.Driver.Name) throw new InvalidParameter(`${what} drivers are not supported by this engine`);
+    if (body.Data === undefined || typeof body.Data !== 'string') throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what} data must be provided`);
+    const data = Buffer.from(body.Data, 'base64');
+    const limit = kind === 'secrets' ? 500 * 1024 : 1000 * 1024;
+    if (data.length === 0 && kind === 'secrets') throw new InvalidParameter(`rpc error: code = InvalidArgument desc = secret data must be larger than 0 and less than ${limit} bytes`);
+    if (data.length > limit) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what} data must be larger than 0 and less than ${limit} bytes`);
+    const id = newObjectId(randomBytes(16));
+    const t = now();
+    const spec: Obj = { Name: name, Labels: labels, Data: data.toString('base64') };
+    if (isObject(body.Templating)) spec.Templating = body.Templating;
+    await this.store.create(kind, id, { ID: id, CreatedAt: t, UpdatedAt: t, Spec: spec }, { name });
+    this.events.publish(what as 'secret' | 'config', 'create', id, { name });
+    return { ID: id };
+  }
+
+  async updatePayload(kind: 'secrets' | 'configs', ref: string, version: string | undefined, body: unknown): Promise<void> {
+    const what = kind.slice(0, -1);
+    const v = parseVersion(version);
+    const e = this.payloadObject(kind, ref);
+    if (!isObject(body)) throw new InvalidParameter(`${what} spec must be a JSON object`);
+    const o = structuredClone(e.obj);
+    if (body.Name !== undefined && body.Name !== o.Spec.Name) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = only updates to Labels are allowed`);
+    if (body.Data !== undefined && body.Data !== '' && body.Data !== o.Spec.Data) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = only updates to Labels are allowed`);
+    o.Spec.Labels = checkLabels(body.Labels, what);
+    o.UpdatedAt = now();
+    await this.store.update(kind, o.ID, v, o);
+    this.events.publish(what as 'secret' | 'config', 'update', o.ID, { name: o.Spec.Name });
+  }
+
+  async removePayload(kind: 'secrets' | 'configs', ref: string): Promise<void> {
+    const what = kind.slice(0, -1);
+    const e = this.payloadObject(kind, ref);
+    const field = kind === 'secrets' ? 'Secrets' : 'Configs';
+    const idField = kind === 'secrets' ? 'SecretID' : 'ConfigID';
+    const users = this.store
+      .list('services')
+      .filter((s) => (s.obj.Spec.TaskTemplate?.ContainerSpec?.[field] ?? []).some((r: Obj) => r[idField] === e.obj.ID))
+      .map((s) => s.obj.Spec.Name);
+    if (users.length > 0) throw new Conflict(`rpc error: code = InvalidArgument desc = ${what} '${e.obj.Spec.Name}' is in use by the following service: ${users.join(', ')}`);
+    await this.store.remove(kind, e.obj.ID, { name: e.obj.Spec.Name });
+    this.events.publish(what as 'secret' | 'config', 'remove', e.obj.ID, { name: e.obj.Spec.Name });
+  }
+}
+
+export { isTerminal, stateRank };

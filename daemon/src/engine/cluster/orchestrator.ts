@@ -1,0 +1,421 @@
+/**
+ * The leader's work, redone after every change of the store and on a short tick: node states from the
+ * sessions, replicated and global services' tasks (restarts by RestartPolicy, rolling updates by UpdateConfig,
+ * with pause and rollback on failure), the scheduler that places pending tasks on nodes, and the reaper that
+ * keeps TaskHistoryRetentionLimit old tasks per slot. Every write carries the leader's fence, so a deposed
+ * leader's late writes fail.
+ */
+import { randomBytes } from 'node:crypto';
+import { log } from '../../util/log.js';
+import type { ClusterStore, Entry, Fence } from './store.js';
+import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
+import { serviceMode } from './objects.js';
+
+const SECOND = 1_000_000_000;
+
+/** A node that may receive new tasks. */
+function nodeUsable(n: Obj | undefined): boolean {
+  return !!n && n.Status?.State === 'ready' && n.Spec?.Availability === 'active';
+}
+
+/** A node whose tasks must move elsewhere (gone, down or drained). */
+function nodeLost(n: Obj | undefined): boolean {
+  return !n || n.Status?.State === 'down' || n.Spec?.Availability === 'drain';
+}
+
+/** Whether node `n` satisfies placement constraints such as `node.role==manager` or `node.labels.x!=y`. */
+export function constraintsMatch(constraints: unknown, n: Obj): boolean {
+  if (!Array.isArray(constraints)) return true;
+  for (const c of constraints) {
+    if (typeof c !== 'string') return false;
+    const m = /^\s*([^=!]+?)\s*(==|!=)\s*(.*?)\s*$/.exec(c);
+    if (!m) return false;
+    const [, lhs, op, rhs] = m as unknown as [string, string, string, string];
+    const k = lhs.toLowerCase();
+    let value: string | undefined;
+    if (k === 'node.id') value = n.ID;
+    else if (k === 'node.hostname') value = n.Description?.Hostname;
+    else if (k === 'node.role') value = n.Spec?.Role;
+    else if (k === 'node.platform.os') value = n.Description?.Platform?.OS;
+    else if (k === 'node.platform.arch') value = n.Description?.Platform?.Architecture;
+    else if (lhs.startsWith('node.labels.')) value = n.Spec?.Labels?.[lhs.slice('node.labels.'.length)];
+    else if (lhs.startsWith('engine.labels.')) value = n.Description?.Engine?.Labels?.[lhs.slice('engine.labels.'.length)];
+    else return false;
+    const equal = value !== undefined && (k.startsWith('node.labels.') || k.startsWith('engine.labels.') ? value === rhs : value.toLowerCase() === rhs.toLowerCase());
+    if ((op === '==') !== equal) return false;
+  }
+  return true;
+}
+
+const nanos = (v: unknown, fallback: number) => (typeof v === 'number' && v >= 0 ? v : fallback);
+const time = (s: string | undefined) => (s ? Date.parse(s) : 0);
+
+export class Orchestrator {
+  private timer?: NodeJS.Timeout;
+  private unsubscribe?: () => void;
+  private running = false;
+  private again = false;
+  private stopped = false;
+  /** When each service's last update batch began (ms), for UpdateConfig.Delay. */
+  private readonly lastBatch = new Map<string, number>();
+
+  constructor(private readonly store: ClusterStore, private readonly fence: Fence) {}
+
+  start(): void {
+    this.unsubscribe = this.store.onChange((kind) => {
+      if (kind !== 'names') this.kick();
+    });
+    this.timer = setInterval(() => this.kick(), 500);
+    this.timer.unref();
+    this.kick();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.unsubscribe?.();
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.reconcile();
+        } while (this.again && !this.stopped);
+      } catch (err) {
+        if (!this.stopped) log.warn('swarm orchestrator: a pass failed', { error: err instanceof Error ? err.message : String(err) });
+      } finally {
+        this.running = false;
+      }
+    })();
+  }
+
+  private async setTask(id: string, change: (t: Obj) => Obj | undefined): Promise<void> {
+    await this.store.mutate('tasks', id, change, this.fence);
+  }
+
+  private async desire(t: Obj, state: string): Promise<void> {
+    if (stateRank(t.DesiredState) >= stateRank(state)) return;
+    await this.setTask(t.ID, (cur) => (stateRank(cur.DesiredState) >= stateRank(state) ? undefined : { ...cur, DesiredState: state, UpdatedAt: now() }));
+  }
+
+  private async newTask(service: Obj, slot: number | undefined, nodeId: string | undefined): Promise<void> {
+    const id = newObjectId(randomBytes(16));
+    const t = now();
+    const task: Obj = {
+      ID: id,
+      CreatedAt: t,
+      UpdatedAt: t,
+      Labels: {},
+      Spec: service.Spec.TaskTemplate,
+      ServiceID: service.ID,
+      ServiceAnnotations: { Name: service.Spec.Name },
+      ...(service.Endpoint?.Ports ? { Endpoint: { Spec: service.Spec.EndpointSpec, Ports: service.Endpoint.Ports } } : {}),
+      ...(slot !== undefined ? { Slot: slot } : {}),
+      ...(nodeId ? { NodeID: nodeId } : {}),
+      Status: { Timestamp: t, State: 'pending', Message: 'pending task scheduling' },
+      DesiredState: 'running',
+      SpecVersion: service.SpecVersion,
+    };
+    await this.store.create('tasks', id, task, { fence: this.fence });
+  }
+
+  private async reconcile(): Promise<void> {
+    const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
+    await this.nodeStates(nodes);
+    const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));
+    const byService = new Map<string, Obj[]>();
+    for (const e of this.store.list('tasks')) {
+      const list = byService.get(e.obj.ServiceID) ?? [];
+      list.push(e.obj);
+      byService.set(e.obj.ServiceID, list);
+    }
+    // Tasks of removed services go away: stopped first, then deleted.
+    for (const [serviceId, tasks] of byService) {
+      if (services.has(serviceId)) continue;
+      for (const t of tasks) {
+        if (isTerminal(t.Status.State) || !t.NodeID || nodeLost(nodes.get(t.NodeID))) await this.store.remove('tasks', t.ID, { fence: this.fence });
+        else await this.desire(t, 'remove');
+      }
+    }
+    for (const [, e] of services) {
+      // A service is written twice at its creation (its SpecVersion is its first revision): wait for both.
+      if (!e.obj.SpecVersion) continue;
+      const tasks = byService.get(e.obj.ID) ?? [];
+      if (serviceMode(e.obj.Spec) === 'global') await this.global(e, tasks, nodes);
+      else await this.replicated(e, tasks, nodes);
+    }
+    await this.schedule(nodes);
+    await this.reap(nodes);
+  }
+
+  /** Node states follow the sessions: a node with a session is ready, one without is down. */
+  private async nodeStates(nodes: Map<string, Obj>): Promise<void> {
+    for (const n of nodes.values()) {
+      const session = this.store.get('sessions', n.ID);
+      const state = session ? 'ready' : 'down';
+      const reach = session ? 'reachable' : 'unreachable';
+      const addr = session?.obj.Addr ?? n.Status?.Addr;
+      if (n.Status?.State === state && (!n.ManagerStatus || n.ManagerStatus.Reachability === reach) && n.Status?.Addr === addr) continue;
+      await this.store.mutate(
+        'nodes',
+        n.ID,
+        (cur) => ({
+          ...cur,
+          Status: { State: state, Addr: addr ?? '', ...(state === 'down' ? { Message: 'heartbeat failure' } : {}) },
+          ...(cur.ManagerStatus ? { ManagerStatus: { ...cur.ManagerStatus, Reachability: reach } } : {}),
+        }),
+        this.fence,
+      );
+      n.Status = { State: state, Addr: addr };
+    }
+  }
+
+  /** Whether a task that ended should be replaced, and when (ms), by the service's RestartPolicy. */
+  private restartAt(service: Obj, ended: Obj, history: Obj[]): number | undefined {
+    const rp = service.Spec.TaskTemplate.RestartPolicy ?? {};
+    const condition = rp.Condition ?? 'any';
+    if (condition === 'none') return undefined;
+    if (condition === 'on-failure' && ended.Status.State === 'complete') return undefined;
+    if (rp.MaxAttempts > 0) {
+      const window = nanos(rp.Window, 0) / 1e6;
+      const since = window > 0 ? Date.now() - window : 0;
+      const attempts = history.filter((t) => t.ID !== ended.ID && isTerminal(t.Status.State) && t.Status.State !== 'shutdown' && time(t.CreatedAt) >= since).length;
+      if (attempts >= rp.MaxAttempts) return undefined;
+    }
+    return time(ended.Status.Timestamp) + nanos(rp.Delay, 5 * SECOND) / 1e6;
+  }
+
+  private async replicated(e: Entry, tasks: Obj[], nodes: Map<string, Obj>): Promise<void> {
+    const service = e.obj;
+    const replicas: number = service.Spec.Mode.Replicated.Replicas;
+    const slots = new Map<number, Obj[]>();
+    for (const t of tasks) {
+      const list = slots.get(t.Slot) ?? [];
+      list.push(t);
+      slots.set(t.Slot, list);
+    }
+    for (const list of slots.values()) list.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
+    // Scale down: slots above the replica count are removed.
+    for (const [slot, list] of slots) {
+      if (slot <= replicas) continue;
+      for (const t of list) if (stateRank(t.DesiredState) <= stateRank('running')) await this.desire(t, 'remove');
+    }
+    const update = await this.updateState(e, tasks, replicas);
+    for (let slot = 1; slot <= replicas; slot++) {
+      await this.slot(service, slot, slots.get(slot) ?? [], nodes, update);
+    }
+  }
+
+  private async global(e: Entry, tasks: Obj[], nodes: Map<string, Obj>): Promise<void> {
+    const service = e.obj;
+    const byNode = new Map<string, Obj[]>();
+    for (const t of tasks) {
+      const list = byNode.get(t.NodeID) ?? [];
+      list.push(t);
+      byNode.set(t.NodeID, list);
+    }
+    for (const list of byNode.values()) list.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
+    const eligible = [...nodes.values()].filter((n) => n.Spec?.Availability !== 'drain' && n.Status?.State !== 'down' && constraintsMatch(service.Spec.TaskTemplate.Placement?.Constraints, n));
+    const update = await this.updateState(e, tasks, eligible.length);
+    for (const n of nodes.values()) {
+      const list = byNode.get(n.ID) ?? [];
+      const eligible = n.Spec?.Availability !== 'drain' && n.Status?.State !== 'down' && constraintsMatch(service.Spec.TaskTemplate.Placement?.Constraints, n);
+      if (!eligible) {
+        for (const t of list) if (stateRank(t.DesiredState) <= stateRank('running')) await this.desire(t, 'shutdown');
+        continue;
+      }
+      await this.slot(service, undefined, list, nodes, update, n.ID);
+    }
+    for (const [nodeId, list] of byNode) {
+      if (nodes.has(nodeId)) continue;
+      for (const t of list) if (stateRank(t.DesiredState) <= stateRank('running')) await this.desire(t, 'shutdown');
+    }
+  }
+
+  /**
+   * Where a rolling update stands: whether slots may be replaced now, and how many more. Also ends the update
+   * (completed) or reacts to a failed new task (pause, rollback or continue).
+   */
+  private async updateState(e: Entry, tasks: Obj[], desired: number): Promise<{ allowed: number }> {
+    const service = e.obj;
+    const status = service.UpdateStatus;
+    const rollingBack = status?.State === 'rollback_started';
+    const cfg = (rollingBack ? service.Spec.RollbackConfig : service.Spec.UpdateConfig) ?? {};
+    const live = tasks.filter((t) => stateRank(t.DesiredState) <= stateRank('running'));
+    const dirty = live.filter((t) => isDirty(t, service));
+    const fresh = live.filter((t) => !isDirty(t, service));
+    const pending = fresh.filter((t) => stateRank(t.Status.State) < stateRank('running'));
+    if (status && (status.State === 'updating' || status.State === 'rollback_started')) {
+      const started = time(status.StartedAt);
+      const failed = tasks.find((t) => !isDirty(t, service) && time(t.CreatedAt) >= started && ['failed', 'rejected'].includes(t.Status.State));
+      const action = cfg.FailureAction ?? 'pause';
+      if (failed && action !== 'continue' && !rollingBack) {
+        if (action === 'rollback' && service.PreviousSpec) {
+          await this.store.mutate('services', service.ID, (s) => ({
+            ...s,
+            Spec: s.PreviousSpec,
+            PreviousSpec: s.Spec,
+            SpecVersion: s.PreviousSpecVersion,
+            PreviousSpecVersion: s.SpecVersion,
+            UpdateStatus: { State: 'rollback_started', StartedAt: now(), Message: `update rolled back due to failure or early termination of task ${failed.ID}` },
+          }), this.fence);
+        } else {
+          await this.store.mutate('services', service.ID, (s) => ({
+            ...s,
+            UpdateStatus: { ...s.UpdateStatus, State: 'paused', Message: `update paused due to failure or early termination of task ${failed.ID}` },
+          }), this.fence);
+        }
+        return { allowed: 0 };
+      }
+      // Done once every task is new and running, and the last one started at least Monitor ago (clients such
+      // as the CLI's progress see it converge meanwhile).
+      const lastStart = Math.max(0, ...fresh.map((t) => time(t.Status.Timestamp)));
+      const monitor = nanos(cfg.Monitor, 5 * SECOND) / 1e6;
+      if (dirty.length === 0 && pending.length === 0 && fresh.length >= desired && Date.now() - lastStart >= monitor) {
+        await this.store.mutate('services', service.ID, (s) => ({
+          ...s,
+          UpdateStatus: { ...s.UpdateStatus, State: rollingBack ? 'rollback_completed' : 'completed', CompletedAt: now(), Message: rollingBack ? 'rollback completed' : 'update completed' },
+        }), this.fence);
+        return { allowed: 0 };
+      }
+    }
+    if (status?.State === 'paused' || status?.State === 'rollback_paused') return { allowed: 0 };
+    const parallelism = Number.isInteger(cfg.Parallelism) ? cfg.Parallelism : 1;
+    // Slots being replaced: a new task not yet running, or a slot whose old task was stopped for the update.
+    const inFlight = pending.length + tasks.filter((t) => t.DesiredState === 'shutdown' && t.UpdateStop && !isTerminal(t.Status.State)).length;
+    const delay = nanos(cfg.Delay, 0) / 1e6;
+    if (inFlight === 0 && Date.now() - (this.lastBatch.get(service.ID) ?? 0) < delay) return { allowed: 0 };
+    const allowed = parallelism === 0 ? Infinity : Math.max(0, parallelism - inFlight);
+    return { allowed };
+  }
+
+  /** One slot (or one node's task of a global service): keep exactly one live task, current and running. */
+  private async slot(service: Obj, slot: number | undefined, list: Obj[], nodes: Map<string, Obj>, update: { allowed: number }, nodeId?: string): Promise<void> {
+    const live = list.filter((t) => stateRank(t.DesiredState) <= stateRank('running'));
+    for (const t of live.slice(0, -1)) await this.desire(t, 'shutdown');
+    const current = live[live.length - 1];
+    if (current) {
+      if (isTerminal(current.Status.State)) {
+        const at = this.restartAt(service, current, list);
+        await this.setTask(current.ID, (cur) => ({ ...cur, DesiredState: 'shutdown', ...(at === undefined ? { NoRestart: true } : {}), UpdatedAt: now() }));
+        return;
+      }
+      if (slot !== undefined && current.NodeID && nodeLost(nodes.get(current.NodeID))) {
+        await this.setTask(current.ID, (cur) => ({ ...cur, DesiredState: 'shutdown', UpdatedAt: now() }));
+        await this.newTask(service, slot, undefined);
+        return;
+      }
+      if (isDirty(current, service) && update.allowed > 0) {
+        update.allowed--;
+        this.lastBatch.set(service.ID, Date.now());
+        const order = (service.UpdateStatus?.State === 'rollback_started' ? service.Spec.RollbackConfig : service.Spec.UpdateConfig)?.Order ?? 'stop-first';
+        if (order === 'start-first') {
+          await this.newTask(service, slot, nodeId);
+        } else {
+          await this.setTask(current.ID, (cur) => ({ ...cur, DesiredState: 'shutdown', UpdateStop: true, UpdatedAt: now() }));
+        }
+      }
+      return;
+    }
+    // No live task: start one, unless the last one is not to be restarted or waits for its delay, or an old
+    // task of the slot still stops (stop-first updates).
+    const last = list[list.length - 1];
+    if (last) {
+      if (last.NoRestart) return;
+      if (list.some((t) => !isTerminal(t.Status.State) && t.NodeID && !nodeLost(nodes.get(t.NodeID)) && stateRank(t.Status.State) >= stateRank('assigned'))) return;
+      if (isTerminal(last.Status.State) && !last.UpdateStop && last.DesiredState === 'shutdown') {
+        const at = this.restartAt(service, last, list);
+        if (at === undefined) return;
+        if (Date.now() < at) return;
+      }
+    }
+    await this.newTask(service, slot, nodeId);
+  }
+
+  /** Places pending tasks on usable nodes: constraints first, then the fewest tasks of the service, then of all. */
+  private async schedule(nodes: Map<string, Obj>): Promise<void> {
+    const tasks = this.store.list('tasks').map((e) => e.obj);
+    const active = tasks.filter((t) => t.NodeID && stateRank(t.DesiredState) <= stateRank('running') && !isTerminal(t.Status.State));
+    for (const t of tasks) {
+      if (t.Status.State !== 'pending' || t.DesiredState !== 'running') continue;
+      const service = this.store.get('services', t.ServiceID)?.obj;
+      if (!service) continue;
+      const constraints = t.Spec?.Placement?.Constraints;
+      let chosen: Obj | undefined;
+      let explain = '';
+      if (t.NodeID) {
+        const n = nodes.get(t.NodeID);
+        if (nodeUsable(n) || (n && n.Status?.State === 'ready' && n.Spec?.Availability === 'pause' && false)) chosen = n;
+        else explain = '1 node not available for new tasks';
+      } else {
+        const usable = [...nodes.values()].filter(nodeUsable);
+        const fits = usable.filter((n) => constraintsMatch(constraints, n));
+        const maxReplicas = t.Spec?.Placement?.MaxReplicas ?? 0;
+        const room = fits.filter((n) => !maxReplicas || active.filter((a) => a.NodeID === n.ID && a.ServiceID === t.ServiceID).length < maxReplicas);
+        const notReady = nodes.size - usable.length;
+        const parts = [];
+        if (notReady > 0) parts.push(`${notReady} node${notReady > 1 ? 's' : ''} not available for new tasks`);
+        if (usable.length - fits.length > 0) parts.push(`scheduling constraints not satisfied on ${usable.length - fits.length} node${usable.length - fits.length > 1 ? 's' : ''}`);
+        if (fits.length - room.length > 0) parts.push(`max replicas per node limit exceed`);
+        explain = parts.join('; ');
+        // Nodes where tasks of this service failed 5 times in the last 5 minutes come last (an image missing there).
+        const since = Date.now() - 5 * 60_000;
+        const failing = (n: Obj) =>
+          tasks.filter((x) => x.NodeID === n.ID && x.ServiceID === t.ServiceID && ['failed', 'rejected'].includes(x.Status.State) && time(x.Status.Timestamp) >= since).length >= 5;
+        room.sort((a, b) => {
+          const fa = failing(a);
+          if (fa !== failing(b)) return fa ? 1 : -1;
+          const sa = active.filter((x) => x.NodeID === a.ID && x.ServiceID === t.ServiceID).length;
+          const sb = active.filter((x) => x.NodeID === b.ID && x.ServiceID === t.ServiceID).length;
+          if (sa !== sb) return sa - sb;
+          return active.filter((x) => x.NodeID === a.ID).length - active.filter((x) => x.NodeID === b.ID).length;
+        });
+        chosen = room[0];
+      }
+      if (!chosen) {
+        const err = `no suitable node (${explain || 'no nodes'})`;
+        if (t.Status.Err !== err) await this.setTask(t.ID, (cur) => (cur.Status.State !== 'pending' ? undefined : { ...cur, Status: { ...cur.Status, Err: err, Message: 'pending task scheduling', Timestamp: now() } }));
+        continue;
+      }
+      const nodeId = chosen.ID;
+      await this.setTask(t.ID, (cur) =>
+        cur.Status.State !== 'pending' ? undefined : { ...cur, NodeID: nodeId, Status: { Timestamp: now(), State: 'assigned', Message: 'scheduler assigned task to node' }, UpdatedAt: now() },
+      );
+      active.push({ ...t, NodeID: nodeId });
+    }
+  }
+
+  /** Deletes finished tasks beyond the history limit of each slot, and removed tasks once they stopped. */
+  private async reap(nodes: Map<string, Obj>): Promise<void> {
+    const cluster = this.store.list('cluster')[0]?.obj;
+    const limit = Number(cluster?.Spec?.Orchestration?.TaskHistoryRetentionLimit ?? 5);
+    const groups = new Map<string, Obj[]>();
+    for (const e of this.store.list('tasks')) {
+      const t = e.obj;
+      const stopped = isTerminal(t.Status.State) || !t.NodeID || nodeLost(nodes.get(t.NodeID));
+      if (t.DesiredState === 'remove' && stopped) {
+        await this.store.remove('tasks', t.ID, { fence: this.fence });
+        continue;
+      }
+      const k = `${t.ServiceID}/${t.Slot ?? t.NodeID}`;
+      const list = groups.get(k) ?? [];
+      list.push(t);
+      groups.set(k, list);
+    }
+    for (const list of groups.values()) {
+      const old = list.filter((t) => stateRank(t.DesiredState) > stateRank('running') && (isTerminal(t.Status.State) || !t.NodeID || nodeLost(nodes.get(t.NodeID))));
+      old.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
+      // The newest dead task of a slot that is not restarted stays: it tells why the slot is empty.
+      const excess = old.length - Math.max(limit, 1);
+      for (const t of old.slice(0, Math.max(0, excess))) await this.store.remove('tasks', t.ID, { fence: this.fence });
+    }
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Swarm mode on this machine: the node's state and certificates under <data-root>/swarm, its etcd member's
+ * data in <data-root>/swarm/etcd, and the files of its tasks' secrets and configs on the exec root's tmpfs
+ * (<exec-root>/swarm/tasks/<task id>), so that secrets never reach a disk.
+ */
+import { existsSync, promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ClusterHost, EtcdMember, EtcdMemberOptions, NodeCertificates, NodeState } from '../../../engine/cluster/host.js';
+import { writeFileAtomic } from '../../../util/atomic.js';
+import { EtcdProcess } from './etcd.js';
+import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
+
+export class LinuxClusterHost implements ClusterHost {
+  private readonly dir: string;
+  private readonly certDir: string;
+  private readonly etcdDir: string;
+  private readonly taskDir: string;
+
+  constructor(dataRoot: string, execRoot: string) {
+    this.dir = path.join(dataRoot, 'swarm');
+    this.certDir = path.join(this.dir, 'certificates');
+    this.etcdDir = path.join(this.dir, 'etcd');
+    this.taskDir = path.join(execRoot, 'swarm', 'tasks');
+  }
+
+  async loadState(): Promise<NodeState | undefined> {
+    try {
+      return JSON.parse(await fs.readFile(path.join(this.dir, 'state.json'), 'utf8')) as NodeState;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async saveState(state: NodeState): Promise<void> {
+    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await writeFileAtomic(path.join(this.dir, 'state.json'), JSON.stringify(state, null, 2), { mode: 0o600 });
+  }
+
+  async wipe(): Promise<void> {
+    await fs.rm(this.dir, { recursive: true, force: true });
+    await fs.rm(this.taskDir, { recursive: true, force: true });
+  }
+
+  createRootCA = createRootCA;
+  createKeyAndRequest = createKeyAndRequest;
+  signNodeCertificate = signNodeCertificate;
+
+  certificateFiles() {
+    return {
+      ca: path.join(this.certDir, 'swarm-root-ca.crt'),
+      cert: path.join(this.certDir, 'swarm-node.crt'),
+      key: path.join(this.certDir, 'swarm-node.key'),
+    };
+  }
+
+  async loadCertificates(): Promise<(NodeCertificates & { caKey?: string }) | undefined> {
+    const files = this.certificateFiles();
+    try {
+      const [ca, cert, key] = await Promise.all([files.ca, files.cert, files.key].map((f) => fs.readFile(f, 'utf8')));
+      const caKey = await fs.readFile(path.join(this.certDir, 'swarm-root-ca.key'), 'utf8').catch(() => undefined);
+      return { ca: ca!, cert: cert!, key: key!, caKey };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async saveCertificates(certs: NodeCertificates & { caKey?: string }): Promise<void> {
+    await fs.mkdir(this.certDir, { recursive: true, mode: 0o700 });
+    const files = this.certificateFiles();
+    await writeFileAtomic(files.ca, certs.ca, { mode: 0o644 });
+    await writeFileAtomic(files.key, certs.key, { mode: 0o600 });
+    await writeFileAtomic(files.cert, certs.cert, { mode: 0o644 });
+    const caKeyFile = path.join(this.certDir, 'swarm-root-ca.key');
+    if (certs.caKey) await writeFileAtomic(caKeyFile, certs.caKey, { mode: 0o600 });
+    else await fs.rm(caKeyFile, { force: true });
+  }
+
+  startEtcd(opts: EtcdMemberOptions): EtcdMember {
+    return new EtcdProcess(opts, { dataDir: this.etcdDir, ...this.certificateFiles() });
+  }
+
+  async wipeEtcd(): Promise<void> {
+    await fs.rm(this.etcdDir, { recursive: true, force: true });
+  }
+
+  async hasEtcdData(): Promise<boolean> {
+    return existsSync(path.join(this.etcdDir, 'member'));
+  }
+
+  defaultAdvertiseAddr(): string | undefined {
+    // As dockerd: the one address of the machine that is not loopback; none when there are several or none.
+    const found: string[] = [];
+    for (const addrs of Object.values(os.networkInterfaces())) {
+      for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) found.push(a.address);
+    }
+    return found.length >= 1 ? found[0] : undefined;
+  }
+
+  isLocalAddress(ip: string): boolean {
+    if (ip.startsWith('127.') || ip === '::1') return true;
+    return Object.values(os.networkInterfaces()).some((addrs) => (addrs ?? []).some((a) => a.address === ip));
+  }
+
+  hostname(): string {
+    return os.hostname();
+  }
+
+  async writeTaskFiles(taskId: string, files: Array<{ name: string; data: Buffer; mode: number }>): Promise<Map<string, string>> {
+    if (!/^[a-z0-9]+$/.test(taskId)) throw new Error(`invalid task id ${JSON.stringify(taskId)}`);
+    const dir = path.join(this.taskDir, taskId);
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+    const paths = new Map<string, string>();
+    let i = 0;
+    for (const file of files) {
+      // Each file under a name of its own: secret and config names may hold characters a path must not.
+      const p = path.join(dir, `f${i++}`);
+      await fs.writeFile(p, file.data, { mode: file.mode });
+      await fs.chmod(p, file.mode);
+      paths.set(file.name, p);
+    }
+    return paths;
+  }
+
+  async removeTaskFiles(taskId: string): Promise<void> {
+    if (!/^[a-z0-9]+$/.test(taskId)) return;
+    await fs.rm(path.join(this.taskDir, taskId), { recursive: true, force: true });
+  }
+
+  async taskFileIds(): Promise<string[]> {
+    return fs.readdir(this.taskDir).catch(() => []);
+  }
+}

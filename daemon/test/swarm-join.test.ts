@@ -1,0 +1,258 @@
+/**
+ * Swarm mode across daemons, each in a network namespace of its own on a test bridge (as in the netns harness
+ * of the swarm notes): a worker joins with the real docker CLI (after a token naming another CA is refused
+ * before its secret is sent), gets its tasks and only their secrets through the manager's dispatcher, and when
+ * its daemon is killed the manager marks it down and moves its task; when it comes back its orphaned task
+ * is stopped. A second manager joins with an etcd member of its own.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes, randomInt } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Engine, eventually } from './harness.js';
+
+const tag = randomBytes(3).toString('hex');
+const BRIDGE = `swb${tag}`;
+const SUBNET = `10.${randomInt(200, 250)}.${randomInt(0, 250)}`;
+const nodes = [1, 2, 3].map((i) => ({ ns: `sw${tag}${i}`, veth: `swv${tag}${i}`, ip: `${SUBNET}.${10 + i}`, name: `node-${i}` }));
+
+function run(cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr}`);
+}
+
+function setUpNetwork(): void {
+  run('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
+  run('ip', ['addr', 'add', `${SUBNET}.1/24`, 'dev', BRIDGE]);
+  run('ip', ['link', 'set', BRIDGE, 'up']);
+  for (const n of nodes) {
+    run('ip', ['netns', 'add', n.ns]);
+    run('ip', ['link', 'add', n.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n.ns]);
+    run('ip', ['link', 'set', n.veth, 'master', BRIDGE, 'up']);
+    run('ip', ['-n', n.ns, 'addr', 'add', `${n.ip}/24`, 'dev', 'eth0']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'eth0', 'up']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'lo', 'up']);
+  }
+}
+
+function tearDownNetwork(): void {
+  for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
+  spawnSync('ip', ['link', 'del', BRIDGE]);
+}
+
+/** A daemon in node i's namespace, with the node's own hostname. */
+function nodeEngine(i: number): Engine {
+  const n = nodes[i]!;
+  return new Engine({
+    // BERTH_TEST_VERBOSE=1 shows the daemons' logs.
+    verbose: process.env.BERTH_TEST_VERBOSE === '1',
+    wrapper: ['nsenter', `--net=/run/netns/${n.ns}`, 'unshare', '--uts', '--', 'sh', '-c', `hostname ${n.name} && exec "$0" "$@"`],
+  });
+}
+
+const engines: Engine[] = [];
+
+before(async () => {
+  setUpNetwork();
+  for (let i = 0; i < 3; i++) engines.push(nodeEngine(i));
+  await Promise.all(engines.slice(0, 2).map(async (e) => {
+    await e.start();
+    await e.loadBusybox();
+  }));
+});
+
+after(async () => {
+  for (const e of engines) await e.cleanup().catch(() => undefined);
+  tearDownNetwork();
+});
+
+interface Task {
+  ID: string;
+  NodeID: string;
+  DesiredState: string;
+  Status: { State: string; ContainerStatus?: { ContainerID?: string } };
+}
+
+describe('a swarm of daemons in their own network namespaces', () => {
+  const [m1, w1, m2] = [0, 1, 2].map((i) => new Proxy({} as Engine, { get: (_, k) => Reflect.get(engines[i]!, k, engines[i]).bind?.(engines[i]) ?? Reflect.get(engines[i]!, k, engines[i]) }));
+  let managerId = '';
+  let workerId = '';
+  let workerToken = '';
+
+  const tasks = async (service: string): Promise<Task[]> =>
+    (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }))}`)).json<Task[]>();
+  const nodeState = async (id: string): Promise<string> => (await m1!.request('GET', `/nodes/${id}`)).json().Status.State;
+
+  test('a worker joins with the token: after a token of another CA is refused, before its secret is sent', async () => {
+    await m1!.dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s']);
+    managerId = (await m1!.request('GET', '/info')).json().Swarm.NodeID;
+    workerToken = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
+    const otherCa = workerToken.replace(/^(SWMTKN-1-)(\w)/, (_, p: string, c: string) => p + (c === '0' ? '1' : '0'));
+    const refused = await w1!.docker(['swarm', 'join', '--token', otherCa, `${nodes[0]!.ip}:2377`]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /remote CA does not match fingerprint/);
+    assert.equal((await w1!.request('GET', '/info')).json().Swarm.LocalNodeState, 'inactive');
+    const out = await w1!.dockerOk(['swarm', 'join', '--token', workerToken, '--advertise-addr', nodes[1]!.ip, `${nodes[0]!.ip}:2377`]);
+    assert.match(out, /This node joined a swarm as a worker/);
+    const info = (await w1!.request('GET', '/info')).json().Swarm;
+    workerId = info.NodeID;
+    assert.equal(info.LocalNodeState, 'active');
+    assert.equal(info.ControlAvailable, false);
+    assert.equal((await w1!.request('GET', '/_ping')).headers.swarm, 'active/worker');
+    await eventually(async () => (await nodeState(workerId)) === 'ready', 15_000, 200);
+    const ls = await m1!.dockerOk(['node', 'ls']);
+    assert.match(ls, /node-2\s+Ready\s+Active\s/);
+    assert.match(ls, /node-1\s+Ready\s+Active\s+Leader/);
+    // A worker serves no cluster state.
+    const denied = await w1!.docker(['node', 'ls']);
+    assert.notEqual(denied.code, 0);
+    assert.match(denied.stderr, /Worker nodes can't be used to view or modify cluster state/);
+  });
+
+  test('tasks spread over both nodes, and only a node running a task gets its secret', async () => {
+    await m1!.dockerOk(['secret', 'create', 'shared', '-'], { input: 'for-both' });
+    await m1!.dockerOk(['secret', 'create', 'manager-only', '-'], { input: 'not-for-the-worker' });
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'spread', '--replicas', '2', '--secret', 'shared', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'pinned', '--constraint', 'node.role==manager', '--secret', 'manager-only', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const spread = await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 2 ? list : undefined;
+    }, 30_000, 200) as Task[];
+    assert.deepEqual(spread.map((t) => t.NodeID).sort(), [managerId, workerId].sort());
+    const onWorker = spread.find((t) => t.NodeID === workerId)!;
+    const cat = await w1!.dockerOk(['exec', onWorker.Status.ContainerStatus!.ContainerID!, 'cat', '/run/secrets/shared']);
+    assert.equal(cat, 'for-both');
+    const c = (await w1!.request('GET', `/containers/${onWorker.Status.ContainerStatus!.ContainerID}/json`)).json();
+    assert.equal(c.Config.Labels['com.docker.swarm.node.id'], workerId);
+    assert.equal(c.Name, `/spread.${(c.Config.Labels['com.docker.swarm.task.name'] as string).split('.')[1]}.${onWorker.ID}`);
+    const [pinned] = await eventually(async () => {
+      const list = (await tasks('pinned')).filter((t) => t.Status.State === 'running');
+      return list.length === 1 ? list : undefined;
+    }, 30_000, 200) as Task[];
+    assert.equal(pinned!.NodeID, managerId);
+    // The worker's task files: its own task's only, and none holds the other secret.
+    const dir = path.join(w1!.execRoot, 'swarm', 'tasks');
+    assert.deepEqual(readdirSync(dir), [onWorker.ID]);
+    const grep = spawnSync('grep', ['-rl', 'not-for-the-worker', w1!.root], { encoding: 'utf8' });
+    assert.equal(grep.stdout.trim(), '', 'the manager-only secret reached the worker');
+  });
+
+  test('a drained node\'s tasks move; back active, it takes new ones', async () => {
+    await m1!.dockerOk(['node', 'update', '--availability', 'drain', workerId]);
+    await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 2 && list.every((t) => t.NodeID === managerId);
+    }, 20_000, 200);
+    // Its task's container is stopped and its secret's file gone from the worker.
+    await eventually(() => readdirSync(path.join(w1!.execRoot, 'swarm', 'tasks')).length === 0, 10_000, 200);
+    await m1!.dockerOk(['node', 'update', '--availability', 'active', workerId]);
+    await m1!.dockerOk(['service', 'scale', '--detach', 'spread=3']);
+    await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 3 && list.some((t) => t.NodeID === workerId);
+    }, 20_000, 200);
+  });
+
+  test('kill -9 of the worker\'s daemon: it is marked down and its task moves; back, its orphaned task stops', async () => {
+    const old = (await tasks('spread')).find((t) => t.NodeID === workerId)!;
+    const started = Date.now();
+    await w1!.crash();
+    await eventually(async () => (await nodeState(workerId)) === 'down', 15_000, 200);
+    const moved = await eventually(async () => {
+      const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+      return list.length === 3 && list.every((t) => t.NodeID === managerId) ? list : undefined;
+    }, 20_000, 200);
+    assert.ok(moved);
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed < 15_000, `rescheduled after ${elapsed} ms`);
+    // The container of the old task still runs under conmon while its daemon is away.
+    await w1!.start();
+    await eventually(async () => (await nodeState(workerId)) === 'ready', 20_000, 200);
+    await eventually(async () => {
+      const r = await w1!.request('GET', `/containers/${old.Status.ContainerStatus!.ContainerID}/json`);
+      return r.status === 404 || r.json().State.Running === false;
+    }, 20_000, 200);
+  });
+
+  test('a second manager joins with an etcd member of its own', async () => {
+    await engines[2]!.start();
+    await engines[2]!.loadBusybox();
+    const token = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'manager'])).trim();
+    const out = await m2!.dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`], { timeoutMs: 60_000 });
+    assert.match(out, /This node joined a swarm as a manager/);
+    const info = (await m2!.request('GET', '/info')).json().Swarm;
+    assert.equal(info.ControlAvailable, true);
+    // Both managers see the same store: the new one lists the services and nodes.
+    await eventually(async () => {
+      const ls = await m2!.docker(['node', 'ls']);
+      return ls.code === 0 && /node-3\s+Ready\s+Active\s+Reachable/.test(ls.stdout) && /node-1\s+Ready\s+Active\s+Leader/.test(ls.stdout);
+    }, 20_000, 300);
+    assert.match(await m2!.dockerOk(['service', 'ls']), /spread/);
+    assert.equal(existsSync(path.join(m2!.dataRoot, 'swarm', 'etcd', 'member')), true);
+  });
+
+  test('promotion, kill -9 of the leader (another manager takes over, services keep their replicas), demotion', async () => {
+    await m1!.dockerOk(['node', 'promote', workerId]);
+    await eventually(async () => (await w1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
+    assert.equal(existsSync(path.join(w1!.dataRoot, 'swarm', 'etcd', 'member')), true);
+    await eventually(async () => /node-2\s+Ready\s+Active\s+Reachable/.test(await m1!.dockerOk(['node', 'ls'])), 15_000, 300);
+    const killedAt = Date.now();
+    await m1!.crash();
+    const leader = await eventually(async () => {
+      const r = await m2!.request('GET', '/nodes');
+      if (r.status !== 200) return undefined;
+      const list = r.json<Array<{ ID: string; ManagerStatus?: { Leader?: boolean } }>>();
+      return list.find((n) => n.ManagerStatus?.Leader && n.ID !== managerId);
+    }, 20_000, 200);
+    const failover = Date.now() - killedAt;
+    assert.ok(leader, 'no new leader');
+    const spread = await eventually(async () => {
+      const r = await m2!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['spread'], 'desired-state': ['running'] }))}`);
+      const list = r.status === 200 ? r.json<Task[]>().filter((t) => t.Status.State === 'running' && t.NodeID !== managerId) : [];
+      return list.length === 3 ? list : undefined;
+    }, 30_000, 300).catch(async (err) => {
+      if (process.env.BERTH_TEST_VERBOSE === '1') {
+        console.log((await m2!.request('GET', '/nodes')).text);
+        console.log((await m2!.request('GET', '/tasks')).text);
+      }
+      throw err;
+    });
+    assert.ok(spread);
+    console.log(`# leader failover: a new leader ${failover} ms after kill -9`);
+    // The old leader comes back as a manager of the same swarm.
+    await m1!.start();
+    await eventually(async () => (await m1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
+    await eventually(async () => (await m1!.docker(['node', 'ls'])).code === 0, 30_000, 300);
+    // Demotion: the node's etcd member is removed and it goes on as a worker.
+    await m2!.dockerOk(['node', 'demote', workerId]);
+    await eventually(async () => {
+      const info = (await w1!.request('GET', '/info')).json().Swarm;
+      return info.LocalNodeState === 'active' && info.ControlAvailable === false && !existsSync(path.join(w1!.dataRoot, 'swarm', 'etcd'));
+    }, 30_000, 300);
+    const node = (await m2!.request('GET', `/nodes/${workerId}`)).json();
+    assert.equal(node.Spec.Role, 'worker');
+    assert.equal(node.ManagerStatus, undefined);
+    await eventually(async () => (await nodeState(workerId)) === 'ready', 15_000, 200);
+  });
+
+  test('the worker leaves: its node is down on the managers', async () => {
+    await w1!.dockerOk(['swarm', 'leave']);
+    assert.equal((await w1!.request('GET', '/info')).json().Swarm.LocalNodeState, 'inactive');
+    await eventually(async () => (await nodeState(workerId)) === 'down', 15_000, 200);
+    await m1!.dockerOk(['node', 'rm', workerId]);
+    assert.equal((await m1!.request('GET', `/nodes/${workerId}`)).status, 404);
+  });
+
+  test('a manager leaves with force: out of etcd first, so the one left keeps its quorum', async () => {
+    const m2Id = (await m2!.request('GET', '/info')).json().Swarm.NodeID;
+    await m2!.dockerOk(['swarm', 'leave', '--force']);
+    await eventually(async () => (await nodeState(m2Id)) === 'down', 15_000, 200);
+    const node = (await m1!.request('GET', `/nodes/${m2Id}`)).json();
+    assert.equal(node.Spec.Role, 'worker');
+    // Writes still go through on the manager left alone.
+    await m1!.dockerOk(['service', 'scale', '--detach', 'spread=1']);
+    await eventually(async () => (await tasks('spread')).filter((t) => t.Status.State === 'running').length === 1, 20_000, 200);
+  });
+});
