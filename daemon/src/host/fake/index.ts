@@ -185,6 +185,16 @@ function memoryProbe(): ProbeHost {
     initBinary: { name: 'docker-init', problem: 'the in-memory Host runs no processes' },
     rlimits: { RLIMIT_NOFILE: { soft: 1024, hard: 1024 } },
     machineId: 'fake',
+    blkio: { weight: false, weightDevice: false, throttle: false },
+    devices: async (pathOnHost) => {
+      throw new NotFound(`error gathering device information while adding custom device "${pathOnHost}": no such file or directory`);
+    },
+    allDevices: async () => [],
+    blockDevice: async (field, p) => {
+      throw new InvalidParameter(`invalid ${field}: ${p} is not a block device`);
+    },
+    etcFile: async () => undefined,
+    pathExists: async () => false,
     info: async () => ({
       kernelVersion: 'fake',
       operatingSystem: 'in-memory',
