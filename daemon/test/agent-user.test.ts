@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
@@ -131,6 +131,25 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     } finally {
       await docker(['rm', '-f', id]);
     }
+  });
+
+  test('docker cp both ways and a build', async () => {
+    const created = await docker(['create', 'busybox', 'true']);
+    const id = created.stdout.trim();
+    const cpFile = path.join(root, 'cp-in.txt');
+    writeFileSync(cpFile, 'copied in\n');
+    const cpIn = await docker(['cp', cpFile, `${id}:/cp-in.txt`]);
+    assert.equal(cpIn.code, 0, `${cpIn.stderr}\n${logs()}`);
+    const cpOut = await docker(['cp', `${id}:/cp-in.txt`, '-']);
+    assert.equal(cpOut.code, 0, cpOut.stderr);
+    assert.match(cpOut.stdout, /copied in/);
+    await docker(['rm', id]);
+    const context = path.join(root, 'ctx');
+    mkdirSync(context, { recursive: true });
+    writeFileSync(path.join(context, 'Dockerfile'), 'FROM busybox\nRUN echo built > /built\nCMD ["cat", "/built"]\n');
+    const build = await runCommand('docker', ['-H', `unix://${userSocket}`, 'build', '-t', 'agent-built', context], { env: { DOCKER_CONFIG: dockerConfig, DOCKER_BUILDKIT: '0' }, timeoutMs: 120_000 });
+    assert.equal(build.code, 0, `${build.stdout}\n${build.stderr}\n${logs()}`);
+    assert.equal((await docker(['run', '--rm', 'agent-built'])).stdout, 'built\n');
   });
 
   test('a container outlives a restart of the daemon, and then of the agent', async () => {
