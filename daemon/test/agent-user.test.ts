@@ -152,6 +152,21 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     assert.equal((await docker(['run', '--rm', 'agent-built'])).stdout, 'built\n');
   });
 
+  test('a user-defined network, its embedded DNS answering through the agent', async () => {
+    const net = `n${randomBytes(3).toString('hex')}`;
+    assert.equal((await docker(['network', 'create', net])).code, 0);
+    const server = await docker(['run', '-d', '--network', net, '--name', `${net}-srv`, 'busybox', 'sleep', '1000']);
+    assert.equal(server.code, 0, `${server.stderr}\n${logs()}`);
+    try {
+      const lookup = await docker(['run', '--rm', '--network', net, 'busybox', 'nslookup', `${net}-srv`, '127.0.0.11']);
+      assert.equal(lookup.code, 0, `${lookup.stdout}\n${lookup.stderr}\n${logs()}`);
+      assert.match(lookup.stdout, /Address:? \d+\.\d+\.\d+\.\d+/);
+    } finally {
+      await docker(['rm', '-f', server.stdout.trim()]);
+      await docker(['network', 'rm', net]);
+    }
+  });
+
   test('a container outlives a restart of the daemon, and then of the agent', async () => {
     const started = await docker(['run', '-d', 'busybox', 'sh', '-c', 'echo up; sleep 1000']);
     assert.equal(started.code, 0, `${started.stderr}\n${logs()}`);
