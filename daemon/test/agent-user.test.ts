@@ -167,6 +167,23 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     }
   });
 
+  test('a published port answers on the host', async () => {
+    const web = await docker(['run', '-d', '-p', '127.0.0.1::80', 'busybox', 'sh', '-c', 'mkdir /www && echo published > /www/index.html && httpd -f -p 80 -h /www']);
+    assert.equal(web.code, 0, `${web.stderr}\n${logs()}`);
+    const id = web.stdout.trim();
+    try {
+      const port = Number((await docker(['port', id, '80/tcp'])).stdout.trim().split(':').pop());
+      assert.ok(port > 0);
+      const body = await eventually(async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined);
+        return res?.ok ? res.text() : undefined;
+      }, 10_000);
+      assert.equal(body, 'published\n');
+    } finally {
+      await docker(['rm', '-f', id]);
+    }
+  });
+
   test('a container outlives a restart of the daemon, and then of the agent', async () => {
     const started = await docker(['run', '-d', 'busybox', 'sh', '-c', 'echo up; sleep 1000']);
     assert.equal(started.code, 0, `${started.stderr}\n${logs()}`);
