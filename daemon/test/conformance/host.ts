@@ -320,6 +320,7 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
 
     test('recovery: a container outlives its Host object and is found again', { skip: skipped('recovery') }, async () => {
       const { id, logPath } = await run(['sh', '-c', 'echo before; sleep 1000']);
+      for (let i = 0; i < 200 && logText(await readLog(logPath), 'stdout') !== 'before\n'; i++) await new Promise((r) => setTimeout(r, 25));
       await factory.release(host);
       host = await factory.create(box);
       assert.deepEqual(host.layers.lowerDirs([chainId]), lowerDirs);
