@@ -226,14 +226,26 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const src = path.join(root, 'src');
   await fs.mkdir(src);
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
-  // The host folder at the same path in the guest, as a bind mount's source names it.
+  // The host folder at the same path in the guest, as a bind mount's source names it; so is the daemon's
+  // root, whose folders (a container's) the remote Host names by their host paths.
+  const engineArgs: string[] = []; // the agent's address, known once the VM runs
+  const engine = new Engine({ args: engineArgs });
   const driver = new QemuDriver(
-    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    {
+      name: 'agent',
+      stateDir: path.join(root, 'vm'),
+      image: img,
+      resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
+      shares: [
+        { hostPath: src, guestPath: src },
+        { hostPath: engine.root, guestPath: engine.root },
+      ],
+    },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
-  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  engineArgs.push('--agent', status.agentEndpoint!);
   cleanups.push(() => engine.cleanup());
   await engine.start();
   const archive = path.join(root, 'busybox.tar');
