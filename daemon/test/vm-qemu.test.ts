@@ -17,6 +17,7 @@ import net from 'node:net';
 import { ClockKeeper } from '../src/vm/clock.js';
 import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
+import { PublishedPorts } from '../src/vm/ports.js';
 import { QemuDriver } from '../src/vm/qemu.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
@@ -66,6 +67,32 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => srv.close(resolve));
   return port;
 }
+
+/** GET /index.html on the host's loopback. */
+function getPage(port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/index.html', timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+/** Waits (2 minutes at most) for the page a busybox httpd container serves to answer on the host port. */
+async function servedOn(port: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  let body = '';
+  while (body !== 'served\n') {
+    body = await getPage(port).catch((err: Error) => err.message);
+    assert.ok(body === 'served\n' || Date.now() < deadline, `no answer on the host's port ${port}: ${body}`);
+    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+const HTTPD = ['busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'];
 
 /**
  * One VM for the tests of the line handshake and of the guest's own engine (a boot under TCG costs tens of
@@ -173,29 +200,13 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
   assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
 
   // A published port of the guest reached from the host's loopback: forwarded while the VM runs.
-  const web = await docker(['run', '-d', '-p', '8080:80', 'busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'], 300_000);
+  const web = await docker(['run', '-d', '-p', '8080:80', ...HTTPD], 300_000);
   assert.equal(web.code, 0, web.stderr);
   const hostPort = await freePort();
   await driver.forwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
-  const get = () =>
-    new Promise<string>((resolve, reject) => {
-      const req = http.get({ host: '127.0.0.1', port: hostPort, path: '/index.html', timeout: 10_000 }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      });
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', reject);
-    });
-  const webDeadline = Date.now() + 120_000;
-  let body = '';
-  while (body !== 'served\n') {
-    body = await get().catch((err: Error) => err.message);
-    assert.ok(body === 'served\n' || Date.now() < webDeadline, `no answer on the forwarded port: ${body}`);
-    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
-  }
+  await servedOn(hostPort);
   await driver.unforwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
-  await assert.rejects(get(), /ECONNREFUSED|ECONNRESET|socket hang up/);
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
   await docker(['rm', '-f', web.stdout.trim()], 120_000);
 
   // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
@@ -219,7 +230,7 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
@@ -256,4 +267,20 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
   assert.equal(rw, 'from the host\n');
   assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
+  // runs, and no longer once it is gone.
+  const ports = new PublishedPorts(engine.socket, driver);
+  const stopWatch = ports.watch();
+  cleanups.push(async () => stopWatch());
+  const hostPort = await freePort();
+  const id = (await engine.dockerOk(['run', '-d', '-p', `${hostPort}:80`, ...HTTPD], { timeoutMs: 300_000 })).trim();
+  await servedOn(hostPort);
+  await engine.dockerOk(['rm', '-f', id], { timeoutMs: 120_000 });
+  const deadline = Date.now() + 60_000;
+  while (ports.forwards.length > 0) {
+    assert.ok(Date.now() < deadline, `forwards left after the container went: ${JSON.stringify(ports.forwards)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
 });
