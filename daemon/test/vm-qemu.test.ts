@@ -230,7 +230,7 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs, exec, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
@@ -283,4 +283,26 @@ test('a daemon on the host runs containers in the guest through the agent (--age
     await new Promise((r) => setTimeout(r, 200));
   }
   await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
+
+  // logs, exec, cp both ways, and a build whose context is on the host.
+  await engine.dockerOk(['run', '-d', '--name', 'app', 'busybox', 'sh', '-c', 'echo started; exec sleep 600'], { timeoutMs: 300_000 });
+  let logs = await engine.docker(['logs', 'app']);
+  for (const end = Date.now() + 60_000; !/started/.test(logs.stdout) && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    logs = await engine.docker(['logs', 'app']);
+  }
+  assert.match(logs.stdout, /started/, `docker logs: ${JSON.stringify(logs)}; ps: ${(await engine.docker(['ps', '-a'])).stdout}`);
+  assert.equal(await engine.dockerOk(['exec', 'app', 'echo', 'inside'], { timeoutMs: 120_000 }), 'inside\n');
+  await engine.dockerOk(['cp', path.join(src, 'in.txt'), 'app:/tmp/copied.txt'], { timeoutMs: 120_000 });
+  assert.equal(await engine.dockerOk(['exec', 'app', 'cat', '/tmp/copied.txt'], { timeoutMs: 120_000 }), 'from the host\n');
+  await engine.dockerOk(['cp', 'app:/tmp/copied.txt', path.join(root, 'back.txt')], { timeoutMs: 120_000 });
+  assert.equal(await fs.readFile(path.join(root, 'back.txt'), 'utf8'), 'from the host\n');
+  await engine.dockerOk(['rm', '-f', 'app'], { timeoutMs: 120_000 });
+  const context = path.join(root, 'context');
+  await fs.mkdir(context);
+  await fs.writeFile(path.join(context, 'hello.txt'), 'built from the host\n');
+  await fs.writeFile(path.join(context, 'Dockerfile'), 'FROM busybox\nCOPY hello.txt /hello.txt\nRUN cat /hello.txt > /copy.txt\n');
+  const built = await engine.docker(['build', '-t', 'vmbuilt', context], { timeoutMs: 600_000, env: { DOCKER_BUILDKIT: '0' } });
+  assert.equal(built.code, 0, built.stderr + built.stdout);
+  assert.equal(await engine.dockerOk(['run', '--rm', 'vmbuilt', 'cat', '/copy.txt'], { timeoutMs: 300_000 }), 'built from the host\n');
 });
