@@ -1,11 +1,13 @@
 import { parseArgs } from 'node:util';
 import { errorMessage } from './errors.js';
-import { startDaemon, type DaemonOptions } from './daemon.js';
+import { startDaemon } from './boot.js';
+import type { DaemonOptions } from './daemon.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]
        berthd user add|set|list|rm ...     (users; berthd user --help)
        berthd token create|list|revoke ... (API tokens; berthd token --help)
+       berthd agent --socket PATH [--group NAME] | --device PATH  (serve this machine's Host; berthd agent --help)
 
 A container engine serving the Engine API.
 
@@ -29,6 +31,7 @@ Options:
       --insecure-registry list Registry (CIDR or HOST[:PORT]) reached over plain HTTP (repeatable; 127.0.0.0/8 always)
       --auth-tokens            On TCP listeners, serve the engine API only to bearer tokens (engineRead: GET and HEAD)
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
+      --agent string           Use the Host that berthd agent serves at unix://PATH, not this machine's
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
   -v, --version                Print the version and exit
@@ -70,6 +73,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       'registry-mirror': { type: 'string', multiple: true },
       'insecure-registry': { type: 'string', multiple: true },
       'auth-tokens': { type: 'boolean' },
+      agent: { type: 'string' },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
       version: { type: 'boolean', short: 'v' },
@@ -104,6 +108,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     registryMirrors: (v['registry-mirror'] as string[] | undefined) ?? [],
     insecureRegistries: (v['insecure-registry'] as string[] | undefined) ?? [],
     authTokens: Boolean(v['auth-tokens']),
+    agent: v.agent as string | undefined,
   };
 }
 
@@ -115,6 +120,11 @@ export async function main(argv: string[]): Promise<void> {
       return;
     }
     process.exitCode = await authMain(argv);
+    return;
+  }
+  if (argv[0] === 'agent') {
+    const { agentMain } = await import('./agent/main.js');
+    await agentMain(argv.slice(1));
     return;
   }
   let opts: ReturnType<typeof parseFlags>;
@@ -155,6 +165,12 @@ export async function main(argv: string[]): Promise<void> {
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    // The daemon serves from here on; main() returns once it has restored its state.
+    await daemon.ready.catch((err: unknown) => {
+      log.error('failed to start daemon', { error: errorMessage(err) });
+      stopping = true;
+      return daemon.shutdown().finally(() => process.exit(1));
+    });
   } catch (err) {
     log.error('failed to start daemon', { error: errorMessage(err) });
     process.exit(1);

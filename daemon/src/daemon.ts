@@ -1,13 +1,11 @@
 /**
- * Composition: builds the host, the engine services and the API, and serves them on the listeners.
- * Each part is constructed from the narrow interfaces of the parts below it.
+ * Composition: builds the host, the engine services and the API routes, and restores the engine's state.
+ * Each part is constructed from the narrow interfaces of the parts below it. boot.ts loads this module once
+ * the daemon listens, and holds the requests that need it until it is done.
  */
-import { promises as fs, readFileSync } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
+import { promises as fs } from 'node:fs';
 import type http from 'node:http';
-import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
-import { Router } from './api/router.js';
-import { createApiServer } from './api/server.js';
+import type { Router } from './api/router.js';
 import { EventBus } from './engine/events.js';
 import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
@@ -40,7 +38,6 @@ import { updateContainer } from './engine/containers/update.js';
 import { pruneContainers } from './engine/containers/prune.js';
 import { ContainerService } from './engine/containers/service.js';
 import { createLinuxHost } from './host/linux/index.js';
-import { ensureExecRootTmpfs } from './host/linux/execroot.js';
 import { writebackAfterDeletions } from './host/linux/nojournal.js';
 import { useAfterBatch } from './util/later.js';
 import { setInitBinary } from './engine/containers/init.js';
@@ -52,6 +49,7 @@ import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
+import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
@@ -62,9 +60,7 @@ import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
-import type { EngineEndpoint } from './ui/server.js';
-import { AuthStoreReader } from './engine/auth/store.js';
-import { LocalSession } from './engine/auth/local-session.js';
+import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
@@ -98,72 +94,24 @@ export interface DaemonOptions {
   insecureRegistries?: string[];
   /** `--auth-tokens`: the engine API on TCP listeners needs a bearer token (unix sockets stay as they are). */
   authTokens?: boolean;
+  /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
+  agent?: string;
 }
 
-export interface Daemon {
-  /** Stops serving and releases the daemon's own resources; containers keep running under conmon. */
-  shutdown(): Promise<void>;
-  /**
-   * The bearer token of the daemon's local session (engine/auth/local-session.ts), for a front end that
-   * hosts this daemon in its own process (the desktop app): every permission, valid until the daemon stops.
-   */
-  localToken: string;
+// The daemon started whole, for embedders (the Electron shell), as boot.ts's startDaemonReady.
+export { startDaemonReady as startDaemon, UI_LOGIN_FILE, type Daemon } from './boot.js';
+
+/** What boot.ts gives the composition: the router it serves, the auth store it reads, and the closers to fill. */
+export interface CompositionParts {
+  router: Router;
+  authStore: Pick<AuthStoreReader, 'user' | 'verify'>;
+  /** Run in reverse order at shutdown. */
+  closers: Array<() => Promise<void> | void>;
 }
 
-/**
- * Whether process `pid` holds `pidfile` open. A running daemon keeps its pidfile open, so this tells it from
- * a zombie left by kill -9 (no open files) or an unrelated program that reuses the pid.
- */
-async function holdsOpen(pid: number, pidfile: string): Promise<boolean> {
-  const target = await fs.realpath(pidfile).catch(() => path.resolve(pidfile));
-  let fds: string[];
-  try {
-    fds = await fs.readdir(`/proc/${pid}/fd`);
-  } catch {
-    // Gone, or another user's process: not a daemon that wrote this file.
-    return false;
-  }
-  for (const fd of fds) {
-    const link = await fs.readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
-    if (link === target) return true;
-  }
-  return false;
-}
-
-/**
- * Writes the pidfile and keeps it open while the daemon runs. A pidfile left by a daemon that is gone (even
- * when its pid now names a zombie or another program) does not block a start; a live daemon with it does.
- */
-async function writePidfile(pidfile: string): Promise<FileHandle> {
-  let old = 0;
-  try {
-    old = Number((await fs.readFile(pidfile, 'utf8')).trim());
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  if (Number.isInteger(old) && old > 0 && old !== process.pid) {
-    if (await holdsOpen(old, pidfile)) throw new Error(`pid file ${pidfile} names a running berthd (pid ${old}): is another berthd running?`);
-    log.info('removing a stale pid file', { pidfile, pid: old });
-  }
-  const handle = await fs.open(pidfile, 'w', 0o644);
-  try {
-    await handle.writeFile(`${process.pid}\n`);
-  } catch (err) {
-    await handle.close();
-    throw err;
-  }
-  return handle;
-}
-
-/** Under the exec root: the UI's address with its access token (mode 0600). */
-export const UI_LOGIN_FILE = 'ui-url';
-
-/** Writes a file that only its owner reads, replacing any earlier one. */
-async function writeFileAtomicPrivate(file: string, text: string): Promise<void> {
-  const tmp = `${file}.${process.pid}.tmp`;
-  await fs.rm(tmp, { force: true });
-  await fs.writeFile(tmp, text, { mode: 0o600, flag: 'wx' });
-  await fs.rename(tmp, file);
+export interface Composition {
+  /** Called for every request and upgrade of every listener. */
+  onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
 }
 
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
@@ -183,61 +131,45 @@ function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>):
 }
 
 /**
- * Starts the daemon on `host` (by default the Host of this machine, built from the options); the daemon
- * closes the host when it shuts down.
+ * Builds the engine on `host` (by default the Host of this machine, built from the options; the daemon closes
+ * it when it shuts down), registers its routes on the router, then restores its state.
  */
-export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
+export async function composeDaemon(opts: DaemonOptions, { router, authStore, closers }: CompositionParts, givenHost?: Host): Promise<Composition> {
   // Every state file is written by one native task of the thread pool when the addon is built.
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
-  const addresses = opts.hosts.map(parseListenAddress);
-  for (const address of addresses) {
-    if (address.kind === 'tcp' && !opts.tls && !isLoopbackHost(address.host)) {
-      throw new Error(`refusing to serve the API on ${address.host}:${address.port} without TLS: use --tlsverify with --tlscacert, --tlscert and --tlskey`);
-    }
-    if (address.kind === 'tcp' && !opts.tls) {
-      log.warn(
-        `serving the API on tcp://${address.host}:${address.port} without TLS: every local user and program that can connect to it has root access to this machine; use a unix socket, or --tlsverify`,
-      );
-    }
-  }
-  if (opts.tls && (!opts.tlsCert || !opts.tlsKey)) throw new Error('--tls and --tlsverify need --tlscert and --tlskey');
-  if (opts.tlsVerify && !opts.tlsCaCert) throw new Error('--tlsverify needs --tlscacert');
-
-  await fs.mkdir(opts.dataRoot, { recursive: true, mode: 0o710 });
-  await fs.mkdir(opts.execRoot, { recursive: true, mode: 0o700 });
-  await ensureExecRootTmpfs(opts.execRoot);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
-  const pidfileHandle = await writePidfile(opts.pidfile);
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
-  const host = givenHost ?? (await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
+  // Or the agent's Host, over the agent protocol (a root agent service, or the guest of a VM).
+  const host =
+    givenHost ??
+    (opts.agent
+      ? await (await import('./host/remote/index.js')).createRemoteHost(opts.agent)
+      : await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
   // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
   useMachineFacts(host.probe);
 
   const events = new EventBus();
-  const router = new Router();
-  const closers: Array<() => Promise<void> | void> = [];
 
   // -- engine services and their routes are wired below --
   void events;
 
-  // Networks: the predefined networks and the default bridge (created or verified at every start).
-  // The container engine calls networks.recover(liveContainerIds) once it knows which containers live.
+  // Networks: the predefined networks and the default bridge (created or verified at every start, with the
+  // rest of the state, once everything is wired: below). The container engine calls
+  // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
   });
-  await networks.init();
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
   const imageRoot = path.join(opts.dataRoot, 'image');
   const images = new ImageService(imageRoot, host.layers, events);
-  await images.init();
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -261,19 +193,12 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
   // the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({
-    dataRoot: opts.dataRoot,
-    execRoot: opts.execRoot,
-    runtimePath: host.probe.runtimePath,
-    events,
-  });
+  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
   const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
-  await pluginManager.init();
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
-  await volumes.init();
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
@@ -296,6 +221,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
+    probe: host.probe,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -324,10 +250,6 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     events,
   });
   closers.push(() => health.close());
-  await containers.load();
-  await sandboxes.recover();
-  await volumes.recover();
-  health.recover();
   registerNetworkRoutes(router, networks, containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
@@ -421,9 +343,11 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
-  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
+  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known
+  // (cluster.restore, with the rest of the state below).
   const cluster = new ClusterService({
-    host: host.cluster,
+    // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
+    host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     containers: taskContainers(containers, events),
     events,
     describe: async () => {
@@ -431,7 +355,6 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
       return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
     },
   });
-  await cluster.restore();
   closers.push(() => cluster.close());
   registerSwarmRoutes(router, cluster, (id, o) => {
     const record = containers.store.find(id);
@@ -474,9 +397,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
     },
   });
 
-  // Users and API tokens (made by `berthd user` and `berthd token`); the SCIM user lookup.
-  const authStore = new AuthStoreReader(opts.dataRoot);
-  const localSession = new LocalSession();
+  // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
 
@@ -488,63 +409,29 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   const release = nativeReleaseMemory();
   const afterBurst = release ? whenIdle(release, 1000, 5000) : undefined;
   if (afterBurst) closers.push(() => afterBurst.close());
-  const touch = (req: http.IncomingMessage, res?: http.ServerResponse) => {
-    afterBurst!.touch();
-    (res ?? req.socket).once('close', () => afterBurst!.touch());
-  };
-  const servers: http.Server[] = [];
-  for (const address of addresses) {
-    const tls =
-      address.kind === 'tcp' && opts.tls
-        ? {
-            key: readFileSync(opts.tlsKey!),
-            cert: readFileSync(opts.tlsCert!),
-            ca: opts.tlsCaCert ? readFileSync(opts.tlsCaCert) : undefined,
-            verifyClients: opts.tlsVerify,
-          }
-        : undefined;
-    const auth = { verify: async (token: string) => localSession.verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
-    if (afterBurst) {
-      server.on('request', touch);
-      server.on('upgrade', (req: http.IncomingMessage) => touch(req));
-    }
-    await listenOn(server, address);
-    servers.push(server);
-    log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
-  }
-  if (opts.ui !== undefined) {
-    // Loaded only when asked for: the UI server and its websocket module stay out of a headless daemon.
-    const { parseUiAddress, startUiServer } = await import('./ui/server.js');
-    const uiAddress = parseUiAddress(opts.ui);
-    const engineAddress = addresses.find((a) => a.kind === 'unix') ?? addresses.find((a) => a.kind === 'tcp' && !opts.tls);
-    if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
-    const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
-    const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
-    // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
-    const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken: localSession.token });
-    closers.push(() => ui.close());
-    // The address with its token gives full control of the engine: it goes to a file only root reads and to
-    // the terminal that started the daemon, never to the log.
-    const loginFile = path.join(opts.execRoot, UI_LOGIN_FILE);
-    await writeFileAtomicPrivate(loginFile, `${ui.loginUrl}\n`);
-    closers.push(() => fs.rm(loginFile, { force: true }));
-    if (process.stdout.isTTY) process.stdout.write(`Open the UI in a browser: ${ui.loginUrl}\n`);
-    log.info('UI listening: its address with the access token is in the login file', { url: ui.url, loginFile });
-  }
-  log.info('daemon has completed initialization', { dataRoot: opts.dataRoot, execRoot: opts.execRoot });
+  // The state, restored once everything is wired (routes marked beforeReady, such as /version, serve
+  // meanwhile): the default bridge, the images' layers, the managed plugins (enabled ones started), the volumes,
+  // then the containers reconciled with what runs (reattached, exit codes of those that ended, crash leftovers,
+  // restart policies applied), their sandboxes' policies, volume mounts and health checks. Whatever else is
+  // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
+  await networks.init();
+  await images.init();
+  await pluginManager.init();
+  await volumes.init();
+  await containers.load();
+  await sandboxes.recover();
+  await volumes.recover();
+  health.recover();
+  await cluster.restore();
 
+  // The start was such a burst too (and the requests that waited for it were not counted).
+  afterBurst?.touch();
   return {
-    localToken: localSession.token,
-    async shutdown() {
-      for (const server of servers) {
-        server.close();
-        server.closeAllConnections();
-      }
-      for (const close of closers.reverse()) await close();
-      await pidfileHandle.close().catch(() => undefined);
-      await fs.rm(opts.pidfile, { force: true });
-      for (const address of addresses) if (address.kind === 'unix') await fs.rm(address.path, { force: true });
-    },
+    onRequest: afterBurst
+      ? (req, res) => {
+          afterBurst.touch();
+          (res ?? req.socket).once('close', () => afterBurst.touch());
+        }
+      : undefined,
   };
 }

@@ -1,5 +1,5 @@
 /**
- * POST /build with what clients may send: contexts compressed with gzip, bzip2 and xz; bad input (paths
+ * POST /build with what clients may send: contexts compressed with gzip, bzip2, xz and zstd; bad input (paths
  * escaping the context, a Dockerfile that does not parse, a missing COPY source, bad parameters) answered
  * with clear errors and no image; a build cancelled by the client; POST /build/prune.
  */
@@ -18,7 +18,7 @@ describe('build input', () => {
     engine.request('POST', `/v1.41/build?${query}`, { body, headers: { 'content-type': 'application/x-tar', ...headers }, timeoutMs: 300_000 });
   const imageExists = async (name: string) => (await engine.request('GET', `/images/${name}/json`)).status === 200;
 
-  for (const how of ['identity', 'gzip', 'bzip2', 'xz'] as const) {
+  for (const how of ['identity', 'gzip', 'bzip2', 'xz', 'zstd'] as const) {
     it(`builds a context compressed with ${how}`, async () => {
       const body = compress(await contextTar({ Dockerfile: 'FROM busybox\nCOPY f /f\nCMD ["cat", "/f"]\n', f: `${how}\n` }), how);
       const r = await post(`t=comp:${how}`, body);

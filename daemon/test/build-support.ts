@@ -53,10 +53,10 @@ export async function contextTar(files: ContextFiles): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-export function compress(data: Buffer, how: 'identity' | 'gzip' | 'bzip2' | 'xz'): Buffer {
+export function compress(data: Buffer, how: 'identity' | 'gzip' | 'bzip2' | 'xz' | 'zstd'): Buffer {
   if (how === 'identity') return data;
   if (how === 'gzip') return zlib.gzipSync(data);
-  const r = spawnSync(how, ['-c'], { input: data, maxBuffer: 1 << 30 });
+  const r = spawnSync(how, ['-c', '-q'], { input: data, maxBuffer: 1 << 30 });
   if (r.status !== 0) throw new Error(`${how} failed: ${r.stderr}`);
   return r.stdout;
 }

@@ -113,8 +113,13 @@ export class Engine {
         if (Date.now() > deadline) throw new Error(`berthd did not answer within 20 s:\n${this.daemonLog}`);
         try {
           await this.request('GET', '/_ping');
+          // The daemon answers /_ping as soon as it listens; a test starts once it has restored its state too
+          // (the list waits for that).
+          const listed = await this.request('GET', '/containers/json?limit=1');
+          if (listed.status !== 200) throw new Error(`berthd answered ${listed.status} to its first list: ${listed.text}`);
           return;
-        } catch {
+        } catch (err) {
+          if ((err as Error).message.startsWith('berthd answered')) throw err;
           await new Promise((r) => setTimeout(r, 50));
         }
       }

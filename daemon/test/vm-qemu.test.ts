@@ -12,8 +12,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { buildGuestImage, defaultCacheDir, type BuildResult } from '../src/vm/guest/image.js';
+import http from 'node:http';
 import net from 'node:net';
-import { GuestLineChannel } from '../src/vm/hello.js';
+import { ClockKeeper } from '../src/vm/clock.js';
+import type { Share, VmStatus } from '../src/vm/driver.js';
+import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
+import { PublishedPorts } from '../src/vm/ports.js';
 import { QemuDriver } from '../src/vm/qemu.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
@@ -45,37 +49,90 @@ async function guestImage(): Promise<BuildResult> {
   return image;
 }
 
+interface BootedVm {
+  driver: QemuDriver;
+  channel: GuestLineChannel;
+  hello: GuestHello;
+  status: VmStatus;
+  share: string;
+  shares: Share[];
+  enginePort: number;
+  root: string;
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+/** GET /index.html on the host's loopback. */
+function getPage(port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/index.html', timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+/** Waits (2 minutes at most) for the page a busybox httpd container serves to answer on the host port. */
+async function servedOn(port: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  let body = '';
+  while (body !== 'served\n') {
+    body = await getPage(port).catch((err: Error) => err.message);
+    assert.ok(body === 'served\n' || Date.now() < deadline, `no answer on the host's port ${port}: ${body}`);
+    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+const HTTPD = ['busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'];
+
+/**
+ * One VM for the tests of the line handshake and of the guest's own engine (a boot under TCG costs tens of
+ * seconds): a 9p share of a host folder, the line handshake on the agent's port, the guest's engine on a
+ * forwarded port.
+ */
+let booted: Promise<BootedVm> | undefined;
+function bootVm(): Promise<BootedVm> {
+  booted ??= (async () => {
+    const img = await guestImage();
+    const root = tmpdir();
+    cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
+    const share = path.join(root, 'share');
+    await fs.mkdir(share);
+    const shares = [{ hostPath: share, guestPath: '/mnt/work' }];
+    const enginePort = await freePort();
+    const driver = new QemuDriver(
+      { name: 'test', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares, kernelArgs: ['berth.handshake=line'] },
+      { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg', hostForwards: [{ hostPort: enginePort, guestPort: 2375, engine: true }] },
+    );
+    cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
+    const started = Date.now();
+    const status = await driver.start();
+    const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
+    cleanups.push(async () => channel.close());
+    const hello = await channel.hello(180_000).catch((err: Error) => {
+      throw new Error(`${err.message}; console:\n${readFileSync(status.consoleLog!, 'utf8').slice(-3000)}`);
+    });
+    process.stderr.write(`# guest ready ${Date.now() - started} ms after QEMU started (kernel uptime ${hello.uptime} s, ${hello.steps} init steps)\n`);
+    return { driver, channel, hello, status, share, shares, enginePort, root };
+  })();
+  return booted;
+}
+
 test('the guest image boots under QEMU: the agent port answers, shares are read and written, the clock is set', { skip, timeout: 15 * 60_000 }, async () => {
   const img = await guestImage();
-  const root = tmpdir();
-  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
-  const share = path.join(root, 'share');
-  await fs.mkdir(share);
-  await fs.writeFile(path.join(share, 'from-host.txt'), 'written by the host\n');
-  const driver = new QemuDriver(
-    {
-      name: 'test',
-      stateDir: path.join(root, 'vm'),
-      image: img,
-      resources: { cpus: 2, memoryMiB: 1536, diskGiB: 2 },
-      shares: [{ hostPath: share, guestPath: '/mnt/work' }],
-      kernelArgs: ['berth.handshake=line'],
-    },
-    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
-  );
-  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
-  const started = Date.now();
-  const status = await driver.start();
+  const { status, channel, hello, share } = await bootVm();
   assert.equal(status.state, 'running');
   assert.ok(status.pid && status.pid > 0);
   assert.match(status.agentEndpoint ?? '', /^unix:\/\/.*agent\.sock$/);
-
-  const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
-  cleanups.push(async () => channel.close());
-  const hello = await channel.hello(180_000).catch((err: Error) => {
-    throw new Error(`${err.message}; console:\n${readFileSync(status.consoleLog!, 'utf8').slice(-3000)}`);
-  });
-  process.stderr.write(`# guest ready ${Date.now() - started} ms after QEMU started (kernel uptime ${hello.uptime} s, ${hello.steps} init steps)\n`);
   assert.equal(hello.kernel, img.manifest.kernelVersion);
   assert.equal(hello.mounts.berth0, '/mnt/work');
   assert.equal(hello.data, 'ext4');
@@ -87,63 +144,36 @@ test('the guest image boots under QEMU: the agent port answers, shares are read 
   assert.equal(await channel.call('version', 120_000), `version ${hostVersion}`);
 
   // The share both ways: the guest copies the host's file, and the host reads the copy.
+  await fs.writeFile(path.join(share, 'from-host.txt'), 'written by the host\n');
   assert.equal(await channel.call('cp /mnt/work/from-host.txt /mnt/work/from-guest.txt'), 'copied');
   assert.equal(await fs.readFile(path.join(share, 'from-guest.txt'), 'utf8'), 'written by the host\n');
 
-  // The clock: set far back, then to the host's time, as the handshake does after a host sleep.
+  // The clock, kept by the host's ClockKeeper over the channel: the guest's clock is set far back (as after a
+  // long host sleep); the keeper's start (the handshake) sets it to the host's; a tick an hour late (the host
+  // slept an hour) sets it again.
   assert.equal(await channel.call('time 1000000000'), 'time 1000000000');
-  const now = Math.floor(Date.now() / 1000);
-  const answer = Number((await channel.call(`time ${now}`)).split(' ')[1]);
-  assert.ok(Math.abs(answer - now) <= 5, `guest clock ${answer}, host ${now}`);
-
-  // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
-  assert.equal(await channel.call('poweroff'), 'bye');
-  const deadline = Date.now() + 60_000;
-  while ((await driver.status()).state !== 'stopped') {
-    assert.ok(Date.now() < deadline, 'QEMU still runs a minute after the guest powered off');
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  let hostNow = Date.now();
+  const guestClock: number[] = [];
+  const keeper = new ClockKeeper({
+    sync: async (d) => void guestClock.push(Number((await channel.call(`time ${Math.floor(d.getTime() / 1000)}`)).split(' ')[1])),
+    now: () => hostNow,
+    setInterval: () => ({}),
+    clearInterval: () => undefined,
+  });
+  await keeper.start();
+  assert.ok(Math.abs(guestClock[0]! - hostNow / 1000) <= 5, `guest clock ${guestClock[0]}, host ${hostNow / 1000}`);
+  hostNow += 3_600_000;
+  keeper.tick();
+  assert.equal(keeper.wakes.length, 1, 'the late tick is taken for a wake');
+  await keeper.syncNow(); // the sync the tick started
+  assert.ok(Math.abs(guestClock.at(-1)! - hostNow / 1000) <= 5, `guest clock ${guestClock.at(-1)}, host ${hostNow / 1000}`);
+  keeper.stop();
 });
 
-test('the guest image is cached by its inputs and rebuilt byte for byte', { skip, timeout: 15 * 60_000 }, async () => {
-  const first = await guestImage();
-  const again = await buildGuestImage({ arch: 'amd64', cacheDir, log: () => undefined });
-  assert.equal(again.cached, true);
-  assert.equal(again.dir, first.dir);
-  const rebuilt = await buildGuestImage({ arch: 'amd64', cacheDir, force: true, log: () => undefined });
-  assert.equal(rebuilt.cached, false);
-  assert.equal(rebuilt.manifest.initrdSha256, first.manifest.initrdSha256);
-});
-
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise((resolve) => srv.close(resolve));
-  return port;
-}
-
-test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
-  const img = await guestImage();
-  const root = tmpdir();
-  cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
-  const share = path.join(root, 'src');
-  await fs.mkdir(share);
+test('the guest runs containers: the docker CLI against the guest\'s own engine, a host folder bind-mounted through the share, a published port forwarded to the host', { skip: skip || (!haveBusybox() && 'busybox-static not installed'), timeout: 15 * 60_000 }, async () => {
+  const { driver, channel, share, shares, enginePort, root } = await bootVm();
   await fs.writeFile(path.join(share, 'in.txt'), 'from the host\n');
-  const shares = [{ hostPath: share, guestPath: '/mnt/src' }];
-  const port = await freePort();
-  const driver = new QemuDriver(
-    { name: 'engine', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares, kernelArgs: ['berth.handshake=line'] },
-    { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg', hostForwards: [{ hostPort: port, guestPort: 2375, engine: true }] },
-  );
-  cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
-  const status = await driver.start();
-  const channel = await GuestLineChannel.connect(status.agentEndpoint!.slice('unix://'.length));
-  cleanups.push(async () => channel.close());
-  const hello = await channel.hello(180_000);
-  assert.equal(hello.mounts.berth0, '/mnt/src');
-
-  const env = { DOCKER_HOST: `tcp://127.0.0.1:${port}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
+  const env = { DOCKER_HOST: `tcp://127.0.0.1:${enginePort}`, DOCKER_CONFIG: path.join(root, 'docker-config') };
   const docker = (args: string[], timeoutMs = 120_000) => runCommand('docker', args, { env, timeoutMs });
   const deadline = Date.now() + 180_000;
   for (;;) {
@@ -163,32 +193,70 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
 
   // A host folder as a bind mount: its host path translated to the share's guest path.
   const guestSrc = toGuestPath(shares, share);
-  assert.equal(guestSrc, '/mnt/src');
+  assert.equal(guestSrc, '/mnt/work');
   const rw = await docker(['run', '--rm', '-v', `${guestSrc}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], 300_000);
   assert.equal(rw.code, 0, rw.stderr);
   assert.equal(rw.stdout, 'from the host\n');
   assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
 
+  // A published port of the guest reached from the host's loopback: forwarded while the VM runs.
+  const web = await docker(['run', '-d', '-p', '8080:80', ...HTTPD], 300_000);
+  assert.equal(web.code, 0, web.stderr);
+  const hostPort = await freePort();
+  await driver.forwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
+  await servedOn(hostPort);
+  await driver.unforwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
+  await docker(['rm', '-f', web.stdout.trim()], 120_000);
+
+  // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
   assert.equal(await channel.call('poweroff'), 'bye');
+  const stopDeadline = Date.now() + 60_000;
+  while ((await driver.status()).state !== 'stopped') {
+    assert.ok(Date.now() < stopDeadline, 'QEMU still runs a minute after the guest powered off');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+});
+
+test('the guest image is cached by its inputs and rebuilt byte for byte', { skip, timeout: 15 * 60_000 }, async () => {
+  const first = await guestImage();
+  const again = await buildGuestImage({ arch: 'amd64', cacheDir, log: () => undefined });
+  assert.equal(again.cached, true);
+  assert.equal(again.dir, first.dir);
+  const rebuilt = await buildGuestImage({ arch: 'amd64', cacheDir, force: true, log: () => undefined });
+  assert.equal(rebuilt.cached, false);
+  assert.equal(rebuilt.manifest.initrdSha256, first.manifest.initrdSha256);
 });
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs, exec, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
   const src = path.join(root, 'src');
   await fs.mkdir(src);
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
-  // The host folder at the same path in the guest, as a bind mount's source names it.
+  // The host folder at the same path in the guest, as a bind mount's source names it; so is the daemon's
+  // root, whose folders (a container's) the remote Host names by their host paths.
+  const engineArgs: string[] = []; // the agent's address, known once the VM runs
+  const engine = new Engine({ args: engineArgs });
   const driver = new QemuDriver(
-    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    {
+      name: 'agent',
+      stateDir: path.join(root, 'vm'),
+      image: img,
+      resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
+      shares: [
+        { hostPath: src, guestPath: src },
+        { hostPath: engine.root, guestPath: engine.root },
+      ],
+    },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
-  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  engineArgs.push('--agent', status.agentEndpoint!);
   cleanups.push(() => engine.cleanup());
   await engine.start();
   const archive = path.join(root, 'busybox.tar');
@@ -199,4 +267,42 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
   assert.equal(rw, 'from the host\n');
   assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
+  // runs, and no longer once it is gone.
+  const ports = new PublishedPorts(engine.socket, driver);
+  const stopWatch = ports.watch();
+  cleanups.push(async () => stopWatch());
+  const hostPort = await freePort();
+  const id = (await engine.dockerOk(['run', '-d', '-p', `${hostPort}:80`, ...HTTPD], { timeoutMs: 300_000 })).trim();
+  await servedOn(hostPort);
+  await engine.dockerOk(['rm', '-f', id], { timeoutMs: 120_000 });
+  const deadline = Date.now() + 60_000;
+  while (ports.forwards.length > 0) {
+    assert.ok(Date.now() < deadline, `forwards left after the container went: ${JSON.stringify(ports.forwards)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
+
+  // logs, exec, cp both ways, and a build whose context is on the host.
+  await engine.dockerOk(['run', '-d', '--name', 'app', 'busybox', 'sh', '-c', 'echo started; exec sleep 600'], { timeoutMs: 300_000 });
+  let logs = await engine.docker(['logs', 'app']);
+  for (const end = Date.now() + 60_000; !/started/.test(logs.stdout) && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    logs = await engine.docker(['logs', 'app']);
+  }
+  assert.match(logs.stdout, /started/, `docker logs: ${JSON.stringify(logs)}; ps: ${(await engine.docker(['ps', '-a'])).stdout}`);
+  assert.equal(await engine.dockerOk(['exec', 'app', 'echo', 'inside'], { timeoutMs: 120_000 }), 'inside\n');
+  await engine.dockerOk(['cp', path.join(src, 'in.txt'), 'app:/tmp/copied.txt'], { timeoutMs: 120_000 });
+  assert.equal(await engine.dockerOk(['exec', 'app', 'cat', '/tmp/copied.txt'], { timeoutMs: 120_000 }), 'from the host\n');
+  await engine.dockerOk(['cp', 'app:/tmp/copied.txt', path.join(root, 'back.txt')], { timeoutMs: 120_000 });
+  assert.equal(await fs.readFile(path.join(root, 'back.txt'), 'utf8'), 'from the host\n');
+  await engine.dockerOk(['rm', '-f', 'app'], { timeoutMs: 120_000 });
+  const context = path.join(root, 'context');
+  await fs.mkdir(context);
+  await fs.writeFile(path.join(context, 'hello.txt'), 'built from the host\n');
+  await fs.writeFile(path.join(context, 'Dockerfile'), 'FROM busybox\nCOPY hello.txt /hello.txt\nRUN cat /hello.txt > /copy.txt\n');
+  const built = await engine.docker(['build', '-t', 'vmbuilt', context], { timeoutMs: 600_000, env: { DOCKER_BUILDKIT: '0' } });
+  assert.equal(built.code, 0, built.stderr + built.stdout);
+  assert.equal(await engine.dockerOk(['run', '--rm', 'vmbuilt', 'cat', '/copy.txt'], { timeoutMs: 300_000 }), 'built from the host\n');
 });

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { InvalidParameter, NotFound, NotInSwarm, Unavailable } from '../errors.js';
 import { BEHAVIOURS, eventActionShown, readRequest, REQUEST_RULES, shape, statusAt, supports } from './compat.js';
 
@@ -127,4 +130,18 @@ test('compat: behaviours exist from their first version and up to their last', (
     assert.ok(span.from !== undefined || span.until !== undefined, name);
     if (span.from !== undefined && span.until !== undefined) assert.ok(span.from <= span.until, name);
   }
+});
+
+test('compat: no api module but compat.ts and version.ts compares the request version with a number or a constant', async () => {
+  // This file runs from daemon/dist/src/api; the sources are in daemon/src/api.
+  const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'src', 'api');
+  const names = (await fs.readdir(dir)).filter((n) => n.endsWith('.ts') && !n.endsWith('.test.ts') && n !== 'compat.ts' && n !== 'version.ts');
+  assert.ok(names.length > 10, `api sources found in ${dir}`);
+  const inline = /\bversion\s*(<|>|<=|>=|===|!==)\s*[0-9A-Z_]|[0-9]\s*(<|>|<=|>=)\s*(req\.)?version\b/;
+  const found: string[] = [];
+  for (const name of names) {
+    const lines = (await fs.readFile(path.join(dir, name), 'utf8')).split('\n');
+    lines.forEach((line, i) => inline.test(line) && found.push(`${name}:${i + 1}: ${line.trim()}`));
+  }
+  assert.deepEqual(found, [], 'version rules belong in compat.ts (RULES, REQUEST_RULES or BEHAVIOURS)');
 });

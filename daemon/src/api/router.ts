@@ -14,6 +14,8 @@ export interface RouteOptions {
   errorStyle?: ErrorStyle;
   /** The bearer token's permission the route requires (checked before the handler runs, on every listener). */
   permission?: Permission;
+  /** Served while the router is held (see Router.holdUntil): the route needs nothing of what is being restored. */
+  beforeReady?: boolean;
 }
 
 interface Route {
@@ -38,6 +40,46 @@ export interface RouteMatch {
  */
 export class Router {
   private readonly routes: Route[] = [];
+  private held?: Promise<void>;
+  /** Settles when a route marked `beforeReady` is added while the router is held. */
+  private added?: { promise: Promise<void>; resolve: () => void };
+
+  /**
+   * Until `ready` settles, a request waits before it is routed (so that it finds the routes added meanwhile),
+   * unless a route marked `beforeReady` serves it, added before or while it waits. If `ready` fails, so do the
+   * requests that waited.
+   */
+  holdUntil(ready: Promise<unknown>): void {
+    const held = ready.then(() => undefined);
+    this.held = held;
+    held.then(
+      () => {
+        if (this.held === held) this.held = undefined;
+      },
+      () => undefined,
+    );
+  }
+
+  /** What a request must wait for before it is routed: nothing (undefined) when it can be routed now. */
+  waitFor(method: string, path: string, unversioned = false): Promise<void> | undefined {
+    if (!this.held || this.servesBeforeReady(method, path, unversioned)) return undefined;
+    return this.waitLonger(method, path, unversioned);
+  }
+
+  private async waitLonger(method: string, path: string, unversioned: boolean): Promise<void> {
+    while (this.held && !this.servesBeforeReady(method, path, unversioned)) {
+      if (!this.added) {
+        let resolve!: () => void;
+        const promise = new Promise<void>((r) => (resolve = r));
+        this.added = { promise, resolve };
+      }
+      await Promise.race([this.held, this.added.promise]);
+    }
+  }
+
+  private servesBeforeReady(method: string, path: string, unversioned: boolean): boolean {
+    return this.routes.some((r) => r.options.beforeReady && r.method === method && Boolean(r.options.unversioned) === unversioned && r.regex.test(path));
+  }
 
   add(method: string, pattern: string, handler: Handler, options: RouteOptions = {}): this {
     const names: string[] = [];
@@ -51,6 +93,10 @@ export class Router {
       })
       .join('/');
     this.routes.push({ method, pattern, regex: new RegExp(`^${source}$`), names, handler, options });
+    if (options.beforeReady && this.added) {
+      this.added.resolve();
+      this.added = undefined;
+    }
     return this;
   }
 

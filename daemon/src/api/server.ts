@@ -178,6 +178,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       // engine's version prefix is looked at: `/v1/...` is no engine version, and `/v1.44/v2/...` no SCIM path.
       if (UNVERSIONED_NAMESPACE.test(url.pathname)) {
         const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+        await router.waitFor(method, path, true);
         // The path's style first: errors of matching (a bad escape) and a method the path lacks are answered in it.
         style = router.unversionedPath(path)?.errorStyle ?? 'engine';
         const match = router.match(method, path, true);
@@ -208,6 +209,8 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
       // A trailing slash names the same resource (GET /networks/ lists networks).
       version = split.minor;
       const path = split.path.length > 1 ? split.path.replace(/\/+$/, '') : split.path;
+      // While the engine restores its state, a request that needs it waits here.
+      await router.waitFor(method, path);
       const match = router.match(method, path);
       if (!match) {
         rawReq.resume();

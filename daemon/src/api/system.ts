@@ -124,15 +124,22 @@ function swarmHeader(status: SwarmStatus): string {
   return status.ControlAvailable ? 'active/manager' : 'active/worker';
 }
 
-export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
-  const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
+/** The swarm state the ping routes of each router report: the engine's, once registerSystemRoutes has it. */
+const pingSwarm = new WeakMap<Router, () => SwarmStatus>();
 
+/**
+ * GET and HEAD /_ping. They need nothing of the engine's state, and are served while it is being restored
+ * (a client's first request answers as soon as the daemon listens); their Swarm header follows the swarm
+ * state given to registerSystemRoutes later (inactive until then).
+ */
+export function registerPingRoutes(router: Router): void {
   const ping = (req: ApiRequest, res: ApiResponse) => {
+    const swarm = pingSwarm.get(router);
     const headers: Record<string, string | number> = {
       'Api-Version': MAX_API_VERSION,
       'Builder-Version': '1',
       'Docker-Experimental': 'false',
-      Swarm: swarmHeader(swarm()),
+      Swarm: swarmHeader(swarm ? swarm() : INACTIVE_SWARM),
       'Cache-Control': 'no-cache, no-store, must-revalidate',
       Pragma: 'no-cache',
     };
@@ -143,12 +150,23 @@ export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
     for (const [k, v] of Object.entries(headers)) res.raw.setHeader(k, v);
     res.text(200, 'OK');
   };
-  router.get('/_ping', ping);
-  router.head('/_ping', ping);
+  router.get('/_ping', ping, { beforeReady: true });
+  router.head('/_ping', ping, { beforeReady: true });
+}
 
-  router.get('/version', async (req, res) => {
-    res.json(200, shape('system.version', req.version, await buildVersion(deps)));
-  });
+/** GET /version, GET /info and GET /system/df (the ping routes are registered apart: registerPingRoutes). */
+export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
+  const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
+  pingSwarm.set(router, swarm);
+
+  // The version needs nothing of the state the engine restores at start: it is served meanwhile.
+  router.get(
+    '/version',
+    async (req, res) => {
+      res.json(200, shape('system.version', req.version, await buildVersion(deps)));
+    },
+    { beforeReady: true },
+  );
 
   router.get('/info', async (req, res) => {
     res.json(200, shape('system.info', req.version, await buildInfo(deps, swarm())));

@@ -1,19 +1,23 @@
 /**
  * The facts of the machine containers run on that the engine's checks read at once (resource limits, the
- * capability bounding set, the machine id), handed over from the Host's probe at composition
- * (useMachineFacts). Until then (unit tests) nothing is known: no limit, every capability, no machine id.
+ * capability bounding set, the machine id, the block IO controls), handed over from the Host's probe at composition
+ * (useMachineFacts). Until then (unit tests) nothing is known: no limit, every capability and block IO
+ * control, no machine id.
  */
 import type { ProbeHost } from '../host/host.js';
 
-export type MachineFacts = Pick<ProbeHost, 'rlimits' | 'capabilityBoundingSet' | 'machineId'>;
+export type MachineFacts = Pick<ProbeHost, 'rlimits' | 'capabilityBoundingSet' | 'machineId' | 'blkio'>;
 
-let facts: MachineFacts = { rlimits: {}, machineId: '' };
-let rlimits = new Map<string, { soft: number; hard: number }>();
+/** Until the probe is given, every block IO control counts as there (nothing is discarded). */
+const UNKNOWN: MachineFacts = { rlimits: {}, machineId: '', blkio: { weight: true, weightDevice: true, throttle: true } };
 
-/** Sets the facts of the machine (once, at composition). */
+let facts: MachineFacts = UNKNOWN;
+let rlimits: Map<string, { soft: number; hard: number }> | undefined;
+
+/** Sets the facts of the machine (once, at composition); each is read at its first use. */
 export function useMachineFacts(given: MachineFacts): void {
-  facts = { rlimits: given.rlimits, capabilityBoundingSet: given.capabilityBoundingSet, machineId: given.machineId };
-  rlimits = new Map(Object.entries(facts.rlimits));
+  facts = given;
+  rlimits = undefined;
 }
 
 export function machineFacts(): MachineFacts {
@@ -22,7 +26,7 @@ export function machineFacts(): MachineFacts {
 
 /** The resource limits containers may be given, by RLIMIT name. */
 export function hostRlimits(): ReadonlyMap<string, { soft: number; hard: number }> {
-  return rlimits;
+  return (rlimits ??= new Map(Object.entries(facts.rlimits)));
 }
 
 /** Whether capability number `bit` is in the bounding set (true when the set is unknown). */

@@ -5,8 +5,14 @@
  * JavaScript's RegExp backtracks, so that a short pattern such as `(a+)+$` can take seconds on a name;
  * these go through re2js instead, a port of RE2 with Go's syntax.
  */
-import { RE2JS } from 're2js';
+import { createRequire } from 'node:module';
+import type { RE2JS } from 're2js';
 import { InvalidParameter } from '../errors.js';
+
+// re2js is about 260 kB of code: it is loaded (its CommonJS build, synchronously) at the first pattern a client
+// sends, not with the daemon, which starts and idles without it.
+let re2js: typeof RE2JS | undefined;
+const loadRe2js = (): typeof RE2JS => (re2js ??= (createRequire(import.meta.url)('re2js') as typeof import('re2js')).RE2JS);
 
 /** A compiled client pattern: `test` is true when the pattern matches somewhere in the text. */
 export interface LinearRegExp {
@@ -20,7 +26,7 @@ export interface LinearRegExp {
 export function compileLinear(pattern: string, what: string): LinearRegExp {
   let re: RE2JS;
   try {
-    re = RE2JS.compile(pattern);
+    re = loadRe2js().compile(pattern);
   } catch (err) {
     throw new InvalidParameter(`invalid ${what} ${JSON.stringify(pattern)}: ${(err as Error).message}`, { cause: err });
   }

@@ -9,6 +9,11 @@ export interface FilesystemMount {
   destination: string;
   source: string;
   readOnly: boolean;
+  /**
+   * A part of the volume folder `source` (Mounts[].VolumeOptions.Subpath): the Host mounts it when every step
+   * exists and none is a symlink, and leaves the mount out otherwise (as the runtime did at start).
+   */
+  subpath?: string;
 }
 
 /** The container's filesystem as the host sees it: the mounted root plus the container's bind mounts. */

@@ -7,11 +7,11 @@
  * Every method is describable for a remote implementation: its arguments and results are plain data,
  * Buffers, Readable or Writable streams, AsyncIterables, AbortSignals, or handle objects whose methods are
  * themselves such calls (AttachStreams, ExecProcess, openBeneath's holder). The only functions handed to the
- * Host are the hook objects named in their parts' doc comments (StartHooks, DnsAnswers, DnsObserver).
+ * Host are the hooks named in their parts' doc comments (StartHooks, DnsAnswers, DnsObserver, and the log
+ * readers' `until`, asked at the end of the log whether a follow stops); a remote Host calls them back.
  * Synchronous members (LayerStore's lookups, StatsHost's machine figures, ProbeHost's properties, stopDns)
  * answer from what the Host already knows: a remote Host keeps a copy it refreshes.
  */
-import type { ClusterHost } from './cluster.js';
 import type { ExecHost } from './exec.js';
 import type { ContainerFilesHost } from './files.js';
 import type { LayerStore } from './layers.js';
@@ -23,6 +23,7 @@ import type { StatsHost } from './stats.js';
 import type { ToolsHost } from './tools.js';
 import type { VolumeHost } from './volumes.js';
 
+export * from './cluster.js';
 export * from './exec.js';
 export * from './files.js';
 export * from './layers.js';
@@ -56,8 +57,6 @@ export interface Host {
   readonly tools: ToolsHost;
   /** Facts of the machine: kernel, OS, runtimes, init binary, resources. */
   readonly probe: ProbeHost;
-  /** Swarm mode: the node's state and certificates, its etcd member, its tasks' secret and config files. */
-  readonly cluster: ClusterHost;
   /** Releases watchers and handles; containers keep running under their monitors. */
   close(): Promise<void>;
 }

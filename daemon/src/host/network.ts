@@ -94,8 +94,11 @@ export interface DnsAnswers {
    * forwards it).
    */
   lookup(name: string): string[] | undefined;
-  /** Upstream servers (`ip` or `ip:port`) for the names the engine does not know. */
-  upstreams(): string[];
+  /**
+   * Upstream servers (`ip` or `ip:port`) for the names the engine does not know (the container's Dns);
+   * undefined for the machine's own resolvers.
+   */
+  upstreams(): string[] | undefined;
 }
 
 /**

@@ -44,6 +44,24 @@ export interface InitBinary {
   problem?: string;
 }
 
+/** A device node of the machine, as a container's spec lists it (`path` is the path in the container). */
+export interface DeviceNode {
+  path: string;
+  type: 'c' | 'b';
+  major: number;
+  minor: number;
+  fileMode: number;
+  uid: number;
+  gid: number;
+}
+
+/** Which block IO controls the machine's cgroups offer (the blkio controller of v1, io of v2). */
+export interface BlkioSupport {
+  weight: boolean;
+  weightDevice: boolean;
+  throttle: boolean;
+}
+
 /** A component's version, as /version lists it (the runtime, conmon, the init binary). */
 export interface ComponentVersion {
   name: string;
@@ -52,8 +70,8 @@ export interface ComponentVersion {
 }
 
 /**
- * The facts of the machine containers run on. The properties are read once when the Host is built (a remote
- * Host reads them when it connects); the methods read what may change.
+ * The facts of the machine containers run on. The properties do not change while the daemon runs: each is
+ * read once (host/linux at its first use; a remote Host when it connects); the methods read what may change.
  */
 export interface ProbeHost {
   /** The OCI runtime containers run with: the one asked for, unless it cannot work here. */
@@ -69,10 +87,25 @@ export interface ProbeHost {
   readonly capabilityBoundingSet?: string;
   /** The machine's id (/etc/machine-id), '' when it has none: seeds the IPv6 ULA prefix of networks. */
   readonly machineId: string;
+  /** The block IO controls containers can be given (the others are discarded with Docker's warnings). */
+  readonly blkio: BlkioSupport;
   /** The kernel, OS, CPUs, memory, cgroups and runtimes, for /info and /version. */
   info(): Promise<HostInfo>;
   /** Versions of the runtimes, conmon and the init binary, for /version. */
   componentVersions(): Promise<ComponentVersion[]>;
+  /**
+   * The device nodes at `pathOnHost` (its node, or the nodes of the folder it names), at `pathInContainer`
+   * and below; fails with Docker's message when there is none.
+   */
+  devices(pathOnHost: string, pathInContainer: string): Promise<DeviceNode[]>;
+  /** Every device node of the machine's /dev, at the same paths (what a privileged container gets). */
+  allDevices(): Promise<DeviceNode[]>;
+  /** The major:minor of the block device at `path` (links followed); fails with a message naming `field`. */
+  blockDevice(field: string, path: string): Promise<{ major: number; minor: number }>;
+  /** The machine's /etc/resolv.conf or /etc/hosts (what a container's own start from); undefined when it has none. */
+  etcFile(name: 'resolv.conf' | 'hosts'): Promise<string | undefined>;
+  /** Whether `hostPath` exists on the machine (links followed): a bind mount's source must. */
+  pathExists(hostPath: string): Promise<boolean>;
   /** The storage driver's status lines for /info (DriverStatus). */
   driverStatus(): Promise<Array<[string, string]>>;
 }

@@ -97,7 +97,10 @@ export interface ContainerRuntimeHost {
   isRunning(id: string): Promise<{ running: boolean; pid: number }>;
   attach(id: string): Promise<AttachStreams>;
   resize(id: string, height: number, width: number): Promise<void>;
-  /** Reads the container's log from the start (or the `tail` last records); with follow, keeps reading. */
+  /**
+   * Reads the container's log from the start (or the `tail` last records); with follow, keeps reading until
+   * `signal` aborts or, once at the end of the log, the hook `until` says the container will write no more.
+   */
   readLog(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord>;
   /** readLog in batches of records (one per chunk read): what big logs are served from. */
   readLogBatches(logPath: string, opts: { follow: boolean; signal: AbortSignal; tail?: number; until?: () => boolean }): AsyncIterable<LogRecord[]>;

@@ -25,7 +25,7 @@ export class ClockKeeper {
   private handle?: { unref?: () => void };
   private lastTick = 0;
   private lastSync = 0;
-  private syncing = false;
+  private inflight?: Promise<void>;
   /** The last sync failed (the agent was away): try at every tick until one works. */
   private pending = false;
   private readonly now: () => number;
@@ -63,9 +63,13 @@ export class ClockKeeper {
     }
   }
 
-  async syncNow(): Promise<void> {
-    if (this.syncing) return;
-    this.syncing = true;
+  /** Syncs now, or waits for the sync under way. */
+  syncNow(): Promise<void> {
+    this.inflight ??= this.sync().finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  private async sync(): Promise<void> {
     try {
       await this.opts.sync(new Date(this.now()));
       this.lastSync = this.now();
@@ -73,8 +77,6 @@ export class ClockKeeper {
     } catch (err) {
       this.pending = true;
       this.opts.onError?.(err);
-    } finally {
-      this.syncing = false;
     }
   }
 }

@@ -74,6 +74,21 @@ export interface VmDriver {
   status(): Promise<VmStatus>;
   /** Resources apply at the next start (none of these drivers hot-plugs CPUs or memory). */
   setResources(resources: Partial<VmResources>): void;
+  /**
+   * Forwards a port of the host's loopback to a port of the guest while the VM runs (a container's published
+   * port), where the VM's network can: QEMU's user-mode network adds the forward at once; WSL2 forwards the
+   * guest's listening ports to Windows' localhost by itself. Absent where it cannot (vfkit's NAT): the
+   * agent's streams carry such ports.
+   */
+  forwardPort?(fwd: PortForward): Promise<void>;
+  unforwardPort?(fwd: PortForward): Promise<void>;
+}
+
+export interface PortForward {
+  protocol: 'tcp' | 'udp';
+  /** Port on the host's loopback (127.0.0.1). */
+  hostPort: number;
+  guestPort: number;
 }
 
 /** The guest's name of the agent's port: QEMU's virtserialport name, /dev/virtio-ports/<name> in the guest. */

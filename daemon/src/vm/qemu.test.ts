@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { VmConfig } from './driver.js';
-import { chooseAccel, qemuCommand } from './qemu.js';
+import { chooseAccel, hostfwdRule, qemuCommand } from './qemu.js';
 
 const config = (arch: 'amd64' | 'arm64'): VmConfig => ({
   name: 'dev',
@@ -76,4 +76,16 @@ test('resources are checked', () => {
   assert.throws(() => qemuCommand({ ...config('amd64'), resources: { cpus: 0, memoryMiB: 1024, diskGiB: 8 } }), /cpus/);
   assert.throws(() => qemuCommand({ ...config('amd64'), resources: { cpus: 1, memoryMiB: 64, diskGiB: 8 } }), /memory/);
   assert.throws(() => qemuCommand({ ...config('amd64'), shares: [{ hostPath: '/a b', guestPath: '/a b' }] }), /space/);
+});
+
+test('port forwards in hostfwd syntax, on the host loopback only', () => {
+  assert.equal(hostfwdRule({ protocol: 'tcp', hostPort: 8080, guestPort: 80 }), 'tcp:127.0.0.1:8080-:80');
+  assert.equal(hostfwdRule({ protocol: 'udp', hostPort: 5353, guestPort: 53 }), 'udp:127.0.0.1:5353-:53');
+  assert.throws(() => hostfwdRule({ protocol: 'tcp', hostPort: 0, guestPort: 80 }), /not a port/);
+  const cmd = qemuCommand(
+    { name: 'x', stateDir: '/s', image: { arch: 'amd64', kernel: '/k', initrd: '/i' }, resources: { cpus: 1, memoryMiB: 512, diskGiB: 1 }, shares: [] },
+    { host: { platform: 'linux', arch: 'x64' }, hostForwards: [{ hostPort: 40000, guestPort: 2375, engine: true }] },
+  );
+  assert.deepEqual(values(cmd.args, '-netdev'), ['user,id=net0,hostfwd=tcp:127.0.0.1:40000-:2375']);
+  assert.match(values(cmd.args, '-append')[0]!, / berth\.engine=2375 /);
 });

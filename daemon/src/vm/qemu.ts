@@ -20,6 +20,7 @@ import {
   shareTags,
   validateResources,
   type GuestArch,
+  type PortForward,
   type VmConfig,
   type VmDriver,
   type VmResources,
@@ -150,13 +151,19 @@ export function qemuCommand(config: VmConfig, opts: QemuOptions = {}): QemuComma
     args.push('-device', `virtio-9p-pci,fsdev=fs${i},mount_tag=${s.tag}`);
   });
   if (opts.network !== false) {
-    const fwd = (opts.hostForwards ?? []).map((f) => `,hostfwd=tcp:127.0.0.1:${f.hostPort}-:${f.guestPort}`).join('');
+    const fwd = (opts.hostForwards ?? []).map((f) => `,hostfwd=${hostfwdRule({ protocol: 'tcp', hostPort: f.hostPort, guestPort: f.guestPort })}`).join('');
     args.push('-netdev', `user,id=net0${fwd}`, '-device', 'virtio-net-pci,netdev=net0');
   }
   args.push('-device', 'virtio-rng-pci');
   args.push('-qmp', `unix:${qmpSocket},server=on,wait=off`);
   args.push('-pidfile', pidFile);
   return { binary, args, accel, agentSocket, qmpSocket, consoleLog, pidFile, dataDisk };
+}
+
+/** A forward in QEMU's hostfwd syntax (host loopback only). */
+export function hostfwdRule(fwd: PortForward): string {
+  for (const p of [fwd.hostPort, fwd.guestPort]) if (!Number.isInteger(p) || p < 1 || p > 65535) throw new RangeError(`not a port: ${p}`);
+  return `${fwd.protocol}:127.0.0.1:${fwd.hostPort}-:${fwd.guestPort}`;
 }
 
 /** One QMP command over a fresh connection: the greeting, capabilities, the command, its answer. */
@@ -345,6 +352,24 @@ export class QemuDriver implements VmDriver {
     }
     await waitFor(gone, 3000, 50);
     await this.stopped(cmd);
+  }
+
+  /** hostfwd_add on the running VM's user-mode network (QEMU's monitor command, through QMP). */
+  async forwardPort(fwd: PortForward): Promise<void> {
+    await this.monitor(`hostfwd_add net0 ${hostfwdRule(fwd)}`);
+  }
+
+  async unforwardPort(fwd: PortForward): Promise<void> {
+    await this.monitor(`hostfwd_remove net0 ${fwd.protocol}:127.0.0.1:${fwd.hostPort}`);
+  }
+
+  private async monitor(line: string): Promise<void> {
+    if (this.opts.network === false) throw new Error('this VM has no user-mode network to forward ports on');
+    if (!this.runningPid()) throw new Error('the VM is not running');
+    const out = await qmp(this.command().qmpSocket, 'human-monitor-command', { 'command-line': line });
+    // The monitor answers in text, errors included ("Could not set up host forwarding rule", "... not found";
+    // a removal that worked says "host forwarding rule for ... removed").
+    if (typeof out === 'string' && /could not|invalid|not found|error|fail/i.test(out)) throw new Error(`QEMU: ${out.trim()}`);
   }
 
   private async stopped(cmd: QemuCommand): Promise<void> {

@@ -175,6 +175,10 @@ export class Wsl2Driver implements VmDriver {
     return await this.status();
   }
 
+  /** WSL2 forwards the guest's listening ports to Windows' localhost itself (localhostForwarding, on by default). */
+  async forwardPort(): Promise<void> {}
+  async unforwardPort(): Promise<void> {}
+
   async stop(): Promise<void> {
     this.server?.close();
     this.server = undefined;

@@ -4,7 +4,6 @@
  * container's root mounted only while a copy needs it; the Host does the file work (safe resolution inside
  * the root, tar in and out).
  */
-import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { InvalidParameter } from '../../errors.js';
@@ -43,21 +42,6 @@ export function containerPathParam(raw: string | undefined): string {
   const longName = raw.split('/').find((name) => Buffer.byteLength(name) > 255);
   if (longName !== undefined) throw new InvalidParameter(`path has a file name too long: ${Buffer.byteLength(longName)} bytes, the limit is 255`);
   return raw.startsWith('/') ? raw : `/${raw}`;
-}
-
-/** The host folder of a part of a volume, when every step of it exists and none is a symlink (as at start). */
-function subpathSource(volumeFolder: string, subpath: string): string | undefined {
-  let at = volumeFolder;
-  for (const part of path.posix.normalize(subpath).split('/').filter((p) => p !== '' && p !== '.')) {
-    if (part === '..') return undefined;
-    at = path.join(at, part);
-    try {
-      if (lstatSync(at).isSymbolicLink()) return undefined;
-    } catch {
-      return undefined;
-    }
-  }
-  return at;
 }
 
 /**
@@ -120,10 +104,8 @@ export class ContainerFiles {
     for (const m of record.Mounts ?? []) {
       if (m.Type === 'tmpfs' || seen.has(m.Destination)) continue;
       const subpath = subpaths.get(m.Destination);
-      const source = subpath === undefined ? m.Source : subpathSource(m.Source, subpath);
-      // A part of a volume that is missing or goes through a symlink is not mounted in the container either.
-      if (source === undefined) continue;
-      out.push({ destination: m.Destination, source, readOnly: !m.RW });
+      // A part of a volume: the Host finds its folder (missing or through a symlink, it is not mounted).
+      out.push(subpath === undefined ? { destination: m.Destination, source: m.Source, readOnly: !m.RW } : { destination: m.Destination, source: m.Source, readOnly: !m.RW, subpath });
       seen.add(m.Destination);
     }
     const files: Array<[string, string]> = [

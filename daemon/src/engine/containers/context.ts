@@ -5,7 +5,8 @@
  */
 import { EventEmitter } from 'node:events';
 import path from 'node:path';
-import type { AttachStreams, ContainerRuntimeHost, LayerFolders } from '../../host/host.js';
+import type { AttachStreams, ContainerRuntimeHost, LayerFolders, ProbeHost } from '../../host/host.js';
+import type { DeviceProbe } from './devices.js';
 import { log } from '../../util/log.js';
 import { errorMessage } from '../../errors.js';
 import type { EventBus } from '../events.js';
@@ -25,6 +26,8 @@ export interface ContainerServiceDeps {
   volumes?: ContainerVolumeParts;
   /** Network policies of sandboxes (engine/sandbox/service.ts). */
   sandboxes?: ContainerSandboxes;
+  /** The machine's device nodes, bind sources and /etc files, as the Host's probe reads them. */
+  probe: DeviceProbe & Pick<ProbeHost, 'pathExists' | 'etcFile'>;
 }
 
 /** What the container engine asks of the sandbox service. */

@@ -1,4 +1,3 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { newId } from '../../util/ids.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
@@ -166,14 +165,12 @@ export async function create(ctx: ContainerContext, body: unknown, nameParam: st
   for (const bind of (hc.Binds as string[] | null) ?? []) {
     const b = parseBind(bind);
     if (!b.volume) {
-      const stat = await fs.stat(b.source).catch(() => undefined);
-      if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
+      if (!(await ctx.deps.probe.pathExists(b.source))) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${b.source}`);
     }
   }
   for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
     if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
-    const stat = await fs.stat(m.Source).catch(() => undefined);
-    if (!stat) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
+    if (!(await ctx.deps.probe.pathExists(m.Source))) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
   }
   const image = await ctx.images.resolveForContainer(request.Image);
   // After the image, as Docker: a missing image is the 404 the CLI pulls on, whatever the links say.

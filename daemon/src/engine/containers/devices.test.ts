@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { InvalidParameter } from '../../errors.js';
-import { discardUnsupported, parseCgroupRule, resolveBlockIO, resolveDevices, validateDeviceFields } from './devices.js';
+import { useMachineFacts } from '../machine.js';
+import { discardUnsupported, parseCgroupRule, resolveBlockIO, resolveDevices, validateDeviceFields, type DeviceProbe } from './devices.js';
 
 test('device cgroup rules: type, major and minor or *, access', () => {
   assert.deepEqual(parseCgroupRule('c 1:3 rwm'), { allow: true, type: 'c', major: 1, minor: 3, access: 'rwm' });
@@ -31,8 +29,21 @@ test('Devices, rules and block IO lists are checked at create', () => {
   for (const hc of bad) assert.throws(() => validateDeviceFields(hc), InvalidParameter, JSON.stringify(hc));
 });
 
+/** A probe of a machine whose only device is /dev/null (1:3), and whose only block device is /dev/sda (8:0). */
+const probe: DeviceProbe = {
+  devices: async (onHost, inContainer) => {
+    if (onHost === '/dev/null') return [{ path: inContainer, type: 'c', major: 1, minor: 3, fileMode: 0o666, uid: 0, gid: 0 }];
+    throw new Error(`error gathering device information while adding custom device "${onHost}": no such file or directory`);
+  },
+  allDevices: async () => [{ path: '/dev/null', type: 'c', major: 1, minor: 3, fileMode: 0o666, uid: 0, gid: 0 }],
+  blockDevice: async (field, p) => {
+    if (p === '/dev/sda') return { major: 8, minor: 0 };
+    throw new Error(`${field}: ${p} is not a block device`);
+  },
+};
+
 test('a device node gives its node and rule; the container path and permissions are the mapping\'s', async () => {
-  const resolved = await resolveDevices({ Devices: [{ PathOnHost: '/dev/null', PathInContainer: '/dev/mynull', CgroupPermissions: 'rw' }], DeviceCgroupRules: ['c 10:* m'] });
+  const resolved = await resolveDevices({ Devices: [{ PathOnHost: '/dev/null', PathInContainer: '/dev/mynull', CgroupPermissions: 'rw' }], DeviceCgroupRules: ['c 10:* m'] }, probe);
   assert.equal(resolved.devices.length, 1);
   assert.deepEqual({ ...resolved.devices[0], fileMode: undefined, uid: undefined, gid: undefined }, { path: '/dev/mynull', type: 'c', major: 1, minor: 3, fileMode: undefined, uid: undefined, gid: undefined });
   assert.deepEqual(resolved.rules, [
@@ -42,17 +53,22 @@ test('a device node gives its node and rule; the container path and permissions 
   assert.deepEqual(resolved.blockIO, {});
 });
 
-test('missing paths and non-devices carry Docker\'s message', async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-devices-'));
+test('a privileged container gets the machine\'s devices and no rules; block IO lists go by major:minor', async () => {
+  const resolved = await resolveDevices({ Privileged: true, DeviceCgroupRules: ['c 10:* m'], BlkioDeviceReadBps: [{ Path: '/dev/sda', Rate: 1024 }] }, probe);
+  assert.deepEqual(resolved.devices.map((d) => d.path), ['/dev/null']);
+  assert.deepEqual(resolved.rules, []);
+  assert.deepEqual(resolved.blockIO, { throttleReadBpsDevice: [{ major: 8, minor: 0, rate: 1024 }] });
+  await assert.rejects(resolveBlockIO({ BlkioDeviceReadBps: [{ Path: '/dev/null', Rate: 1 }] }, probe), { message: 'BlkioDeviceReadBps: /dev/null is not a block device' });
+});
+
+test('block IO controls the machine lacks are discarded with Docker\'s warnings', () => {
+  useMachineFacts({ rlimits: {}, machineId: '', blkio: { weight: false, weightDevice: false, throttle: true } });
   try {
-    await assert.rejects(resolveDevices({ Devices: [{ PathOnHost: path.join(dir, 'none') }] }), {
-      message: `error gathering device information while adding custom device "${path.join(dir, 'none')}": no such file or directory`,
-    });
-    // An empty folder holds no device.
-    await assert.rejects(resolveDevices({ Devices: [{ PathOnHost: dir }] }), { message: `error gathering device information while adding custom device "${dir}": not a device node` });
-    await assert.rejects(resolveBlockIO({ BlkioDeviceReadBps: [{ Path: '/dev/null', Rate: 1 }] }), { message: 'BlkioDeviceReadBps: /dev/null is not a block device' });
+    const hc: Record<string, unknown> = { BlkioWeight: 300, BlkioDeviceReadBps: [{ Path: '/dev/sda', Rate: 1 }] };
+    assert.deepEqual(discardUnsupported(hc), ['Your kernel does not support Block I/O weight or the cgroup is not mounted. Weight discarded.']);
+    assert.deepEqual(hc, { BlkioWeight: 0, BlkioDeviceReadBps: [{ Path: '/dev/sda', Rate: 1 }] });
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    useMachineFacts({ rlimits: {}, machineId: '', blkio: { weight: true, weightDevice: true, throttle: true } });
   }
 });
 

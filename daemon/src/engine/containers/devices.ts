@@ -5,20 +5,15 @@
  * host's /dev. The checks of the values run at create; the device paths are looked at at start, as Docker
  * does (a device may come and go between the two).
  */
-import { existsSync, promises as fs, readFileSync, type BigIntStats } from 'node:fs';
-import path from 'node:path';
-import { devMajor, devMinor } from '../../util/devnum.js';
 import { InvalidParameter } from '../../errors.js';
+import type { DeviceNode, ProbeHost } from '../../host/host.js';
+import { machineFacts } from '../machine.js';
 
-export interface LinuxDevice {
-  path: string;
-  type: 'c' | 'b';
-  major: number;
-  minor: number;
-  fileMode: number;
-  uid: number;
-  gid: number;
-}
+/** A device node as the container's spec lists it (the Host reads it from the machine). */
+export type LinuxDevice = DeviceNode;
+
+/** What resolving devices needs of the Host's probe. */
+export type DeviceProbe = Pick<ProbeHost, 'devices' | 'allDevices' | 'blockDevice'>;
 
 export interface DeviceRule {
   allow: boolean;
@@ -112,35 +107,8 @@ export function validateDeviceFields(hc: Record<string, unknown>): void {
   }
 }
 
-/** Which block IO files the blkio (v1) or io (v2) controller of this host has. Read once. */
-interface BlkioSupport {
-  weight: boolean;
-  weightDevice: boolean;
-  throttle: boolean;
-}
-
-let support: BlkioSupport | undefined;
-
-function blkioSupport(cgroupRoot = '/sys/fs/cgroup'): BlkioSupport {
-  if (support) return support;
-  const has = (...parts: string[]) => existsSync(path.join(cgroupRoot, ...parts));
-  if (has('cgroup.controllers')) {
-    let io = false;
-    try {
-      io = readFileSync(path.join(cgroupRoot, 'cgroup.controllers'), 'utf8').split(/\s+/).includes('io');
-    } catch {
-      // no controllers readable: none
-    }
-    const weight = io && (has('io.weight') || has('io.bfq.weight') || has('system.slice', 'io.weight') || has('system.slice', 'io.bfq.weight'));
-    support = { weight, weightDevice: weight, throttle: io };
-  } else {
-    support = {
-      weight: has('blkio', 'blkio.weight') || has('blkio', 'blkio.bfq.weight'),
-      weightDevice: has('blkio', 'blkio.weight_device') || has('blkio', 'blkio.bfq.weight_device'),
-      throttle: has('blkio', 'blkio.throttle.read_bps_device'),
-    };
-  }
-  return support;
+function ruleFor(d: LinuxDevice, access: string): DeviceRule {
+  return { allow: true, type: d.type, major: d.major, minor: d.minor, access };
 }
 
 const KERNEL_MEMORY_WARNING = 'Your kernel does not support kernel memory limit capabilities or the cgroup is not mounted. Limitation discarded.';
@@ -156,7 +124,7 @@ export function discardUnsupported(hc: Record<string, any>): string[] {
     warnings.push(KERNEL_MEMORY_WARNING);
     hc.KernelMemory = 0;
   }
-  const s = blkioSupport();
+  const s = machineFacts().blkio;
   if (typeof hc.BlkioWeight === 'number' && hc.BlkioWeight > 0 && !s.weight) {
     warnings.push('Your kernel does not support Block I/O weight or the cgroup is not mounted. Weight discarded.');
     hc.BlkioWeight = 0;
@@ -177,93 +145,13 @@ export function discardUnsupported(hc: Record<string, any>): string[] {
   return warnings;
 }
 
-function majorMinor(rdev: bigint): { major: number; minor: number } {
-  return { major: devMajor(rdev), minor: devMinor(rdev) };
-}
-
-const ERRNO_TEXT: Record<string, string> = {
-  ENOENT: 'no such file or directory',
-  EACCES: 'permission denied',
-  ENOTDIR: 'not a directory',
-  ELOOP: 'too many levels of symbolic links',
-  ENAMETOOLONG: 'file name too long',
-};
-
-function errnoText(err: unknown): string {
-  const code = (err as NodeJS.ErrnoException).code;
-  return (code && ERRNO_TEXT[code]) || (err as Error).message;
-}
-
-class NotADevice extends Error {}
-
-/** The device node at `p` (not following a symbolic link), or NotADevice. */
-async function deviceAt(p: string, inContainer: string): Promise<LinuxDevice> {
-  const st: BigIntStats = await fs.lstat(p, { bigint: true });
-  const type = st.isCharacterDevice() ? 'c' : st.isBlockDevice() ? 'b' : undefined;
-  if (!type) throw new NotADevice('not a device node');
-  return { path: inContainer, type, ...majorMinor(st.rdev), fileMode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid) };
-}
-
-function ruleFor(d: LinuxDevice, access: string): DeviceRule {
-  return { allow: true, type: d.type, major: d.major, minor: d.minor, access };
-}
-
-/** Every device node below `dir` (symbolic links and what cannot be read are left out), as Docker walks it. */
-async function devicesBelow(dir: string, skip: (rel: string) => boolean = () => false, rel = ''): Promise<Array<{ rel: string; device: LinuxDevice }>> {
-  const out: Array<{ rel: string; device: LinuxDevice }> = [];
-  let entries: import('node:fs').Dirent[];
-  try {
-    entries = await fs.readdir(path.join(dir, rel), { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const e of entries) {
-    const r = rel ? `${rel}/${e.name}` : e.name;
-    if (skip(r)) continue;
-    if (e.isDirectory()) out.push(...(await devicesBelow(dir, skip, r)));
-    else if (e.isCharacterDevice() || e.isBlockDevice()) {
-      const device = await deviceAt(path.join(dir, r), '').catch(() => undefined);
-      if (device) out.push({ rel: r, device });
-    }
-  }
-  return out;
-}
-
-/** One Devices entry: its node, or the nodes of the folder it names. Errors carry Docker's message. */
-async function devicesFromPath(m: DeviceMapping): Promise<LinuxDevice[]> {
-  let resolved = m.PathOnHost;
-  const fail = (reason: string) => new Error(`error gathering device information while adding custom device "${m.PathOnHost}": ${reason}`);
-  try {
-    if ((await fs.lstat(resolved)).isSymbolicLink()) resolved = await fs.realpath(resolved).catch(() => resolved);
-    return [await deviceAt(resolved, m.PathInContainer)];
-  } catch (err) {
-    if (!(err instanceof NotADevice)) throw fail(errnoText(err));
-  }
-  const found = (await fs.stat(resolved)).isDirectory() ? await devicesBelow(resolved) : [];
-  if (found.length === 0) throw fail('not a device node');
-  return found.map(({ rel, device }) => ({ ...device, path: path.posix.join(m.PathInContainer, rel) }));
-}
-
-/** The major:minor of a block IO entry's device (following links, as Docker's stat does). */
-async function blockDevice(field: string, p: string): Promise<{ major: number; minor: number }> {
-  let st: BigIntStats;
-  try {
-    st = await fs.stat(p, { bigint: true });
-  } catch (err) {
-    throw new Error(`${field}: stat ${p}: ${errnoText(err)}`);
-  }
-  if (!st.isBlockDevice()) throw new Error(`${field}: ${p} is not a block device`);
-  return majorMinor(st.rdev);
-}
-
 /** The block IO settings of the per-device lists of `hc`, each device given by its major:minor. */
-export async function resolveBlockIO(hc: Record<string, any>): Promise<BlockIO> {
+export async function resolveBlockIO(hc: Record<string, any>, probe: Pick<ProbeHost, 'blockDevice'>): Promise<BlockIO> {
   const out: BlockIO = {};
   const weights = (hc.BlkioWeightDevice as Array<{ Path: string; Weight?: number }> | null) ?? [];
   if (weights.length > 0) {
     out.weightDevice = [];
-    for (const w of weights) out.weightDevice.push({ ...(await blockDevice('BlkioWeightDevice', w.Path)), weight: w.Weight ?? 0 });
+    for (const w of weights) out.weightDevice.push({ ...(await probe.blockDevice('BlkioWeightDevice', w.Path)), weight: w.Weight ?? 0 });
   }
   const throttles: Array<[string, keyof BlockIO]> = [
     ['BlkioDeviceReadBps', 'throttleReadBpsDevice'],
@@ -275,38 +163,31 @@ export async function resolveBlockIO(hc: Record<string, any>): Promise<BlockIO> 
     const list = (hc[key] as Array<{ Path: string; Rate?: number }> | null) ?? [];
     if (list.length === 0) continue;
     const rates: RateDevice[] = [];
-    for (const t of list) rates.push({ ...(await blockDevice(key, t.Path)), rate: t.Rate ?? 0 });
+    for (const t of list) rates.push({ ...(await probe.blockDevice(key, t.Path)), rate: t.Rate ?? 0 });
     (out as Record<string, RateDevice[]>)[ociKey] = rates;
   }
   return out;
 }
 
-/** Folders of /dev that a privileged container does not get from the host (its own are mounted there). */
-const HOST_DEV_SKIP = new Set(['pts', 'shm', 'fd', 'mqueue', '.lxc', '.lxd-mounts', '.udev', 'console']);
-
 /**
  * Everything the container's spec needs from its device settings, read from the host now (at start). A
  * privileged container gets every device node of the host's /dev, and its own Devices at other places.
  */
-export async function resolveDevices(hc: Record<string, any>, devRoot = '/dev'): Promise<ResolvedDevices> {
+export async function resolveDevices(hc: Record<string, any>, probe: DeviceProbe): Promise<ResolvedDevices> {
   const devices: LinuxDevice[] = [];
   const rules: DeviceRule[] = [];
   const privileged = hc.Privileged === true;
-  if (privileged) {
-    for (const { rel, device } of await devicesBelow(devRoot, (r) => HOST_DEV_SKIP.has(r.split('/')[0]))) {
-      devices.push({ ...device, path: path.posix.join('/dev', rel) });
-    }
-  }
+  if (privileged) devices.push(...(await probe.allDevices()));
   for (const raw of (hc.Devices as Array<Record<string, unknown>> | null) ?? []) {
     const m = mapping(raw);
     // Privileged containers already have the host's node at the same place, and may use every device.
     if (privileged && m.PathOnHost === m.PathInContainer) continue;
-    const found = await devicesFromPath(m);
+    const found = await probe.devices(m.PathOnHost, m.PathInContainer);
     devices.push(...found);
     if (!privileged) rules.push(...found.map((d) => ruleFor(d, m.CgroupPermissions)));
   }
   if (!privileged) for (const rule of (hc.DeviceCgroupRules as string[] | null) ?? []) rules.push(parseCgroupRule(rule));
   // A later node at the same place wins (a Devices entry over the host's copy).
   const byPath = new Map(devices.map((d) => [d.path, d]));
-  return { devices: [...byPath.values()], rules, blockIO: await resolveBlockIO(hc) };
+  return { devices: [...byPath.values()], rules, blockIO: await resolveBlockIO(hc, probe) };
 }

@@ -2,7 +2,8 @@
  * The files the engine writes for a container and bind-mounts into it: /etc/hostname, /etc/hosts and
  * /etc/resolv.conf, as Docker writes them.
  */
-import { promises as fs, readFileSync } from 'node:fs';
+import { promises as fs } from 'node:fs';
+import type { ProbeHost } from '../../host/host.js';
 import { writeFreshFiles } from '../../util/atomic.js';
 import type { ContainerRecord } from './model.js';
 
@@ -41,19 +42,15 @@ export function hostsFile(record: ContainerRecord, address: string | readonly st
   return lines.join('\n') + '\n';
 }
 
+/** What the container's files start from: the machine's /etc/resolv.conf and /etc/hosts. */
+export type EtcFiles = Pick<ProbeHost, 'etcFile'>;
+
 /**
- * The container's resolv.conf: the host's, with loopback nameservers left out (they are not reachable from
- * a container's namespace), and Dns, DnsSearch and DnsOptions applied.
+ * The container's resolv.conf: the machine's (`hostResolv`), with loopback nameservers left out (they are not
+ * reachable from a container's namespace), and Dns, DnsSearch and DnsOptions applied.
  */
-export function resolvConf(record: ContainerRecord, hostResolv?: string, opts: { embeddedDns?: boolean } = {}): string {
-  let text = hostResolv;
-  if (text === undefined) {
-    try {
-      text = readFileSync('/etc/resolv.conf', 'utf8');
-    } catch {
-      text = '';
-    }
-  }
+export function resolvConf(record: ContainerRecord, hostResolv: string | undefined, opts: { embeddedDns?: boolean } = {}): string {
+  const text = hostResolv ?? '';
   const hc = record.HostConfig as Record<string, any>;
   const shareHost = hc.NetworkMode === 'host';
   let nameservers: string[] = [];
@@ -92,8 +89,8 @@ export async function writeHostsFile(record: ContainerRecord, address: string | 
 }
 
 /** Rewrites resolv.conf in place (same inode: the container's bind mount sees the new content), when it changes. */
-export async function rewriteResolvConf(record: ContainerRecord, opts: { embeddedDns?: boolean } = {}): Promise<void> {
-  const next = resolvConf(record, undefined, opts);
+export async function rewriteResolvConf(record: ContainerRecord, machine: EtcFiles, opts: { embeddedDns?: boolean } = {}): Promise<void> {
+  const next = resolvConf(record, await machine.etcFile('resolv.conf'), opts);
   const current = await fs.readFile(record.ResolvConfPath, 'utf8').catch(() => undefined);
   if (current !== next) await fs.writeFile(record.ResolvConfPath, next);
 }
@@ -122,16 +119,22 @@ export async function replaceHostsEntry(file: string, name: string, address: str
  * The files are written anew before the runtime bind-mounts them (unlinked first: ext4 flushes a file truncated
  * and rewritten in place when it is closed, milliseconds on the start path), together as one task of the pool.
  */
-export async function writeContainerFiles(record: ContainerRecord, address: string | undefined, hostGateway?: string, opts: { embeddedDns?: boolean } = {}): Promise<void> {
+export async function writeContainerFiles(
+  record: ContainerRecord,
+  machine: EtcFiles,
+  address: string | undefined,
+  hostGateway?: string,
+  opts: { embeddedDns?: boolean } = {},
+): Promise<void> {
   const hostname = record.Config.Hostname || 'localhost';
   const hostNetwork = record.HostConfig.NetworkMode === 'host';
-  await Promise.all([
-    hostNetwork ? fs.copyFile('/etc/hosts', record.HostsPath).catch(() => fs.writeFile(record.HostsPath, hostsFile(record, undefined))) : undefined,
-    writeFreshFiles([
-      ...(hostNetwork ? [] : [{ file: record.HostsPath, data: hostsFile(record, address, hostGateway) }]),
-      { file: record.HostnamePath, data: `${hostname}\n` },
-      { file: record.ResolvConfPath, data: resolvConf(record, undefined, opts) },
-    ]),
+  const [hostResolv, machineHosts] = await Promise.all([machine.etcFile('resolv.conf'), hostNetwork ? machine.etcFile('hosts') : undefined]);
+  // On the host's network the container sees the machine's /etc/hosts.
+  const hosts = hostNetwork ? (machineHosts ?? hostsFile(record, undefined)) : hostsFile(record, address, hostGateway);
+  await writeFreshFiles([
+    { file: record.HostsPath, data: hosts },
+    { file: record.HostnamePath, data: `${hostname}\n` },
+    { file: record.ResolvConfPath, data: resolvConf(record, hostResolv, opts) },
   ]);
 }
 

@@ -2,7 +2,6 @@
  * Start: the container's network planned again, its root filesystem and files in place, its spec built and
  * its process run by the Host; then its exit watched (exit.ts), and a restart its policy asks for scheduled.
  */
-import { promises as fs } from 'node:fs';
 import type { ExitInfo } from '../../host/host.js';
 import { nowNano, rfc3339Nano } from '../../util/json.js';
 import { log } from '../../util/log.js';
@@ -47,7 +46,7 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
     ctx.host.startBeginning?.();
     const lowerDirs = ctx.images.lowerDirs(record.ImageChainIds);
     const [, passwd, group] = await Promise.all([
-      fs.mkdir(ctx.store.dir(record.Id), { recursive: true }),
+      ctx.store.ensureDir(record.Id),
       ctx.host.readFileFromLayers(lowerDirs, '/etc/passwd'),
       ctx.host.readFileFromLayers(lowerDirs, '/etc/group'),
     ]);
@@ -57,7 +56,7 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
     // Both settle before going on: a mount that succeeds beside a failure is undone below.
     const [mount, files] = await Promise.allSettled([
       ctx.host.mountRootfs(record.Id, lowerDirs),
-      writeContainerFiles(record, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
+      writeContainerFiles(record, ctx.deps.probe, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
     ]);
     if (mount.status === 'rejected') throw mount.reason;
     mounted = true;
@@ -68,7 +67,7 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
       volumesMounted = true;
     }
     await checkPropagation(record.Mounts, ctx.host);
-    const devices = await resolveDevices(hc);
+    const devices = await resolveDevices(hc, ctx.deps.probe);
     const spec = buildSpec({
       record, user, network, cgroupParent: (hc.CgroupParent as string) || '/berth', devices, mountSources: mountedVolumes?.sources, linkEnv: links.env,
     });

@@ -32,6 +32,11 @@ export class ContainerStore {
     return path.join(this.root, id);
   }
 
+  /** Makes the container's folder when it is missing (its engine files are written there at start). */
+  async ensureDir(id: string): Promise<void> {
+    await fs.mkdir(this.dir(id), { recursive: true });
+  }
+
   /**
    * Reads the records. Answers the ids of removed containers whose clean-up a stop of the daemon may have
    * interrupted (their folders are still aside): the caller releases what they held, then dropTombstone().

@@ -2,7 +2,6 @@
  * What the embedded DNS server of a container answers (the containers of the user-defined networks it
  * shares, its links) and where it sends other names.
  */
-import { readFileSync } from 'node:fs';
 import type { NetworkEntry } from './store.js';
 import type { DnsAnswers } from '../../host/host.js';
 import type { EndpointRecord } from './types.js';
@@ -48,24 +47,10 @@ export function dnsAnswers(ctx: NetworkContext, containerId: string): DnsAnswers
         const servers = entry.endpoints.get(containerId)?.dnsServers;
         if (servers && servers.length > 0) return servers;
       }
-      return hostResolvers(ctx);
+      // The machine's own resolvers, which the Host reads where the DNS server runs.
+      return undefined;
     },
   };
-}
-
-/** The host's resolvers (BERTH_DNS_UPSTREAM, a comma-separated list of ip[:port], overrides /etc/resolv.conf). */
-function hostResolvers(ctx: NetworkContext): string[] {
-  const env = process.env.BERTH_DNS_UPSTREAM;
-  if (env) return env.split(',').map((s) => s.trim()).filter(Boolean);
-  try {
-    return readFileSync('/etc/resolv.conf', 'utf8')
-      .split('\n')
-      .map((l) => l.trim().split(/\s+/))
-      .filter(([k, v]) => k === 'nameserver' && v && !v.includes(':'))
-      .map(([, v]) => v);
-  } catch {
-    return [];
-  }
 }
 
 export function servesDns(ctx: NetworkContext, containerId: string): boolean {

@@ -4,12 +4,13 @@
  * files part (tar packing and unpacking, path resolution in a container root) is loaded at its first use:
  * an idle daemon does not carry it.
  */
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
-import { LinuxClusterHost } from './cluster/index.js';
+import { allDevices, blockDevice, devicesFromPath, readBlkioSupport } from './devices.js';
 import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
@@ -75,6 +76,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
   const warnings: string[] = [];
   if (runtime.runtimeWarning) warnings.push(runtime.runtimeWarning);
   let components: ReturnType<Host['probe']['componentVersions']> | undefined;
+  const facts: { -readonly [K in 'rlimits' | 'capabilityBoundingSet' | 'machineId' | 'blkio']?: Host['probe'][K] } = {};
   const host: Host = {
     runtime,
     exec: runtime,
@@ -85,15 +87,30 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
     tools: new LinuxTools(),
-    cluster: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     probe: {
       runtimeName,
       runtimePath: findExecutable(runtimeName) ?? runtimeName,
       warnings,
       initBinary,
-      rlimits: readRlimits(),
-      capabilityBoundingSet: readCapabilityBoundingSet(),
-      machineId: readMachineId(),
+      // Read at their first use, once: none of them changes while the daemon runs.
+      get rlimits() {
+        return (facts.rlimits ??= readRlimits());
+      },
+      get capabilityBoundingSet() {
+        if (!('capabilityBoundingSet' in facts)) facts.capabilityBoundingSet = readCapabilityBoundingSet();
+        return facts.capabilityBoundingSet;
+      },
+      get machineId() {
+        return (facts.machineId ??= readMachineId());
+      },
+      get blkio() {
+        return (facts.blkio ??= readBlkioSupport());
+      },
+      devices: (pathOnHost, pathInContainer) => devicesFromPath(pathOnHost, pathInContainer),
+      allDevices: () => allDevices(),
+      blockDevice: (field, file) => blockDevice(field, file),
+      etcFile: (name) => fs.readFile(path.join('/etc', name), 'utf8').catch(() => undefined),
+      pathExists: (hostPath) => fs.stat(hostPath).then(() => true, () => false),
       info: () => readHostInfo({ runtimes: KNOWN_RUNTIMES, defaultRuntime: runtimeName }),
       // The versions of installed programs do not change while the daemon runs: read once.
       componentVersions: () =>

@@ -12,12 +12,16 @@ import { ENGINE_VERSION } from '../../version.js';
 import { Session, type Hello } from './session.js';
 import { HOST_TYPES } from './types.js';
 
-/** `unix:///path` or a plain path. */
+/** `unix:///path`, `npipe://./pipe/name` (Windows: `\\.\pipe\name`) or a plain path. */
 export function agentSocketPath(address: string): string {
   if (address.startsWith('unix://')) return address.slice('unix://'.length);
+  if (address.startsWith('npipe://')) return address.slice('npipe://'.length).replace(/\//g, '\\').replace(/^\\?\.\\/, '\\\\.\\');
   if (address.includes('://')) throw new Error(`unsupported agent address ${JSON.stringify(address)}: expected unix://PATH`);
   return address;
 }
+
+/** What calls on a closed connection give: a promise that never settles. */
+const STOPPED = new Promise<never>(() => {});
 
 export interface CallOptions {
   retry?: boolean;
@@ -53,12 +57,22 @@ export class AgentConnection extends EventEmitter {
 
   async call(target: string, args: unknown[], opts: CallOptions = {}): Promise<unknown> {
     for (;;) {
-      const session = await this.session();
+      if (this.stopped) return STOPPED;
+      let session: Session;
+      try {
+        session = await this.session();
+      } catch (err) {
+        if (this.stopped) return STOPPED;
+        throw err;
+      }
       try {
         return await session.call(target, args, opts.signal);
       } catch (err) {
+        // Closed by this side (the daemon stops): as with a LinuxHost going away, what was pending stays so;
+        // a container being waited for has not ended.
+        if (this.stopped && session.closed) return STOPPED;
         // A failure of the connection, not of the call: an idempotent call is made again.
-        if (opts.retry && session.closed && !this.stopped && !opts.signal?.aborted) continue;
+        if (opts.retry && session.closed && !opts.signal?.aborted) continue;
         throw err;
       }
     }
@@ -78,6 +92,7 @@ export class AgentConnection extends EventEmitter {
         this.backoffMs = 50;
         return session;
       } catch (err) {
+        if (lastError === undefined) log.warn('cannot reach the agent yet; trying again', { socket: this.socketPath, error: (err as Error).message });
         lastError = err;
         if (Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, this.backoffMs));

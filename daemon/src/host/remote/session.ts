@@ -73,6 +73,17 @@ export class Sink {
 }
 
 const markedSinks = new WeakSet<object>();
+const markedHandles = new WeakSet<object>();
+/** The id a handle of the peer's carries here (not enumerable: it does not show in the handle's data). */
+const HANDLE = Symbol('berth.handle');
+
+/**
+ * Marks an object as a handle: it crosses as a copy of its data, and when that copy comes back in a later
+ * call, the other side gets this very object again (a staged layer that the store knows by identity).
+ */
+export function markHandle(object: object): void {
+  markedHandles.add(object);
+}
 
 /** Marks a stream as a Sink wherever it is encoded (without replacing it in the object that holds it). */
 export function markSink(stream: Writable): void {
@@ -101,8 +112,8 @@ interface PendingCall {
   reject(err: Error): void;
 }
 
-const finalizer = new FinalizationRegistry<{ session: WeakRef<Session>; id: number }>(({ session, id }) => {
-  session.deref()?.release(id);
+const finalizer = new FinalizationRegistry<{ session: WeakRef<Session>; id: number; generation: number }>(({ session, id, generation }) => {
+  session.deref()?.release(id, generation);
 });
 
 export class Session extends EventEmitter {
@@ -115,11 +126,14 @@ export class Session extends EventEmitter {
   private nextId: number;
   private closedWith?: Error;
   private readonly self = new WeakRef(this);
+  /** Counts the peers a server session has served over one stream (a serial port outlives its clients). */
+  private generation = 0;
 
   private readonly pending = new Map<number, PendingCall>();
   private readonly incoming = new Map<number, AbortController>();
   private readonly channels = new Map<number, Channel>();
   private readonly functions = new Map<number, (...args: unknown[]) => unknown>();
+  private readonly handles = new Map<number, object>();
   private readonly signals = new Map<number, { signal: AbortSignal; listener: () => void }>();
   private readonly remoteSignals = new Map<number, AbortController>();
   private readonly flags = new Map<number, NodeJS.Timeout>();
@@ -192,6 +206,13 @@ export class Session extends EventEmitter {
     if (this.closedWith) return;
     this.closedWith = err;
     this.rejectReady(err);
+    this.drop(err);
+    this.stream.destroy();
+    this.emit('close', err);
+  }
+
+  /** Lets go of everything the session holds for its peer: calls, streams, callbacks, signals, flags. */
+  private drop(err: Error): void {
     for (const call of [...this.pending.values()]) call.reject(err);
     this.pending.clear();
     for (const controller of this.incoming.values()) controller.abort(err);
@@ -199,18 +220,19 @@ export class Session extends EventEmitter {
     for (const channel of [...this.channels.values()]) this.closeChannel(channel, err);
     this.channels.clear();
     this.functions.clear();
+    this.handles.clear();
     for (const { signal, listener } of this.signals.values()) signal.removeEventListener('abort', listener);
     this.signals.clear();
     for (const controller of this.remoteSignals.values()) controller.abort(err);
     this.remoteSignals.clear();
     for (const timer of this.flags.values()) clearInterval(timer);
     this.flags.clear();
-    this.stream.destroy();
-    this.emit('close', err);
+    this.remoteFlags.clear();
   }
 
   /** Called when a proxy of the peer's function, signal or flag was collected. */
-  release(id: number): void {
+  release(id: number, generation: number): void {
+    if (generation !== this.generation) return;
     this.remoteSignals.delete(id);
     this.remoteFlags.delete(id);
     if (!this.closedWith) this.send(id, Kind.Release);
@@ -279,6 +301,7 @@ export class Session extends EventEmitter {
       }
       case Kind.Release: {
         this.functions.delete(channel);
+        this.handles.delete(channel);
         const sig = this.signals.get(channel);
         if (sig) sig.signal.removeEventListener('abort', sig.listener);
         this.signals.delete(channel);
@@ -293,8 +316,14 @@ export class Session extends EventEmitter {
         return;
       }
       case Kind.Hello:
-        // A second hello: the peer restarted its side without a new connection (a serial port): start over.
-        return this.close(new Unavailable('the agent started a new session'));
+        // A second hello on the same stream: on a serial port, a new daemon came while the old one's end went
+        // unnoticed. The server starts over with it; a client has no reason to see one.
+        if (this.opts.role === 'client') return this.close(new ProtocolError('the agent said hello twice'));
+        this.generation++;
+        this.drop(new Unavailable('another daemon connected'));
+        this.peer = undefined;
+        this.nextId = 2;
+        return this.onHello(payload);
       default:
         return this.close(new ProtocolError(`unknown frame kind ${kind}`));
     }
@@ -329,6 +358,7 @@ export class Session extends EventEmitter {
     this.peer = hello;
     this.sendHello({ session: hello.session });
     this.resolveReady(hello);
+    this.emit('hello', hello);
   }
 
   private sendHello(fields: Record<string, unknown>): void {
@@ -661,6 +691,15 @@ export class Session extends EventEmitter {
       return { $$: 'p', id };
     }
     if (obj instanceof Sink) return this.encSink(obj.stream, after);
+    const handleId = (obj as { [HANDLE]?: number })[HANDLE];
+    if (handleId !== undefined) return { $$: 'hr', id: handleId };
+    if (markedHandles.has(obj)) {
+      const id = this.allocate();
+      this.handles.set(id, obj);
+      const data: Record<string, unknown> = {};
+      for (const key of Object.keys(obj)) data[key] = this.enc((obj as Record<string, unknown>)[key], after);
+      return { $$: 'h', id, v: data };
+    }
     if (markedSinks.has(obj)) return this.encSink(obj as Writable, after);
     // A stream of another implementation (streamx, as tar-stream's entries are) crosses as bytes.
     if (!(obj instanceof Readable) && typeof (obj as Readable).pipe === 'function' && typeof (obj as Readable).read === 'function' && Symbol.asyncIterator in obj) {
@@ -754,6 +793,17 @@ export class Session extends EventEmitter {
         const cause = tagged.cause ? this.dec(tagged.cause) : undefined;
         return decodeError(tagged.name as string, tagged.message as string, fields, cause);
       }
+      case 'h': {
+        const copy = this.dec(tagged.v) as object;
+        Object.defineProperty(copy, HANDLE, { value: tagged.id, enumerable: false });
+        finalizer.register(copy, { session: this.self, id: tagged.id as number, generation: this.generation });
+        return copy;
+      }
+      case 'hr': {
+        const original = this.handles.get(tagged.id as number);
+        if (!original) throw new Unavailable('the handle was released');
+        return original;
+      }
       case 'pr': {
         const settled = new Promise((resolve, reject) => this.pending.set(tagged.id as number, {
           resolve: (v) => { this.pending.delete(tagged.id as number); resolve(v); },
@@ -767,7 +817,7 @@ export class Session extends EventEmitter {
       case 'f': {
         const id = tagged.id as number;
         const proxy = (...args: unknown[]) => this.call(id, args);
-        finalizer.register(proxy, { session: this.self, id });
+        finalizer.register(proxy, { session: this.self, id, generation: this.generation });
         return proxy;
       }
       case 's': {
@@ -776,7 +826,7 @@ export class Session extends EventEmitter {
         const id = tagged.id as number;
         if (this.closedWith) controller.abort(this.closedWith);
         else this.remoteSignals.set(id, controller);
-        finalizer.register(controller.signal, { session: this.self, id });
+        finalizer.register(controller.signal, { session: this.self, id, generation: this.generation });
         return controller.signal;
       }
       case 'p': {
@@ -785,7 +835,7 @@ export class Session extends EventEmitter {
         const state = { value: false };
         this.remoteFlags.set(id, state);
         const predicate = () => state.value;
-        finalizer.register(predicate, { session: this.self, id });
+        finalizer.register(predicate, { session: this.self, id, generation: this.generation });
         return predicate;
       }
       case 'r':

@@ -12,6 +12,7 @@ import { upperChanges } from './changes.js';
 import { upperDiffTar } from './diff.js';
 import { packFiles } from './pack.js';
 import { ContainerFilesystem, components } from './resolve.js';
+import { withSubpaths } from './subpath.js';
 import { extractArchive } from './unpack.js';
 import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../host.js';
 
@@ -69,7 +70,7 @@ export class LinuxContainerFiles implements ContainerFilesHost {
 
   private async locateForRead(view: FilesystemView, p: string) {
     const req = parsePathRequest(p);
-    const fsys = await ContainerFilesystem.open(view);
+    const fsys = await ContainerFilesystem.open(await withSubpaths(view));
     const loc = await fsys.resolve(req.clean, req.assertDir);
     let st: Stats;
     try {
@@ -100,7 +101,7 @@ export class LinuxContainerFiles implements ContainerFilesHost {
 
   async extractArchive(view: FilesystemView, p: string, tar: Readable, opts: ExtractRequest): Promise<void> {
     const req = parsePathRequest(p);
-    const fsys = await ContainerFilesystem.open(view);
+    const fsys = await ContainerFilesystem.open(await withSubpaths(view));
     const loc = await fsys.resolve(req.clean, true);
     const st = await fs.lstat(loc.hostPath).catch(() => undefined);
     if (!st) throw new NotFound(`Could not find the file ${p} in container`);

@@ -9,7 +9,7 @@
  * the live containers when the daemon starts.
  */
 import dgram from 'node:dgram';
-import { closeSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { log } from '../../../../util/log.js';
 import { netnsAddon } from '../netns.js';
@@ -82,12 +82,31 @@ function forwardTcp(query: Buffer, upstream: string): Promise<Buffer | undefined
   });
 }
 
+/**
+ * The machine's resolvers (BERTH_DNS_UPSTREAM, a comma-separated list of ip[:port], overrides
+ * /etc/resolv.conf's IPv4 nameservers), read at each forward: resolv.conf may change while containers run.
+ */
+export function machineResolvers(): string[] {
+  const env = process.env.BERTH_DNS_UPSTREAM;
+  if (env) return env.split(',').map((s) => s.trim()).filter(Boolean);
+  try {
+    return readFileSync('/etc/resolv.conf', 'utf8')
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+      .filter(([k, v]) => k === 'nameserver' && v && !v.includes(':'))
+      .map(([, v]) => v);
+  } catch {
+    return [];
+  }
+}
+
 /** The answer to one query: from the engine's names, else from the first upstream that answers. */
 export async function answerQuery(query: Buffer, answers: DnsAnswers, transport: 'udp' | 'tcp'): Promise<Buffer | undefined> {
   const q = parseQuery(query);
   if (!q) return buildError(query, RCODE_FORMERR);
   if (q.qclass === CLASS_IN && (q.type === TYPE_A || q.type === TYPE_AAAA || q.type === ANY)) {
-    const addresses = answers.lookup(q.name);
+    // Awaited: behind an agent, the engine's answers come back over the connection as promises.
+    const addresses = await answers.lookup(q.name);
     // A known name is answered here even when it has no address of the asked family (an empty answer, not a
     // forward): AAAA with the IPv6 addresses of containers on IPv6 networks, A with the IPv4 ones.
     if (addresses) {
@@ -95,7 +114,8 @@ export async function answerQuery(query: Buffer, answers: DnsAnswers, transport:
       return buildAnswer(query, q, wanted);
     }
   }
-  for (const upstream of answers.upstreams()) {
+  // Over a remote Host the engine's answers come back as promises.
+  for (const upstream of (await answers.upstreams()) ?? machineResolvers()) {
     const answer = await (transport === 'tcp' ? forwardTcp(query, upstream) : forwardUdp(query, upstream));
     if (answer) return answer;
   }

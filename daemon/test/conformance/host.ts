@@ -1,0 +1,337 @@
+/**
+ * The Host conformance suite: what every implementation of the Host contract (host/host.ts) must do, seen
+ * from the engine's side. `hostConformance` registers the tests for one implementation, given a factory
+ * that builds its Host on a sandbox's data root and exec root, and builds it again there (a restart: the
+ * Host's object goes away, its containers do not).
+ *
+ * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, remove), runtime
+ * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
+ * restart), exec, files (archive in and out, stat, changes, export), volumes, network (a bridge and its
+ * ports), stats, tools (a decompressor) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import type { Host, LogRecord } from '../../src/host/host.js';
+import { makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from '../runtime-support.js';
+
+export interface HostFactory {
+  /** Builds the Host on the sandbox's roots. */
+  create(box: RuntimeSandbox): Promise<Host>;
+  /** Lets go of a Host built by create (containers keep running). */
+  release(host: Host): Promise<void>;
+  /** Removes what the factory started beyond the sandbox (an agent process). */
+  cleanup?(): Promise<void>;
+}
+
+export type ConformanceGroup = 'layers' | 'runtime' | 'exec' | 'files' | 'volumes' | 'network' | 'stats' | 'tools' | 'probe' | 'recovery';
+
+let counter = 0;
+const newId = () => `${process.pid.toString(16)}${(counter++).toString(16).padStart(4, '0')}${randomBytes(4).toString('hex')}`.padEnd(64, 'c');
+
+/** A layer tar of the sandbox's busybox folder (regular files, symlinks and folders). */
+async function layerTar(folder: string): Promise<Buffer> {
+  const pack = tar.pack();
+  const walk = (dir: string, rel: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      const full = path.join(dir, name);
+      const entry = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(full);
+      if (st.isDirectory()) {
+        pack.entry({ name: `${entry}/`, type: 'directory', mode: 0o755, mtime: new Date(0) });
+        walk(full, entry);
+      } else if (st.isSymbolicLink()) {
+        pack.entry({ name: entry, type: 'symlink', linkname: readlinkSync(full), mtime: new Date(0) });
+      } else {
+        pack.entry({ name: entry, mode: st.mode & 0o7777, mtime: new Date(0) }, readFileSync(full));
+      }
+    }
+  };
+  walk(folder, '');
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack as unknown as AsyncIterable<Buffer>) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+const sha256 = (buf: Buffer) => `sha256:${createHash('sha256').update(buf).digest('hex')}`;
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(Buffer.from(chunk));
+  return Buffer.concat(chunks);
+}
+
+async function tarEntries(stream: NodeJS.ReadableStream): Promise<Map<string, string>> {
+  const extract = tar.extract();
+  const files = new Map<string, string>();
+  extract.on('entry', (header, body, next) => {
+    const chunks: Buffer[] = [];
+    body.on('data', (c: unknown) => chunks.push(c as Buffer));
+    body.on('end', () => {
+      files.set(header.name, Buffer.concat(chunks).toString('utf8'));
+      next();
+    });
+  });
+  await pipeline(stream as Readable, extract as unknown as NodeJS.WritableStream);
+  return files;
+}
+
+function logText(records: LogRecord[], stream: 'stdout' | 'stderr'): string {
+  return records.filter((r) => r.stream === stream).map((r) => r.data.toString() + (r.complete ? '\n' : '')).join('');
+}
+
+export function hostConformance(name: string, factory: HostFactory, opts: { skip?: ConformanceGroup[] | string | false } = {}): void {
+  const skipped = (group: ConformanceGroup) => (typeof opts.skip === 'string' ? opts.skip : Array.isArray(opts.skip) && opts.skip.includes(group) ? `${name} leaves out ${group}` : false);
+  describe(`Host conformance: ${name}`, { skip: typeof opts.skip === 'string' ? opts.skip : false }, () => {
+    let box: RuntimeSandbox;
+    let host: Host;
+    let lowerDirs: string[];
+    let chainId: string;
+    const started: string[] = [];
+
+    before(async () => {
+      box = makeSandbox();
+      host = await factory.create(box);
+    });
+    after(async () => {
+      for (const id of started) {
+        await host?.runtime.signal(id, 9).catch(() => undefined);
+        await host?.runtime.cleanup(id).catch(() => undefined);
+        await host?.runtime.removeContainerFiles(id).catch(() => undefined);
+      }
+      if (host) await factory.release(host).catch(() => undefined);
+      await factory.cleanup?.();
+      box?.cleanup();
+    });
+
+    async function run(args: string[], io: { openStdin?: boolean; tty?: boolean } = {}) {
+      const id = newId();
+      started.push(id);
+      const rootfs = await host.runtime.mountRootfs(id, lowerDirs);
+      const logPath = path.join(box.root, `${id.slice(0, 12)}.log`);
+      const { pid } = await host.runtime.start(id, minimalSpec(args, { tty: io.tty }), { tty: io.tty ?? false, openStdin: io.openStdin ?? false, stdinOnce: io.openStdin ?? false, logPath });
+      return { id, pid, logPath, rootfs };
+    }
+
+    async function readLog(logPath: string, follow = false, until?: () => boolean): Promise<LogRecord[]> {
+      const out: LogRecord[] = [];
+      for await (const rec of host.runtime.readLog(logPath, { follow, signal: new AbortController().signal, until })) out.push(rec);
+      return out;
+    }
+
+    test('layers: a layer is staged, committed, found, and given back byte for byte', { skip: skipped('layers') }, async () => {
+      const tarball = await layerTar(box.layer);
+      const staged = await host.layers.stage(Readable.from([tarball]));
+      assert.equal(staged.diffId, sha256(tarball));
+      assert.equal(staged.size, tarball.length);
+      chainId = staged.diffId;
+      await host.layers.commit(staged, chainId, null);
+      await host.layers.discard(staged);
+      assert.equal(host.layers.has(chainId), true);
+      assert.ok(host.layers.chainIds().includes(chainId));
+      assert.equal(host.layers.info(chainId)?.diffId, staged.diffId);
+      assert.equal(host.layers.info(chainId)?.parent, null);
+      lowerDirs = host.layers.lowerDirs([chainId]);
+      assert.equal(lowerDirs.length, 1);
+      assert.equal(sha256(await readAll(host.layers.openTar(chainId))), staged.diffId);
+      assert.throws(() => host.layers.lowerDirs(['sha256:' + '0'.repeat(64)]), { name: 'NotFound' });
+      await assert.rejects(host.layers.stage(Readable.from([Buffer.from('not a tar at all, not at all'.repeat(40))])), { name: 'InvalidParameter' });
+    });
+
+    test('runtime: output reaches the log and the exit code is the process status', { skip: skipped('runtime') }, async () => {
+      const { id, pid, logPath } = await run(['sh', '-c', 'echo hello; echo oops >&2; exit 3']);
+      assert.ok(pid > 0);
+      const exit = await host.runtime.waitExit(id);
+      assert.equal(exit.exitCode, 3);
+      assert.equal(typeof exit.finishedAtNano, 'bigint');
+      const records = await readLog(logPath);
+      assert.equal(logText(records, 'stdout'), 'hello\n');
+      assert.equal(logText(records, 'stderr'), 'oops\n');
+      assert.equal((await host.runtime.isRunning(id)).running, false);
+      let blocks = 0;
+      for await (const block of host.runtime.readLogBlocks(logPath, { follow: false, signal: new AbortController().signal })) {
+        blocks += block.count;
+        if (block.count) assert.ok(block.seconds(0) > 1_600_000_000);
+      }
+      assert.equal(blocks, 2);
+      await host.runtime.cleanup(id);
+      await host.runtime.removeContainerFiles(id);
+    });
+
+    test('runtime: a followed log ends once the container stops', { skip: skipped('runtime') }, async () => {
+      const { id, logPath } = await run(['sh', '-c', 'for i in 1 2 3; do echo line $i; sleep 0.2; done']);
+      let stopped = false;
+      host.runtime.waitExit(id).then(() => {
+        stopped = true;
+      });
+      const records = await readLog(logPath, true, () => stopped);
+      assert.equal(logText(records, 'stdout'), 'line 1\nline 2\nline 3\n');
+      await host.runtime.cleanup(id);
+    });
+
+    test('runtime: a signal ends a container, and a missing one is NotFound', { skip: skipped('runtime') }, async () => {
+      const { id } = await run(['sleep', '1000']);
+      assert.equal((await host.runtime.isRunning(id)).running, true);
+      assert.ok((await host.runtime.listRuntimeContainers()).includes(id));
+      await host.runtime.signal(id, 9);
+      assert.equal((await host.runtime.waitExit(id)).exitCode, 137);
+      await host.runtime.cleanup(id);
+    });
+
+    test('runtime: attach carries stdin in and output out', { skip: skipped('runtime') }, async () => {
+      const { id } = await run(['cat'], { openStdin: true });
+      const streams = await host.runtime.attach(id);
+      const echoed = readUntil(streams.output, (text) => text.includes('ping'));
+      streams.input.write('ping\n');
+      assert.match(await echoed, /ping/);
+      streams.input.end();
+      assert.equal((await host.runtime.waitExit(id)).exitCode, 0);
+      streams.close();
+      await host.runtime.cleanup(id);
+    });
+
+    test('exec: a process in a running container, its output and exit code', { skip: skipped('exec') }, async () => {
+      const { id } = await run(['sleep', '1000']);
+      const proc = await host.exec.exec(id, newId(), { terminal: false, user: { uid: 0, gid: 0 }, args: ['sh', '-c', 'echo in-exec; exit 4'], env: ['PATH=/bin'], cwd: '/' }, { tty: false, openStdin: false });
+      const text = readUntil(proc.streams.output, (t) => t.includes('in-exec'));
+      assert.match(await text, /in-exec/);
+      assert.equal(await proc.exit, 4);
+      await host.runtime.signal(id, 9);
+      await host.runtime.waitExit(id);
+      await host.runtime.cleanup(id);
+    });
+
+    test('files: archive in and out, stat, changes and export', { skip: skipped('files') }, async () => {
+      const { id, rootfs } = await run(['sleep', '1000']);
+      const view = { root: rootfs, mounts: [], readonlyRootfs: false };
+      const pack = tar.pack();
+      pack.entry({ name: 'hello.txt', mode: 0o644 }, 'from the archive');
+      pack.finalize();
+      await host.files.extractArchive(view, '/tmp', pack as unknown as Readable, { noOverwriteDirNonDir: true });
+      const stat = await host.files.statPath(view, '/tmp/hello.txt');
+      assert.equal(stat.name, 'hello.txt');
+      assert.equal(stat.size, 'from the archive'.length);
+      const { stat: outStat, tar: out } = await host.files.archivePath(view, '/tmp/hello.txt');
+      assert.equal(outStat.size, stat.size);
+      assert.equal((await tarEntries(out)).get('hello.txt'), 'from the archive');
+      await assert.rejects(host.files.statPath(view, '/no/such/file'), { name: 'NotFound' });
+      const changes = await host.files.changes(id, lowerDirs, new Set());
+      assert.ok(changes.some((c) => c.Path === '/tmp/hello.txt' && c.Kind === 1), JSON.stringify(changes));
+      const exported = await tarEntries(host.files.exportRootfs(rootfs));
+      assert.equal(exported.get('tmp/hello.txt'), 'from the archive');
+      await host.runtime.signal(id, 9);
+      await host.runtime.waitExit(id);
+      await host.runtime.cleanup(id);
+    });
+
+    test('volumes: a volume folder is made, measured and removed', { skip: skipped('volumes') }, async () => {
+      // The volume service makes the volumes folder of its data root; each volume's folder is the Host's work.
+      mkdirSync(path.join(box.dataRoot, 'volumes'), { recursive: true });
+      const dir = path.join(box.dataRoot, 'volumes', `v${randomBytes(4).toString('hex')}`);
+      await host.volumes.createVolumeDir(dir);
+      assert.equal(await host.volumes.exists(path.join(dir, '_data')), true);
+      assert.equal(await host.volumes.isEmpty(path.join(dir, '_data')), true);
+      assert.equal(await host.volumes.isMounted(path.join(dir, '_data')), false);
+      await assert.rejects(host.volumes.createVolumeDir(dir));
+      await host.volumes.removeVolumeDir(dir);
+      assert.equal(await host.volumes.exists(dir), false);
+    });
+
+    test('network: a bridge is made with its address, and removed', { skip: skipped('network') }, async () => {
+      const bridge = `bc${randomBytes(4).toString('hex')}`;
+      const used = await host.network.usedSubnets();
+      assert.ok(Array.isArray(used));
+      let third = 200;
+      while (used.some((s) => s.startsWith(`10.231.${third}.`))) third++;
+      try {
+        await host.network.ensureBridge({ name: bridge, gateway: `10.231.${third}.1`, prefixLen: 24, subnet: `10.231.${third}.0/24`, mtu: 1500 });
+        assert.equal(await host.network.bridgeAddress(bridge), `10.231.${third}.1/24`);
+        assert.deepEqual(await host.network.bridgePorts(bridge), []);
+      } finally {
+        await host.network.removeBridge(bridge);
+      }
+      assert.equal(await host.network.bridgeAddress(bridge), undefined);
+      const range = await host.network.ephemeralPortRange();
+      assert.ok(range.first > 0 && range.last >= range.first);
+    });
+
+    test('stats: a running container is measured', { skip: skipped('stats') }, async () => {
+      const { id, pid } = await run(['sleep', '1000']);
+      const sample = await host.stats.sample(pid, { networks: false });
+      assert.ok(sample);
+      assert.ok(sample.memory.usage === undefined || sample.memory.usage > 0);
+      assert.ok(sample.systemCpuUsage > 0);
+      assert.ok(host.stats.onlineCpus() > 0);
+      assert.ok(host.stats.machineMemory() > 0);
+      await host.runtime.signal(id, 9);
+      await host.runtime.waitExit(id);
+      assert.equal(await host.stats.sample(pid, { networks: false }), undefined);
+      await host.runtime.cleanup(id);
+    });
+
+    test('tools: a decompressor streams bytes through the machine\'s tool', { skip: skipped('tools') }, async () => {
+      const plain = Buffer.from('plain bytes '.repeat(5000));
+      const xz = spawnSync('xz', ['-c'], { input: plain });
+      const out = host.tools.decompressor('xz');
+      const got = readAll(out);
+      out.end(xz.stdout);
+      assert.ok((await got).equals(plain));
+      const broken = host.tools.decompressor('xz');
+      const failed = readAll(broken);
+      broken.end(Buffer.from('not xz at all'));
+      await assert.rejects(failed);
+    });
+
+    test('tools: a folder packed by the machine\'s tar unpacks into another', { skip: skipped('tools') }, async () => {
+      const from = path.join(box.dataRoot, `pack-${randomBytes(4).toString('hex')}`);
+      const to = `${from}-out`;
+      mkdirSync(path.join(from, 'sub'), { recursive: true });
+      mkdirSync(to);
+      writeFileSync(path.join(from, 'sub', 'file'), 'packed\n');
+      await host.tools.unpackInto(to, host.tools.packFolder(from));
+      assert.equal(readFileSync(path.join(to, 'sub', 'file'), 'utf8'), 'packed\n');
+      await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
+    });
+
+    test('probe: the machine and its runtime', { skip: skipped('probe') }, async () => {
+      const info = await host.probe.info();
+      assert.equal(info.osType, 'linux');
+      assert.ok(info.kernelVersion);
+      assert.ok(['crun', 'runc'].includes(host.probe.runtimeName));
+      assert.equal(typeof host.probe.machineId, 'string');
+      assert.ok(host.probe.rlimits.RLIMIT_NOFILE);
+      assert.ok(Array.isArray(await host.probe.componentVersions()));
+      assert.equal(typeof host.probe.blkio.throttle, 'boolean');
+      const [nullDevice] = await host.probe.devices('/dev/null', '/dev/n');
+      assert.deepEqual([nullDevice.path, nullDevice.type, nullDevice.major, nullDevice.minor], ['/dev/n', 'c', 1, 3]);
+      assert.ok((await host.probe.allDevices()).some((d) => d.path === '/dev/null'));
+      await assert.rejects(host.probe.blockDevice('BlkioDeviceReadBps', '/dev/null'), /not a block device/);
+      assert.equal(await host.probe.pathExists('/dev/null'), true);
+      assert.equal(await host.probe.pathExists(path.join(box.dataRoot, 'no-such-path')), false);
+      assert.equal(typeof (await host.probe.etcFile('hosts')), 'string');
+    });
+
+    test('recovery: a container outlives its Host object and is found again', { skip: skipped('recovery') }, async () => {
+      const { id, logPath } = await run(['sh', '-c', 'echo before; sleep 1000']);
+      for (let i = 0; i < 200 && logText(await readLog(logPath), 'stdout') !== 'before\n'; i++) await new Promise((r) => setTimeout(r, 25));
+      await factory.release(host);
+      host = await factory.create(box);
+      assert.deepEqual(host.layers.lowerDirs([chainId]), lowerDirs);
+      assert.equal((await host.runtime.isRunning(id)).running, true);
+      assert.ok((await host.runtime.listRuntimeContainers()).includes(id));
+      const exited = host.runtime.waitExit(id);
+      await host.runtime.signal(id, 9);
+      assert.equal((await exited).exitCode, 137);
+      assert.equal(logText(await readLog(logPath), 'stdout'), 'before\n');
+      await host.runtime.cleanup(id);
+    });
+  });
+}
+
