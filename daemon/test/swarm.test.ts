@@ -6,6 +6,7 @@
  * secrets and configs mounted into them, the swarm back after a daemon restart, and leave.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
@@ -255,8 +256,11 @@ describe('swarm mode on one manager', () => {
     const [t] = await running('usesec', 1);
     const cat = await engine.dockerOk(['exec', t!.Status.ContainerStatus!.ContainerID!, 'cat', '/run/secrets/pw', '/etc/app.conf']);
     assert.equal(cat, 's3cret' + 'setting=1\n');
-    // The secret's file is on the exec root's tmpfs, never under the data root.
+    // The secret's file is on the exec root's tmpfs, never under the data root; in etcd its value is sealed.
     assert.ok(existsSync(path.join(engine.execRoot, 'swarm', 'tasks', t!.ID)));
+    const grep = spawnSync('grep', ['-rla', '-e', 's3cret', '-e', Buffer.from('s3cret').toString('base64'), engine.dataRoot], { encoding: 'utf8' });
+    assert.equal(grep.stdout.trim(), '', 'the secret is in clear under the data root');
+    assert.ok(existsSync(path.join(engine.dataRoot, 'swarm', 'etcd', 'member')));
     const rm = await engine.request('DELETE', '/secrets/pw');
     assert.equal(rm.status, 409);
     assert.match(rm.json().message, /in use by the following service: usesec/);

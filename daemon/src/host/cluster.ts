@@ -29,6 +29,13 @@ export interface NodeCertificates {
   key: string;
 }
 
+/** What only managers keep: the root CA's key, and the swarm's data key that seals secrets in the store. */
+export interface ManagerKeys {
+  caKey?: string;
+  /** Base64 of 32 bytes. */
+  dataKey?: string;
+}
+
 export interface CertificateSubject {
   nodeId: string;
   role: 'manager' | 'worker';
@@ -74,8 +81,8 @@ export interface ClusterHost {
   /** Signs a certificate request with the root CA, with the subject and names of a swarm node. */
   signNodeCertificate(ca: { cert: string; key: string }, csr: string, subject: CertificateSubject): Promise<string>;
   /** The node's certificates on disk (the CA key too on managers). */
-  loadCertificates(): Promise<(NodeCertificates & { caKey?: string }) | undefined>;
-  saveCertificates(certs: NodeCertificates & { caKey?: string }): Promise<void>;
+  loadCertificates(): Promise<(NodeCertificates & ManagerKeys) | undefined>;
+  saveCertificates(certs: NodeCertificates & ManagerKeys): Promise<void>;
   /** Paths of the certificate files (etcd reads them itself). */
   certificateFiles(): { ca: string; cert: string; key: string };
 

@@ -5,6 +5,7 @@ import { containerBody, taskName } from './agent.js';
 import { splitHostPort } from './cluster.js';
 import { validateServiceSpec } from './objects.js';
 import { constraintsMatch } from './orchestrator.js';
+import { newDataKey, sealer } from './crypt.js';
 import { caDigest, newJoinToken, newUnlockKey, parseJoinToken, sameToken } from './tokens.js';
 import { isDirty, isTerminal, newObjectId, stateRank, swarmSpecDefaults } from './types.js';
 
@@ -114,4 +115,13 @@ test('a task\'s container: Docker\'s name and labels, command and args, secrets 
   assert.deepEqual(body.HostConfig.ExtraHosts, ['db:10.0.0.1', 'alias:10.0.0.1']);
   assert.equal(body.HostConfig.Memory, 1 << 20);
   assert.deepEqual(body.HostConfig.RestartPolicy, { Name: 'no' });
+});
+
+test('secret values are sealed with the data key, and only that key opens them', () => {
+  const key = newDataKey();
+  const sealed = sealer(key).seal(Buffer.from('s3cret'));
+  assert.ok(!sealed.includes(Buffer.from('s3cret').toString('base64')));
+  assert.equal(sealer(key).open(sealed).toString(), 's3cret');
+  assert.throws(() => sealer(newDataKey()).open(sealed));
+  assert.throws(() => sealer(undefined).seal(Buffer.from('x')), /no data key/);
 });

@@ -12,7 +12,8 @@ import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from '../../host/cluster.js';
+import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { newDataKey, sealer, type Sealer } from './crypt.js';
 import { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
@@ -95,7 +96,7 @@ interface ManagerParts {
 
 export class ClusterService {
   private state?: NodeState;
-  private certs?: NodeCertificates & { caKey?: string };
+  private certs?: NodeCertificates & ManagerKeys;
   private manager?: ManagerParts;
   private worker?: WorkerSession;
   private agent?: Agent;
@@ -232,7 +233,7 @@ export class ClusterService {
         const ca = await host.createRootCA();
         const { key: nodeKey, csr } = await host.createKeyAndRequest();
         const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host] });
-        this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key };
+        this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key, dataKey: newDataKey() };
         await host.saveCertificates(this.certs);
         const state: NodeState = {
           nodeId,
@@ -264,7 +265,7 @@ export class ClusterService {
           Spec: spec,
           TLSInfo: tlsInfo(ca.cert),
           JoinTokens: { Worker: newJoinToken(ca.cert), Manager: newJoinToken(ca.cert) },
-          RootCA: { Cert: ca.cert, Key: ca.key },
+          RootCA: { Cert: ca.cert, Key: sealer(this.certs.dataKey).seal(Buffer.from(ca.key)) },
           DataPathPort: Number(req.DataPathPort) || 4789,
           DefaultAddrPool: Array.isArray(req.DefaultAddrPool) && req.DefaultAddrPool.length ? req.DefaultAddrPool : ['10.0.0.0/8'],
           SubnetSize: Number(req.SubnetSize) || 24,
@@ -361,7 +362,8 @@ export class ClusterService {
   /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
   private async startManager(store: ClusterStore, etcd: EtcdMember): Promise<void> {
     const state = this.state!;
-    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId);
+    const seal = sealer(this.certs!.dataKey);
+    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const parts: ManagerParts = { etcd, store, objects };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
@@ -375,13 +377,14 @@ export class ClusterService {
     this.dispatcher = new DispatcherServer({
       store,
       certs: this.certs!,
+      seal,
       listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId), this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
     this.agent.start();
   }
 
@@ -459,11 +462,14 @@ export class ClusterService {
   }
 
   /** The agent's source on a manager: the store itself. */
-  private localSource(store: ClusterStore, nodeId: string): AgentSource {
+  private localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
     return {
       ready: () => true,
       tasks: () => store.list('tasks').map((e) => e.obj).filter((t) => t.NodeID === nodeId),
-      secret: (id) => store.get('secrets', id)?.obj,
+      secret: (id) => {
+        const s = store.get('secrets', id)?.obj;
+        return s && { ...s, Spec: { ...s.Spec, Data: seal.open(s.Spec.Data ?? '').toString('base64') } };
+      },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
         if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
@@ -503,7 +509,7 @@ export class ClusterService {
               availability: req.Availability,
               description: d,
             });
-            this.certs = { ca, cert: answer.cert, key: nodeKey, caKey: answer.caKey };
+            this.certs = { ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
             await host.saveCertificates(this.certs);
             const state: NodeState = {
               nodeId: answer.nodeId,
@@ -607,7 +613,7 @@ export class ClusterService {
       this.worker = undefined;
       const previous = this.certs!;
       // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
-      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey };
+      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
       try {
         await this.deps.host.saveCertificates(this.certs);
         await this.becomeManager(answer);

@@ -7,6 +7,7 @@ import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
 import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';
+import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Kind, type Obj } from './types.js';
 
 export type Filters = Map<string, string[]>;
@@ -172,6 +173,8 @@ export class ClusterObjects {
     private readonly events: EventBus,
     /** The node id of the leader, for ManagerStatus.Leader. */
     private readonly leaderId: () => string | undefined,
+    /** Seals secret values in the store. */
+    private readonly seal: Sealer,
   ) {}
 
   // -- nodes --
@@ -437,7 +440,7 @@ export class ClusterObjects {
     if (data.length > limit) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what} data must be larger than 0 and less than ${limit} bytes`);
     const id = newObjectId(randomBytes(16));
     const t = now();
-    const spec: Obj = { Name: name, Labels: labels, Data: data.toString('base64') };
+    const spec: Obj = { Name: name, Labels: labels, Data: kind === 'secrets' ? this.seal.seal(data) : data.toString('base64') };
     if (isObject(body.Templating)) spec.Templating = body.Templating;
     await this.store.create(kind, id, { ID: id, CreatedAt: t, UpdatedAt: t, Spec: spec }, { name });
     this.events.publish(what as 'secret' | 'config', 'create', id, { name });
