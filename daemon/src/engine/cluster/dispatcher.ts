@@ -102,6 +102,7 @@ export class DispatcherServer {
       server.once('error', reject);
       server.listen(this.opts.listen.port, this.opts.listen.host, () => {
         server.off('error', reject);
+        server.on('error', (err) => log.warn('swarm: the dispatcher\'s listener failed', { error: err.message }));
         resolve();
       });
     });
