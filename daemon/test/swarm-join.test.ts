@@ -255,4 +255,24 @@ describe('a swarm of daemons in their own network namespaces', () => {
     await m1!.dockerOk(['service', 'scale', '--detach', 'spread=1']);
     await eventually(async () => (await tasks('spread')).filter((t) => t.Status.State === 'running').length === 1, 20_000, 200);
   });
+
+  test('quorum lost: writes answer a clear error and tasks keep running; init --force-new-cluster brings the swarm back', async () => {
+    const token = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'manager'])).trim();
+    await m2!.dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`], { timeoutMs: 60_000 });
+    await eventually(async () => /node-3\s+Ready\s+Active\s+Reachable/.test(await m1!.dockerOk(['node', 'ls'])), 20_000, 300);
+    const [task] = (await tasks('spread')).filter((t) => t.Status.State === 'running');
+    await m2!.crash();
+    const started = Date.now();
+    const refused = await m1!.docker(['service', 'scale', '--detach', 'spread=2'], { timeoutMs: 60_000 });
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /the swarm's store cannot be reached/);
+    console.log(`# a write without quorum failed after ${Date.now() - started} ms`);
+    const c = (await m1!.request('GET', `/containers/${task!.Status.ContainerStatus!.ContainerID}/json`)).json();
+    assert.equal(c.State.Running, true);
+    await m1!.dockerOk(['swarm', 'init', '--force-new-cluster', '--advertise-addr', nodes[0]!.ip], { timeoutMs: 60_000 });
+    await eventually(async () => (await m1!.docker(['service', 'scale', '--detach', 'spread=2'])).code === 0, 20_000, 500);
+    await eventually(async () => (await tasks('spread')).filter((t) => t.Status.State === 'running').length === 2, 20_000, 200);
+    const ls = await m1!.dockerOk(['node', 'ls']);
+    assert.match(ls, /node-1\s+Ready\s+Active\s+Leader/);
+  });
 });

@@ -56,6 +56,8 @@ export interface EtcdMemberOptions {
   /** name=peerURL pairs of the cluster the member joins (with itself). */
   initialCluster: string;
   clusterToken: string;
+  /** Start as the one member of the cluster, keeping the data (`--force-new-cluster`): quorum lost for good. */
+  forceNewCluster?: boolean;
 }
 
 /** A supervised etcd member. */

@@ -220,9 +220,10 @@ export class ClusterService {
 
   async init(body: unknown): Promise<string> {
     return this.serial(async () => {
-      if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       const req = isObject(body) ? body : {};
-      if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster is not supported by this engine yet');
+      if (this.state && req.ForceNewCluster === true && this.state.role === 'manager') return this.forceNewCluster();
+      if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
+      if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');
       if (req.AutoLockManagers || req.Spec?.EncryptionConfig?.AutoLockManagers) throw new InvalidParameter('autolock is not supported by this engine yet');
       const { listen, advertise } = this.addresses(req);
       const nodeId = newObjectId(randomBytes(16));
@@ -290,6 +291,50 @@ export class ClusterService {
     });
   }
 
+  /**
+   * `swarm init --force-new-cluster` on a manager whose swarm lost its quorum: its etcd member starts again as
+   * the only member, with the data it has; the other managers are demoted in the store (they must join again).
+   */
+  private async forceNewCluster(): Promise<string> {
+    const state = this.state!;
+    log.warn('swarm: forcing a new cluster from this manager\'s data');
+    await this.teardown({ keepSession: true });
+    const etcd = this.deps.host.startEtcd({
+      name: state.nodeId,
+      address: state.advertiseAddr,
+      clientPort: ETCD_CLIENT_PORT,
+      peerPort: ETCD_PEER_PORT,
+      initialState: 'existing',
+      initialCluster: `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
+      clusterToken: state.clusterId,
+      forceNewCluster: true,
+    });
+    try {
+      await etcd.ready();
+      state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`];
+      state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort)];
+      await this.deps.host.saveState(state);
+      const store = await this.connect(state.etcdEndpoints, etcd);
+      for (const n of store.list('nodes')) {
+        if (n.obj.ID === state.nodeId || !n.obj.ManagerStatus) continue;
+        await store.mutate('nodes', n.obj.ID, (o) => {
+          const next: Obj = { ...o, Spec: { ...o.Spec, Role: 'worker' }, UpdatedAt: now() };
+          delete next.ManagerStatus;
+          return next;
+        });
+      }
+      await this.startManager(store, etcd);
+      this.phase = 'active';
+      this.error = '';
+      return state.nodeId;
+    } catch (err) {
+      await etcd.stop();
+      this.phase = 'error';
+      this.error = err instanceof Error ? err.message : String(err);
+      throw new Unavailable(`could not force a new cluster: ${this.error}`);
+    }
+  }
+
   /** ListenAddr and AdvertiseAddr by the spec's rules (an advertise address is needed when listening on all). */
   private addresses(req: Obj): { listen: { host: string; port: number }; advertise: { host: string; port: number } } {
     if (req.ListenAddr !== undefined && typeof req.ListenAddr !== 'string') throw new InvalidParameter('ListenAddr must be a string');
@@ -352,6 +397,8 @@ export class ClusterService {
       hosts: endpoints,
       credentials: { rootCertificate: Buffer.from(this.certs!.ca), privateKey: Buffer.from(this.certs!.key), certChain: Buffer.from(this.certs!.cert) },
       dialTimeout: 5000,
+      // A call that cannot finish (no quorum) fails within seconds, as an error the API answers with.
+      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + 8000 }),
       faultHandling: {
         host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(5) }),
       },

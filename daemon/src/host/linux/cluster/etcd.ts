@@ -42,6 +42,7 @@ export function etcdArgs(opts: EtcdMemberOptions, files: EtcdFiles): string[] {
     '--pre-vote', '--experimental-enable-lease-checkpoint',
     '--snapshot-count', '10000',
     '--logger', 'zap', '--log-outputs', 'stderr', '--log-level', 'warn',
+    ...(opts.forceNewCluster ? ['--force-new-cluster'] : []),
   ];
 }
 
