@@ -256,7 +256,7 @@ export class ClusterService {
           clusterToken: clusterId,
         });
         await etcd.ready();
-        const store = await this.connect(state.etcdEndpoints, etcd);
+        const store = await this.connect(state.etcdEndpoints);
         const t = now();
         const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         const cluster: Obj = {
@@ -314,7 +314,7 @@ export class ClusterService {
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`];
       state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort)];
       await this.deps.host.saveState(state);
-      const store = await this.connect(state.etcdEndpoints, etcd);
+      const store = await this.connect(state.etcdEndpoints);
       for (const n of store.list('nodes')) {
         if (n.obj.ID === state.nodeId || !n.obj.ManagerStatus) continue;
         await store.mutate('nodes', n.obj.ID, (o) => {
@@ -379,8 +379,7 @@ export class ClusterService {
     return node;
   }
 
-  private async connect(endpoints: string[], etcd: EtcdMember): Promise<ClusterStore> {
-    void etcd;
+  private async connect(endpoints: string[]): Promise<ClusterStore> {
     const client = await this.client(endpoints);
     const store = new ClusterStore(client);
     await store.start();
@@ -618,7 +617,7 @@ export class ClusterService {
       state.role = 'manager';
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
       state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort), ...answer.managers];
-      const store = await this.connect(state.etcdEndpoints, etcd);
+      const store = await this.connect(state.etcdEndpoints);
       await host.saveState(state);
       await this.startManager(store, etcd);
     } catch (err) {
@@ -843,7 +842,7 @@ export class ClusterService {
           clusterToken: state.clusterId,
         });
         await etcd.ready();
-        const store = await this.connect(state.etcdEndpoints, etcd);
+        const store = await this.connect(state.etcdEndpoints);
         await this.startManager(store, etcd);
       } else {
         this.startWorker();
