@@ -459,9 +459,9 @@ class Builder {
       if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return urlPath;
       const b = parsed as Record<string, any>;
       if (t === '/auth') b.serveraddress = `http://${REGISTRY}`;
-      // A swarm is never created or joined: the address to advertise is none of this machine's (TEST-NET-1).
+      // A swarm is never created or joined: the unspecified address cannot be advertised, on any machine.
       if (t === '/swarm/init' || t === '/swarm/join') {
-        b.AdvertiseAddr = '192.0.2.1';
+        b.AdvertiseAddr = '0.0.0.0';
         b.RemoteAddrs = [`${REGISTRY}`];
       }
       if (t === '/containers/create' || t === '/commit') {
