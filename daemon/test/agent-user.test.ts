@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
@@ -29,6 +29,39 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
   const daemonLog: Buffer[] = [];
   let userSocket: string;
   let dockerConfig: string;
+  let agentSocket: string;
+  let home: string;
+
+  async function startAgent(): Promise<void> {
+    agent = spawn(process.execPath, [BERTHD, 'agent', '--socket', agentSocket, '--group', group, '--data-root', path.join(root, 'agent-data'), '--exec-root', path.join(root, 'ax')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    agent.stderr!.on('data', (c: Buffer) => agentLog.push(c));
+    await eventually(() => existsSync(agentSocket), 20_000);
+  }
+
+  async function startDaemon(): Promise<void> {
+    daemon = spawn(
+      'setpriv',
+      ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
+        '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
+        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home } },
+    );
+    daemon.stderr!.on('data', (c: Buffer) => daemonLog.push(c));
+    daemon.on('error', (err) => daemonLog.push(Buffer.from(`spawn failed: ${err.message}\n`)));
+    await eventually(async () => {
+      if (daemon!.exitCode !== null) throw new Error(`the daemon exited (${daemon!.exitCode}):\n${logs()}`);
+      return (await httpRequest(userSocket, 'GET', '/_ping')).status === 200;
+    }, 30_000).catch((err: Error) => {
+      throw new Error(`${err.message}\n${logs()}`);
+    });
+  }
+
+  async function stop(child: ChildProcess | undefined): Promise<void> {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    await exited;
+  }
 
   const docker = (args: string[], timeoutMs = 60_000) =>
     runCommand('docker', ['-H', `unix://${userSocket}`, ...args], { env: { DOCKER_CONFIG: dockerConfig }, timeoutMs });
@@ -39,36 +72,20 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     chmodSync(root, 0o755);
     assert.equal(spawnSync('groupadd', ['--system', group]).status, 0, 'groupadd');
     gid = Number(spawnSync('getent', ['group', group], { encoding: 'utf8' }).stdout.split(':')[2]);
-    const agentSocket = path.join(root, 'agent', 'agent.sock');
-    agent = spawn(process.execPath, [BERTHD, 'agent', '--socket', agentSocket, '--group', group, '--data-root', path.join(root, 'agent-data'), '--exec-root', path.join(root, 'ax')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    agent.stderr!.on('data', (c: Buffer) => agentLog.push(c));
-    await eventually(() => existsSync(agentSocket), 20_000);
+    agentSocket = path.join(root, 'agent', 'agent.sock');
+    await startAgent();
     const st = statSync(agentSocket);
     assert.equal(st.mode & 0o777, 0o660);
     assert.equal(st.gid, gid);
 
     // The user's own folders, as the app makes them under its home and runtime directory.
-    const home = path.join(root, 'user');
+    home = path.join(root, 'user');
     mkdirSync(home);
     chownSync(home, NOBODY, gid);
     userSocket = path.join(home, 'engine.sock');
     dockerConfig = path.join(root, 'docker-config');
     mkdirSync(dockerConfig);
-    daemon = spawn(
-      'setpriv',
-      ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
-        '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
-        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home} },
-    );
-    daemon.stderr!.on('data', (c: Buffer) => daemonLog.push(c));
-    daemon.on('error', (err) => daemonLog.push(Buffer.from(`spawn failed: ${err.message}\n`)));
-    await eventually(async () => {
-      if (daemon!.exitCode !== null) throw new Error(`the daemon exited (${daemon!.exitCode}):\n${logs()}`);
-      return (await httpRequest(userSocket, 'GET', '/_ping')).status === 200;
-    }, 30_000).catch((err: Error) => {
-      throw new Error(`${err.message}\n${logs()}`);
-    });
+    await startDaemon();
     const tarball = path.join(root, 'busybox.tar');
     const { buildBusyboxArchive } = await import('./fixtures/busybox.js');
     await buildBusyboxArchive(tarball);
@@ -77,12 +94,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
   });
 
   after(async () => {
-    for (const child of [daemon, agent]) {
-      if (!child || child.exitCode !== null || child.signalCode !== null) continue;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    }
+    await stop(daemon);
+    await stop(agent);
     if (root) {
       killContainers(path.join(root, 'ax', 'runtime'));
       unmountUnder(root);
@@ -115,6 +128,89 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       const logsOut = await docker(['logs', id]);
       assert.equal(logsOut.code, 0, logsOut.stderr);
       assert.equal(logsOut.stdout, 'started\n');
+    } finally {
+      await docker(['rm', '-f', id]);
+    }
+  });
+
+  test('docker cp both ways and a build', async () => {
+    const created = await docker(['create', 'busybox', 'true']);
+    const id = created.stdout.trim();
+    const cpFile = path.join(root, 'cp-in.txt');
+    writeFileSync(cpFile, 'copied in\n');
+    const cpIn = await docker(['cp', cpFile, `${id}:/cp-in.txt`]);
+    assert.equal(cpIn.code, 0, `${cpIn.stderr}\n${logs()}`);
+    const cpOut = await docker(['cp', `${id}:/cp-in.txt`, '-']);
+    assert.equal(cpOut.code, 0, cpOut.stderr);
+    assert.match(cpOut.stdout, /copied in/);
+    await docker(['rm', id]);
+    const context = path.join(root, 'ctx');
+    mkdirSync(context, { recursive: true });
+    writeFileSync(path.join(context, 'Dockerfile'), 'FROM busybox\nRUN echo built > /built\nCMD ["cat", "/built"]\n');
+    const build = await runCommand('docker', ['-H', `unix://${userSocket}`, 'build', '-t', 'agent-built', context], { env: { DOCKER_CONFIG: dockerConfig, DOCKER_BUILDKIT: '0' }, timeoutMs: 120_000 });
+    assert.equal(build.code, 0, `${build.stdout}\n${build.stderr}\n${logs()}`);
+    assert.equal((await docker(['run', '--rm', 'agent-built'])).stdout, 'built\n');
+  });
+
+  test('a user-defined network, its embedded DNS answering through the agent', async () => {
+    const net = `n${randomBytes(3).toString('hex')}`;
+    assert.equal((await docker(['network', 'create', net])).code, 0);
+    const server = await docker(['run', '-d', '--network', net, '--name', `${net}-srv`, 'busybox', 'sleep', '1000']);
+    assert.equal(server.code, 0, `${server.stderr}\n${logs()}`);
+    try {
+      const lookup = await docker(['run', '--rm', '--network', net, 'busybox', 'nslookup', `${net}-srv`, '127.0.0.11']);
+      assert.equal(lookup.code, 0, `${lookup.stdout}\n${lookup.stderr}\n${logs()}`);
+      assert.match(lookup.stdout, /Address:? \d+\.\d+\.\d+\.\d+/);
+    } finally {
+      await docker(['rm', '-f', server.stdout.trim()]);
+      await docker(['network', 'rm', net]);
+    }
+  });
+
+  test('a published port answers on the host', async () => {
+    const web = await docker(['run', '-d', '-p', '127.0.0.1::80', 'busybox', 'sh', '-c', 'mkdir /www && echo published > /www/index.html && httpd -f -p 80 -h /www']);
+    assert.equal(web.code, 0, `${web.stderr}\n${logs()}`);
+    const id = web.stdout.trim();
+    try {
+      const port = Number((await docker(['port', id, '80/tcp'])).stdout.trim().split(':').pop());
+      assert.ok(port > 0);
+      const body = await eventually(async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined);
+        return res?.ok ? res.text() : undefined;
+      }, 10_000);
+      assert.equal(body, 'published\n');
+    } finally {
+      await docker(['rm', '-f', id]);
+    }
+  });
+
+  test('a container outlives a restart of the daemon, and then of the agent', async () => {
+    const started = await docker(['run', '-d', 'busybox', 'sh', '-c', 'echo up; sleep 1000']);
+    assert.equal(started.code, 0, `${started.stderr}\n${logs()}`);
+    const id = started.stdout.trim();
+    try {
+      await stop(daemon);
+      await startDaemon();
+      const afterDaemon = await docker(['exec', id, 'echo', 'still here']);
+      assert.equal(afterDaemon.stdout, 'still here\n', `${afterDaemon.stderr}\n${logs()}`);
+      // The agent goes away under a running daemon: the daemon connects again to the new one.
+      await stop(agent);
+      await startAgent();
+      const afterAgent = await eventually(async () => {
+        const r = await docker(['exec', id, 'echo', 'and here']);
+        return r.code === 0 ? r : undefined;
+      }, 20_000);
+      assert.equal(afterAgent?.stdout, 'and here\n');
+      assert.equal((await docker(['logs', id])).stdout, 'up\n');
+      const again = await docker(['run', '--rm', 'busybox', 'echo', 'again']);
+      assert.equal(again.stdout, 'again\n', `${again.stderr}\n${logs()}`);
+      // The exit of a container the daemon was waiting for when the agent restarted still reaches it.
+      assert.equal((await docker(['kill', id])).code, 0);
+      const state = await eventually(async () => {
+        const r = await docker(['inspect', '-f', '{{.State.Status}} {{.State.ExitCode}}', id]);
+        return r.stdout.trim() === 'exited 137' ? r.stdout.trim() : undefined;
+      }, 20_000);
+      assert.equal(state, 'exited 137');
     } finally {
       await docker(['rm', '-f', id]);
     }

@@ -2,7 +2,7 @@
  * The Host conformance suite (test/conformance/host.ts) against each implementation: the LinuxHost of this
  * machine, and the remote Host over the agent protocol to a `berthd agent` in a child process on a
  * temporary socket (its restart between the two halves of the recovery test is the agent's: a new process,
- * a new connection).
+ * a new connection), and the in-memory Host in the groups that need no kernel.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -10,6 +10,7 @@ import path from 'node:path';
 import { once } from 'node:events';
 import { createLinuxHost } from '../src/host/linux/index.js';
 import { createRemoteHost } from '../src/host/remote/index.js';
+import { createFakeHost } from '../src/host/fake/index.js';
 import type { Host } from '../src/host/host.js';
 import { hostConformance } from './conformance/host.js';
 import { BERTHD, eventually } from './harness.js';
@@ -67,4 +68,13 @@ hostConformance(
     cleanup: () => stopAgent(agent),
   },
   { skip },
+);
+
+hostConformance(
+  'in-memory Host',
+  {
+    create: async () => createFakeHost(),
+    release: (host) => host.close(),
+  },
+  { skip: existsSync('/bin/busybox') ? ['runtime', 'exec', 'files', 'stats', 'tools', 'recovery'] : 'needs /bin/busybox' },
 );

@@ -29,10 +29,7 @@ function groupId(group: string): number {
 
 function startSession(stream: Duplex, handler: CallHandler, hello: Record<string, unknown>): Session {
   const session = new Session(stream, { role: 'server', version: ENGINE_VERSION, handler, hello, types: HOST_TYPES });
-  session.ready.then(
-    (peer) => log.info('a daemon connected', { version: peer.version }),
-    () => {},
-  );
+  session.on('hello', (peer: { version: string }) => log.info('a daemon connected', { version: peer.version }));
   return session;
 }
 
@@ -94,7 +91,12 @@ export async function serveDevice(devicePath: string, handler: CallHandler, opts
         callback(err);
       },
     });
-    session = startSession(stream, handler, opts.hello ?? {});
+    const current = startSession(stream, handler, opts.hello ?? {});
+    session = current;
+    // Whatever ended it (the host went away, bytes that made no sense), the next session reads on.
+    current.once('close', () => {
+      if (!stopped && session === current) fresh();
+    });
   };
   fresh();
   const buffer = Buffer.allocUnsafe(64 * 1024);
@@ -109,7 +111,6 @@ export async function serveDevice(devicePath: string, handler: CallHandler, opts
       // The host went away (or the read failed): end this session, wait a little, and serve the next one.
       if (session?.peerHello) log.info('the daemon disconnected');
       session?.close();
-      fresh();
       await new Promise((resolve) => setTimeout(resolve, n < 0 ? 1000 : 250));
     }
   })();

@@ -8,7 +8,7 @@ import type { ClusterService } from '../engine/cluster/cluster.js';
 import type { ApiRequest, ApiResponse, Handler } from './http.js';
 import { boolParam, filterParam, stringParam } from './params.js';
 import type { Router } from './router.js';
-import type { LogRecord } from '../host/host.js';
+import type { LogRecord } from '../engine/containers/logs.js';
 import { parseTimestamp, rfc3339Nano } from '../util/json.js';
 import { frame, MEDIA_MULTIPLEXED } from './streams.js';
 

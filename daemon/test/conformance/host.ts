@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -289,6 +289,17 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await assert.rejects(failed);
     });
 
+    test('tools: a folder packed by the machine\'s tar unpacks into another', { skip: skipped('tools') }, async () => {
+      const from = path.join(box.dataRoot, `pack-${randomBytes(4).toString('hex')}`);
+      const to = `${from}-out`;
+      mkdirSync(path.join(from, 'sub'), { recursive: true });
+      mkdirSync(to);
+      writeFileSync(path.join(from, 'sub', 'file'), 'packed\n');
+      await host.tools.unpackInto(to, host.tools.packFolder(from));
+      assert.equal(readFileSync(path.join(to, 'sub', 'file'), 'utf8'), 'packed\n');
+      await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
+    });
+
     test('probe: the machine and its runtime', { skip: skipped('probe') }, async () => {
       const info = await host.probe.info();
       assert.equal(info.osType, 'linux');
@@ -297,10 +308,19 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       assert.equal(typeof host.probe.machineId, 'string');
       assert.ok(host.probe.rlimits.RLIMIT_NOFILE);
       assert.ok(Array.isArray(await host.probe.componentVersions()));
+      assert.equal(typeof host.probe.blkio.throttle, 'boolean');
+      const [nullDevice] = await host.probe.devices('/dev/null', '/dev/n');
+      assert.deepEqual([nullDevice.path, nullDevice.type, nullDevice.major, nullDevice.minor], ['/dev/n', 'c', 1, 3]);
+      assert.ok((await host.probe.allDevices()).some((d) => d.path === '/dev/null'));
+      await assert.rejects(host.probe.blockDevice('BlkioDeviceReadBps', '/dev/null'), /not a block device/);
+      assert.equal(await host.probe.pathExists('/dev/null'), true);
+      assert.equal(await host.probe.pathExists(path.join(box.dataRoot, 'no-such-path')), false);
+      assert.equal(typeof (await host.probe.etcFile('hosts')), 'string');
     });
 
     test('recovery: a container outlives its Host object and is found again', { skip: skipped('recovery') }, async () => {
       const { id, logPath } = await run(['sh', '-c', 'echo before; sleep 1000']);
+      for (let i = 0; i < 200 && logText(await readLog(logPath), 'stdout') !== 'before\n'; i++) await new Promise((r) => setTimeout(r, 25));
       await factory.release(host);
       host = await factory.create(box);
       assert.deepEqual(host.layers.lowerDirs([chainId]), lowerDirs);

@@ -7,7 +7,7 @@
  * manager can be reached.
  */
 import { log } from '../../util/log.js';
-import type { ClusterHost } from './host.js';
+import type { ClusterHost } from '../../host/cluster.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
 
 /** What the agent needs of the container engine. */

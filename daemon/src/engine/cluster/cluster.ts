@@ -7,19 +7,25 @@
  */
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { circuitBreaker, ConsecutiveBreaker, handleWhen } from 'cockatiel';
-import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
 import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from './host.js';
+import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, stateRank, swarmSpecDefaults, type Obj } from './types.js';
 import { DispatcherServer, WorkerSession, fetchRemoteCA, requestCertificate, requestJoin, type JoinAnswer } from './dispatcher.js';
+
+/**
+ * etcd's client (grpc-js and its protobufs) and cockatiel, loaded at the first connection to a swarm's store:
+ * they took a few hundred ms to load here, and a daemon outside a swarm never uses them.
+ */
+let etcdClient: Promise<[typeof import('etcd3'), typeof import('cockatiel')]> | undefined;
+const loadEtcdClient = () => (etcdClient ??= Promise.all([import('etcd3'), import('cockatiel')]));
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -328,18 +334,19 @@ export class ClusterService {
 
   private async connect(endpoints: string[], etcd: EtcdMember): Promise<ClusterStore> {
     void etcd;
-    const client = new Etcd3(this.clientOptions(endpoints));
+    const client = await this.client(endpoints);
     const store = new ClusterStore(client);
     await store.start();
     return store;
   }
 
   /**
-   * The etcd client's options: mutual TLS with the node's certificate, and a member that fails is left aside
-   * for a second only (the client's default of 5 s would stall a manager whose only member had a hiccup).
+   * An etcd client: mutual TLS with the node's certificate, and a member that fails is left aside for a second
+   * only (the client's default of 5 s would stall a manager whose only member had a hiccup).
    */
-  private clientOptions(endpoints: string[]): IOptions {
-    return {
+  private async client(endpoints: string[]): Promise<Etcd3> {
+    const [{ Etcd3, isRecoverableError }, { circuitBreaker, ConsecutiveBreaker, handleWhen }] = await loadEtcdClient();
+    const options: IOptions = {
       hosts: endpoints,
       credentials: { rootCertificate: Buffer.from(this.certs!.ca), privateKey: Buffer.from(this.certs!.key), certChain: Buffer.from(this.certs!.cert) },
       dialTimeout: 5000,
@@ -347,6 +354,7 @@ export class ClusterService {
         host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(5) }),
       },
     };
+    return new Etcd3(options);
   }
 
   /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
@@ -567,7 +575,7 @@ export class ClusterService {
 
   /** Waits until this node's etcd member is a voting member (the manager promotes it once it caught up). */
   private async waitPromoted(endpoints: string[], nodeId: string): Promise<void> {
-    const client = new Etcd3(this.clientOptions(endpoints));
+    const client = await this.client(endpoints);
     try {
       const deadline = Date.now() + 60_000;
       for (;;) {

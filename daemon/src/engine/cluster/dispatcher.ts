@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { AgentSource } from './agent.js';
-import type { ClusterHost, NodeCertificates } from './host.js';
+import type { ClusterHost, NodeCertificates } from '../../host/cluster.js';
 import type { NodeDescription } from './cluster.js';
 import { applyTaskStatus } from './cluster.js';
 import { key, type ClusterStore } from './store.js';

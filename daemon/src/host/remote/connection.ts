@@ -20,6 +20,9 @@ export function agentSocketPath(address: string): string {
   return address;
 }
 
+/** What calls on a closed connection give: a promise that never settles. */
+const STOPPED = new Promise<never>(() => {});
+
 export interface CallOptions {
   retry?: boolean;
   signal?: AbortSignal;
@@ -54,12 +57,22 @@ export class AgentConnection extends EventEmitter {
 
   async call(target: string, args: unknown[], opts: CallOptions = {}): Promise<unknown> {
     for (;;) {
-      const session = await this.session();
+      if (this.stopped) return STOPPED;
+      let session: Session;
+      try {
+        session = await this.session();
+      } catch (err) {
+        if (this.stopped) return STOPPED;
+        throw err;
+      }
       try {
         return await session.call(target, args, opts.signal);
       } catch (err) {
+        // Closed by this side (the daemon stops): as with a LinuxHost going away, what was pending stays so;
+        // a container being waited for has not ended.
+        if (this.stopped && session.closed) return STOPPED;
         // A failure of the connection, not of the call: an idempotent call is made again.
-        if (opts.retry && session.closed && !this.stopped && !opts.signal?.aborted) continue;
+        if (opts.retry && session.closed && !opts.signal?.aborted) continue;
         throw err;
       }
     }

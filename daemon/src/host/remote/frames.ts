@@ -81,6 +81,15 @@ export class FrameReader {
     this.buffered += chunk.length;
     if (!this.synced && !this.sync()) return;
     while (this.buffered >= HEADER_SIZE) {
+      // A new peer's magic where a frame would start (a serial port's next client): skipped, its hello follows.
+      const start = this.peek(Math.min(this.buffered, MAGIC.length));
+      if (start.subarray(0, 4).equals(MAGIC.subarray(0, 4))) {
+        if (this.buffered < MAGIC.length) return;
+        if (start.subarray(0, MAGIC.length).equals(MAGIC)) {
+          this.take(MAGIC.length);
+          continue;
+        }
+      }
       const head = this.peek(HEADER_SIZE);
       const length = head.readUInt32BE(5);
       if (length > MAX_PAYLOAD) throw new ProtocolError(`frame of ${length} bytes is larger than the protocol allows`);

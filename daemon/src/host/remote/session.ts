@@ -112,8 +112,8 @@ interface PendingCall {
   reject(err: Error): void;
 }
 
-const finalizer = new FinalizationRegistry<{ session: WeakRef<Session>; id: number }>(({ session, id }) => {
-  session.deref()?.release(id);
+const finalizer = new FinalizationRegistry<{ session: WeakRef<Session>; id: number; generation: number }>(({ session, id, generation }) => {
+  session.deref()?.release(id, generation);
 });
 
 export class Session extends EventEmitter {
@@ -126,6 +126,8 @@ export class Session extends EventEmitter {
   private nextId: number;
   private closedWith?: Error;
   private readonly self = new WeakRef(this);
+  /** Counts the peers a server session has served over one stream (a serial port outlives its clients). */
+  private generation = 0;
 
   private readonly pending = new Map<number, PendingCall>();
   private readonly incoming = new Map<number, AbortController>();
@@ -204,6 +206,13 @@ export class Session extends EventEmitter {
     if (this.closedWith) return;
     this.closedWith = err;
     this.rejectReady(err);
+    this.drop(err);
+    this.stream.destroy();
+    this.emit('close', err);
+  }
+
+  /** Lets go of everything the session holds for its peer: calls, streams, callbacks, signals, flags. */
+  private drop(err: Error): void {
     for (const call of [...this.pending.values()]) call.reject(err);
     this.pending.clear();
     for (const controller of this.incoming.values()) controller.abort(err);
@@ -218,12 +227,12 @@ export class Session extends EventEmitter {
     this.remoteSignals.clear();
     for (const timer of this.flags.values()) clearInterval(timer);
     this.flags.clear();
-    this.stream.destroy();
-    this.emit('close', err);
+    this.remoteFlags.clear();
   }
 
   /** Called when a proxy of the peer's function, signal or flag was collected. */
-  release(id: number): void {
+  release(id: number, generation: number): void {
+    if (generation !== this.generation) return;
     this.remoteSignals.delete(id);
     this.remoteFlags.delete(id);
     if (!this.closedWith) this.send(id, Kind.Release);
@@ -307,8 +316,14 @@ export class Session extends EventEmitter {
         return;
       }
       case Kind.Hello:
-        // A second hello: the peer restarted its side without a new connection (a serial port): start over.
-        return this.close(new Unavailable('the agent started a new session'));
+        // A second hello on the same stream: on a serial port, a new daemon came while the old one's end went
+        // unnoticed. The server starts over with it; a client has no reason to see one.
+        if (this.opts.role === 'client') return this.close(new ProtocolError('the agent said hello twice'));
+        this.generation++;
+        this.drop(new Unavailable('another daemon connected'));
+        this.peer = undefined;
+        this.nextId = 2;
+        return this.onHello(payload);
       default:
         return this.close(new ProtocolError(`unknown frame kind ${kind}`));
     }
@@ -343,6 +358,7 @@ export class Session extends EventEmitter {
     this.peer = hello;
     this.sendHello({ session: hello.session });
     this.resolveReady(hello);
+    this.emit('hello', hello);
   }
 
   private sendHello(fields: Record<string, unknown>): void {
@@ -780,7 +796,7 @@ export class Session extends EventEmitter {
       case 'h': {
         const copy = this.dec(tagged.v) as object;
         Object.defineProperty(copy, HANDLE, { value: tagged.id, enumerable: false });
-        finalizer.register(copy, { session: this.self, id: tagged.id as number });
+        finalizer.register(copy, { session: this.self, id: tagged.id as number, generation: this.generation });
         return copy;
       }
       case 'hr': {
@@ -801,7 +817,7 @@ export class Session extends EventEmitter {
       case 'f': {
         const id = tagged.id as number;
         const proxy = (...args: unknown[]) => this.call(id, args);
-        finalizer.register(proxy, { session: this.self, id });
+        finalizer.register(proxy, { session: this.self, id, generation: this.generation });
         return proxy;
       }
       case 's': {
@@ -810,7 +826,7 @@ export class Session extends EventEmitter {
         const id = tagged.id as number;
         if (this.closedWith) controller.abort(this.closedWith);
         else this.remoteSignals.set(id, controller);
-        finalizer.register(controller.signal, { session: this.self, id });
+        finalizer.register(controller.signal, { session: this.self, id, generation: this.generation });
         return controller.signal;
       }
       case 'p': {
@@ -819,7 +835,7 @@ export class Session extends EventEmitter {
         const state = { value: false };
         this.remoteFlags.set(id, state);
         const predicate = () => state.value;
-        finalizer.register(predicate, { session: this.self, id });
+        finalizer.register(predicate, { session: this.self, id, generation: this.generation });
         return predicate;
       }
       case 'r':

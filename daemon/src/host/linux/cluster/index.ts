@@ -6,7 +6,7 @@
 import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ClusterHost, EtcdMember, EtcdMemberOptions, NodeCertificates, NodeState } from '../../../engine/cluster/host.js';
+import type { ClusterHost, EtcdMember, EtcdMemberOptions, NodeCertificates, NodeState } from '../../cluster.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
 import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
