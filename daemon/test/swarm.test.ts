@@ -213,7 +213,9 @@ describe('swarm mode on one manager', () => {
       return old.length >= 2 && old.every((h) => h.Status.State === 'shutdown') ? list : undefined;
     }, 20_000, 200))!;
     for (const t of started!) {
-      const ran = Date.parse((history.find((h) => h.ID === t.ID) ?? (t as Past)).Status.Timestamp);
+      // When the new task's container started (its status's time may move with later reports).
+      const container = (await engine.request('GET', `/containers/${t.Status.ContainerStatus!.ContainerID}/json`)).json();
+      const ran = Date.parse(container.State.StartedAt);
       const old = history.filter((h) => h.Slot === t.Slot && isOld(h) && h.DesiredState === 'shutdown');
       assert.ok(old.length > 0, `slot ${t.Slot}: no old task`);
       assert.ok(old.some((h) => ran <= Date.parse(h.Status.Timestamp)), `slot ${t.Slot}: the old task stopped before the new one ran`);
