@@ -209,6 +209,21 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   };
 }
 
+/**
+ * The daemon started whole, for embedders (the Electron shell, through daemon.ts): resolves once it has
+ * restored its state, and fails (releasing what it took) when it cannot start.
+ */
+export async function startDaemonReady(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
+  const daemon = await startDaemon(opts, givenHost);
+  try {
+    await daemon.ready;
+  } catch (err) {
+    await daemon.shutdown().catch(() => undefined);
+    throw err;
+  }
+  return daemon;
+}
+
 /** `--ui`: the renderer served to a browser, through the engine's own socket. */
 async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseListenAddress>[], closers: Array<() => Promise<void> | void>, engineToken: string): Promise<void> {
   // Loaded only when asked for: the UI server and its websocket module stay out of a headless daemon.

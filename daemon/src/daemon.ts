@@ -6,7 +6,6 @@
 import { promises as fs } from 'node:fs';
 import type http from 'node:http';
 import type { Router } from './api/router.js';
-import { startDaemon as bootDaemon, type Daemon } from './boot.js';
 import { EventBus } from './engine/events.js';
 import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
@@ -99,23 +98,8 @@ export interface DaemonOptions {
   agent?: string;
 }
 
-export { UI_LOGIN_FILE, type Daemon } from './boot.js';
-
-/**
- * The daemon started whole, for embedders (the Electron shell): on `host` (by default the Host of this machine,
- * built from the options; the daemon closes it when it shuts down). Resolves once it has restored its state,
- * and fails (releasing what it took) when it cannot start. berthd's own command line serves earlier (boot.ts).
- */
-export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promise<Daemon> {
-  const daemon = await bootDaemon(opts, givenHost);
-  try {
-    await daemon.ready;
-  } catch (err) {
-    await daemon.shutdown().catch(() => undefined);
-    throw err;
-  }
-  return daemon;
-}
+// The daemon started whole, for embedders (the Electron shell), as boot.ts's startDaemonReady.
+export { startDaemonReady as startDaemon, UI_LOGIN_FILE, type Daemon } from './boot.js';
 
 /** What boot.ts gives the composition: the router it serves, the auth store it reads, and the closers to fill. */
 export interface CompositionParts {
@@ -209,12 +193,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
   // the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({
-    dataRoot: opts.dataRoot,
-    execRoot: opts.execRoot,
-    runtimePath: host.probe.runtimePath,
-    events,
-  });
+  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
   const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   closers.push(() => pluginManager.close());
@@ -364,8 +343,10 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     prune: async (o) => (await loadBuilder()).prune(o),
   };
   registerBuildRoutes(router, { builder, commits });
-  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known.
+  // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known
+  // (cluster.restore, with the rest of the state below).
   const cluster = new ClusterService({
+    // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     containers: taskContainers(containers, events),
     events,
@@ -374,7 +355,6 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
       return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };
     },
   });
-  await cluster.restore();
   closers.push(() => cluster.close());
   registerSwarmRoutes(router, cluster, (id, o) => {
     const record = containers.store.find(id);
@@ -432,7 +412,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The state, restored once everything is wired (routes marked beforeReady, such as /version, serve
   // meanwhile): the default bridge, the images' layers, the managed plugins (enabled ones started), the volumes,
   // then the containers reconciled with what runs (reattached, exit codes of those that ended, crash leftovers,
-  // restart policies applied), their sandboxes' policies, volume mounts and health checks.
+  // restart policies applied), their sandboxes' policies, volume mounts and health checks. Whatever else is
+  // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
   await pluginManager.init();
@@ -441,6 +422,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   await sandboxes.recover();
   await volumes.recover();
   health.recover();
+  await cluster.restore();
 
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();

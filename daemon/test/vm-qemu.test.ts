@@ -17,6 +17,7 @@ import net from 'node:net';
 import { ClockKeeper } from '../src/vm/clock.js';
 import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
+import { PublishedPorts } from '../src/vm/ports.js';
 import { QemuDriver } from '../src/vm/qemu.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
@@ -66,6 +67,32 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => srv.close(resolve));
   return port;
 }
+
+/** GET /index.html on the host's loopback. */
+function getPage(port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const req = http.get({ host: '127.0.0.1', port, path: '/index.html', timeout: 10_000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+/** Waits (2 minutes at most) for the page a busybox httpd container serves to answer on the host port. */
+async function servedOn(port: number): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  let body = '';
+  while (body !== 'served\n') {
+    body = await getPage(port).catch((err: Error) => err.message);
+    assert.ok(body === 'served\n' || Date.now() < deadline, `no answer on the host's port ${port}: ${body}`);
+    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+const HTTPD = ['busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'];
 
 /**
  * One VM for the tests of the line handshake and of the guest's own engine (a boot under TCG costs tens of
@@ -173,29 +200,13 @@ test('the guest runs containers: the docker CLI against the guest\'s own engine,
   assert.equal(await fs.readFile(path.join(share, 'out.txt'), 'utf8'), 'written in the guest\n');
 
   // A published port of the guest reached from the host's loopback: forwarded while the VM runs.
-  const web = await docker(['run', '-d', '-p', '8080:80', 'busybox', 'sh', '-c', 'mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 80 -h /www'], 300_000);
+  const web = await docker(['run', '-d', '-p', '8080:80', ...HTTPD], 300_000);
   assert.equal(web.code, 0, web.stderr);
   const hostPort = await freePort();
   await driver.forwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
-  const get = () =>
-    new Promise<string>((resolve, reject) => {
-      const req = http.get({ host: '127.0.0.1', port: hostPort, path: '/index.html', timeout: 10_000 }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      });
-      req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('error', reject);
-    });
-  const webDeadline = Date.now() + 120_000;
-  let body = '';
-  while (body !== 'served\n') {
-    body = await get().catch((err: Error) => err.message);
-    assert.ok(body === 'served\n' || Date.now() < webDeadline, `no answer on the forwarded port: ${body}`);
-    if (body !== 'served\n') await new Promise((r) => setTimeout(r, 1000));
-  }
+  await servedOn(hostPort);
   await driver.unforwardPort({ protocol: 'tcp', hostPort, guestPort: 8080 });
-  await assert.rejects(get(), /ECONNREFUSED|ECONNRESET|socket hang up/);
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
   await docker(['rm', '-f', web.stdout.trim()], 120_000);
 
   // Power off from inside: QEMU exits (-no-reboot) and the driver sees it stopped.
@@ -219,21 +230,33 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>)', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs, exec, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
   const src = path.join(root, 'src');
   await fs.mkdir(src);
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
-  // The host folder at the same path in the guest, as a bind mount's source names it.
+  // The host folder at the same path in the guest, as a bind mount's source names it; so is the daemon's
+  // root, whose folders (a container's) the remote Host names by their host paths.
+  const engineArgs: string[] = []; // the agent's address, known once the VM runs
+  const engine = new Engine({ args: engineArgs });
   const driver = new QemuDriver(
-    { name: 'agent', stateDir: path.join(root, 'vm'), image: img, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: src, guestPath: src }] },
+    {
+      name: 'agent',
+      stateDir: path.join(root, 'vm'),
+      image: img,
+      resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
+      shares: [
+        { hostPath: src, guestPath: src },
+        { hostPath: engine.root, guestPath: engine.root },
+      ],
+    },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
-  const engine = new Engine({ args: ['--agent', status.agentEndpoint!] });
+  engineArgs.push('--agent', status.agentEndpoint!);
   cleanups.push(() => engine.cleanup());
   await engine.start();
   const archive = path.join(root, 'busybox.tar');
@@ -244,4 +267,42 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
   assert.equal(rw, 'from the host\n');
   assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+
+  // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
+  // runs, and no longer once it is gone.
+  const ports = new PublishedPorts(engine.socket, driver);
+  const stopWatch = ports.watch();
+  cleanups.push(async () => stopWatch());
+  const hostPort = await freePort();
+  const id = (await engine.dockerOk(['run', '-d', '-p', `${hostPort}:80`, ...HTTPD], { timeoutMs: 300_000 })).trim();
+  await servedOn(hostPort);
+  await engine.dockerOk(['rm', '-f', id], { timeoutMs: 120_000 });
+  const deadline = Date.now() + 60_000;
+  while (ports.forwards.length > 0) {
+    assert.ok(Date.now() < deadline, `forwards left after the container went: ${JSON.stringify(ports.forwards)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  await assert.rejects(getPage(hostPort), /ECONNREFUSED|ECONNRESET|socket hang up/);
+
+  // logs, exec, cp both ways, and a build whose context is on the host.
+  await engine.dockerOk(['run', '-d', '--name', 'app', 'busybox', 'sh', '-c', 'echo started; exec sleep 600'], { timeoutMs: 300_000 });
+  let logs = await engine.docker(['logs', 'app']);
+  for (const end = Date.now() + 60_000; !/started/.test(logs.stdout) && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 500));
+    logs = await engine.docker(['logs', 'app']);
+  }
+  assert.match(logs.stdout, /started/, `docker logs: ${JSON.stringify(logs)}; ps: ${(await engine.docker(['ps', '-a'])).stdout}`);
+  assert.equal(await engine.dockerOk(['exec', 'app', 'echo', 'inside'], { timeoutMs: 120_000 }), 'inside\n');
+  await engine.dockerOk(['cp', path.join(src, 'in.txt'), 'app:/tmp/copied.txt'], { timeoutMs: 120_000 });
+  assert.equal(await engine.dockerOk(['exec', 'app', 'cat', '/tmp/copied.txt'], { timeoutMs: 120_000 }), 'from the host\n');
+  await engine.dockerOk(['cp', 'app:/tmp/copied.txt', path.join(root, 'back.txt')], { timeoutMs: 120_000 });
+  assert.equal(await fs.readFile(path.join(root, 'back.txt'), 'utf8'), 'from the host\n');
+  await engine.dockerOk(['rm', '-f', 'app'], { timeoutMs: 120_000 });
+  const context = path.join(root, 'context');
+  await fs.mkdir(context);
+  await fs.writeFile(path.join(context, 'hello.txt'), 'built from the host\n');
+  await fs.writeFile(path.join(context, 'Dockerfile'), 'FROM busybox\nCOPY hello.txt /hello.txt\nRUN cat /hello.txt > /copy.txt\n');
+  const built = await engine.docker(['build', '-t', 'vmbuilt', context], { timeoutMs: 600_000, env: { DOCKER_BUILDKIT: '0' } });
+  assert.equal(built.code, 0, built.stderr + built.stdout);
+  assert.equal(await engine.dockerOk(['run', '--rm', 'vmbuilt', 'cat', '/copy.txt'], { timeoutMs: 300_000 }), 'built from the host\n');
 });

@@ -124,17 +124,22 @@ function swarmHeader(status: SwarmStatus): string {
   return status.ControlAvailable ? 'active/manager' : 'active/worker';
 }
 
+/** The swarm state the ping routes of each router report: the engine's, once registerSystemRoutes has it. */
+const pingSwarm = new WeakMap<Router, () => SwarmStatus>();
+
 /**
  * GET and HEAD /_ping. They need nothing of the engine's state, and are served while it is being restored
- * (a client's first request answers as soon as the daemon listens).
+ * (a client's first request answers as soon as the daemon listens); their Swarm header follows the swarm
+ * state given to registerSystemRoutes later (inactive until then).
  */
-export function registerPingRoutes(router: Router, swarm: () => SwarmStatus = () => INACTIVE_SWARM): void {
+export function registerPingRoutes(router: Router): void {
   const ping = (req: ApiRequest, res: ApiResponse) => {
+    const swarm = pingSwarm.get(router);
     const headers: Record<string, string | number> = {
       'Api-Version': MAX_API_VERSION,
       'Builder-Version': '1',
       'Docker-Experimental': 'false',
-      Swarm: swarmHeader(swarm()),
+      Swarm: swarmHeader(swarm ? swarm() : INACTIVE_SWARM),
       'Cache-Control': 'no-cache, no-store, must-revalidate',
       Pragma: 'no-cache',
     };
@@ -152,6 +157,7 @@ export function registerPingRoutes(router: Router, swarm: () => SwarmStatus = ()
 /** GET /version, GET /info and GET /system/df (the ping routes are registered apart: registerPingRoutes). */
 export function registerSystemRoutes(router: Router, deps: SystemDeps): void {
   const swarm = () => (deps.swarm ? deps.swarm() : INACTIVE_SWARM);
+  pingSwarm.set(router, swarm);
 
   // The version needs nothing of the state the engine restores at start: it is served meanwhile.
   router.get(

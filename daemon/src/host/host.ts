@@ -23,6 +23,7 @@ import type { StatsHost } from './stats.js';
 import type { ToolsHost } from './tools.js';
 import type { VolumeHost } from './volumes.js';
 
+export * from './cluster.js';
 export * from './exec.js';
 export * from './files.js';
 export * from './layers.js';

@@ -70,8 +70,8 @@ export interface ComponentVersion {
 }
 
 /**
- * The facts of the machine containers run on. The properties are read once when the Host is built (a remote
- * Host reads them when it connects); the methods read what may change.
+ * The facts of the machine containers run on. The properties do not change while the daemon runs: each is
+ * read once (host/linux at its first use; a remote Host when it connects); the methods read what may change.
  */
 export interface ProbeHost {
   /** The OCI runtime containers run with: the one asked for, unless it cannot work here. */

@@ -4,10 +4,12 @@
  *
  *   node daemon/dist/src/vm/cli.js run|print [--driver qemu|vfkit|wsl2] [--image DIR] [--state DIR]
  *       [--cpus N] [--memory MiB] [--disk GiB] [--share HOST[:GUEST][:ro]]... [--accel kvm|hvf|whpx|tcg]
+ *       [--engine-socket PATH]
  *
  * --image is a folder made by scripts/build-guest-image.sh (default: the newest image of the host's
  * architecture in the cache); --state holds the data disk and the sockets (default ~/.berth/vm). With `run`,
- * the daemon goes in another terminal: `berthd --agent <endpoint>` as printed.
+ * the daemon goes in another terminal: `berthd --agent <endpoint>` as printed; with --engine-socket (that
+ * daemon's socket), the containers' published ports are forwarded from the host's loopback (vm/ports.ts).
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -16,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEFAULT_RESOURCES, type GuestArch, type GuestImage, type Share, type VmConfig, type VmDriver } from './driver.js';
 import { defaultCacheDir } from './guest/image.js';
+import { PublishedPorts } from './ports.js';
 import { QemuDriver, qemuCommand, type QemuAccel } from './qemu.js';
 import { VfkitDriver, vfkitCommand } from './vfkit.js';
 import { Wsl2Driver, wslCommands } from './wsl.js';
@@ -67,6 +70,7 @@ export async function main(argv: string[]): Promise<number> {
       share: { type: 'string', multiple: true },
       accel: { type: 'string' },
       name: { type: 'string' },
+      'engine-socket': { type: 'string' },
     },
   });
   const verb = positionals[0];
@@ -114,17 +118,28 @@ export async function main(argv: string[]): Promise<number> {
   const status = await driver.start();
   process.stdout.write(`VM running (${driver.kind}, pid ${status.pid ?? '?'}); console: ${status.consoleLog ?? '-'}\n`);
   process.stdout.write(`start the daemon with: berthd --agent ${status.agentEndpoint}\n`);
+  let stopPorts = () => {};
+  const engineSocket = values['engine-socket'];
+  if (engineSocket) {
+    if (!driver.forwardPort || !driver.unforwardPort) throw new Error(`the ${driver.kind} driver cannot forward ports (the agent's streams carry them)`);
+    const ports = new PublishedPorts(engineSocket, { forwardPort: driver.forwardPort.bind(driver), unforwardPort: driver.unforwardPort.bind(driver) }, (err) =>
+      process.stderr.write(`vm: published ports: ${err instanceof Error ? err.message : String(err)}\n`),
+    );
+    stopPorts = ports.watch();
+  }
   await new Promise<void>((resolve) => {
     const watch = setInterval(() => {
       void driver.status().then((s) => {
         if (s.state === 'stopped') {
           clearInterval(watch);
+          stopPorts();
           resolve();
         }
       });
     }, 2000);
     const stop = () => {
       clearInterval(watch);
+      stopPorts();
       void driver.stop().finally(resolve);
     };
     process.once('SIGINT', stop);

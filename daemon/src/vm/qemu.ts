@@ -116,9 +116,7 @@ export function qemuCommand(config: VmConfig, opts: QemuOptions = {}): QemuComma
   if (arch === 'amd64') {
     args.push('-machine', 'q35');
   } else {
-    // HVF on Apple silicon has no GICv3 emulation in older QEMUs, and the virt machine's highmem needs a
-    // 40-bit address space the M1 lacks: keep to the defaults that boot everywhere.
-    args.push('-machine', accel === 'hvf' ? 'virt,highmem=off' : 'virt');
+    args.push('-machine', 'virt');
   }
   if (accel === 'tcg') args.push('-accel', 'tcg,thread=multi');
   else if (accel === 'whpx') args.push('-accel', 'whpx,kernel-irqchip=off');

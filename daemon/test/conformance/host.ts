@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -289,6 +289,17 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await assert.rejects(failed);
     });
 
+    test('tools: a folder packed by the machine\'s tar unpacks into another', { skip: skipped('tools') }, async () => {
+      const from = path.join(box.dataRoot, `pack-${randomBytes(4).toString('hex')}`);
+      const to = `${from}-out`;
+      mkdirSync(path.join(from, 'sub'), { recursive: true });
+      mkdirSync(to);
+      writeFileSync(path.join(from, 'sub', 'file'), 'packed\n');
+      await host.tools.unpackInto(to, host.tools.packFolder(from));
+      assert.equal(readFileSync(path.join(to, 'sub', 'file'), 'utf8'), 'packed\n');
+      await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
+    });
+
     test('probe: the machine and its runtime', { skip: skipped('probe') }, async () => {
       const info = await host.probe.info();
       assert.equal(info.osType, 'linux');
@@ -297,6 +308,19 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       assert.equal(typeof host.probe.machineId, 'string');
       assert.ok(host.probe.rlimits.RLIMIT_NOFILE);
       assert.ok(Array.isArray(await host.probe.componentVersions()));
+      assert.equal(typeof host.probe.blkio.throttle, 'boolean');
+      // The machine's devices: /dev/null where it has one (at the container's path), else Docker's message.
+      const devices = await host.probe.allDevices();
+      assert.ok(Array.isArray(devices));
+      if (devices.some((d) => d.path === '/dev/null')) {
+        const [nullDevice] = await host.probe.devices('/dev/null', '/dev/n');
+        assert.deepEqual([nullDevice.path, nullDevice.type, nullDevice.major, nullDevice.minor], ['/dev/n', 'c', 1, 3]);
+        await assert.rejects(host.probe.blockDevice('BlkioDeviceReadBps', '/dev/null'), /BlkioDeviceReadBps: .*not a block device/);
+      }
+      const missing = path.join(box.dataRoot, 'no-such-path');
+      await assert.rejects(host.probe.devices(missing, '/dev/x'), new RegExp(`error gathering device information while adding custom device "${missing}"`));
+      assert.equal(await host.probe.pathExists(missing), false);
+      assert.ok(['string', 'undefined'].includes(typeof (await host.probe.etcFile('hosts'))));
     });
 
     test('recovery: a container outlives its Host object and is found again', { skip: skipped('recovery') }, async () => {

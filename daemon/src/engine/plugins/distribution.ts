@@ -3,12 +3,12 @@
  * plugin config media type, in a Docker schema 2 manifest), the privileges a remote plugin asks for, and
  * pull (the manifest, its plugin config and layers, every digest checked, unpacked into a new plugin).
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
-import { EngineError, InvalidParameter } from '../../errors.js';
+import { EngineError, InvalidParameter, ToolFailure } from '../../errors.js';
+import type { ToolsHost } from '../../host/host.js';
 import { parseReference, type Reference } from '../reference.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient, Repository } from '../images/registry/client.js';
@@ -74,23 +74,24 @@ export async function pushPlugin(
   config: PluginConfig,
   auth: AuthConfig | undefined,
   emit: Emit,
+  tools: PluginTools,
   signal?: AbortSignal,
 ): Promise<void> {
   const ref = parseReference(name);
   const tag = tagOf(ref);
   emit({ status: `The push refers to repository [${ref.name}]` });
   const repo = await registry.repository(ref.domain, ref.path, auth, ['pull', 'push'], signal);
-  // The layer: the root as a tar, hashed before (its diff id) and after gzip (its digest), streamed up.
-  const tar = spawn('tar', ['-c', '-C', rootfs, '--numeric-owner', '.'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const tarError: Buffer[] = [];
-  tar.stderr!.on('data', (c: Buffer) => tarError.push(c));
+  // The layer: the root as a tar (the Host's tar), hashed before (its diff id) and after gzip (its digest), streamed up.
   const raw = new Digester();
   const packed = new Digester();
   const body = new PassThrough();
-  const packing = pipeline(tar.stdout!, raw, createGzip(), packed, body);
-  const tarDone = new Promise<number>((resolve) => tar.once('exit', (code) => resolve(code ?? 1)));
-  await Promise.all([repo.uploadBlob(body, () => packed.digest), packing]);
-  if ((await tarDone) !== 0) throw new EngineError(`packing the plugin's root: ${Buffer.concat(tarError).toString().trim()}`);
+  const packing = pipeline(tools.packFolder(rootfs, signal), raw, createGzip(), packed, body);
+  try {
+    await Promise.all([repo.uploadBlob(body, () => packed.digest), packing]);
+  } catch (err) {
+    if (err instanceof ToolFailure) throw new EngineError(`packing the plugin's root: ${err.failure.detail}`, { cause: err });
+    throw err;
+  }
   emit({ status: 'Pushed', id: packed.digest.slice(7, 19) });
   const configBytes = Buffer.from(JSON.stringify({ ...config, rootfs: { type: 'layers', diff_ids: [raw.digest] } }));
   const configDigest = sha256(configBytes);
@@ -149,20 +150,28 @@ export async function fetchPlugin(registry: RegistryClient, remote: string, auth
   return { repo, ref, config, layers, digest };
 }
 
+/** What plugins need of the Host's tools: a folder packed as a tar, and a tar unpacked into a folder. */
+export type PluginTools = Pick<ToolsHost, 'packFolder' | 'unpackInto'>;
+
 /** Unpacks the fetched plugin's layers (digests checked) into `rootfs`. */
-export async function unpackLayers(fetched: Fetched, rootfs: string, emit: Emit): Promise<void> {
+export async function unpackLayers(fetched: Fetched, rootfs: string, emit: Emit, tools: PluginTools): Promise<void> {
   for (const layer of fetched.layers) {
     if (!/^sha256:[0-9a-f]{64}$/.test(layer.digest)) throw new EngineError(`invalid layer digest ${layer.digest}`);
     emit({ status: 'Downloading', id: layer.digest.slice(7, 19) });
     const blob: Readable = await fetched.repo.openBlob(layer.digest);
     const check = new Digester();
     const gzip = !layer.mediaType.endsWith('.tar') && !layer.mediaType.endsWith('tar');
-    const tar = spawn('tar', ['-x', '-C', rootfs, '-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
-    const tarError: Buffer[] = [];
-    tar.stderr!.on('data', (c: Buffer) => tarError.push(c));
-    const tarDone = new Promise<number>((resolve) => tar.once('exit', (code) => resolve(code ?? 1)));
-    await (gzip ? pipeline(blob, check, createGunzip(), tar.stdin!) : pipeline(blob, check, tar.stdin!));
-    if ((await tarDone) !== 0) throw new EngineError(`unpacking layer ${layer.digest}: ${Buffer.concat(tarError).toString().trim()}`);
+    const tar = new PassThrough();
+    const feeding = gzip ? pipeline(blob, check, createGunzip(), tar) : pipeline(blob, check, tar);
+    feeding.catch(() => undefined);
+    try {
+      await Promise.all([feeding, tools.unpackInto(rootfs, tar)]);
+    } catch (err) {
+      blob.destroy();
+      tar.destroy();
+      if (err instanceof ToolFailure) throw new EngineError(`unpacking layer ${layer.digest}: ${err.failure.detail}`, { cause: err });
+      throw err;
+    }
     if (check.digest !== layer.digest) throw new EngineError(`layer ${layer.digest} does not match its digest (got ${check.digest})`);
     emit({ status: 'Download complete', id: layer.digest.slice(7, 19) });
   }

@@ -15,14 +15,14 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
-import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
+import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound, ToolFailure } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient } from '../images/registry/client.js';
 import { PluginClient } from './client.js';
 import { checkConfig, NAME, normalizePluginName, settingsFrom, typeImplements, type PluginConfig, type PluginRecord } from './config.js';
-import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type Privilege } from './distribution.js';
-import { pluginSpec } from './spec.js';
+import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type PluginTools, type Privilege } from './distribution.js';
+import { pluginSpec, type PluginDevices } from './spec.js';
 
 export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv, type PluginRecord } from './config.js';
 
@@ -32,6 +32,10 @@ export interface PluginManagerOptions {
   /** The OCI runtime binary (crun or runc). */
   runtimePath: string;
   events: EventBus;
+  /** The Host's tar: plugin roots packed for a push, plugin contexts and layers unpacked. */
+  tools: PluginTools;
+  /** The machine's device nodes (a plugin's Devices setting). */
+  probe: PluginDevices;
 }
 
 class Running {
@@ -127,7 +131,7 @@ export class PluginManager {
     const staging = path.join(this.root, `tmp-${id}`);
     await fs.mkdir(staging, { recursive: true, mode: 0o700 });
     try {
-      await extractTar(tar, staging);
+      await extractTar(tar, staging, this.opts.tools);
       const text = await fs.readFile(path.join(staging, 'config.json'), 'utf8').catch(() => undefined);
       if (text === undefined) throw new InvalidParameter('the plugin context holds no config.json');
       let raw: unknown;
@@ -187,7 +191,7 @@ export class PluginManager {
     const staging = path.join(this.root, `tmp-${id}`);
     await fs.mkdir(path.join(staging, 'rootfs'), { recursive: true, mode: 0o700 });
     try {
-      await unpackLayers(fetched, path.join(staging, 'rootfs'), emit);
+      await unpackLayers(fetched, path.join(staging, 'rootfs'), emit, this.opts.tools);
       if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
       await fs.rename(staging, this.dir(id));
       const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: normalizePluginName(remote), Config: config };
@@ -209,7 +213,7 @@ export class PluginManager {
   async push(ref: string, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<void> {
     const p = this.get(ref);
     const { rootfs: _rootfs, ...config } = p.Config as PluginConfig & { rootfs?: unknown };
-    await pushPlugin(this.needRegistry(), p.Name, path.join(this.dir(p.Id), 'rootfs'), config as PluginConfig, auth, emit, signal);
+    await pushPlugin(this.needRegistry(), p.Name, path.join(this.dir(p.Id), 'rootfs'), config as PluginConfig, auth, emit, this.opts.tools, signal);
     this.opts.events.publish('plugin', 'push', p.Id, { name: p.Name });
   }
 
@@ -303,7 +307,7 @@ export class PluginManager {
     await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
     if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
     await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
-    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }));
+    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }, this.opts.probe));
     await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
     const logFile = path.join(this.dir(p.Id), 'plugin.log');
     const out = await fs.open(logFile, 'a');
@@ -381,14 +385,10 @@ function canConnect(socket: string): Promise<boolean> {
   });
 }
 
-/** Unpacks a tar stream into `dir` with the system's tar (which refuses members that leave the folder). */
-async function extractTar(tar: Readable, dir: string): Promise<void> {
-  const child = spawn('tar', ['-x', '-C', dir, '-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
-  const stderr: Buffer[] = [];
-  child.stderr!.on('data', (c: Buffer) => stderr.push(c));
-  const done = new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? 1)));
-  await pipeline(tar, child.stdin!).catch(() => undefined);
-  const code = await done;
-  if (code !== 0) throw new InvalidParameter(`the plugin context is not a valid tar: ${Buffer.concat(stderr).toString().trim()}`);
+/** Unpacks a tar stream into `dir` with the Host's tar (which refuses members that leave the folder). */
+async function extractTar(tar: Readable, dir: string, tools: PluginTools): Promise<void> {
+  await tools.unpackInto(dir, tar).catch((err: unknown) => {
+    throw new InvalidParameter(`the plugin context is not a valid tar: ${err instanceof ToolFailure ? err.failure.detail : errorMessage(err)}`, { cause: err });
+  });
 }
 

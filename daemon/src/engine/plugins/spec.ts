@@ -1,31 +1,34 @@
 /** The OCI runtime spec a managed plugin runs with (see manager.ts). */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { InvalidParameter } from '../../errors.js';
+import type { ProbeHost } from '../../host/host.js';
 import type { PluginConfig, PluginRecord } from './config.js';
 
 /** Where plugins listen inside their root: their binaries expect this path. */
 export const PLUGIN_SOCKET_DIR_IN_PLUGIN = '/run/docker/plugins';
 const DEFAULT_CAPS = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FSETID', 'CAP_FOWNER', 'CAP_MKNOD', 'CAP_NET_RAW', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETFCAP', 'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_KILL', 'CAP_AUDIT_WRITE'];
 
-/** The OCI device entries and cgroup rules of the plugin's devices (host nodes, as they are). */
-async function devicesOf(paths: string[]): Promise<{ devices: object[]; rules: object[] }> {
+/** What a plugin's spec needs of the Host's probe: the machine's device nodes. */
+export type PluginDevices = Pick<ProbeHost, 'devices'>;
+
+/** The OCI device entries and cgroup rules of the plugin's devices (the machine's nodes, as they are). */
+async function devicesOf(paths: string[], probe: PluginDevices): Promise<{ devices: object[]; rules: object[] }> {
   const devices: object[] = [];
   const rules: object[] = [];
   for (const p of paths) {
-    const st = await fs.stat(p).catch(() => undefined);
-    if (!st || !(st.isCharacterDevice() || st.isBlockDevice())) throw new InvalidParameter(`plugin device ${p}: not a device node on this host`);
-    const type = st.isCharacterDevice() ? 'c' : 'b';
-    const major = Math.floor(st.rdev / 256) & 0xfff;
-    const minor = (st.rdev & 0xff) | ((st.rdev >> 12) & 0xfff00);
-    devices.push({ path: p, type, major, minor, fileMode: st.mode & 0o777, uid: st.uid, gid: st.gid });
+    const found = await probe.devices(p, p).catch(() => []);
+    // One node at the path itself (a folder of nodes is no device).
+    const node = found.length === 1 && found[0].path === p ? found[0] : undefined;
+    if (!node) throw new InvalidParameter(`plugin device ${p}: not a device node on this host`);
+    const { type, major, minor } = node;
+    devices.push({ path: p, type, major, minor, fileMode: node.fileMode & 0o777, uid: node.uid, gid: node.gid });
     rules.push({ allow: true, type, major, minor, access: 'rwm' });
   }
   return { devices, rules };
 }
 
 /** The spec of plugin `p`, whose folder is `dirs.plugin` and whose sockets go to `dirs.sockets` on the host. */
-export async function pluginSpec(p: PluginRecord, dirs: { plugin: string; sockets: string }): Promise<object> {
+export async function pluginSpec(p: PluginRecord, dirs: { plugin: string; sockets: string }, probe: PluginDevices): Promise<object> {
   const config = p.Config;
   const caps = [...new Set([...DEFAULT_CAPS, ...(config.Linux?.Capabilities ?? [])])];
   const env = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...p.Settings.Env];
@@ -50,7 +53,7 @@ export async function pluginSpec(p: PluginRecord, dirs: { plugin: string; socket
   if (config.PropagatedMount) {
     mounts.push({ destination: config.PropagatedMount, type: 'bind', source: path.join(dirs.plugin, 'propagated-mount'), options: ['rbind', 'rshared'] });
   }
-  const devices = await devicesOf(((p.Settings.Devices as Array<{ Path?: string }>) ?? []).map((d) => d.Path).filter((d): d is string => !!d));
+  const devices = await devicesOf(((p.Settings.Devices as Array<{ Path?: string }>) ?? []).map((d) => d.Path).filter((d): d is string => !!d), probe);
   return {
     ociVersion: '1.0.2',
     process: {

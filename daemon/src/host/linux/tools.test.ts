@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { test } from 'node:test';
@@ -32,4 +35,28 @@ test('tools: bytes the tool cannot decode fail the stream with its exit code and
     assert.match(err.failure.detail, /format|xz/i);
     return true;
   });
+});
+
+test('tools: a folder packed by tar unpacks into another; bytes that are no tar fail with tar\'s words', async () => {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'berth-tools-'));
+  try {
+    mkdirSync(path.join(root, 'from', 'sub'), { recursive: true });
+    mkdirSync(path.join(root, 'to'));
+    writeFileSync(path.join(root, 'from', 'sub', 'file'), 'packed\n');
+    const tools = new LinuxTools();
+    await tools.unpackInto(path.join(root, 'to'), tools.packFolder(path.join(root, 'from')));
+    assert.equal(readFileSync(path.join(root, 'to', 'sub', 'file'), 'utf8'), 'packed\n');
+    await assert.rejects(tools.unpackInto(path.join(root, 'to'), Readable.from([Buffer.alloc(1024, 'x')])), (err: unknown) => {
+      assert.ok(err instanceof ToolFailure, String(err));
+      assert.equal(err.tool, 'tar');
+      assert.ok(err.failure.exitCode);
+      return true;
+    });
+    const missing = tools.packFolder(path.join(root, 'none'));
+    await assert.rejects(pipeline(missing, async (source: AsyncIterable<Buffer>) => {
+      for await (const _ of source);
+    }), ToolFailure);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

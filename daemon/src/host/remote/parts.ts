@@ -142,6 +142,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
   },
   tools: {
     decompressor: 'duplex',
+    packFolder: 'stream',
+    unpackInto: 'call',
   },
   probe: {
     runtimeName: 'snapshot',

@@ -112,8 +112,49 @@ async function pruneOlder(cacheDir: string, arch: GuestArch, keep: string): Prom
   for (const o of older.slice(1)) await fs.rm(o.dir, { recursive: true, force: true });
 }
 
+/**
+ * One build per architecture and cache at a time (apt's folders and the image's are shared): a lock file
+ * holding the builder's PID, taken over when that process is gone.
+ */
+async function withBuildLock<T>(cacheDir: string, arch: GuestArch, log: (line: string) => void, body: () => Promise<T>): Promise<T> {
+  await fs.mkdir(cacheDir, { recursive: true });
+  const lock = path.join(cacheDir, `.build-${arch}.lock`);
+  let waited = false;
+  for (;;) {
+    try {
+      await fs.writeFile(lock, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number(await fs.readFile(lock, 'utf8').catch(() => ''));
+      let alive = false;
+      try {
+        alive = holder > 0 && (process.kill(holder, 0), true);
+      } catch {
+        alive = false;
+      }
+      if (!alive) {
+        await fs.rm(lock, { force: true });
+        continue;
+      }
+      if (!waited) log(`waiting for the build of process ${holder}`);
+      waited = true;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  try {
+    return await body();
+  } finally {
+    await fs.rm(lock, { force: true });
+  }
+}
+
 export async function buildGuestImage(opts: BuildOptions): Promise<BuildResult> {
   const log = opts.log ?? ((line: string) => process.stderr.write(`[guest-image] ${line}\n`));
+  return await withBuildLock(opts.cacheDir, opts.arch, log, () => build(opts, log));
+}
+
+async function build(opts: BuildOptions, log: (line: string) => void): Promise<BuildResult> {
   const arch = opts.arch;
   const suite = opts.suite ?? 'bookworm';
   const mirror = (opts.mirror ?? process.env.BERTH_GUEST_MIRROR ?? 'http://deb.debian.org/debian').replace(/\/$/, '');
@@ -285,11 +326,12 @@ export async function main(argv: string[]): Promise<number> {
       mirror: { type: 'string' },
       'resolve-only': { type: 'boolean' },
       'rootfs-tar': { type: 'boolean' },
+      rebuild: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) {
-    process.stdout.write('Usage: build-guest-image [--arch amd64|arm64] [--cache DIR] [--node FILE] [--mirror URL] [--resolve-only] [--rootfs-tar]\n');
+    process.stdout.write('Usage: build-guest-image [--arch amd64|arm64] [--cache DIR] [--node FILE] [--mirror URL] [--resolve-only] [--rootfs-tar] [--rebuild]\n');
     return 0;
   }
   const hostArch = os.arch() === 'arm64' ? 'arm64' : 'amd64';
@@ -302,6 +344,7 @@ export async function main(argv: string[]): Promise<number> {
     mirror: values.mirror,
     resolveOnly: values['resolve-only'],
     rootfsTar: values['rootfs-tar'],
+    force: values.rebuild,
   });
   if (values['resolve-only']) process.stdout.write(JSON.stringify(result.manifest, null, 2) + '\n');
   else process.stdout.write(result.dir + '\n');

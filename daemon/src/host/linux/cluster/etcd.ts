@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
-import type { EtcdMember, EtcdMemberOptions } from '../../../engine/cluster/host.js';
+import type { EtcdMember, EtcdMemberOptions } from '../../cluster.js';
 import { log } from '../../../util/log.js';
 
 export interface EtcdFiles {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { CertificateSubject } from '../../../engine/cluster/host.js';
+import type { CertificateSubject } from '../../cluster.js';
 
 /** Node certificates last 90 days, as swarmkit's default NodeCertExpiry; the root 20 years. */
 const NODE_CERT_DAYS = 90;
