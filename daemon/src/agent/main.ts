@@ -100,9 +100,12 @@ export async function agentMain(argv: string[]): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('agent shutting down; containers keep running', { signal });
+    // On a device, a read waits in a thread of libuv's pool until the host writes, and process.exit() waits for
+    // that thread: the agent ends itself with SIGKILL instead (its containers live on under conmon).
+    const end = (code: number) => (values.device ? process.kill(process.pid, 'SIGKILL') : process.exit(code));
     close().then(
-      () => process.exit(0),
-      () => process.exit(1),
+      () => end(0),
+      () => end(1),
     );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -118,7 +118,8 @@ export async function serveDevice(devicePath: string, handler: CallHandler, opts
     close: async () => {
       stopped = true;
       session?.close();
-      await new Promise((resolve) => fs.close(fd, () => resolve(undefined)));
+      // Not waited for: a read of the device may hold its thread until data comes.
+      fs.close(fd, () => undefined);
     },
   };
 }

@@ -63,6 +63,8 @@ export class AgentConnection extends EventEmitter {
         session = await this.session();
       } catch (err) {
         if (this.stopped) return STOPPED;
+        // An idempotent call (a container's exit) waits for the agent however long it is away.
+        if (opts.retry && !opts.signal?.aborted) continue;
         throw err;
       }
       try {

@@ -305,3 +305,38 @@ test('a client skips bytes left over from an earlier session before the magic', 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a server starts over when a new hello comes on the same stream (a serial port\'s next client)', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-session-'));
+  const socketPath = path.join(dir, 's');
+  let server!: Session;
+  const listener = net.createServer((conn) => {
+    server = new Session(conn, { role: 'server', version: '2', handler: () => 'ok' });
+  });
+  await new Promise<void>((resolve) => listener.listen(socketPath, resolve));
+  const conn = net.connect(socketPath);
+  await once(conn, 'connect');
+  try {
+    const received: Buffer[] = [];
+    conn.on('data', (c: Buffer) => received.push(c));
+    const hello = (session: string) => {
+      const body = Buffer.from(JSON.stringify({ protocol: 1, version: '1', session }));
+      const head = Buffer.alloc(9);
+      head.writeUInt32BE(0, 0);
+      head.writeUInt8(1, 4);
+      head.writeUInt32BE(body.length, 5);
+      return Buffer.concat([MAGIC, head, body]);
+    };
+    conn.write(hello('first'));
+    for (let i = 0; i < 100 && !Buffer.concat(received).includes('"first"'); i++) await new Promise((r) => setTimeout(r, 10));
+    conn.write(hello('second'));
+    for (let i = 0; i < 100 && !Buffer.concat(received).includes('"second"'); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(Buffer.concat(received).includes('"second"'), 'the server answered the second hello');
+    assert.equal(server.closed, false);
+  } finally {
+    conn.destroy();
+    server?.close();
+    await new Promise((resolve) => listener.close(resolve));
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
