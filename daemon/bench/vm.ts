@@ -11,7 +11,7 @@
  *       loopback by QEMU), beside the same through the remote Host: a daemon on the host with --agent to a
  *       second VM's agent port (both VMs up, the runs interleaved)
  *
- *   node daemon/dist/bench/vm.js [--boots 2] [--mib 64] [--rounds 3] [-n 5] [--json] [--verbose]
+ *   node daemon/dist/bench/vm.js [--boots 2] [--mib 256] [--rounds 3] [-n 5] [--json] [--verbose]
  *
  * The image is built first when the cache lacks it (vm/guest/image.ts). Everything it starts (QEMU, by
  * PID through the driver) is stopped, and its temporary folder removed, when it ends.
@@ -211,7 +211,7 @@ function print(r: VmReport): void {
 
 async function main(): Promise<number> {
   const values = parseBenchArgs(process.argv.slice(2), { iterations: { type: 'string', short: 'n' }, boots: { type: 'string' }, mib: { type: 'string' }, rounds: { type: 'string' } });
-  const opts: Options = { iterations: positiveInt(values, 'iterations', 5), boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 64), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
+  const opts: Options = { iterations: positiveInt(values, 'iterations', 5), boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 256), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
   const report = await runVmBench(opts);
   if (opts.json) console.log(JSON.stringify(report, null, 2));
   else print(report);
