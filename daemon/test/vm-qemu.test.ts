@@ -230,7 +230,7 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs, exec, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
@@ -297,7 +297,19 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   assert.equal(await engine.dockerOk(['exec', 'app', 'cat', '/tmp/copied.txt'], { timeoutMs: 120_000 }), 'from the host\n');
   await engine.dockerOk(['cp', 'app:/tmp/copied.txt', path.join(root, 'back.txt')], { timeoutMs: 120_000 });
   assert.equal(await fs.readFile(path.join(root, 'back.txt'), 'utf8'), 'from the host\n');
+  const tty = await runCommand('script', ['-qec', `stty cols 91 rows 27; docker exec -it app sh -c 'tty; stty size'`, '/dev/null'], {
+    env: { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig },
+    timeoutMs: 120_000,
+    holdInput: true,
+  });
+  assert.equal(tty.code, 0, tty.stdout + tty.stderr);
+  assert.match(tty.stdout, /\/dev\/pts\/\d+\r\n/);
+  assert.match(tty.stdout, /27 91\r\n/);
   await engine.dockerOk(['rm', '-f', 'app'], { timeoutMs: 120_000 });
+  // logs -f follows a container to its end.
+  const talker = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'echo one; sleep 2; echo two'], { timeoutMs: 300_000 })).trim();
+  assert.equal(await engine.dockerOk(['logs', '-f', talker], { timeoutMs: 120_000 }), 'one\ntwo\n');
+  await engine.dockerOk(['rm', '-f', talker], { timeoutMs: 120_000 });
   const context = path.join(root, 'context');
   await fs.mkdir(context);
   await fs.writeFile(path.join(context, 'hello.txt'), 'built from the host\n');
