@@ -147,15 +147,25 @@ export async function runVmBench(opts: Options): Promise<VmReport> {
     await buildBusyboxArchive(archive);
     const loaded = await docker(['load', '-i', archive]);
     if (loaded.code !== 0) throw new Error(`docker load in the guest: ${loaded.stderr}`);
-    // The remote Host: a second VM with the agent on its port, a daemon on the host with --agent to it (its
-    // root shared at the same path, which the remote Host names); both VMs up, the runs interleaved.
+    // The remote Host: a second VM with the agent on its port, a daemon on the host with --agent to it (the
+    // guest's data root at the daemon's path, its containers and volumes folders shared); both VMs up, the
+    // runs interleaved.
     let remote: ((args: string[]) => Promise<{ code: number | null; stderr: string }>) | undefined;
     if (existsSync(path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'src', 'agent'))) {
       const engineArgs: string[] = [];
       const engine = new Engine({ args: engineArgs });
       engines.push(engine);
+      const daemonShares = ['containers', 'volumes'].map((n) => path.join(engine.dataRoot, n));
+      for (const dir of daemonShares) await fs.mkdir(dir, { recursive: true });
       const agentVm = new QemuDriver(
-        { name: 'bench-agent', stateDir: path.join(root, 'vm-agent'), image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: engine.root, guestPath: engine.root }] },
+        {
+          name: 'bench-agent',
+          stateDir: path.join(root, 'vm-agent'),
+          image,
+          resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
+          shares: daemonShares.map((dir) => ({ hostPath: dir, guestPath: dir })),
+          guestDataRoot: engine.dataRoot,
+        },
         { accel },
       );
       drivers.push(agentVm);
