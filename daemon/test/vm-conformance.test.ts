@@ -55,8 +55,8 @@ hostConformance(
       driver = undefined;
     },
   },
-  // volumes: the guest agent keeps volumes under its own data root (the VM's data disk) and refuses folders
-  // named under the daemon's, which is the sandbox's here (and the host daemon's in use: an open question of
-  // the remote Host in a VM, not of this suite).
+  // volumes: the agent makes volume folders only under its own data root, the VM's data disk; the suite names
+  // them under the sandbox's, which is shared from the host (a daemon gives its own data root as the guest's:
+  // vm-qemu.test.ts).
   { skip: skip || ['volumes'] },
 );
