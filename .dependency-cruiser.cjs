@@ -1,7 +1,7 @@
 /**
  * The import rules of the layers (ARCHITECTURE.md, "The daemon in four layers"), checked by
  * daemon/test/imports.test.ts in the test suite, and by hand with
- *   npx depcruise --config .dependency-cruiser.cjs --ignore-known daemon/src renderer/src
+ *   npx depcruise --config .dependency-cruiser.cjs --ignore-known .dependency-cruiser-known-violations.json daemon/src renderer/src
  * Dependencies point down: api -> engine -> host (the contract's types in host/*.ts, never host/linux),
  * with the shared vocabulary (daemon/src/errors.ts, daemon/src/util/) below all three. The engine is
  * platform-neutral: what touches the machine (files, processes, native addons) is asked of the Host.

@@ -346,6 +346,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Swarm mode: a node that was in a swarm goes back into it (in the background) once its containers are known
   // (cluster.restore, with the rest of the state below).
   const cluster = new ClusterService({
+    // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     containers: taskContainers(containers, events),
     events,

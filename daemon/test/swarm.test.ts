@@ -6,6 +6,7 @@
  * secrets and configs mounted into them, the swarm back after a daemon restart, and leave.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
@@ -146,6 +147,19 @@ describe('swarm mode on one manager', () => {
       assert.equal(c.State.Running, true);
     }
     assert.match(await engine.dockerOk(['service', 'ls']), /web\s+replicated\s+2\/2\s+busybox/);
+    const info = await engine.dockerOk(['info']);
+    assert.match(info, /Swarm: active/);
+    assert.match(info, /Is Manager: true/);
+    assert.match(await engine.dockerOk(['node', 'inspect', '--pretty', 'self']), /Hostname:/);
+    assert.match(await engine.dockerOk(['service', 'inspect', '--pretty', 'web']), /Replicas:\s+2/);
+    const ps = await engine.dockerOk(['service', 'ps', 'web']);
+    assert.match(ps, /web\.1\s+busybox:latest\s+\S+\s+Running\s+Running/);
+    assert.match(await engine.dockerOk(['node', 'ps', 'self']), /web\.2\s+busybox:latest/);
+    // A constraint no node meets leaves the task pending, saying why.
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'nowhere', '--constraint', 'node.labels.zone==mars', 'busybox', 'true']);
+    const pending = await eventually(async () => (await tasksOf('nowhere')).find((t) => t.Status.State === 'pending' && (t.Status as { Err?: string }).Err), 10_000, 200);
+    assert.equal(pending!.Status.Err, 'no suitable node (scheduling constraints not satisfied on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'nowhere']);
     await engine.dockerOk(['service', 'scale', '--detach', 'web=3']);
     await running('web', 3);
     await engine.dockerOk(['service', 'scale', '--detach', 'web=1']);
@@ -184,6 +198,27 @@ describe('swarm mode on one manager', () => {
     assert.match(out, /Service web converged|verify: Service (web )?converged/);
     const tasks = await running('web', 2);
     assert.ok(tasks.every((t) => t.Spec.ContainerSpec.Env?.includes('COLOR=blue')));
+    // Start-first: each slot's new task starts before its old one is told to stop.
+    await engine.dockerOk(['service', 'update', '--detach', '--env-add', 'ORDER=start-first', '--update-order', 'start-first', 'web']);
+    const started = await eventually<Task[] | undefined>(async () => {
+      const list = (await running('web', 2)).filter((t) => t.Spec.ContainerSpec.Env?.includes('ORDER=start-first'));
+      return list.length === 2 ? list : undefined;
+    }, 20_000, 200);
+    type Past = Task & { CreatedAt: string; Status: { Timestamp: string } };
+    const isOld = (h: Past) => h.Spec.ContainerSpec.Env?.includes('COLOR=blue') && !h.Spec.ContainerSpec.Env?.includes('ORDER=start-first');
+    // Once the old tasks stopped: each stopped after its slot's new task ran.
+    const history = (await eventually(async () => {
+      const list = (await engine.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['web'] }))}`)).json<Past[]>();
+      const old = list.filter((h) => isOld(h) && h.DesiredState === 'shutdown' && started!.some((t) => t.Slot === h.Slot));
+      return old.length >= 2 && old.every((h) => h.Status.State === 'shutdown') ? list : undefined;
+    }, 20_000, 200))!;
+    for (const t of started!) {
+      const ran = Date.parse((history.find((h) => h.ID === t.ID) ?? (t as Past)).Status.Timestamp);
+      const old = history.filter((h) => h.Slot === t.Slot && isOld(h) && h.DesiredState === 'shutdown');
+      assert.ok(old.length > 0, `slot ${t.Slot}: no old task`);
+      assert.ok(old.some((h) => ran <= Date.parse(h.Status.Timestamp)), `slot ${t.Slot}: the old task stopped before the new one ran`);
+    }
+    await eventually(async () => (await engine.request('GET', '/services/web')).json().UpdateStatus?.State === 'completed', 20_000, 200);
     await engine.dockerOk(['service', 'update', '--detach', '--args', 'sh -c "exit 4"', '--update-failure-action', 'rollback', '--update-monitor', '2s', 'web']);
     const svc = await eventually(async () => {
       const s = (await engine.request('GET', '/services/web')).json();
@@ -221,8 +256,11 @@ describe('swarm mode on one manager', () => {
     const [t] = await running('usesec', 1);
     const cat = await engine.dockerOk(['exec', t!.Status.ContainerStatus!.ContainerID!, 'cat', '/run/secrets/pw', '/etc/app.conf']);
     assert.equal(cat, 's3cret' + 'setting=1\n');
-    // The secret's file is on the exec root's tmpfs, never under the data root.
+    // The secret's file is on the exec root's tmpfs, never under the data root; in etcd its value is sealed.
     assert.ok(existsSync(path.join(engine.execRoot, 'swarm', 'tasks', t!.ID)));
+    const grep = spawnSync('grep', ['-rla', '-e', 's3cret', '-e', Buffer.from('s3cret').toString('base64'), engine.dataRoot], { encoding: 'utf8' });
+    assert.equal(grep.stdout.trim(), '', 'the secret is in clear under the data root');
+    assert.ok(existsSync(path.join(engine.dataRoot, 'swarm', 'etcd', 'member')));
     const rm = await engine.request('DELETE', '/secrets/pw');
     assert.equal(rm.status, 409);
     assert.match(rm.json().message, /in use by the following service: usesec/);
@@ -247,6 +285,39 @@ describe('swarm mode on one manager', () => {
     assert.match(one.body.subarray(8).toString(), new RegExp(`^\\S+Z com\\.docker\\.swarm\\.node\\.id=${nodeId},com\\.docker\\.swarm\\.service\\.id=\\w+,com\\.docker\\.swarm\\.task\\.id=${tasks[0]!.ID} hello\\n$`));
     assert.equal((await engine.request('GET', `/tasks/${tasks[0]!.ID}/logs`)).status, 400);
     await engine.dockerOk(['service', 'rm', 'talk']);
+  });
+
+  test('a port published in host mode is bound on the node that runs the task', async () => {
+    const port = randomInt(20000, 40000);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'hostport', '--publish', `mode=host,target=80,published=${port}`, '--stop-grace-period', '1s', 'busybox', 'httpd', '-f', '-p', '80']);
+    const [t] = await running('hostport', 1);
+    const c = (await engine.request('GET', `/containers/${t!.Status.ContainerStatus!.ContainerID}/json`)).json();
+    assert.deepEqual(c.HostConfig.PortBindings['80/tcp'], [{ HostIp: '', HostPort: String(port) }]);
+    const svc = (await engine.request('GET', '/services/hostport')).json();
+    assert.equal(svc.Endpoint.Ports[0].PublishMode, 'host');
+    // busybox httpd answers (404: it serves no files) through the published port.
+    const reply = await eventually(() => new Promise<string | undefined>((resolve) => {
+      const s = net.connect({ host: '127.0.0.1', port }, () => s.end('GET / HTTP/1.0\r\n\r\n'));
+      let data = '';
+      s.on('data', (d) => (data += d.toString()));
+      s.on('close', () => resolve(data || undefined));
+      s.on('error', () => resolve(undefined));
+    }), 10_000, 200);
+    assert.match(reply!, /^HTTP\/1\.[01] \d{3}/);
+    await engine.dockerOk(['service', 'rm', 'hostport']);
+  });
+
+  test('jobs run to completion: a replicated job (the CLI waits for it), a global job', async () => {
+    const out = await engine.dockerOk(['service', 'create', '--name', 'once', '--mode', 'replicated-job', '--replicas', '3', '--max-concurrent', '2', 'busybox', 'sh', '-c', 'sleep 0.2'], { timeoutMs: 60_000 });
+    assert.match(out, /job complete/);
+    const done = (await tasksOf('once', 'complete')).filter((t) => t.Status.State === 'complete');
+    assert.deepEqual(done.map((t) => t.Slot).sort(), [0, 1, 2]);
+    const svc = (await engine.request('GET', '/services?status=1&filters=' + encodeURIComponent('{"name":["once"]}'))).json()[0];
+    assert.equal(svc.ServiceStatus.CompletedTasks, 3);
+    assert.ok(svc.JobStatus.JobIteration.Index > 0);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'oneach', '--mode', 'global-job', 'busybox', 'true']);
+    await eventually(async () => (await tasksOf('oneach', 'complete')).some((t) => t.Status.State === 'complete' && t.NodeID === nodeId), 15_000, 200);
+    await engine.dockerOk(['service', 'rm', 'once', 'oneach']);
   });
 
   test('a global service runs one task on each node', async () => {

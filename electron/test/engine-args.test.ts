@@ -1,6 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { AGENT_SOCKET, embeddedEnginePlan, usesVm, type HostFacts } from '../src/engine-args.js';
+
+/** The daemon's own flag parser (daemon/src/cli.ts), as main.ts loads it: built beside this package. */
+const daemonCli = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'daemon', 'dist', 'src', 'cli.js');
 
 const facts = (over: Partial<HostFacts> = {}): HostFacts => ({
   platform: 'linux',
@@ -71,5 +77,19 @@ describe('the arguments of the app\'s engine', () => {
     assert.deepEqual(plan.vm, vm);
     assert.equal(flag(plan.args, '--data-root'), '/Users/ann/Library/Application Support/Berth/engine/data');
     assert.ok('error' in embeddedEnginePlan('/s.sock', facts({ platform: 'freebsd' })));
+  });
+
+  it("are flags the daemon's own parser reads as meant", { skip: !existsSync(daemonCli) && 'the daemon is not built' }, async () => {
+    const { parseFlags } = (await import(pathToFileURL(daemonCli).href)) as { parseFlags(argv: string[]): Record<string, unknown> | string };
+    const plan = embeddedEnginePlan('/home/ann/.config/Berth/engine.sock', facts());
+    assert.ok('args' in plan);
+    const opts = parseFlags(plan.args);
+    assert.ok(typeof opts === 'object');
+    assert.deepEqual(opts.hosts, ['unix:///home/ann/.config/Berth/engine.sock']);
+    assert.equal(opts.dataRoot, '/home/ann/.local/share/berth');
+    assert.equal(opts.execRoot, '/run/user/1000/berth');
+    assert.equal(opts.pidfile, '/run/user/1000/berth/berthd.pid');
+    assert.equal(opts.bridgeName, 'berthapp0');
+    assert.equal(opts.agent, 'unix:///run/berth/agent.sock');
   });
 });

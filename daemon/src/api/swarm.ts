@@ -8,7 +8,6 @@ import type { ClusterService } from '../engine/cluster/cluster.js';
 import type { ApiRequest, ApiResponse, Handler } from './http.js';
 import { boolParam, filterParam, stringParam } from './params.js';
 import type { Router } from './router.js';
-import type { LogRecord } from '../engine/containers/logs.js';
 import { parseTimestamp, rfc3339Nano } from '../util/json.js';
 import { frame, MEDIA_MULTIPLEXED } from './streams.js';
 
@@ -28,7 +27,15 @@ async function objectBody(req: Parameters<Handler>[0]): Promise<Record<string, u
 }
 
 /** Reads the log of a container of this node (undefined when it has none here), for service and task logs. */
-export type TaskLogReader = (containerId: string, opts: { follow: boolean; tail?: number; signal: AbortSignal }) => AsyncIterable<LogRecord[]> | undefined;
+export type TaskLogReader = (containerId: string, opts: { follow: boolean; tail?: number; signal: AbortSignal }) => AsyncIterable<TaskLogRecord[]> | undefined;
+
+/** One record of a container's log: its time, stream, bytes, and whether it ends a line. */
+export interface TaskLogRecord {
+  timeNano: bigint;
+  stream: 'stdout' | 'stderr';
+  complete: boolean;
+  data: Buffer;
+}
 
 /**
  * GET /services/{id}/logs and /tasks/{id}/logs: the logs of the tasks' containers on this node, multiplexed,

@@ -1,7 +1,7 @@
 /**
  * What swarm mode needs of the machine: its persistent state files, the swarm's certificates, the etcd member
  * a manager runs, and the files a task's containers mount (secrets and configs). The engine's cluster code
- * never spawns processes nor touches files itself; host/linux/cluster implements this.
+ * (engine/cluster) never spawns processes nor touches files itself; host/linux/cluster implements this.
  */
 
 /** What this node keeps of its swarm membership across daemon restarts. */
@@ -27,6 +27,13 @@ export interface NodeCertificates {
   ca: string;
   cert: string;
   key: string;
+}
+
+/** What only managers keep: the root CA's key, and the swarm's data key that seals secrets in the store. */
+export interface ManagerKeys {
+  caKey?: string;
+  /** Base64 of 32 bytes. */
+  dataKey?: string;
 }
 
 export interface CertificateSubject {
@@ -74,8 +81,8 @@ export interface ClusterHost {
   /** Signs a certificate request with the root CA, with the subject and names of a swarm node. */
   signNodeCertificate(ca: { cert: string; key: string }, csr: string, subject: CertificateSubject): Promise<string>;
   /** The node's certificates on disk (the CA key too on managers). */
-  loadCertificates(): Promise<(NodeCertificates & { caKey?: string }) | undefined>;
-  saveCertificates(certs: NodeCertificates & { caKey?: string }): Promise<void>;
+  loadCertificates(): Promise<(NodeCertificates & ManagerKeys) | undefined>;
+  saveCertificates(certs: NodeCertificates & ManagerKeys): Promise<void>;
   /** Paths of the certificate files (etcd reads them itself). */
   certificateFiles(): { ca: string; cert: string; key: string };
 

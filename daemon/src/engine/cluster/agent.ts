@@ -149,8 +149,11 @@ export class Agent {
     if (this.timer) clearInterval(this.timer);
   }
 
-  /** Removes the containers and files of every task (the node left the swarm). */
+  /** Stops, waits for the work under way (a container being created), then removes every task's container and files (the node left the swarm). */
   async removeAll(): Promise<void> {
+    this.stop();
+    const deadline = Date.now() + 30_000;
+    while ((this.running || this.busy.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     for (const c of this.containers.taskContainers()) await this.containers.remove(c.id).catch(() => undefined);
     for (const id of await this.host.taskFileIds()) await this.host.removeTaskFiles(id).catch(() => undefined);
   }
@@ -206,7 +209,8 @@ export class Agent {
       const cid = byTask.get(t.ID);
       const st = cid ? this.containers.state(cid) : undefined;
       const observed = t.Status?.State ?? 'assigned';
-      if (stateRank(t.DesiredState) <= stateRank('running')) {
+      // A job's task is desired complete: it runs until it ends on its own.
+      if (stateRank(t.DesiredState) <= stateRank('running') || t.DesiredState === 'complete') {
         if (!st) {
           if (stateRank(observed) < stateRank('running')) this.launch(t);
           else if (!isTerminal(observed)) this.report(t, { State: 'failed', Message: 'task container is gone', Err: 'task container is gone' });

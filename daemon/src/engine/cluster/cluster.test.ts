@@ -5,6 +5,7 @@ import { containerBody, taskName } from './agent.js';
 import { splitHostPort } from './cluster.js';
 import { validateServiceSpec } from './objects.js';
 import { constraintsMatch } from './orchestrator.js';
+import { newDataKey, sealer } from './crypt.js';
 import { caDigest, newJoinToken, newUnlockKey, parseJoinToken, sameToken } from './tokens.js';
 import { isDirty, isTerminal, newObjectId, stateRank, swarmSpecDefaults } from './types.js';
 
@@ -63,12 +64,17 @@ test('addresses: host and port, with a default port and IPv6 in brackets', () =>
 test('service specs: defaults, and what is refused with a message naming it', () => {
   const spec = validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'busybox' } } });
   assert.deepEqual(spec.Mode, { Replicated: { Replicas: 1 } });
+  assert.match(validateServiceSpec({ TaskTemplate: { ContainerSpec: { Image: 'busybox' } } }).Name, /^[a-z]+_[a-z]+$/);
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.colour==red'] } } }), /invalid constraint/);
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.role=manager'] } } }), /invalid constraint/);
+  assert.doesNotThrow(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, Placement: { Constraints: ['node.labels.zone != a', 'engine.labels.x==y'] } } }));
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: {} } }), /image reference must be provided/);
   assert.throws(() => validateServiceSpec({ Name: 'bad name', TaskTemplate: { ContainerSpec: { Image: 'x' } } }), /invalid name/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { Replicated: { Replicas: -1 } } }), /Replicas/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' }, RestartPolicy: { Condition: 'sometimes' } } }), /Condition/);
   assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { Global: {}, Replicated: {} } }), /one mode/);
-  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: {} } }), /not supported/);
+  assert.deepEqual(validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: {} } }).Mode, { ReplicatedJob: { MaxConcurrent: 1, TotalCompletions: 1 } });
+  assert.throws(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, Mode: { ReplicatedJob: { MaxConcurrent: 0 } } }), /MaxConcurrent/);
   assert.doesNotThrow(() => validateServiceSpec({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'x' } }, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080, PublishMode: 'host' }] } }));
 });
 
@@ -109,4 +115,13 @@ test('a task\'s container: Docker\'s name and labels, command and args, secrets 
   assert.deepEqual(body.HostConfig.ExtraHosts, ['db:10.0.0.1', 'alias:10.0.0.1']);
   assert.equal(body.HostConfig.Memory, 1 << 20);
   assert.deepEqual(body.HostConfig.RestartPolicy, { Name: 'no' });
+});
+
+test('secret values are sealed with the data key, and only that key opens them', () => {
+  const key = newDataKey();
+  const sealed = sealer(key).seal(Buffer.from('s3cret'));
+  assert.ok(!sealed.includes(Buffer.from('s3cret').toString('base64')));
+  assert.equal(sealer(key).open(sealed).toString(), 's3cret');
+  assert.throws(() => sealer(newDataKey()).open(sealed));
+  assert.throws(() => sealer(undefined).seal(Buffer.from('x')), /no data key/);
 });

@@ -12,12 +12,14 @@ import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, NodeCertificates, NodeState } from '../../host/cluster.js';
+import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { newDataKey, sealer, type Sealer } from './crypt.js';
 import { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
-import { defaultSwarmSpec, newObjectId, now, stateRank, swarmSpecDefaults, type Obj } from './types.js';
+import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
+import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import { DispatcherServer, WorkerSession, fetchRemoteCA, requestCertificate, requestJoin, type JoinAnswer } from './dispatcher.js';
 
 /**
@@ -89,12 +91,12 @@ interface ManagerParts {
   objects: ClusterObjects;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
-  leaderStop?: () => void;
+  leaderStop?: () => Promise<void>;
 }
 
 export class ClusterService {
   private state?: NodeState;
-  private certs?: NodeCertificates & { caKey?: string };
+  private certs?: NodeCertificates & ManagerKeys;
   private manager?: ManagerParts;
   private worker?: WorkerSession;
   private agent?: Agent;
@@ -231,7 +233,7 @@ export class ClusterService {
         const ca = await host.createRootCA();
         const { key: nodeKey, csr } = await host.createKeyAndRequest();
         const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host] });
-        this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key };
+        this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key, dataKey: newDataKey() };
         await host.saveCertificates(this.certs);
         const state: NodeState = {
           nodeId,
@@ -263,7 +265,7 @@ export class ClusterService {
           Spec: spec,
           TLSInfo: tlsInfo(ca.cert),
           JoinTokens: { Worker: newJoinToken(ca.cert), Manager: newJoinToken(ca.cert) },
-          RootCA: { Cert: ca.cert, Key: ca.key },
+          RootCA: { Cert: ca.cert, Key: sealer(this.certs.dataKey).seal(Buffer.from(ca.key)) },
           DataPathPort: Number(req.DataPathPort) || 4789,
           DefaultAddrPool: Array.isArray(req.DefaultAddrPool) && req.DefaultAddrPool.length ? req.DefaultAddrPool : ['10.0.0.0/8'],
           SubnetSize: Number(req.SubnetSize) || 24,
@@ -360,7 +362,8 @@ export class ClusterService {
   /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
   private async startManager(store: ClusterStore, etcd: EtcdMember): Promise<void> {
     const state = this.state!;
-    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId);
+    const seal = sealer(this.certs!.dataKey);
+    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const parts: ManagerParts = { etcd, store, objects };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
@@ -374,13 +377,14 @@ export class ClusterService {
     this.dispatcher = new DispatcherServer({
       store,
       certs: this.certs!,
+      seal,
       listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId), this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
     this.agent.start();
   }
 
@@ -396,11 +400,11 @@ export class ClusterService {
       }
     });
     await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: addr }));
-    return { revoke: () => lease.revoke().catch(() => undefined) };
+    return { revoke: () => within(2000, lease.revoke()) };
   }
 
   /** Campaigns for leadership until stopped: the leader key lives on a short lease; the leader runs the orchestrator. */
-  private campaign(parts: ManagerParts): () => void {
+  private campaign(parts: ManagerParts): () => Promise<void> {
     const state = this.state!;
     const store = parts.store;
     let stopped = false;
@@ -449,20 +453,23 @@ export class ClusterService {
       }
     });
     void attempt();
-    return () => {
+    return async () => {
       stopped = true;
       unsubscribe();
       stepDown();
-      void lease?.revoke().catch(() => undefined);
+      await within(2000, lease?.revoke());
     };
   }
 
   /** The agent's source on a manager: the store itself. */
-  private localSource(store: ClusterStore, nodeId: string): AgentSource {
+  private localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
     return {
       ready: () => true,
       tasks: () => store.list('tasks').map((e) => e.obj).filter((t) => t.NodeID === nodeId),
-      secret: (id) => store.get('secrets', id)?.obj,
+      secret: (id) => {
+        const s = store.get('secrets', id)?.obj;
+        return s && { ...s, Spec: { ...s.Spec, Data: seal.open(s.Spec.Data ?? '').toString('base64') } };
+      },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
         if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
@@ -502,7 +509,7 @@ export class ClusterService {
               availability: req.Availability,
               description: d,
             });
-            this.certs = { ca, cert: answer.cert, key: nodeKey, caKey: answer.caKey };
+            this.certs = { ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
             await host.saveCertificates(this.certs);
             const state: NodeState = {
               nodeId: answer.nodeId,
@@ -606,7 +613,7 @@ export class ClusterService {
       this.worker = undefined;
       const previous = this.certs!;
       // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
-      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey };
+      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
       try {
         await this.deps.host.saveCertificates(this.certs);
         await this.becomeManager(answer);
@@ -651,7 +658,7 @@ export class ClusterService {
       await this.dispatcher?.close();
       this.dispatcher = undefined;
       this.manager = undefined;
-      m.leaderStop?.();
+      await m.leaderStop?.();
       await m.session?.revoke();
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
@@ -733,7 +740,7 @@ export class ClusterService {
   }
 
   /** Stops every running part of swarm mode on this node (its state stays on disk). */
-  private async teardown(): Promise<void> {
+  private async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
     this.agent?.stop();
     this.agent = undefined;
     this.worker?.stop();
@@ -743,8 +750,10 @@ export class ClusterService {
     const m = this.manager;
     this.manager = undefined;
     if (m) {
-      m.leaderStop?.();
-      await m.session?.revoke();
+      // Leadership is handed over at once; the node's session is kept when the daemon only stops (it lives out
+      // its lease: a daemon back within the heartbeat window finds its node ready and its tasks in place).
+      await m.leaderStop?.();
+      if (!opts.keepSession) await m.session?.revoke();
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
     }
@@ -804,8 +813,20 @@ export class ClusterService {
 
   async close(): Promise<void> {
     await this.queue.catch(() => undefined);
-    await this.teardown();
+    await this.teardown({ keepSession: true });
   }
+}
+
+/** Waits for `work` (its failure ignored), at most `ms`: a store out of reach must not hold up a stop. */
+function within(ms: number, work: Promise<unknown> | undefined): Promise<void> {
+  if (!work) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    work.then(
+      () => (clearTimeout(timer), resolve()),
+      () => (clearTimeout(timer), resolve()),
+    );
+  });
 }
 
 /**
@@ -829,22 +850,6 @@ async function removeMember(client: Etcd3, nodeId: string): Promise<void> {
   }
 }
 
-/** A task's reported status, applied when it does not go back in the order of states. */
-export async function applyTaskStatus(store: ClusterStore, taskId: string, status: Obj): Promise<void> {
-  if (!isObject(status) || typeof status.State !== 'string' || stateRank(status.State) < 0) throw new InvalidParameter('invalid task status');
-  await store.mutate('tasks', taskId, (t) => {
-    const cur = t.Status?.State ?? 'new';
-    if (stateRank(status.State) < stateRank(cur)) return undefined;
-    if (stateRank(status.State) === stateRank(cur) && JSON.stringify(status.ContainerStatus ?? null) === JSON.stringify(t.Status?.ContainerStatus ?? null)) return undefined;
-    return { ...t, Status: { ...t.Status, ...status, ...(status.Err ? {} : { Err: undefined }), ContainerStatus: { ...(t.Status?.ContainerStatus ?? {}), ...(status.ContainerStatus ?? {}) } }, UpdatedAt: now() };
-  });
-}
-
-export function heartbeatSeconds(store: ClusterStore): number {
-  const period = Number(store.get('cluster', 'default')?.obj?.Spec?.Dispatcher?.HeartbeatPeriod ?? 5e9);
-  return Math.max(1, Math.round(period / 1e9));
-}
-
 function tlsInfo(caPem: string): Obj {
   return { TrustRoot: caPem, CertIssuerSubject: Buffer.from('swarm-ca').toString('base64'), CertIssuerPublicKey: '' };
 }
@@ -854,6 +859,8 @@ function mergeSwarmSpec(old: Obj, given: Obj): Obj {
   const spec = structuredClone(old);
   for (const k of ['Name', 'Labels', 'Orchestration', 'Raft', 'Dispatcher', 'CAConfig', 'EncryptionConfig', 'TaskDefaults']) {
     if (given[k] === undefined || given[k] === null) continue;
+    if (k === 'Labels' && (!isObject(given[k]) || Object.values(given[k]).some((v) => typeof v !== 'string'))) throw new InvalidParameter('swarm spec: Labels must be a map of strings');
+    if (k === 'Name' && typeof given[k] !== 'string') throw new InvalidParameter('swarm spec: Name must be a string');
     if (k === 'Name' || k === 'Labels') spec[k] = given[k];
     else if (isObject(given[k])) spec[k] = { ...spec[k], ...given[k] };
     else throw new InvalidParameter(`swarm spec: ${k} must be an object`);

@@ -22,9 +22,10 @@ import { randomBytes } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { AgentSource } from './agent.js';
-import type { ClusterHost, NodeCertificates } from '../../host/cluster.js';
+import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
+import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
-import { applyTaskStatus } from './cluster.js';
+import { applyTaskStatus } from './status.js';
 import { key, type ClusterStore } from './store.js';
 import { caDigest, parseJoinToken, sameToken } from './tokens.js';
 import { newObjectId, now, type Obj } from './types.js';
@@ -71,7 +72,9 @@ function peerNode(req: IncomingMessage): { nodeId: string; role: string } | unde
 
 export interface DispatcherOptions {
   store: ClusterStore;
-  certs: NodeCertificates;
+  certs: NodeCertificates & ManagerKeys;
+  /** Opens secret values (and the root CA's key) sealed in the store. */
+  seal: Sealer;
   listen: { host: string; port: number };
   host: ClusterHost;
   heartbeatSeconds(): number;
@@ -99,6 +102,7 @@ export class DispatcherServer {
       server.once('error', reject);
       server.listen(this.opts.listen.port, this.opts.listen.host, () => {
         server.off('error', reject);
+        server.on('error', (err) => log.warn('swarm: the dispatcher\'s listener failed', { error: err.message }));
         resolve();
       });
     });
@@ -224,10 +228,10 @@ export class DispatcherServer {
     const configs: Obj[] = [];
     const seen = new Set<string>();
     for (const t of tasks) {
-      if (t.DesiredState !== 'running' && t.DesiredState !== 'ready') continue;
+      if (t.DesiredState !== 'running' && t.DesiredState !== 'ready' && t.DesiredState !== 'complete') continue;
       for (const ref of t.Spec?.ContainerSpec?.Secrets ?? []) {
         const s = store.get('secrets', ref.SecretID)?.obj;
-        if (s && !seen.has(s.ID)) (seen.add(s.ID), secrets.push(s));
+        if (s && !seen.has(s.ID)) (seen.add(s.ID), secrets.push({ ...s, Spec: { ...s.Spec, Data: this.opts.seal.open(s.Spec.Data ?? '').toString('base64') } }));
       }
       for (const ref of t.Spec?.ContainerSpec?.Configs ?? []) {
         const c = store.get('configs', ref.ConfigID)?.obj;
@@ -253,7 +257,7 @@ export class DispatcherServer {
     const advertise = String(body.advertiseAddr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
     const nodeId = newObjectId(randomBytes(16));
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: cluster.RootCA.Key }, String(body.csr ?? ''), {
+    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
       nodeId,
       clusterId: cluster.ID,
       role,
@@ -282,7 +286,7 @@ export class DispatcherServer {
     const initialCluster = role === 'manager' ? await this.addMember(nodeId, advertise) : undefined;
     await store.create('nodes', nodeId, node);
     log.info('swarm: a node joined', { node: nodeId, role });
-    return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+    return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster, ...(role === 'manager' ? { dataKey: this.opts.certs.dataKey } : {}) };
   }
 
   private managerAddrs(except: string): string[] {
@@ -325,7 +329,7 @@ export class DispatcherServer {
     const role: 'manager' | 'worker' = node.Spec.Role === 'manager' ? 'manager' : 'worker';
     const advertise = String(node.Status?.Addr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: cluster.RootCA.Key }, String(body.csr ?? ''), {
+    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
       nodeId,
       clusterId: cluster.ID,
       role,
@@ -339,7 +343,7 @@ export class DispatcherServer {
       const addr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
       await store.mutate('nodes', nodeId, (n) => ({ ...n, ManagerStatus: { Reachability: 'reachable', Addr: addr }, UpdatedAt: now() }));
       log.info('swarm: a node becomes a manager', { node: nodeId });
-      return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster };
+      return { nodeId, clusterId: cluster.ID, role, cert, managers, etcdEndpoints, initialCluster, dataKey: this.opts.certs.dataKey };
     }
     return { nodeId, clusterId: cluster.ID, role, cert, managers: this.managerAddrs(''), etcdEndpoints: [] };
   }
@@ -424,7 +428,8 @@ export interface JoinAnswer {
   clusterId: string;
   role: 'manager' | 'worker';
   cert: string;
-  caKey?: string;
+  /** Managers only: the swarm's data key. */
+  dataKey?: string;
   managers: string[];
   etcdEndpoints: string[];
   initialCluster?: string;

@@ -7,6 +7,7 @@ import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
 import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';
+import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Kind, type Obj } from './types.js';
 
 export type Filters = Map<string, string[]>;
@@ -54,7 +55,8 @@ const DURATION_FIELDS = ['Delay', 'Window'];
 export function validateServiceSpec(spec: unknown): Obj {
   if (!isObject(spec)) throw new InvalidParameter('service spec must be a JSON object');
   const s: Obj = structuredClone(spec);
-  s.Name = checkName(s.Name ?? '', 'service');
+  // As swarmkit: a service created without a name gets a generated one.
+  s.Name = checkName(s.Name === undefined || s.Name === '' ? generatedName() : s.Name, 'service');
   s.Labels = checkLabels(s.Labels, 'service');
   const tt = s.TaskTemplate;
   if (!isObject(tt)) throw new InvalidParameter('rpc error: code = InvalidArgument desc = TaskSpec: missing runtime');
@@ -71,6 +73,16 @@ export function validateServiceSpec(spec: unknown): Obj {
   }
   const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
   if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  const constraints = tt.Placement?.Constraints;
+  if (constraints !== undefined) {
+    if (!Array.isArray(constraints)) throw new InvalidParameter('Placement.Constraints must be a list of strings');
+    for (const c of constraints) {
+      const m = typeof c === 'string' ? /^\s*([^=!\s]+)\s*(==|!=)\s*(\S.*?)\s*$/.exec(c) : null;
+      const key = m?.[1]?.toLowerCase() ?? '';
+      const known = ['node.id', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'].includes(key) || key.startsWith('node.labels.') || key.startsWith('engine.labels.');
+      if (!m || !known) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = invalid constraint ${JSON.stringify(c)}: expected node.id, node.hostname, node.role, node.platform.os, node.platform.arch, node.labels.<key> or engine.labels.<key>, then == or !=, then a value`);
+    }
+  }
   const rp = tt.RestartPolicy;
   if (rp !== undefined) {
     if (!isObject(rp)) throw new InvalidParameter('RestartPolicy must be an object');
@@ -90,8 +102,15 @@ export function validateServiceSpec(spec: unknown): Obj {
     s.Mode = { Replicated: { Replicas: replicas } };
   } else if (kind === 'Global') {
     s.Mode = { Global: {} };
-  } else if (kind === 'ReplicatedJob' || kind === 'GlobalJob') {
-    throw new InvalidParameter(`${kind} services are not supported by this engine yet`);
+  } else if (kind === 'ReplicatedJob') {
+    const j = mode.ReplicatedJob ?? {};
+    const max = j.MaxConcurrent ?? 1;
+    const total = j.TotalCompletions ?? max;
+    if (!Number.isInteger(max) || max < 1) throw new InvalidParameter('Mode.ReplicatedJob.MaxConcurrent must be a number of at least 1');
+    if (!Number.isInteger(total) || total < 0) throw new InvalidParameter('Mode.ReplicatedJob.TotalCompletions must be a number of at least 0');
+    s.Mode = { ReplicatedJob: { MaxConcurrent: max, TotalCompletions: total } };
+  } else if (kind === 'GlobalJob') {
+    s.Mode = { GlobalJob: {} };
   } else {
     throw new InvalidParameter(`unknown service mode ${JSON.stringify(kind)}`);
   }
@@ -119,9 +138,22 @@ export function validateServiceSpec(spec: unknown): Obj {
   return s;
 }
 
-export function serviceMode(spec: Obj): 'replicated' | 'global' {
-  return spec.Mode?.Global ? 'global' : 'replicated';
+const NAME_FIRST = ['amber', 'brisk', 'calm', 'dapper', 'eager', 'fond', 'gentle', 'hardy', 'keen', 'lucid', 'merry', 'nimble', 'placid', 'quiet', 'ready', 'sturdy', 'tidy', 'vivid', 'witty', 'zesty'];
+const NAME_SECOND = ['anchor', 'buoy', 'cutter', 'dinghy', 'ferry', 'galley', 'harbor', 'jetty', 'keel', 'lagoon', 'mooring', 'pier', 'quay', 'rudder', 'schooner', 'tiller', 'wharf', 'yawl'];
+
+function generatedName(): string {
+  const pick = (list: string[]) => list[randomBytes(1)[0]! % list.length]!;
+  return `${pick(NAME_FIRST)}_${pick(NAME_SECOND)}`;
 }
+
+export function serviceMode(spec: Obj): 'replicated' | 'global' | 'replicated-job' | 'global-job' {
+  if (spec.Mode?.Global) return 'global';
+  if (spec.Mode?.ReplicatedJob) return 'replicated-job';
+  if (spec.Mode?.GlobalJob) return 'global-job';
+  return 'replicated';
+}
+
+export const isJob = (spec: Obj) => !!(spec.Mode?.ReplicatedJob || spec.Mode?.GlobalJob);
 
 // -- nodes ----------------------------------------------------------------------------------------------------
 
@@ -141,6 +173,8 @@ export class ClusterObjects {
     private readonly events: EventBus,
     /** The node id of the leader, for ManagerStatus.Leader. */
     private readonly leaderId: () => string | undefined,
+    /** Seals secret values in the store. */
+    private readonly seal: Sealer,
   ) {}
 
   // -- nodes --
@@ -217,11 +251,16 @@ export class ClusterObjects {
     delete v.Internal;
     if (withStatus) {
       const tasks = this.store.list('tasks').filter((t) => t.obj.ServiceID === v.ID);
-      const running = tasks.filter((t) => t.obj.Status?.State === 'running' && t.obj.DesiredState === 'running').length;
+      const mode = serviceMode(v.Spec);
+      const iteration = v.JobStatus?.JobIteration?.Index;
+      const current = isJob(v.Spec) ? tasks.filter((t) => t.obj.JobIteration?.Index === iteration) : tasks;
+      const running = current.filter((t) => t.obj.Status?.State === 'running' && (t.obj.DesiredState === 'running' || t.obj.DesiredState === 'complete')).length;
+      const completed = isJob(v.Spec) ? current.filter((t) => t.obj.Status?.State === 'complete').length : 0;
       let desired = 0;
-      if (serviceMode(v.Spec) === 'replicated') desired = v.Spec.Mode.Replicated.Replicas;
-      else desired = new Set(tasks.filter((t) => t.obj.DesiredState === 'running').map((t) => t.obj.NodeID)).size;
-      v.ServiceStatus = { RunningTasks: running, DesiredTasks: desired, CompletedTasks: 0 };
+      if (mode === 'replicated') desired = v.Spec.Mode.Replicated.Replicas;
+      else if (mode === 'replicated-job') desired = Math.min(v.Spec.Mode.ReplicatedJob.MaxConcurrent, Math.max(0, v.Spec.Mode.ReplicatedJob.TotalCompletions - completed));
+      else desired = new Set(current.filter((t) => t.obj.DesiredState === 'running' || t.obj.DesiredState === 'complete').map((t) => t.obj.NodeID)).size;
+      v.ServiceStatus = { RunningTasks: running, DesiredTasks: desired, CompletedTasks: completed };
     }
     return v;
   }
@@ -268,7 +307,8 @@ export class ClusterObjects {
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     const rev = await this.store.create('services', id, service, { name: spec.Name });
-    await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev } }));
+    const jobStatus = isJob(spec) ? { JobStatus: { JobIteration: { Index: rev }, LastExecution: now() } } : {};
+    await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev }, ...jobStatus }));
     this.events.publish('service', 'create', id, { name: spec.Name });
     return { ID: id };
   }
@@ -293,10 +333,12 @@ export class ClusterObjects {
     service.Spec = spec;
     service.SpecVersion = { Index: e.modRev };
     service.UpdatedAt = now();
+    // Updating a job runs it again.
+    if (isJob(spec)) service.JobStatus = { JobIteration: { Index: e.modRev }, LastExecution: now() };
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
-    if (changesTasks) {
+    if (changesTasks && !isJob(spec)) {
       service.UpdateStatus = rollback
         ? { State: 'rollback_started', StartedAt: now(), Message: 'manually requested rollback' }
         : { State: 'updating', StartedAt: now(), Message: 'update in progress' };
@@ -398,7 +440,7 @@ export class ClusterObjects {
     if (data.length > limit) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = ${what} data must be larger than 0 and less than ${limit} bytes`);
     const id = newObjectId(randomBytes(16));
     const t = now();
-    const spec: Obj = { Name: name, Labels: labels, Data: data.toString('base64') };
+    const spec: Obj = { Name: name, Labels: labels, Data: kind === 'secrets' ? this.seal.seal(data) : data.toString('base64') };
     if (isObject(body.Templating)) spec.Templating = body.Templating;
     await this.store.create(kind, id, { ID: id, CreatedAt: t, UpdatedAt: t, Spec: spec }, { name });
     this.events.publish(what as 'secret' | 'config', 'create', id, { name });

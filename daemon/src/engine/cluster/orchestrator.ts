@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { log } from '../../util/log.js';
 import type { ClusterStore, Entry, Fence } from './store.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
-import { serviceMode } from './objects.js';
+import { isJob, serviceMode } from './objects.js';
 
 const SECOND = 1_000_000_000;
 
@@ -106,7 +106,65 @@ export class Orchestrator {
     await this.setTask(t.ID, (cur) => (stateRank(cur.DesiredState) >= stateRank(state) ? undefined : { ...cur, DesiredState: state, UpdatedAt: now() }));
   }
 
-  private async newTask(service: Obj, slot: number | undefined, nodeId: string | undefined): Promise<void> {
+  /**
+   * Jobs: tasks run to completion. A replicated job runs TotalCompletions tasks (slots from 0), at most
+   * MaxConcurrent at a time; a global job one task on each eligible node. A failed task is replaced as its
+   * restart policy says (any means on failure for jobs); tasks of an earlier iteration (before the job was
+   * updated) stop.
+   */
+  private async job(e: Entry, tasks: Obj[], nodes: Map<string, Obj>): Promise<void> {
+    const service = e.obj;
+    const iteration = service.JobStatus?.JobIteration?.Index;
+    if (iteration === undefined) return;
+    const current: Obj[] = [];
+    for (const t of tasks) {
+      if (t.JobIteration?.Index === iteration) current.push(t);
+      else if (stateRank(t.DesiredState) <= stateRank('running') || t.DesiredState === 'complete') {
+        if (!isTerminal(t.Status.State)) await this.desire(t, 'shutdown');
+      }
+    }
+    const groups = new Map<string, Obj[]>();
+    const key = (t: Obj) => (service.Spec.Mode.GlobalJob ? String(t.NodeID) : String(t.Slot));
+    for (const t of current) groups.set(key(t), [...(groups.get(key(t)) ?? []), t]);
+    for (const list of groups.values()) list.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
+    // What each slot (node) needs: nothing when done or running, a new task when empty or failed (after the delay).
+    const wants: Array<{ slot?: number; nodeId?: string }> = [];
+    let active = 0;
+    const consider = (list: Obj[], slot: number | undefined, nodeId: string | undefined) => {
+      if (list.some((t) => t.Status.State === 'complete')) return;
+      const last = list[list.length - 1];
+      if (last && !isTerminal(last.Status.State) && !(last.NodeID && nodeLost(nodes.get(last.NodeID)))) {
+        active++;
+        return;
+      }
+      if (last) {
+        const rp = service.Spec.TaskTemplate.RestartPolicy ?? {};
+        if (rp.Condition === 'none') return;
+        const failures = list.filter((t) => isTerminal(t.Status.State)).length;
+        if (rp.MaxAttempts > 0 && failures > rp.MaxAttempts) return;
+        if (Date.now() < time(last.Status.Timestamp) + nanos(rp.Delay, 5 * SECOND) / 1e6) return;
+      }
+      wants.push({ slot, nodeId });
+    };
+    if (service.Spec.Mode.GlobalJob) {
+      for (const n of nodes.values()) {
+        const list = groups.get(n.ID) ?? [];
+        const eligible = n.Spec?.Availability !== 'drain' && n.Status?.State !== 'down' && constraintsMatch(service.Spec.TaskTemplate.Placement?.Constraints, n);
+        if (eligible || list.length) consider(list, undefined, n.ID);
+      }
+    } else {
+      const { MaxConcurrent: max, TotalCompletions: total } = service.Spec.Mode.ReplicatedJob;
+      for (let slot = 0; slot < total; slot++) consider(groups.get(String(slot)) ?? [], slot, undefined);
+      wants.splice(Math.max(0, max - active));
+    }
+    for (const t of current) {
+      // A failed task of a slot that is to run again is done with.
+      if (isTerminal(t.Status.State) && t.Status.State !== 'complete' && t.DesiredState === 'complete') await this.desire(t, 'shutdown');
+    }
+    for (const w of wants) await this.newTask(service, w.slot, w.nodeId, { DesiredState: 'complete', JobIteration: { Index: iteration } });
+  }
+
+  private async newTask(service: Obj, slot: number | undefined, nodeId: string | undefined, extra: Obj = {}): Promise<void> {
     const id = newObjectId(randomBytes(16));
     const t = now();
     const task: Obj = {
@@ -123,6 +181,7 @@ export class Orchestrator {
       Status: { Timestamp: t, State: 'pending', Message: 'pending task scheduling' },
       DesiredState: 'running',
       SpecVersion: service.SpecVersion,
+      ...extra,
     };
     await this.store.create('tasks', id, task, { fence: this.fence });
   }
@@ -149,7 +208,8 @@ export class Orchestrator {
       // A service is written twice at its creation (its SpecVersion is its first revision): wait for both.
       if (!e.obj.SpecVersion) continue;
       const tasks = byService.get(e.obj.ID) ?? [];
-      if (serviceMode(e.obj.Spec) === 'global') await this.global(e, tasks, nodes);
+      if (isJob(e.obj.Spec)) await this.job(e, tasks, nodes);
+      else if (serviceMode(e.obj.Spec) === 'global') await this.global(e, tasks, nodes);
       else await this.replicated(e, tasks, nodes);
     }
     await this.schedule(nodes);
@@ -300,8 +360,12 @@ export class Orchestrator {
   /** One slot (or one node's task of a global service): keep exactly one live task, current and running. */
   private async slot(service: Obj, slot: number | undefined, list: Obj[], nodes: Map<string, Obj>, update: { allowed: number }, nodeId?: string): Promise<void> {
     const live = list.filter((t) => stateRank(t.DesiredState) <= stateRank('running'));
-    for (const t of live.slice(0, -1)) await this.desire(t, 'shutdown');
     const current = live[live.length - 1];
+    // Older live tasks of the slot stop, once the newest runs (start-first updates start it beside them) or
+    // cannot (it ended).
+    if (live.length > 1 && current && (current.Status.State === 'running' || isTerminal(current.Status.State) || (current.NodeID && nodeLost(nodes.get(current.NodeID))))) {
+      for (const t of live.slice(0, -1)) await this.desire(t, 'shutdown');
+    }
     if (current) {
       if (isTerminal(current.Status.State)) {
         const at = this.restartAt(service, current, list);
@@ -345,7 +409,7 @@ export class Orchestrator {
     const tasks = this.store.list('tasks').map((e) => e.obj);
     const active = tasks.filter((t) => t.NodeID && stateRank(t.DesiredState) <= stateRank('running') && !isTerminal(t.Status.State));
     for (const t of tasks) {
-      if (t.Status.State !== 'pending' || t.DesiredState !== 'running') continue;
+      if (t.Status.State !== 'pending' || (t.DesiredState !== 'running' && t.DesiredState !== 'complete')) continue;
       const service = this.store.get('services', t.ServiceID)?.obj;
       if (!service) continue;
       const constraints = t.Spec?.Placement?.Constraints;

@@ -61,7 +61,7 @@ test('the handshake carries the agent version and its fields', async () => {
 test('values that JSON cannot carry cross intact', async () => {
   const { client, done } = await pair((target, args) => (target === 'echo' ? args : undefined));
   try {
-    const sent = [undefined, 12n ** 30n, Buffer.from([0, 1, 255]), new Int32Array([1, -2, 3]), new Date('2026-01-02T03:04:05.678Z'),
+    const sent = [undefined, 12n ** 30n, Buffer.from([0, 1, 255]), { big: Buffer.alloc(70_000, 7), second: [Buffer.from('x'.repeat(100))] }, new Int32Array([1, -2, 3]), new Date('2026-01-02T03:04:05.678Z'),
       new Map([['a', { x: undefined }]]), new Set([1]), { $$: 'not a tag', nested: [null, NaN] }];
     const got = (await client.call('echo', sent)) as unknown[];
     assert.deepEqual(got, sent);

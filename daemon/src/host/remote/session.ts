@@ -606,13 +606,42 @@ export class Session extends EventEmitter {
     return encoded;
   }
 
+  /**
+   * A value's payload: its JSON, or, when it holds buffers, a 0 byte, the JSON's length (u32), the JSON, and
+   * the buffers' bytes one after the other (a `b` tag names its buffer's place), so that bytes are not
+   * base64 in JSON.
+   */
   private encode(value: unknown, after: Array<() => void>): Buffer {
-    return Buffer.from(JSON.stringify(this.enc(value, after)));
+    const outer = this.attaching;
+    const bins = { bufs: [] as Buffer[], length: 0 };
+    this.attaching = bins;
+    try {
+      const json = Buffer.from(JSON.stringify(this.enc(value, after)));
+      if (bins.bufs.length === 0) return json;
+      const head = Buffer.allocUnsafe(5);
+      head.writeUInt8(0, 0);
+      head.writeUInt32BE(json.length, 1);
+      return Buffer.concat([head, json, ...bins.bufs]);
+    } finally {
+      this.attaching = outer;
+    }
   }
 
   private decode(payload: Buffer): unknown {
-    return this.dec(JSON.parse(payload.toString('utf8')));
+    if (payload.length === 0 || payload[0] !== 0) return this.dec(JSON.parse(payload.toString('utf8')));
+    const jsonLength = payload.readUInt32BE(1);
+    const outer = this.attached;
+    this.attached = { bytes: payload.subarray(5 + jsonLength) };
+    try {
+      return this.dec(JSON.parse(payload.subarray(5, 5 + jsonLength).toString('utf8')));
+    } finally {
+      this.attached = outer;
+    }
   }
+
+  /** Buffers of the value being encoded, and the bytes of those of the value being decoded. */
+  private attaching?: { bufs: Buffer[]; length: number };
+  private attached?: { bytes: Buffer };
 
   private enc(v: unknown, after: Array<() => void>): unknown {
     switch (typeof v) {
@@ -635,7 +664,13 @@ export class Session extends EventEmitter {
     }
     if (v === null) return null;
     const obj = v as object;
-    if (Buffer.isBuffer(obj)) return { $$: 'b', v: obj.toString('base64') };
+    if (Buffer.isBuffer(obj)) {
+      if (!this.attaching || obj.length < 48) return { $$: 'b', v: obj.toString('base64') };
+      const offset = this.attaching.length;
+      this.attaching.bufs.push(obj);
+      this.attaching.length += obj.length;
+      return { $$: 'b', o: offset, n: obj.length };
+    }
     if (ArrayBuffer.isView(obj)) {
       const bytes = Buffer.from(obj.buffer, obj.byteOffset, obj.byteLength);
       return { $$: 'ta', k: obj.constructor.name, v: bytes.toString('base64') };
@@ -760,8 +795,14 @@ export class Session extends EventEmitter {
         return Number(tagged.v);
       case 'n':
         return BigInt(tagged.v as string);
-      case 'b':
-        return Buffer.from(tagged.v as string, 'base64');
+      case 'b': {
+        if (typeof tagged.v === 'string') return Buffer.from(tagged.v, 'base64');
+        const attached = this.attached;
+        if (!attached) throw new ProtocolError('a buffer outside the value that carries it');
+        const offset = tagged.o as number;
+        // A copy: the receiver owns what it gets (a log block's consumer may write into its buffer).
+        return Buffer.from(attached.bytes.subarray(offset, offset + (tagged.n as number)));
+      }
       case 'ta': {
         const bytes = Buffer.from(tagged.v as string, 'base64');
         const Ctor = (globalThis as unknown as Record<string, new (b: ArrayBuffer, o: number, n: number) => ArrayBufferView>)[tagged.k as string];

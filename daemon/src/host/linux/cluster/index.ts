@@ -6,7 +6,7 @@
 import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ClusterHost, EtcdMember, EtcdMemberOptions, NodeCertificates, NodeState } from '../../cluster.js';
+import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../cluster.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
 import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
@@ -55,19 +55,20 @@ export class LinuxClusterHost implements ClusterHost {
     };
   }
 
-  async loadCertificates(): Promise<(NodeCertificates & { caKey?: string }) | undefined> {
+  async loadCertificates(): Promise<(NodeCertificates & ManagerKeys) | undefined> {
     const files = this.certificateFiles();
     try {
       const [ca, cert, key] = await Promise.all([files.ca, files.cert, files.key].map((f) => fs.readFile(f, 'utf8')));
       const caKey = await fs.readFile(path.join(this.certDir, 'swarm-root-ca.key'), 'utf8').catch(() => undefined);
-      return { ca: ca!, cert: cert!, key: key!, caKey };
+      const dataKey = await fs.readFile(path.join(this.certDir, 'swarm-data.key'), 'utf8').catch(() => undefined);
+      return { ca: ca!, cert: cert!, key: key!, caKey, dataKey };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
     }
   }
 
-  async saveCertificates(certs: NodeCertificates & { caKey?: string }): Promise<void> {
+  async saveCertificates(certs: NodeCertificates & ManagerKeys): Promise<void> {
     await fs.mkdir(this.certDir, { recursive: true, mode: 0o700 });
     const files = this.certificateFiles();
     await writeFileAtomic(files.ca, certs.ca, { mode: 0o644 });
@@ -76,6 +77,9 @@ export class LinuxClusterHost implements ClusterHost {
     const caKeyFile = path.join(this.certDir, 'swarm-root-ca.key');
     if (certs.caKey) await writeFileAtomic(caKeyFile, certs.caKey, { mode: 0o600 });
     else await fs.rm(caKeyFile, { force: true });
+    const dataKeyFile = path.join(this.certDir, 'swarm-data.key');
+    if (certs.dataKey) await writeFileAtomic(dataKeyFile, certs.dataKey, { mode: 0o600 });
+    else await fs.rm(dataKeyFile, { force: true });
   }
 
   startEtcd(opts: EtcdMemberOptions): EtcdMember {
