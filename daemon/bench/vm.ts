@@ -11,7 +11,7 @@
  *       loopback by QEMU), beside the same through the remote Host: a daemon on the host with --agent to a
  *       second VM's agent port (both VMs up, the runs interleaved)
  *
- *   node daemon/dist/bench/vm.js [--boots 2] [--mib 64] [--rounds 3] [-n 5] [--json] [--verbose]
+ *   node daemon/dist/bench/vm.js [--boots 2] [--mib 256] [--rounds 3] [-n 5] [--json] [--verbose]
  *
  * The image is built first when the cache lacks it (vm/guest/image.ts). Everything it starts (QEMU, by
  * PID through the driver) is stopped, and its temporary folder removed, when it ends.
@@ -147,15 +147,25 @@ export async function runVmBench(opts: Options): Promise<VmReport> {
     await buildBusyboxArchive(archive);
     const loaded = await docker(['load', '-i', archive]);
     if (loaded.code !== 0) throw new Error(`docker load in the guest: ${loaded.stderr}`);
-    // The remote Host: a second VM with the agent on its port, a daemon on the host with --agent to it (its
-    // root shared at the same path, which the remote Host names); both VMs up, the runs interleaved.
+    // The remote Host: a second VM with the agent on its port, a daemon on the host with --agent to it (the
+    // guest's data root at the daemon's path, its containers and volumes folders shared); both VMs up, the
+    // runs interleaved.
     let remote: ((args: string[]) => Promise<{ code: number | null; stderr: string }>) | undefined;
     if (existsSync(path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'src', 'agent'))) {
       const engineArgs: string[] = [];
       const engine = new Engine({ args: engineArgs });
       engines.push(engine);
+      const daemonShares = ['containers', 'volumes'].map((n) => path.join(engine.dataRoot, n));
+      for (const dir of daemonShares) await fs.mkdir(dir, { recursive: true });
       const agentVm = new QemuDriver(
-        { name: 'bench-agent', stateDir: path.join(root, 'vm-agent'), image, resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 }, shares: [{ hostPath: engine.root, guestPath: engine.root }] },
+        {
+          name: 'bench-agent',
+          stateDir: path.join(root, 'vm-agent'),
+          image,
+          resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
+          shares: daemonShares.map((dir) => ({ hostPath: dir, guestPath: dir })),
+          guestDataRoot: engine.dataRoot,
+        },
         { accel },
       );
       drivers.push(agentVm);
@@ -211,7 +221,7 @@ function print(r: VmReport): void {
 
 async function main(): Promise<number> {
   const values = parseBenchArgs(process.argv.slice(2), { iterations: { type: 'string', short: 'n' }, boots: { type: 'string' }, mib: { type: 'string' }, rounds: { type: 'string' } });
-  const opts: Options = { iterations: positiveInt(values, 'iterations', 5), boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 64), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
+  const opts: Options = { iterations: positiveInt(values, 'iterations', 5), boots: positiveInt(values, 'boots', 2), mib: positiveInt(values, 'mib', 256), rounds: positiveInt(values, 'rounds', 3), ...commonOptions(values) };
   const report = await runVmBench(opts);
   if (opts.json) console.log(JSON.stringify(report, null, 2));
   else print(report);

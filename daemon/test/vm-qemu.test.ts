@@ -230,27 +230,29 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, run -d -p reached on the host, logs, exec, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, a named volume, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
   const src = path.join(root, 'src');
   await fs.mkdir(src);
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
-  // The host folder at the same path in the guest, as a bind mount's source names it; so is the daemon's
-  // root, whose folders (a container's) the remote Host names by their host paths.
+  // The host folder at the same path in the guest, as a bind mount's source names it. The guest's data disk is
+  // mounted at the daemon's data root and the agent keeps its state there, so that the folders the remote
+  // Host names by the daemon's paths are the guest's; the daemon's containers and volumes folders, whose
+  // files both sides read and write (a container's resolv.conf, a volume's record), are shared at their paths.
   const engineArgs: string[] = []; // the agent's address, known once the VM runs
   const engine = new Engine({ args: engineArgs });
+  const daemonShares = ['containers', 'volumes'].map((n) => path.join(engine.dataRoot, n));
+  for (const dir of daemonShares) await fs.mkdir(dir, { recursive: true });
   const driver = new QemuDriver(
     {
       name: 'agent',
       stateDir: path.join(root, 'vm'),
       image: img,
       resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
-      shares: [
-        { hostPath: src, guestPath: src },
-        { hostPath: engine.root, guestPath: engine.root },
-      ],
+      shares: [src, ...daemonShares].map((dir) => ({ hostPath: dir, guestPath: dir })),
+      guestDataRoot: engine.dataRoot,
     },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
@@ -267,6 +269,10 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
   assert.equal(rw, 'from the host\n');
   assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+  // A named volume keeps what a container wrote for the next one.
+  await engine.dockerOk(['volume', 'create', 'vmvol'], { timeoutMs: 120_000 });
+  await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'sh', '-c', 'echo kept > /data/x'], { timeoutMs: 300_000 });
+  assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'cat', '/data/x'], { timeoutMs: 300_000 }), 'kept\n');
 
   // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
   // runs, and no longer once it is gone.
@@ -297,7 +303,19 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   assert.equal(await engine.dockerOk(['exec', 'app', 'cat', '/tmp/copied.txt'], { timeoutMs: 120_000 }), 'from the host\n');
   await engine.dockerOk(['cp', 'app:/tmp/copied.txt', path.join(root, 'back.txt')], { timeoutMs: 120_000 });
   assert.equal(await fs.readFile(path.join(root, 'back.txt'), 'utf8'), 'from the host\n');
+  const tty = await runCommand('script', ['-qec', `stty cols 91 rows 27; docker exec -it app sh -c 'tty; stty size'`, '/dev/null'], {
+    env: { DOCKER_HOST: engine.host, DOCKER_CONFIG: engine.dockerConfig },
+    timeoutMs: 120_000,
+    holdInput: true,
+  });
+  assert.equal(tty.code, 0, tty.stdout + tty.stderr);
+  assert.match(tty.stdout, /\/dev\/pts\/\d+\r\n/);
+  assert.match(tty.stdout, /27 91\r\n/);
   await engine.dockerOk(['rm', '-f', 'app'], { timeoutMs: 120_000 });
+  // logs -f follows a container to its end.
+  const talker = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'echo one; sleep 2; echo two'], { timeoutMs: 300_000 })).trim();
+  assert.equal(await engine.dockerOk(['logs', '-f', talker], { timeoutMs: 120_000 }), 'one\ntwo\n');
+  await engine.dockerOk(['rm', '-f', talker], { timeoutMs: 120_000 });
   const context = path.join(root, 'context');
   await fs.mkdir(context);
   await fs.writeFile(path.join(context, 'hello.txt'), 'built from the host\n');

@@ -49,6 +49,12 @@ export interface VmConfig {
   image: GuestImage;
   resources: VmResources;
   shares: Share[];
+  /**
+   * Where the guest mounts its data disk and the agent keeps its state (default /var/lib/berth). Given the
+   * daemon's own data root, the folders the remote Host names by the daemon's paths (a container's, a
+   * volume's) are the guest's, on its disk, under the same names.
+   */
+  guestDataRoot?: string;
   /** Extra kernel command line words. */
   kernelArgs?: string[];
 }
@@ -118,6 +124,7 @@ export function guestKernelArgs(opts: {
   shareFs: '9p' | 'virtiofs';
   agent: string;
   net?: 'qemu-user' | 'dhcp';
+  dataRoot?: string;
   /** A guest TCP port where init serves the guest's own engine (for tests and benchmarks; no agent needed). */
   enginePort?: number;
   now?: Date;
@@ -130,6 +137,10 @@ export function guestKernelArgs(opts: {
   }
   if (opts.net) words.push(`berth.net=${opts.net}`);
   if (opts.enginePort) words.push(`berth.engine=${opts.enginePort}`);
+  if (opts.dataRoot) {
+    if (!opts.dataRoot.startsWith('/') || /[\s:,]/.test(opts.dataRoot)) throw new RangeError(`guest data root must be an absolute path without spaces, colons or commas: ${opts.dataRoot}`);
+    words.push(`berth.dataroot=${opts.dataRoot}`);
+  }
   words.push(`berth.time=${Math.floor((opts.now ?? new Date()).getTime() / 1000)}`);
   return [...words, ...(opts.extra ?? [])];
 }

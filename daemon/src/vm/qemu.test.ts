@@ -88,4 +88,9 @@ test('port forwards in hostfwd syntax, on the host loopback only', () => {
   );
   assert.deepEqual(values(cmd.args, '-netdev'), ['user,id=net0,hostfwd=tcp:127.0.0.1:40000-:2375']);
   assert.match(values(cmd.args, '-append')[0]!, / berth\.engine=2375 /);
+  const rooted = qemuCommand(
+    { name: 'x', stateDir: '/s', image: { arch: 'amd64', kernel: '/k', initrd: '/i' }, resources: { cpus: 1, memoryMiB: 512, diskGiB: 1 }, shares: [], guestDataRoot: '/Users/me/.berth/data' },
+    { host: { platform: 'linux', arch: 'x64' } },
+  );
+  assert.match(values(rooted.args, '-append')[0]!, / berth\.dataroot=\/Users\/me\/\.berth\/data /);
 });

@@ -134,6 +134,7 @@ export function qemuCommand(config: VmConfig, opts: QemuOptions = {}): QemuComma
     net: opts.network === false ? undefined : 'qemu-user',
     enginePort: opts.network === false ? undefined : opts.hostForwards?.find((f) => f.engine)?.guestPort,
     now: opts.now,
+    dataRoot: config.guestDataRoot,
     extra: config.kernelArgs,
   });
   args.push('-append', append.join(' '));

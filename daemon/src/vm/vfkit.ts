@@ -46,6 +46,7 @@ export function vfkitCommand(config: VmConfig, opts: { binary?: string; now?: Da
     agent: `vsock:${AGENT_VSOCK_PORT}`,
     net: 'dhcp',
     now: opts.now,
+    dataRoot: config.guestDataRoot,
     extra: config.kernelArgs,
   }).join(' ');
   const args = [
