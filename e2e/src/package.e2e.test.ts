@@ -185,7 +185,7 @@ describe('the packaged app', { timeout: 600_000 }, () => {
     const unit = readFileSync(path.resolve(ROOT, unitMapping.split('=')[0]!), 'utf8');
     const execStart = /^ExecStart=(\S+) (\S+) (.*)$/m.exec(unit);
     assert.ok(execStart, unit);
-    assert.equal(execStart[3], 'agent --socket /run/berth/agent.sock --group berth');
+    assert.equal(execStart[3], 'agent --socket /run/berth-agent.sock --group berth');
     assert.match(unit, /^Environment=ELECTRON_RUN_AS_NODE=1$/m);
     assert.match(unit, /^KillMode=process$/m);
     assert.match(unit, /^WantedBy=multi-user\.target$/m);

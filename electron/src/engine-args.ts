@@ -1,7 +1,7 @@
 /**
  * How the app starts its own engine: the berthd flags for this machine and user.
  *
- * - Linux, not root, with the agent service there (`/run/berth/agent.sock`, made by the deb's
+ * - Linux, not root, with the agent service there (`/run/berth-agent.sock`, made by the deb's
  *   berth-agent.service): berthd runs in the app as the user and drives the root agent (`--agent`); its data
  *   root is the user's (`$XDG_DATA_HOME/berth`, by default ~/.local/share/berth), its exec root under
  *   `$XDG_RUNTIME_DIR/berth`, its socket the app's own. Nothing is shared with a system berthd (/var/lib/berth,
@@ -13,7 +13,7 @@
  */
 import path from 'node:path';
 
-export const AGENT_SOCKET = '/run/berth/agent.sock';
+export const AGENT_SOCKET = '/run/berth-agent.sock';
 /** The default bridge of the app's engine (a system berthd's is berth0). */
 export const APP_BRIDGE = 'berthapp0';
 

@@ -34,11 +34,11 @@ describe('the arguments of the app\'s engine', () => {
       '--exec-root', '/run/user/1000/berth',
       '--pidfile', '/run/user/1000/berth/berthd.pid',
       '--bridge', 'berthapp0',
-      '--agent', 'unix:///run/berth/agent.sock',
+      '--agent', 'unix:///run/berth-agent.sock',
     ]);
     // Nothing a system berthd uses.
     for (const taken of ['/var/lib/berth', '/run/berth', '/var/run/engine.sock', '/var/run/berthd.pid', 'berth0'])
-      assert.ok(!plan.args.filter((a) => a !== 'unix:///run/berth/agent.sock').some((a) => a === taken || a.startsWith(`${taken}/`) || a === `unix://${taken}`), `${taken} in ${plan.args.join(' ')}`);
+      assert.ok(!plan.args.filter((a) => a !== 'unix:///run/berth-agent.sock').some((a) => a === taken || a.startsWith(`${taken}/`) || a === `unix://${taken}`), `${taken} in ${plan.args.join(' ')}`);
   });
 
   it('follows XDG_DATA_HOME and falls back to /run/user/<uid> without XDG_RUNTIME_DIR', () => {
@@ -90,6 +90,6 @@ describe('the arguments of the app\'s engine', () => {
     assert.equal(opts.execRoot, '/run/user/1000/berth');
     assert.equal(opts.pidfile, '/run/user/1000/berth/berthd.pid');
     assert.equal(opts.bridgeName, 'berthapp0');
-    assert.equal(opts.agent, 'unix:///run/berth/agent.sock');
+    assert.equal(opts.agent, 'unix:///run/berth-agent.sock');
   });
 });
