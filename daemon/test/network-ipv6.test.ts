@@ -15,7 +15,8 @@ import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
 import { eventually, startEngine, type Engine } from './harness.js';
 
-const hex = () => randomBytes(2).toString('hex');
+// Groups without a leading zero, so that the daemon's canonical forms read as the test writes them.
+const hex = () => randomInt(0x1000, 0x10000).toString(16);
 /** Random unique local prefixes of this run (a /48 each side), and IPv4 /24s. */
 const ULA = `fd${randomBytes(1).toString('hex')}:${hex()}`;
 const SUB6_A = `${ULA}:a::`;
