@@ -446,6 +446,22 @@ class Builder {
     if (t.startsWith('/plugins')) {
       for (const key of ['remote', 'name']) if (query.has(key)) query.set(key, `${REGISTRY}/${query.get(key)}`);
     }
+    if (t === '/swarm/init' || t === '/swarm/join') {
+      // A swarm is never created or joined: whatever body was drawn (none, not JSON, not an object), the request
+      // advertises the unspecified address, which no machine can advertise.
+      let b: Record<string, unknown> = {};
+      try {
+        const parsed: unknown = JSON.parse(req.body?.toString('utf8') ?? '');
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) b = parsed as Record<string, unknown>;
+      } catch {
+        // Not JSON: replaced by an object.
+      }
+      b.AdvertiseAddr = '0.0.0.0';
+      b.RemoteAddrs = [`${REGISTRY}`];
+      req.body = Buffer.from(JSON.stringify(b));
+      req.headers['Content-Type'] = 'application/json';
+      return urlPath;
+    }
     if (req.body && req.headers['Content-Type'] === 'application/json') {
       let parsed: unknown;
       try {
@@ -459,11 +475,6 @@ class Builder {
       if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return urlPath;
       const b = parsed as Record<string, any>;
       if (t === '/auth') b.serveraddress = `http://${REGISTRY}`;
-      // A swarm is never created or joined: the unspecified address cannot be advertised, on any machine.
-      if (t === '/swarm/init' || t === '/swarm/join') {
-        b.AdvertiseAddr = '0.0.0.0';
-        b.RemoteAddrs = [`${REGISTRY}`];
-      }
       if (t === '/containers/create' || t === '/commit') {
         if (this.rnd.chance(0.6)) b.Image = 'busybox';
         const hc = b.HostConfig;
@@ -499,8 +510,11 @@ class Builder {
       ['empty', () => (req.body = Buffer.alloc(0))],
       ['body longer than declared', () => ((req.body = Buffer.from(valid + ' '.repeat(64))), (req.headers['Content-Length'] = String(valid.length)), (req.badFraming = true))],
     ];
-    // A login whose body has no server would go to Docker Hub: it gets only the kinds that keep the body.
-    const usable = op.template === '/auth' ? kinds.filter(([k]) => k === 'chunked' || k === 'body longer than declared') : kinds;
+    // A login whose body has no server would go to Docker Hub, and a swarm init or join whose body lost its
+    // unspecified advertise address (empty, or not UTF-8 and so read as another object) would make a real swarm:
+    // these get only the kinds that keep the body.
+    const keepsBody = op.template === '/auth' || op.template === '/swarm/init' || op.template === '/swarm/join';
+    const usable = keepsBody ? kinds.filter(([k]) => k === 'chunked' || k === 'body longer than declared') : kinds;
     const [kind, apply] = rnd.pick(usable);
     apply();
     req.kind = `body: ${kind}`;
