@@ -4,6 +4,7 @@
  * The handlers declare what they need of the engine and the host (SystemDeps) and shape the answer for
  * the requested API version through api/compat.
  */
+import type { LocalSwarmStatus } from '../engine/cluster/cluster.js';
 import type { HostInfo } from '../engine/system/facts.js';
 import { nowNano, rfc3339Nano } from '../util/json.js';
 import { ENGINE_VERSION, GIT_COMMIT } from '../version.js';
@@ -35,15 +36,7 @@ export interface ComponentVersion {
 }
 
 /** The local node's swarm state, as /info and /_ping report it. */
-export interface SwarmStatus {
-  NodeID: string;
-  NodeAddr: string;
-  LocalNodeState: 'inactive' | 'pending' | 'active' | 'error' | 'locked';
-  ControlAvailable: boolean;
-  Error: string;
-  RemoteManagers: Array<{ NodeID: string; Addr: string }> | null;
-  [key: string]: unknown;
-}
+export type SwarmStatus = LocalSwarmStatus;
 
 /** Disk use of images: every image summary (with Size and Containers), and the layers' total. */
 export interface ImageDiskUsage {

@@ -5,6 +5,7 @@
  * in step, at once and at each container event.
  */
 import http from 'node:http';
+import { Passes } from '../util/passes.js';
 import type { PortForward, VmDriver } from './driver.js';
 
 export interface ContainerPorts {
@@ -31,8 +32,7 @@ function key(f: PortForward): string {
 
 export class PublishedPorts {
   private readonly current = new Map<string, PortForward>();
-  private running?: Promise<void>;
-  private again = false;
+  private readonly passes = new Passes(() => this.pass());
 
   constructor(
     private readonly engineSocket: string,
@@ -47,17 +47,7 @@ export class PublishedPorts {
 
   /** Brings the forwards in step with the running containers (one pass at a time; a call during one runs again after it). */
   sync(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.pass();
-      } while (this.again);
-    })().finally(() => (this.running = undefined));
-    return this.running;
+    return this.passes.run();
   }
 
   private async pass(): Promise<void> {

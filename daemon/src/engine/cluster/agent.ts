@@ -7,6 +7,7 @@
  * manager can be reached.
  */
 import { log } from '../../util/log.js';
+import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
 
@@ -120,9 +121,8 @@ export function containerBody(t: Obj, nodeId: string, files: Map<string, string>
 }
 
 export class Agent {
-  private running = false;
-  private again = false;
   private stopped = false;
+  private readonly passes = new Passes(() => this.reconcile(), () => !this.stopped);
   private readonly busy = new Set<string>();
   private readonly filesRemoved = new Set<string>();
   private timer?: NodeJS.Timeout;
@@ -153,30 +153,14 @@ export class Agent {
   async removeAll(): Promise<void> {
     this.stop();
     const deadline = Date.now() + 30_000;
-    while ((this.running || this.busy.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while ((this.passes.busy || this.busy.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     for (const c of this.containers.taskContainers()) await this.containers.remove(c.id).catch(() => undefined);
     for (const id of await this.host.taskFileIds()) await this.host.removeTaskFiles(id).catch(() => undefined);
   }
 
   kick(): void {
     if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    void (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.reconcile();
-        } while (this.again && !this.stopped);
-      } catch (err) {
-        log.warn('swarm agent: a pass failed', { error: err instanceof Error ? err.message : String(err) });
-      } finally {
-        this.running = false;
-      }
-    })();
+    this.passes.kick((err) => log.warn('swarm agent: a pass failed', { error: err instanceof Error ? err.message : String(err) }));
   }
 
   private report(t: Obj, status: Obj): void {

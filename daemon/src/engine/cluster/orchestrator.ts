@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { log } from '../../util/log.js';
+import { Passes } from '../../util/passes.js';
 import type { ClusterStore, Entry, Fence } from './store.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { isJob, serviceMode } from './objects.js';
@@ -53,9 +54,8 @@ const time = (s: string | undefined) => (s ? Date.parse(s) : 0);
 export class Orchestrator {
   private timer?: NodeJS.Timeout;
   private unsubscribe?: () => void;
-  private running = false;
-  private again = false;
   private stopped = false;
+  private readonly passes = new Passes(() => this.reconcile(), () => !this.stopped);
   /** When each service's last update batch began (ms), for UpdateConfig.Delay. */
   private readonly lastBatch = new Map<string, number>();
 
@@ -78,23 +78,9 @@ export class Orchestrator {
 
   private kick(): void {
     if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    void (async () => {
-      try {
-        do {
-          this.again = false;
-          await this.reconcile();
-        } while (this.again && !this.stopped);
-      } catch (err) {
-        if (!this.stopped) log.warn('swarm orchestrator: a pass failed', { error: err instanceof Error ? err.message : String(err) });
-      } finally {
-        this.running = false;
-      }
-    })();
+    this.passes.kick((err) => {
+      if (!this.stopped) log.warn('swarm orchestrator: a pass failed', { error: err instanceof Error ? err.message : String(err) });
+    });
   }
 
   private async setTask(id: string, change: (t: Obj) => Obj | undefined): Promise<void> {
