@@ -22,7 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
 import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, runtimeOption, type CommonOptions } from './cli.js';
-import { killLeftovers } from './procmem.js';
+import { cleanupOnce, stopLeftovers } from './procmem.js';
 import { measureReference, prepareBundle, type Runtime } from './reference.js';
 import { chunks } from './run.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
@@ -153,22 +153,13 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   };
   const live = new Set<string>();
   const clients = Array.from({ length: opts.clients }, () => new Client(engine.socket, live));
-  let cleaned: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaned ??= (async () => {
-      for (const id of live) await engine.request('DELETE', `/containers/${id}?force=1`).catch(() => undefined);
-      for (const c of clients) c.close();
-      await engine.cleanup().catch(() => undefined);
-      const left = await killLeftovers(engine.root);
-      if (left.length) progress(`stopped ${left.length} processes left under ${engine.root}: ${left.join(' ')}`);
-      await fs.rm(work, { recursive: true, force: true });
-    })());
-  const onSignal = (sig: NodeJS.Signals) => {
-    progress(`${sig}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const { cleanup, release } = cleanupOnce(async () => {
+    for (const id of live) await engine.request('DELETE', `/containers/${id}?force=1`).catch(() => undefined);
+    for (const c of clients) c.close();
+    await engine.cleanup().catch(() => undefined);
+    await stopLeftovers(engine.root, progress);
+    await fs.rm(work, { recursive: true, force: true });
+  }, progress);
   try {
     progress('building the busybox OCI bundle');
     const bundle = await prepareBundle(path.join(work, 'bundle'));
@@ -206,8 +197,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   } finally {
     progress('cleaning up');
     await cleanup();
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    release();
   }
   return report;
 }

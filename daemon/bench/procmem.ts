@@ -110,3 +110,31 @@ function signal(pid: number, sig: NodeJS.Signals): void {
     // already gone
   }
 }
+
+/**
+ * A benchmark's cleanup, made to run once however often it is asked for, and on SIGINT or SIGTERM (then the
+ * process exits with 130) until `release()` at the benchmark's end.
+ */
+export function cleanupOnce(work: () => Promise<void>, progress: (line: string) => void): { cleanup: () => Promise<void>; release: () => void } {
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () => (cleaned ??= work());
+  const onSignal = (sig: NodeJS.Signals) => {
+    progress(`${sig}: cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    cleanup,
+    release: () => {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+    },
+  };
+}
+
+/** killLeftovers, saying what it stopped. */
+export async function stopLeftovers(root: string, progress: (line: string) => void): Promise<void> {
+  const left = await killLeftovers(root);
+  if (left.length) progress(`stopped ${left.length} processes left under ${root}: ${left.join(' ')}`);
+}

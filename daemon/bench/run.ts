@@ -20,7 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
 import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, runtimeOption, type CommonOptions } from './cli.js';
-import { findProcessesMentioning, killLeftovers, MB, rssBytes, settledRss } from './procmem.js';
+import { findProcessesMentioning, cleanupOnce, stopLeftovers, MB, rssBytes, settledRss } from './procmem.js';
 import { measureReference, prepareBundle, type Bundle, type Runtime } from './reference.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
@@ -260,22 +260,13 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
     errors: {},
   };
   const api = new Api(engine.socket);
-  let cleaned: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaned ??= (async () => {
-      for (const id of api.live) await api.remove(id, true).catch(() => undefined);
-      api.close();
-      await engine.cleanup().catch(() => undefined);
-      const left = await killLeftovers(engine.root);
-      if (left.length) progress(`stopped ${left.length} processes left under ${engine.root}: ${left.join(' ')}`);
-      await fs.rm(work, { recursive: true, force: true });
-    })());
-  const onSignal = (sig: NodeJS.Signals) => {
-    progress(`${sig}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const { cleanup, release } = cleanupOnce(async () => {
+    for (const id of api.live) await api.remove(id, true).catch(() => undefined);
+    api.close();
+    await engine.cleanup().catch(() => undefined);
+    await stopLeftovers(engine.root, progress);
+    await fs.rm(work, { recursive: true, force: true });
+  }, progress);
 
   const apiPart = new Part('api');
   const cliPart = new Part('cli');
@@ -340,8 +331,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   } finally {
     progress('cleaning up');
     await cleanup();
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    release();
   }
 
   for (const part of [apiPart, cliPart, crunPart, runcPart]) if (part.error) report.errors[part.name] = part.error;

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine, httpRequest, type HttpResult } from '../test/harness.js';
 import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, type CommonOptions } from './cli.js';
-import { cpuSeconds, killLeftovers, MB, settledRss } from './procmem.js';
+import { cpuSeconds, cleanupOnce, stopLeftovers, MB, settledRss } from './procmem.js';
 import { fmt, msSince } from './stats.js';
 
 export const TARGETS = { growthMB: 15 };
@@ -140,21 +140,12 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   };
   const live = new Set<string>();
   const clients = Array.from({ length: opts.clients }, () => new Client(engine.socket, live));
-  let cleaned: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaned ??= (async () => {
-      for (const id of live) await engine.request('DELETE', `/containers/${id}?force=1`).catch(() => undefined);
-      for (const c of clients) c.close();
-      await engine.cleanup().catch(() => undefined);
-      const left = await killLeftovers(engine.root);
-      if (left.length) progress(`stopped ${left.length} processes left under ${engine.root}: ${left.join(' ')}`);
-    })());
-  const onSignal = (sig: NodeJS.Signals) => {
-    progress(`${sig}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const { cleanup, release } = cleanupOnce(async () => {
+    for (const id of live) await engine.request('DELETE', `/containers/${id}?force=1`).catch(() => undefined);
+    for (const c of clients) c.close();
+    await engine.cleanup().catch(() => undefined);
+    await stopLeftovers(engine.root, progress);
+  }, progress);
   // The idle figure: the daemon quiet for 6 s (it gives memory back one second after its last request, at most
   // every 5 s), the median of a few readings.
   const idle = async () => (await settledRss(engine.pid!, IDLE_MS, 5)) / MB;
@@ -193,8 +184,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   } finally {
     progress('cleaning up');
     await cleanup();
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    release();
   }
   return report;
 }

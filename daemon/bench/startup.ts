@@ -29,7 +29,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BERTHD, Engine, httpRequest } from '../test/harness.js';
 import { COMMON_USAGE, commonOptions, intAtLeast, parseBenchArgs, reportMain, type CommonOptions } from './cli.js';
-import { killLeftovers } from './procmem.js';
+import { cleanupOnce, stopLeftovers } from './procmem.js';
 import { fmt, msSince, summarize, type Summary } from './stats.js';
 
 export const TARGETS = { firstPingMs: 100 };
@@ -219,22 +219,13 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   };
   const fresh: Engine[] = [];
   const spawned = new Set<Spawned>();
-  let cleaned: Promise<void> | undefined;
-  const cleanup = () =>
-    (cleaned ??= (async () => {
-      for (const p of spawned) await stopSpawned(p);
-      for (const e of [engine, ...fresh]) {
-        await e.cleanup().catch(() => undefined);
-        const left = await killLeftovers(e.root);
-        if (left.length) progress(`stopped ${left.length} processes left under ${e.root}: ${left.join(' ')}`);
-      }
-    })());
-  const onSignal = (sig: NodeJS.Signals) => {
-    progress(`${sig}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const { cleanup, release } = cleanupOnce(async () => {
+    for (const p of spawned) await stopSpawned(p);
+    for (const e of [engine, ...fresh]) {
+      await e.cleanup().catch(() => undefined);
+      await stopLeftovers(e.root, progress);
+    }
+  }, progress);
 
   const floorSocket = path.join(engine.root, 'floor.sock');
   const timeFloor = async (): Promise<number> => {
@@ -311,8 +302,7 @@ export async function runBenchmark(opts: Options, progress: (line: string) => vo
   } finally {
     progress('cleaning up');
     await cleanup();
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    release();
   }
   return report;
 }
