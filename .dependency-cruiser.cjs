@@ -32,6 +32,13 @@ module.exports = {
       to: { path: '^daemon/src/host/[^/]+/' },
     },
     {
+      name: 'engine-not-to-state-implementation',
+      comment: 'The engine keeps its records through the StateStore contract (state/state.ts), never its file system implementation (its unit tests may use it).',
+      severity: 'error',
+      from: { path: '^daemon/src/engine/', pathNot: '\\.test\\.ts$' },
+      to: { path: '^daemon/src/state/(?!state\\.ts$)' },
+    },
+    {
       name: 'engine-not-to-fs-or-processes',
       comment: 'The engine is platform-neutral: reading files of the machine and running programs are calls on the Host (its unit tests may make temporary files).',
       severity: 'error',
