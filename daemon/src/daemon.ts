@@ -220,7 +220,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,
