@@ -173,8 +173,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);

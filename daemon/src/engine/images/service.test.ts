@@ -10,6 +10,7 @@ import { LinuxLayerStore } from '../../host/linux/layers/store.js';
 import { Conflict, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { ImageService } from './service.js';
+import { FsStateStore } from '../../state/fs.js';
 
 describe('image service: removal while containers use an image', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'berth-images-'));
@@ -21,7 +22,7 @@ describe('image service: removal while containers use an image', () => {
   before(async () => {
     await buildBusyboxArchive(archive);
     const imageRoot = path.join(root, 'image');
-    images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), new EventBus());
+    images = new ImageService(new FsStateStore(root), new LinuxLayerStore(imageRoot), new EventBus());
     images.setUsers({ containersUsingImage: (imageId) => using.get(imageId) ?? [] });
     await images.init();
     [id] = await images.load(createReadStream(archive), () => undefined);
@@ -69,7 +70,7 @@ describe('image service: images made from a parent and a diff', () => {
   before(async () => {
     await buildBusyboxArchive(archive);
     const imageRoot = path.join(root, 'image');
-    images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), new EventBus());
+    images = new ImageService(new FsStateStore(root), new LinuxLayerStore(imageRoot), new EventBus());
     await images.init();
     await images.load(createReadStream(archive), () => undefined);
   });
