@@ -64,6 +64,7 @@ import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
+import { FsStateStore } from './state/fs.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -152,6 +153,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useMachineFacts(host.probe);
 
   const events = new EventBus();
+  // The daemon's own records (containers, images, networks, users...) under its data root, on this machine
+  // also when the Host is remote.
+  const state = new FsStateStore(opts.dataRoot);
 
   // -- engine services and their routes are wired below --
   void events;
@@ -161,6 +165,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
+    state,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
@@ -168,8 +173,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -215,7 +219,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,
