@@ -45,6 +45,8 @@ import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
+import { useOffThreadHasher } from './util/digest.js';
+import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
@@ -140,6 +142,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
+  // Digests of pulled blobs and of layers on the thread pool (the addon is loaded at the first one).
+  useOffThreadHasher(loadLayerHasher);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
