@@ -67,6 +67,7 @@ import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
+import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -329,15 +330,17 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
   // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
-  const buildRoot = path.join(opts.dataRoot, 'build');
-  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  const buildScratch = new FsBuildScratch(path.join(opts.dataRoot, 'build', 'tmp'));
+  await buildScratch.reset();
   let loadedBuilder: Promise<BuildBackend> | undefined;
   const loadBuilder = () =>
     (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
-      const b = new Builder(buildRoot, {
+      const b = new Builder({
+        state,
+        scratch: buildScratch,
         images,
         containers,
-        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal), layers: host.layers },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
-import type { Host, LayerInfo, LayerStore, NetworkHost, ProbeHost, StagedLayer, VolumeHost } from '../host.js';
+import type { Host, LayerInfo, LayerStore, NetworkHost, PathInfo, ProbeHost, StagedLayer, VolumeHost } from '../host.js';
 
 const LAYERS_ROOT = '/fake/layers';
 
@@ -100,6 +100,20 @@ class MemoryLayers implements LayerStore {
 
   async remove(chainId: string): Promise<void> {
     this.layers.delete(chainId);
+  }
+
+  // Layers are kept as tars here, never unpacked: their merged tree is not read.
+  async layerTreeStat(): Promise<PathInfo | undefined> {
+    notImplemented('layers.layerTreeStat');
+  }
+  async layerTreeReadlink(): Promise<string> {
+    notImplemented('layers.layerTreeReadlink');
+  }
+  async layerTreeReaddir(): Promise<string[]> {
+    notImplemented('layers.layerTreeReaddir');
+  }
+  layerTreeRead(): NodeJS.ReadableStream {
+    notImplemented('layers.layerTreeRead');
   }
 }
 
