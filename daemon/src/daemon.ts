@@ -45,6 +45,8 @@ import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
+import { useOffThreadHasher } from './util/digest.js';
+import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
@@ -65,6 +67,7 @@ import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
+import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -140,6 +143,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
+  // Digests of pulled blobs and of layers on the thread pool (the addon is loaded at the first one).
+  useOffThreadHasher(loadLayerHasher);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
@@ -325,15 +330,17 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
   // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
-  const buildRoot = path.join(opts.dataRoot, 'build');
-  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  const buildScratch = new FsBuildScratch(path.join(opts.dataRoot, 'build', 'tmp'));
+  await buildScratch.reset();
   let loadedBuilder: Promise<BuildBackend> | undefined;
   const loadBuilder = () =>
     (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
-      const b = new Builder(buildRoot, {
+      const b = new Builder({
+        state,
+        scratch: buildScratch,
         images,
         containers,
-        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal), layers: host.layers },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();

@@ -89,6 +89,10 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     info: 'layers',
     openTar: 'stream',
     remove: 'call',
+    layerTreeStat: 'retry',
+    layerTreeReadlink: 'retry',
+    layerTreeReaddir: 'retry',
+    layerTreeRead: 'stream',
   },
   volumes: {
     createVolumeDir: 'call',
