@@ -105,8 +105,13 @@ class MemoryLayers implements LayerStore {
 
 /** Folders as a set of paths: what the volume service sees of them. */
 class MemoryVolumes implements VolumeHost {
+  readonly volumesRoot = '/fake/volumes';
   private readonly dirs = new Set<string>();
   private readonly mounts = new Set<string>();
+
+  async listVolumeDirs(): Promise<string[]> {
+    return [...this.dirs].filter((d) => path.dirname(d) === this.volumesRoot).map((d) => path.basename(d));
+  }
 
   async createVolumeDir(dir: string): Promise<void> {
     if (this.dirs.has(dir)) throw new Conflict(`${dir} exists already`);

@@ -91,6 +91,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     remove: 'call',
   },
   volumes: {
+    volumesRoot: 'snapshot',
+    listVolumeDirs: 'retry',
     createVolumeDir: 'call',
     removeVolumeDir: 'call',
     mount: 'call',
