@@ -240,6 +240,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
     defaultRuntime: host.probe.runtimeName,
     probe: host.probe,
+    etcFiles: host.files,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);

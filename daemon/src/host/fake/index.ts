@@ -114,6 +114,7 @@ class MemoryVolumes implements VolumeHost {
   }
 
   async createVolumeDir(dir: string): Promise<void> {
+    if (path.dirname(dir) !== this.volumesRoot) throw new InvalidParameter(`refusing to touch ${dir}: not a folder of ${this.volumesRoot}`);
     if (this.dirs.has(dir)) throw new Conflict(`${dir} exists already`);
     this.dirs.add(dir);
     this.dirs.add(path.join(dir, '_data'));
