@@ -128,7 +128,10 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
 
   // Users and API tokens (made by `berthd user` and `berthd token`): read at the first bearer check.
   let authReader: Promise<AuthStoreReader> | undefined;
-  const loadAuth = () => (authReader ??= import('./engine/auth/store.js').then(({ AuthStoreReader }) => new AuthStoreReader(opts.dataRoot)));
+  const loadAuth = () =>
+    (authReader ??= Promise.all([import('./engine/auth/store.js'), import('./state/fs.js')]).then(
+      ([{ AuthStoreReader }, { FsStateStore }]) => new AuthStoreReader(new FsStateStore(opts.dataRoot)),
+    ));
   const authStore = {
     verify: async (token: string) => (await loadAuth()).verify(token),
     user: async (id: string) => (await loadAuth()).user(id),

@@ -44,7 +44,7 @@ import { setInitBinary } from './engine/containers/init.js';
 import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
-import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter, writeFileAtomic } from './util/atomic.js';
+import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
@@ -56,7 +56,7 @@ import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
-import { VolumeService, type VolumeState } from './engine/volumes/service.js';
+import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
@@ -64,27 +64,10 @@ import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import type { Host, LayerStore } from './host/host.js';
+import { FsStateStore } from './state/fs.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
-
-
-/** The daemon's own files under its data root, for the volume records (names are relative paths). */
-function volumeState(root: string): VolumeState {
-  const at = (name: string) => path.join(root, name);
-  return {
-    read: (name) => fs.readFile(at(name)).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? undefined : Promise.reject(err))),
-    write: async (name, data) => {
-      await fs.mkdir(path.dirname(at(name)), { recursive: true, mode: 0o700 });
-      await writeFileAtomic(at(name), data);
-    },
-    list: async (folder, o) => {
-      await fs.mkdir(at(folder), { recursive: true, mode: o?.mode ?? 0o700 });
-      return fs.readdir(at(folder));
-    },
-    remove: (name) => fs.rm(at(name), { recursive: true, force: true }),
-  };
-}
 
 export interface DaemonOptions {
   hosts: string[];
@@ -170,6 +153,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useMachineFacts(host.probe);
 
   const events = new EventBus();
+  // The daemon's own records (containers, images, networks, users...) under its data root, on this machine
+  // also when the Host is remote.
+  const state = new FsStateStore(opts.dataRoot);
 
   // -- engine services and their routes are wired below --
   void events;
@@ -179,6 +165,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
+    state,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
@@ -186,8 +173,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -212,7 +198,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
   const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(volumeState(opts.dataRoot), host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
@@ -233,7 +219,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,

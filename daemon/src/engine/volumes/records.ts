@@ -8,6 +8,7 @@
  * content staying where it is.
  */
 import { errorMessage } from '../../errors.js';
+import type { StateStore } from '../../state/state.js';
 import { log } from '../../util/log.js';
 import { VOLUME_NAME, type VolumeRecord } from './types.js';
 
@@ -17,15 +18,8 @@ export interface VolumeFile extends VolumeRecord {
   FormatVersion: number;
 }
 
-/** The part of the daemon's state store the records use (names are relative paths under its root). */
-export interface VolumeState {
-  read(name: string): Promise<Buffer | undefined>;
-  write(name: string, data: string | Uint8Array): Promise<void>;
-  /** The names in a folder (made when missing, of `mode`). */
-  list(folder: string, opts?: { mode?: number }): Promise<string[]>;
-  /** Removes a record, or a folder with all it holds; a missing one is fine. */
-  remove(name: string): Promise<void>;
-}
+/** The part of the daemon's state store the records use. */
+export type VolumeState = Pick<StateStore, 'read' | 'write' | 'list' | 'remove' | 'makeFolder'>;
 
 const RECORDS = 'volume-records';
 const LEGACY = 'volumes';
@@ -68,10 +62,12 @@ export class VolumeRecords {
   }
 
   /**
-   * Moves the records of the former layout (`volumes/<name>/volume.json`) here; the content of a local volume
-   * (`_data` beside it) stays, the folder of a plugin's volume (which held the record only) goes.
+   * Makes the records' folder, and moves the records of the former layout (`volumes/<name>/volume.json`) here;
+   * the content of a local volume (`_data` beside it) stays, the folder of a plugin's volume (which held the
+   * record only) goes.
    */
   async migrateLegacy(): Promise<void> {
+    await this.state.makeFolder(RECORDS);
     // The former folder is also the local Host's volumes folder where the daemon runs its own Host (0701, as dockerd's).
     for (const name of await this.state.list(LEGACY, { mode: 0o701 }).catch(() => [] as string[])) {
       if (!VOLUME_NAME.test(name)) continue;

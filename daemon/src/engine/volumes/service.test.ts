@@ -7,6 +7,7 @@ import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { isLocalSubpath, planMounts, subpathsOf, type VolumeContainer } from './mounts.js';
 import { VolumeService, type VolumeState } from './service.js';
+import { FsStateStore } from '../../state/fs.js';
 import type { LocalDriverOptions, VolumeHost } from '../../host/host.js';
 
 /** A volume host on plain folders that records mounts instead of making them. */
@@ -51,22 +52,8 @@ class FakeVolumeHost implements VolumeHost {
   }
 }
 
-/** The daemon's state as plain files under `root`. */
-function fileState(root: string): VolumeState {
-  const at = (name: string) => path.join(root, name);
-  return {
-    read: (name) => fs.readFile(at(name)).catch(() => undefined),
-    write: async (name, data) => {
-      await fs.mkdir(path.dirname(at(name)), { recursive: true });
-      await fs.writeFile(at(name), data);
-    },
-    list: async (folder) => {
-      await fs.mkdir(at(folder), { recursive: true });
-      return fs.readdir(at(folder));
-    },
-    remove: (name) => fs.rm(at(name), { recursive: true, force: true }),
-  };
-}
+/** The daemon's state as files under `root`. */
+const fileState = (root: string): VolumeState => new FsStateStore(root);
 
 const roots: string[] = [];
 after(async () => {
