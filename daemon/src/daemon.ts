@@ -199,11 +199,11 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
     specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
   });
-  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
-  // the container engine says who uses them.
+  // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
+  // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
   const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
@@ -231,6 +231,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
     defaultRuntime: host.probe.runtimeName,
     probe: host.probe,
+    etcFiles: host.files,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);

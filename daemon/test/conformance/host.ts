@@ -7,14 +7,15 @@
  * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, stacked layers read as
  * one tree, remove), runtime
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
- * restart), exec, files (archive in and out, stat, changes, export), volumes, network (a bridge and its
+ * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
+ * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
  * ports), stats, tools (a decompressor) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -245,6 +246,26 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.runtime.cleanup(id);
     });
 
+    test('files: a container\'s /etc files written fresh, in place and as placeholders, and read', { skip: skipped('files') }, async () => {
+      const dir = path.join(box.root, `etc-${randomBytes(4).toString('hex')}`);
+      mkdirSync(dir);
+      const hosts = path.join(dir, 'hosts');
+      const hostname = path.join(dir, 'hostname');
+      assert.equal(await host.files.readEtcFile(hosts), undefined);
+      await host.files.writeEtcFiles([{ file: hosts, data: '' }, { file: hostname, data: '' }], 'placeholder');
+      assert.equal(statSync(hosts).mode & 0o777, 0o755);
+      assert.equal(await host.files.readEtcFile(hosts), '');
+      await host.files.writeEtcFiles([{ file: hosts, data: '10.0.0.2\tone\n' }, { file: hostname, data: 'one\n' }], 'fresh');
+      assert.equal(readFileSync(hostname, 'utf8'), 'one\n');
+      const inode = statSync(hosts).ino;
+      await host.files.writeEtcFiles([{ file: hosts, data: '10.0.0.3\tone\n' }], 'inPlace');
+      assert.equal(statSync(hosts).ino, inode, 'the same inode, seen through a bind mount');
+      assert.equal(await host.files.readEtcFile(hosts), '10.0.0.3\tone\n');
+      // A placeholder never overwrites what a start wrote.
+      await host.files.writeEtcFiles([{ file: hosts, data: '' }], 'placeholder');
+      assert.equal(readFileSync(hosts, 'utf8'), '10.0.0.3\tone\n');
+    });
+
     test('files: archive in and out, stat, changes and export', { skip: skipped('files') }, async () => {
       const { id, rootfs } = await run(['sleep', '1000']);
       const view = { root: rootfs, mounts: [], readonlyRootfs: false };
@@ -268,17 +289,42 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.runtime.cleanup(id);
     });
 
-    test('volumes: a volume folder is made, measured and removed', { skip: skipped('volumes') }, async () => {
-      // The volume service makes the volumes folder of its data root; each volume's folder is the Host's work.
-      mkdirSync(path.join(box.dataRoot, 'volumes'), { recursive: true });
-      const dir = path.join(box.dataRoot, 'volumes', `v${randomBytes(4).toString('hex')}`);
+    test('volumes: a volume folder is made where the Host says, measured and removed', { skip: skipped('volumes') }, async () => {
+      // The Host names where its volumes live (on its own machine); each volume's folder is made below that.
+      const root = host.volumes.volumesRoot;
+      assert.ok(path.isAbsolute(root), root);
+      const name = `v${randomBytes(4).toString('hex')}`;
+      const dir = path.join(root, name);
       await host.volumes.createVolumeDir(dir);
+      assert.ok((await host.volumes.listVolumeDirs()).includes(name));
       assert.equal(await host.volumes.exists(path.join(dir, '_data')), true);
       assert.equal(await host.volumes.isEmpty(path.join(dir, '_data')), true);
       assert.equal(await host.volumes.isMounted(path.join(dir, '_data')), false);
+      assert.equal(await host.volumes.diskUsage(path.join(dir, '_data')), 0);
       await assert.rejects(host.volumes.createVolumeDir(dir));
       await host.volumes.removeVolumeDir(dir);
       assert.equal(await host.volumes.exists(dir), false);
+      assert.ok(!(await host.volumes.listVolumeDirs()).includes(name));
+    });
+
+    test('volumes: a folder outside the Host\'s volumes folder is refused', { skip: skipped('volumes') }, async () => {
+      await assert.rejects(host.volumes.createVolumeDir(path.join(box.dataRoot, `elsewhere-${randomBytes(4).toString('hex')}`)));
+    });
+
+    test('volumes: an image\'s folder is copied into a volume, which then has a size', { skip: skipped('files') || skipped('volumes') }, async () => {
+      const id = newId();
+      const rootfs = await host.runtime.mountRootfs(id, lowerDirs);
+      const dir = path.join(host.volumes.volumesRoot, `v${randomBytes(4).toString('hex')}`);
+      try {
+        await host.volumes.createVolumeDir(dir);
+        await host.volumes.copyFromRootfs(rootfs, '/bin', path.join(dir, '_data'));
+        assert.equal(await host.volumes.isEmpty(path.join(dir, '_data')), false);
+        assert.ok((await host.volumes.diskUsage(path.join(dir, '_data'))) > 0);
+      } finally {
+        await host.volumes.removeVolumeDir(dir).catch(() => undefined);
+        await host.runtime.unmountRootfs(id);
+        await host.runtime.removeContainerFiles(id);
+      }
     });
 
     test('network: a bridge is made with its address, and removed', { skip: skipped('network') }, async () => {

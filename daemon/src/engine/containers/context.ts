@@ -11,6 +11,7 @@ import { errorMessage } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup } from '../images/types.js';
 import type { ContainerNetworking, PlanOptions } from '../networks/types.js';
+import type { EtcFilesHost } from './files.js';
 import type { ContainerRecord, MountPoint } from './model.js';
 import { ContainerStore } from './store.js';
 import type { StateStore } from '../../state/state.js';
@@ -29,6 +30,8 @@ export interface ContainerServiceDeps {
   sandboxes?: ContainerSandboxes;
   /** The machine's device nodes, bind sources and /etc files, as the Host's probe reads them. */
   probe: DeviceProbe & Pick<ProbeHost, 'pathExists' | 'etcFile'>;
+  /** Where the container's own /etc files (hosts, hostname, resolv.conf) are written: the Host's files part. */
+  etcFiles: EtcFilesHost;
 }
 
 /** What the container engine asks of the sandbox service. */

@@ -178,10 +178,16 @@ async function readTar(bytes: Buffer, onEntry: (header: tar.Header, content: Buf
 
 /** Folders as a set of paths: what the volume service sees of them. */
 class MemoryVolumes implements VolumeHost {
+  readonly volumesRoot = '/fake/volumes';
   private readonly dirs = new Set<string>();
   private readonly mounts = new Set<string>();
 
+  async listVolumeDirs(): Promise<string[]> {
+    return [...this.dirs].filter((d) => path.dirname(d) === this.volumesRoot).map((d) => path.basename(d));
+  }
+
   async createVolumeDir(dir: string): Promise<void> {
+    if (path.dirname(dir) !== this.volumesRoot) throw new InvalidParameter(`refusing to touch ${dir}: not a folder of ${this.volumesRoot}`);
     if (this.dirs.has(dir)) throw new Conflict(`${dir} exists already`);
     this.dirs.add(dir);
     this.dirs.add(path.join(dir, '_data'));

@@ -69,6 +69,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     readFileFromLayers: 'call',
   },
   files: {
+    writeEtcFiles: 'call',
+    readEtcFile: 'retry',
     mountRootfs: 'call',
     unmountRootfs: 'call',
     readFileFromLayers: 'call',
@@ -95,6 +97,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     layerTreeRead: 'stream',
   },
   volumes: {
+    volumesRoot: 'snapshot',
+    listVolumeDirs: 'retry',
     createVolumeDir: 'call',
     removeVolumeDir: 'call',
     mount: 'call',
