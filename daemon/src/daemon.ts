@@ -61,6 +61,7 @@ import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
+import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
@@ -200,7 +201,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
   const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
   const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
+  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
