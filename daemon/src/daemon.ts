@@ -60,8 +60,10 @@ import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
+import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
+import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
@@ -100,6 +102,8 @@ export interface DaemonOptions {
   authTokens?: boolean;
   /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
   agent?: string;
+  /** `--authorization-plugin`: plugins every API request and answer is put to, in this order. */
+  authorizationPlugins?: string[];
 }
 
 // The daemon started whole, for embedders (the Electron shell), as boot.ts's startDaemonReady.
@@ -116,6 +120,8 @@ export interface CompositionParts {
 export interface Composition {
   /** Called for every request and upgrade of every listener. */
   onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
+  /** The authorization plugins (--authorization-plugin), when any is named. */
+  authz?: Authorizer;
 }
 
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
@@ -204,7 +210,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
   const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
   const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
+  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
@@ -439,6 +446,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
+    authz: opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, pluginManager, legacyPlugins) : undefined,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();

@@ -243,6 +243,7 @@ function memoryNetwork(): NetworkHost {
     ensureNat: nothing,
     removeNat: nothing,
     attachVeth: async () => notImplemented('network.attachVeth'),
+    adoptInterface: async () => notImplemented('network.adoptInterface'),
     removeInterface: nothing,
     dropDirectDelivery: nothing,
     bridgePorts: async () => [],

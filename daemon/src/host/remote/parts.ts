@@ -123,6 +123,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     ensureNat: 'call',
     removeNat: 'call',
     attachVeth: 'call',
+    adoptInterface: 'call',
     removeInterface: 'call',
     dropDirectDelivery: 'call',
     bridgePorts: 'retry',
