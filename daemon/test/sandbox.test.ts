@@ -241,6 +241,34 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     await assert.rejects(sandboxes.view('f'.repeat(64)), /No such container/);
   });
 
+  test('on the default bridge, a sandbox resolves through the embedded DNS server and its domain rules take the answers', async () => {
+    const onBridge = async (args: string[]) => {
+      const id = (await engine.dockerOk(['run', '-d', ...args, 'busybox', 'sleep', '600'])).trim();
+      containers.push(id);
+      return id;
+    };
+    const open = await onBridge([]);
+    const sbx = await onBridge(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    // As with Docker, a container of the default bridge without a policy keeps the host's resolvers.
+    assert.doesNotMatch((await exec(open, 'cat /etc/resolv.conf')).stdout, /127\.0\.0\.11/);
+    assert.match((await exec(sbx, 'cat /etc/resolv.conf')).stdout, /^nameserver 127\.0\.0\.11$/m);
+    assertRefused(await fetch(sbx, net(1, 2)), 'server A by address before resolution');
+    assert.equal(await page(sbx, 'a.sbx.test'), 'server-a');
+    assert.equal(await page(sbx, net(2, 2)), 'server-b');
+    assertRefused(await fetch(sbx, 'c.sbx.test'), 'server C by name');
+    const veth = await hostInterface(sbx);
+    const view = await service(() => [veth]).view(sbx);
+    assert.deepEqual(view.effective.rules.filter((r) => r.domain).map((r) => [r.domain, r.cidr]), [['a.sbx.test', `${net(1, 2)}/32`]]);
+    // The names of the default bridge stay unanswered (Docker's default bridge has no names).
+    const other = (await engine.dockerOk(['inspect', '-f', '{{.Name}}', open])).trim().replace(/^\//, '');
+    assert.notEqual((await exec(sbx, `nslookup ${other}`)).code, 0);
+    // After a daemon restart the embedded DNS server serves it again.
+    await engine.stop();
+    await engine.start();
+    assert.equal((await exec(sbx, 'nslookup a.sbx.test')).code, 0);
+    assert.equal(await page(sbx, 'a.sbx.test'), 'server-a');
+  });
+
   test('a network connected to the running sandbox is held to its policy too', async () => {
     await engine.dockerOk(['network', 'create', `sbxtwo${tag}`]);
     const web = (await engine.dockerOk(['run', '-d', '--network', `sbxtwo${tag}`, 'busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'])).trim();

@@ -116,6 +116,12 @@ export class SandboxService {
     return { generation: 1, installedAt: record.Created, exact, policy: validatePolicy(exact) };
   }
 
+  /** Whether the container has a policy (its label, or one installed since); a policy file that cannot be read counts. */
+  async hasPolicy(record: ContainerRecord): Promise<boolean> {
+    if (record.Config.Labels?.[POLICY_LABEL] !== undefined) return true;
+    return this.installed(record).then((i) => i !== undefined, () => true);
+  }
+
   private record(ref: string): ContainerRecord {
     const record = this.containers.find(ref);
     if (!record) throw new NotFound(`No such container: ${ref}`);
