@@ -60,9 +60,10 @@ import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
-import type { AuthStoreReader } from './engine/auth/store.js';
+import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { registerAuthRoutes } from './api/auth.js';
 import type { Host, LayerStore } from './host/host.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
@@ -400,6 +401,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
+  registerAuthRoutes(router, new AuthStoreWriter(opts.dataRoot));
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import type { Permission, Principal } from '../engine/auth/store.js';
 import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../errors.js';
 import { log } from '../util/log.js';
@@ -29,6 +29,11 @@ export interface ServerOptions {
    * loopback name (no DNS rebinding), and browsers' cross-origin requests are refused unless CORS allows them.
    */
   plainTcp?: boolean;
+  /**
+   * On a unix listener: whether the peer of a connection is the daemon's administrator (root, or the daemon's
+   * own user), for the routes marked `localAdmin`. Unset (TCP listeners): those routes are refused.
+   */
+  localAdmin?: (socket: Socket) => boolean | Promise<boolean>;
   /** Timeouts and the cap of unfinished requests (defaults, or the environment's). */
   limits?: ConnectionLimits;
 }
@@ -187,6 +192,17 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
           throw new NotFound('page not found');
         }
         style = match.options.errorStyle ?? 'engine';
+        if (match.options.localAdmin) {
+          const refusal = !opts.localAdmin
+            ? 'this interface is served on the daemon\'s unix socket only'
+            : !(await opts.localAdmin(rawReq.socket))
+              ? 'only root (or the daemon\'s own user) may manage users and tokens'
+              : undefined;
+          if (refusal) {
+            rawReq.resume();
+            throw new Forbidden(refusal);
+          }
+        }
         if (match.options.permission) await authorize(rawReq, opts.auth, match.options.permission).catch((err: unknown) => {
           rawReq.resume();
           throw err;
