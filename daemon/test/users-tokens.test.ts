@@ -243,6 +243,12 @@ describe('users, API tokens and the SCIM user lookup', () => {
     assert.match(r.json().message, /engineWrite/);
     r = await tcpRequest(port, 'POST', '/volumes/create', bearer(readToken), '{}');
     assert.equal(r.status, 403);
+    // The websocket attach is a GET that carries the container's input: a read token may not open it.
+    for (const target of ['/containers/none/attach/ws?stdin=1&stream=1', '/v1.41/containers/none/attach/ws']) {
+      r = await tcpRequest(port, 'GET', target, { ...bearer(readToken), Connection: 'Upgrade', Upgrade: 'websocket' });
+      assert.equal(r.status, 403, `${target}: ${r.text}`);
+      assert.match(r.json().message, /engineWrite/);
+    }
 
     // A write token may change things over TCP.
     const writeToken = (await berthdOk(['token', 'create', 'alice', '--permission', 'engineWrite'])).trim();

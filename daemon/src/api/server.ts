@@ -62,8 +62,12 @@ export function allowedApiHost(header: string | undefined): boolean {
   return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || name === 'docker';
 }
 
-/** The permission an engine API call needs from a bearer token. */
-export function enginePermission(method: string): Permission {
+/** The websocket attach: a GET whose connection carries the container's input (always, before API 1.42). */
+const ATTACH_WS = /^(?:\/v\d+\.\d+)?\/containers\/[^/]+\/attach\/ws\/*$/;
+
+/** The permission an engine API call needs from a bearer token: reads need engineRead, anything that can change state engineWrite. */
+export function enginePermission(method: string, pathname = ''): Permission {
+  if (ATTACH_WS.test(pathname)) return 'engineWrite';
   return method === 'GET' || method === 'HEAD' ? 'engineRead' : 'engineWrite';
 }
 
@@ -212,7 +216,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       // With token authentication on this listener, nothing of the engine API is answered without a token.
-      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method)).catch((err: unknown) => {
+      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method, url.pathname)).catch((err: unknown) => {
         rawReq.resume();
         throw err;
       });
