@@ -11,6 +11,7 @@ import dgram from 'node:dgram';
 import { mkdirSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Ajv } from 'ajv';
 import { buildAnswer, parseQuery, RCODE_NXDOMAIN } from '../src/host/linux/network/dns/message.js';
 import { LinuxSandboxHost } from '../src/host/linux/network/sandbox.js';
 import { SandboxService } from '../src/engine/sandbox/service.js';
@@ -314,6 +315,100 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     assert.match(bad.json().message, /rules\[0\]\.cidr is not/);
     const plain = await run([]);
     assert.equal((await engine.request('GET', `/v1/sandboxes/${plain}/network-policies`, { headers })).status, 404);
+  });
+
+  test('the sandbox routes on the real daemon: 401, 403, 404 notFound, 400 invalidArgument and the view\'s shape', async () => {
+    const berthd = async (args: string[]) => {
+      const r = await runCommand(process.execPath, [BERTHD, ...args, '--data-root', engine.dataRoot], { timeoutMs: 30_000 });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    };
+    await berthd(['user', 'add', `shape${tag}`]);
+    const read = await berthd(['token', 'create', `shape${tag}`, '--permission', 'networkPoliciesRead']);
+    const write = await berthd(['token', 'create', `shape${tag}`, '--permission', 'networkPoliciesWrite']);
+    const engineWrite = await berthd(['token', 'create', `shape${tag}`, '--permission', 'engineWrite']);
+    const as = (token: string) => ({ Authorization: `Bearer ${token}` });
+    const name = `shaped${tag}`;
+    const sbx = await run(['--name', name, '--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    assert.equal((await page(sbx, 'a.sbx.test')), 'server-a');
+    const error = (r: { status: number; json(): any }, status: number, code: string, message?: RegExp) => {
+      assert.equal(r.status, status);
+      const body = r.json();
+      assert.deepEqual(Object.keys(body).sort(), ['code', 'details', 'message']);
+      assert.equal(body.code, code);
+      assert.ok(Array.isArray(body.details) && typeof body.message === 'string' && body.message.length > 0);
+      if (message) assert.match(body.message, message);
+    };
+    const url = (ref: string) => `/v1/sandboxes/${ref}/network-policies`;
+    error(await engine.request('GET', url(sbx)), 401, 'unauthenticated', /bearer token/);
+    error(await engine.request('GET', url(sbx), { headers: as(`${read.slice(0, -2)}xx`) }), 401, 'unauthenticated');
+    error(await engine.request('GET', url(sbx), { headers: as(engineWrite) }), 403, 'permissionDenied', /networkPoliciesRead/);
+    error(await engine.request('PUT', url(sbx), { headers: as(read), body: policy }), 403, 'permissionDenied', /networkPoliciesWrite/);
+    error(await engine.request('GET', url('nosuchsandbox'), { headers: as(read) }), 404, 'notFound', /nosuchsandbox/);
+    error(await engine.request('PUT', url('nosuchsandbox'), { headers: as(write), body: policy }), 404, 'notFound', /nosuchsandbox/);
+    error(await engine.request('PUT', url(sbx), { headers: as(write), body: { defaultAction: 'maybe' } }), 400, 'invalidArgument', /defaultAction/);
+    error(await engine.request('PUT', url(sbx), { headers: as(write), body: '[1]' }), 400, 'invalidArgument');
+    error(await engine.request('DELETE', url(sbx), { headers: as(write) }), 404, 'notFound');
+
+    // The view, by id, name and id prefix: one shape (every field typed; nothing else).
+    const ajv = new Ajv({ strict: false });
+    const rule = {
+      type: 'object',
+      required: ['action', 'protocol', 'cidr'],
+      properties: {
+        action: { enum: ['allow', 'deny'] },
+        protocol: { enum: ['tcp', 'udp', 'any'] },
+        ports: { type: 'array', items: { type: ['integer', 'string'] } },
+        cidr: { type: 'string' },
+        domain: { type: 'string' },
+        expiresAt: { type: 'string', pattern: '^\\d{4}-\\d\\d-\\d\\dT' },
+      },
+      additionalProperties: false,
+    };
+    const validView = ajv.compile({
+      type: 'object',
+      required: ['sandbox', 'generation', 'installedAt', 'exact', 'effective'],
+      properties: {
+        sandbox: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        generation: { type: 'integer', minimum: 1 },
+        installedAt: { type: 'string', pattern: '^\\d{4}-\\d\\d-\\d\\dT' },
+        exact: { type: 'object' },
+        effective: { type: 'object', required: ['defaultAction', 'rules'], properties: { defaultAction: { enum: ['allow', 'deny'] }, rules: { type: 'array', items: rule } }, additionalProperties: false },
+      },
+      additionalProperties: false,
+    });
+    for (const ref of [sbx, name, sbx.slice(0, 10)]) {
+      const r = await engine.request('GET', url(ref), { headers: as(read) });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['content-type'], 'application/json');
+      const view = r.json();
+      assert.ok(validView(view), JSON.stringify(validView.errors));
+      assert.equal(view.sandbox, sbx);
+      assert.deepEqual(view.effective.rules.map((x: { domain?: string; cidr: string }) => x.domain ?? x.cidr), ['a.sbx.test', `10.${N}.2.0/24`]);
+    }
+    const put = await engine.request('PUT', url(name), { headers: as(write), body: policy });
+    assert.equal(put.status, 200, put.text);
+    assert.ok(validView(put.json()), JSON.stringify(validView.errors));
+    assert.equal(put.json().generation, 2);
+  });
+
+  test('a new generation meets connections already open: one it no longer allows is reset, one it allows goes on', async () => {
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    const veth = await hostInterface(sbx);
+    const sandboxes = service(() => [veth]);
+    // Two live streams of a line a second: to server B (the CIDR rule) and to server A (the domain rule).
+    await engine.dockerOk(['exec', '-d', sbx, 'sh', '-c', `nc ${net(2, 2)} 81 > /tmp/b 2>/tmp/b.err`]);
+    await engine.dockerOk(['exec', '-d', sbx, 'sh', '-c', 'nc a.sbx.test 81 > /tmp/a 2>/tmp/a.err']);
+    const lines = async (file: string) => Number((await exec(sbx, `wc -l < ${file}`)).stdout.trim());
+    await eventually(async () => ((await lines('/tmp/b')) >= 2 && (await lines('/tmp/a')) >= 2) || undefined);
+    // Generation 2 keeps the domain rule and drops server B's network.
+    await sandboxes.install(sbx, { defaultAction: 'deny', rules: [policy.rules[0]] });
+    await new Promise((r) => setTimeout(r, 1500));
+    const [b1, a1] = [await lines('/tmp/b'), await lines('/tmp/a')];
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.ok((await lines('/tmp/b')) <= b1 + 1, 'the stream to server B went on under generation 2');
+    assert.ok((await lines('/tmp/a')) >= a1 + 2, 'the stream to server A stopped under generation 2');
+    assert.equal((await exec(sbx, 'pidof nc | wc -w')).stdout.trim(), '1', 'the refused stream\'s nc has ended');
   });
 
   test('the policy survives a daemon restart and a container restart, and is gone with the container', async () => {

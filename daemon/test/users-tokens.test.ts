@@ -222,6 +222,23 @@ describe('users, API tokens and the SCIM user lookup', () => {
     expectScimError(r, 404);
     assert.match(r.json().detail, /no such user/);
 
+    // 400: an id no user can have (a control character), with the RFC's scimType.
+    r = await engine.request('GET', '/v2/scim/2.0/Users/a%01b', { headers: bearer(scimToken) });
+    expectScimError(r, 400);
+    assert.equal(r.json().scimType, 'invalidValue');
+    // 500: a store the daemon cannot read (a version it does not know), as a SCIM error too; then back.
+    const store = path.join(engine.dataRoot, 'auth', 'store.json');
+    const saved = readFileSync(store);
+    writeFileSync(store, JSON.stringify({ version: 99, users: [], tokens: [] }));
+    try {
+      r = await engine.request('GET', userPath, { headers: bearer(scimToken) });
+      expectScimError(r, 500);
+      assert.match(r.json().detail, /not a version 1 user and token store/);
+    } finally {
+      writeFileSync(store, saved);
+    }
+    assert.equal((await engine.request('GET', userPath, { headers: bearer(scimToken) })).status, 200);
+
     // Revoked by the subcommand while the daemon runs: refused from the next request on.
     assert.equal((await berthdOk(['token', 'revoke', scimTokenId])).trim(), scimTokenId);
     expectScimError(await engine.request('GET', userPath, { headers: bearer(scimToken) }), 401);
