@@ -203,7 +203,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
-    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    {
+      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
+      dir: (id) => containers.store.dir(id),
+      all: () => containers.store.all(),
+      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
+    },
     networks,
     host.sandbox,
   );

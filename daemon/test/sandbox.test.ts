@@ -263,11 +263,28 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     // The names of the default bridge stay unanswered (Docker's default bridge has no names).
     const other = (await engine.dockerOk(['inspect', '-f', '{{.Name}}', open])).trim().replace(/^\//, '');
     assert.notEqual((await exec(sbx, `nslookup ${other}`)).code, 0);
-    // After a daemon restart the embedded DNS server serves it again.
+    // A policy given by PUT to a running container of the default bridge: the embedded DNS server serves it
+    // from then on, and its resolv.conf names it.
+    const run = async (args: string[]) => {
+      const r = await runCommand(process.execPath, [BERTHD, ...args, '--data-root', engine.dataRoot], { timeoutMs: 30_000 });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    };
+    await run(['user', 'add', `bridge${tag}`]);
+    const token = await run(['token', 'create', `bridge${tag}`, '--permission', 'networkPoliciesWrite']);
+    const later = await onBridge([]);
+    const put = await engine.request('PUT', `/v1/sandboxes/${later}/network-policies`, { headers: { Authorization: `Bearer ${token}` }, body: policy });
+    assert.equal(put.status, 200, put.text);
+    assert.match((await exec(later, 'cat /etc/resolv.conf')).stdout, /^nameserver 127\.0\.0\.11$/m);
+    assert.equal(await page(later, 'a.sbx.test'), 'server-a');
+    assertRefused(await fetch(later, 'c.sbx.test'), 'server C by name, after the PUT');
+    // After a daemon restart the embedded DNS server serves both again.
     await engine.stop();
     await engine.start();
-    assert.equal((await exec(sbx, 'nslookup a.sbx.test')).code, 0);
-    assert.equal(await page(sbx, 'a.sbx.test'), 'server-a');
+    for (const id of [sbx, later]) {
+      assert.equal((await exec(id, 'nslookup a.sbx.test')).code, 0);
+      assert.equal(await page(id, 'a.sbx.test'), 'server-a');
+    }
   });
 
   test('a network connected to the running sandbox is held to its policy too', async () => {
