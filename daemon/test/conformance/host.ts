@@ -4,7 +4,8 @@
  * that builds its Host on a sandbox's data root and exec root, and builds it again there (a restart: the
  * Host's object goes away, its containers do not).
  *
- * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, remove), runtime
+ * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, stacked layers read as
+ * one tree, remove), runtime
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
  * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
  * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
@@ -144,6 +145,42 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       assert.equal(sha256(await readAll(host.layers.openTar(chainId))), staged.diffId);
       assert.throws(() => host.layers.lowerDirs(['sha256:' + '0'.repeat(64)]), { name: 'NotFound' });
       await assert.rejects(host.layers.stage(Readable.from([Buffer.from('not a tar at all, not at all'.repeat(40))])), { name: 'InvalidParameter' });
+    });
+
+    test('layers: layers stacked are read as one tree (upper files, links, whiteouts)', { skip: skipped('layers') }, async () => {
+      const pack = tar.pack();
+      pack.entry({ name: 'etc/', type: 'directory', mode: 0o755, mtime: new Date(0) });
+      pack.entry({ name: 'etc/hostname', mode: 0o640, mtime: new Date(0) }, 'conformance\n');
+      pack.entry({ name: 'etc/link', type: 'symlink', linkname: 'hostname', mtime: new Date(0) });
+      pack.entry({ name: '.wh.tmp', mode: 0o644, mtime: new Date(0) }, '');
+      pack.finalize();
+      const staged = await host.layers.stage(pack as unknown as NodeJS.ReadableStream);
+      const upper = `sha256:${createHash('sha256').update(`${chainId} ${staged.diffId}`).digest('hex')}`;
+      await host.layers.commit(staged, upper, chainId);
+      await host.layers.discard(staged);
+      try {
+        const chain = [chainId, upper];
+        const names = await host.layers.layerTreeReaddir(chain, '');
+        assert.ok(names.includes('bin') && names.includes('etc') && !names.includes('tmp'), names.join(' '));
+        assert.deepEqual(names, [...names].sort());
+        const etc = await host.layers.layerTreeReaddir(chain, 'etc');
+        assert.ok(etc.includes('hostname') && etc.includes('link'), etc.join(' '));
+        assert.ok(!(await host.layers.layerTreeReaddir([chainId], 'etc')).includes('hostname'));
+        assert.equal((await host.layers.layerTreeStat(chain, 'etc'))?.type, 'directory');
+        assert.equal(await host.layers.layerTreeStat(chain, 'tmp'), undefined);
+        assert.equal((await host.layers.layerTreeStat([chainId], 'tmp'))?.type, 'directory');
+        const hostname = await host.layers.layerTreeStat(chain, 'etc/hostname');
+        assert.equal(hostname?.type, 'file');
+        assert.equal(hostname?.size, 12);
+        assert.equal(hostname!.mode & 0o7777, 0o640);
+        assert.equal((await host.layers.layerTreeStat(chain, 'etc/link'))?.type, 'symlink');
+        assert.equal(await host.layers.layerTreeReadlink(chain, 'etc/link'), 'hostname');
+        assert.equal((await readAll(host.layers.layerTreeRead(chain, 'etc/hostname'))).toString(), 'conformance\n');
+        assert.deepEqual(await readAll(host.layers.layerTreeRead(chain, 'bin/busybox')), readFileSync(path.join(box.layer, 'bin', 'busybox')));
+        await assert.rejects(readAll(host.layers.layerTreeRead(chain, 'etc/missing')));
+      } finally {
+        await host.layers.remove(upper);
+      }
     });
 
     test('runtime: output reaches the log and the exit code is the process status', { skip: skipped('runtime') }, async () => {

@@ -26,6 +26,9 @@ export function splitHostPort(value: string, defaultPort: number): { host: strin
 
 export const joinHostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 
+/** The client URL of a manager's own etcd member. */
+export const localEtcdEndpoint = (advertiseAddr: string) => `https://${joinHostPort(advertiseAddr, ETCD_CLIENT_PORT)}`;
+
 /** ListenAddr and AdvertiseAddr by the spec's rules (an advertise address is needed when listening on all). */
 export function addresses(req: Obj, host: Pick<ClusterHost, 'defaultAdvertiseAddr' | 'isLocalAddress'>): { listen: { host: string; port: number }; advertise: { host: string; port: number } } {
   if (req.ListenAddr !== undefined && typeof req.ListenAddr !== 'string') throw new InvalidParameter('ListenAddr must be a string');

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { NodeState } from '../../host/cluster.js';
-import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, splitHostPort } from './addresses.js';
+import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
 import { connectStore, removeMember } from './etcd.js';
@@ -179,7 +179,7 @@ export class ClusterService extends SwarmNode {
           clusterToken: clusterId,
         });
         await etcd.ready();
-        const store = await connectStore(state.etcdEndpoints, this.certs!);
+        const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
         const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         const cluster: Obj = {
@@ -237,7 +237,7 @@ export class ClusterService extends SwarmNode {
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`];
       state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort)];
       await this.deps.host.saveState(state);
-      const store = await connectStore(state.etcdEndpoints, this.certs!);
+      const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
       for (const n of store.list('nodes')) {
         if (n.obj.ID === state.nodeId || !n.obj.ManagerStatus) continue;
         await store.mutate('nodes', n.obj.ID, (o) => {
@@ -399,7 +399,7 @@ export class ClusterService extends SwarmNode {
           clusterToken: state.clusterId,
         });
         await etcd.ready();
-        const store = await connectStore(state.etcdEndpoints, this.certs!);
+        const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         await this.startManager(store, etcd);
       } else {
         this.startWorker();

@@ -1,18 +1,24 @@
 /**
  * A manager's presence in the store: its node's session (a key on a lease the manager keeps alive) and its
  * campaign for leadership (the leader key on a short lease, created only when absent; its create revision is
- * the fence of the leader's writes).
+ * the fence of the leader's writes). The leader keeps etcd's leader on another member where it can.
  */
 import type { Etcd3 } from 'etcd3';
 import type { EtcdMember } from '../../host/cluster.js';
 import { log } from '../../util/log.js';
-import { within } from './etcd.js';
+import { moveEtcdLeaderAway, within } from './etcd.js';
 import type { ClusterObjects } from './objects.js';
 import { Orchestrator } from './orchestrator.js';
 import { heartbeatSeconds } from './status.js';
 import { key, type ClusterStore, type Fence } from './store.js';
 
+/**
+ * The leader key's lease (seconds). A leader that dies is replaced once it expires: at most this long after its
+ * last keepalive (sent every third of it), plus etcd's check of expired leases (every 500 ms). etcd's own
+ * minimum here is 1 s (1.5 election timeouts of 500 ms, rounded up); 2 leaves a busy daemon room for pauses.
+ */
 const LEADER_TTL = 2;
+const ETCD_LEADER_CHECK_MS = 1000;
 
 /** A manager's running parts. */
 export interface ManagerParts {
@@ -50,9 +56,12 @@ export function campaign(parts: ManagerParts, nodeId: string): () => Promise<voi
   let stopped = false;
   let lease: ReturnType<Etcd3['lease']> | undefined;
   const leaderKey = key('leader', 'current');
+  let etcdLeaderCheck: NodeJS.Timeout | undefined;
   const stepDown = () => {
     parts.orchestrator?.stop();
     parts.orchestrator = undefined;
+    clearInterval(etcdLeaderCheck);
+    etcdLeaderCheck = undefined;
   };
   const attempt = async (): Promise<void> => {
     if (stopped) return;
@@ -80,6 +89,12 @@ export function campaign(parts: ManagerParts, nodeId: string): () => Promise<voi
         log.info('swarm: this node leads the swarm', { node: nodeId });
         parts.orchestrator = new Orchestrator(store, fence);
         parts.orchestrator.start();
+        // etcd's leader is kept on another manager's member: the death of one host then costs either an etcd
+        // election (while this node's lease is renewed through the others) or this node's lease, never both.
+        etcdLeaderCheck = setInterval(() => {
+          moveEtcdLeaderAway(store.client).catch((err: unknown) => log.debug('swarm: could not move etcd\'s leader', { error: String(err) }));
+        }, ETCD_LEADER_CHECK_MS);
+        etcdLeaderCheck.unref();
       }
     } catch (err) {
       if (!stopped) log.warn('swarm: campaign failed; trying again', { error: err instanceof Error ? err.message : String(err) });

@@ -9,7 +9,7 @@ import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
 import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
-import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, splitHostPort } from './addresses.js';
+import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
@@ -129,7 +129,7 @@ export class SwarmNode {
       state.role = 'manager';
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
       state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort), ...answer.managers];
-      const store = await connectStore(state.etcdEndpoints, this.certs!);
+      const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
       await host.saveState(state);
       await this.startManager(store, etcd);
     } catch (err) {

@@ -10,6 +10,7 @@ import { ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
 import type { StateStore } from '../../state/state.js';
 import type { NetworkHost } from '../../host/host.js';
+import type { NetworkPlugins } from './remote.js';
 import type { IPAMPool, NetworkRecord } from './types.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
@@ -68,6 +69,8 @@ export class NetworkContext {
   readonly mtu: number;
   /** The /48 the default IPv6 subnets of new networks come from. */
   readonly ulaPool: Subnet6;
+  /** Network and IPAM drivers of plugins, once the daemon has them. */
+  plugins: NetworkPlugins | undefined;
 
   constructor(
     readonly host: NetworkHost,
@@ -94,7 +97,7 @@ export class NetworkContext {
    * start from the running containers' records (recover).
    */
   async saveEndpoints(entry: NetworkEntry): Promise<void> {
-    if (entry.network.Driver === 'bridge') await this.store.save(entry);
+    if (entry.network.Driver === 'bridge' || entry.remote) await this.store.save(entry);
   }
 
   mtuOf(entry: NetworkEntry): number {

@@ -8,7 +8,7 @@ import { FsStateStore } from '../../state/fs.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import { DETACHED_KEY, NetworkService, type NetworkServiceOptions } from './service.js';
 import { containerConnector, type ContainerNetworkChange, type ContainerNetworkConfig } from './connect.js';
-import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host/host.js';
+import type { AdoptSpec, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host/host.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
 class FakeNetworkHost implements NetworkHost {
@@ -60,6 +60,10 @@ class FakeNetworkHost implements NetworkHost {
       if (!this.direct.has(spec.bridge)) this.direct.set(spec.bridge, new Map());
       this.direct.get(spec.bridge)!.set(spec.macAddress, spec.hostInterface);
     }
+  }
+  adopted: AdoptSpec[] = [];
+  async adoptInterface(spec: AdoptSpec) {
+    this.adopted.push(spec);
   }
   async removeInterface(name: string) {
     this.removed.push(name);

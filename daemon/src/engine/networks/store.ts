@@ -8,12 +8,14 @@
  *     "lastAllocated": "172.17.0.5",                         // where the next dynamic allocation starts
  *     "lastAllocated6": "fd12:3456:789a::5",                 // the same for IPv6 (EnableIPv6)
  *     "engineSubnet6": true,                                 // the engine chose the IPv6 subnet
- *     "bridge": "br-0123456789ab" }                          // the Linux bridge of a bridge network
+ *     "bridge": "br-0123456789ab",                           // the Linux bridge of a bridge network
+ *     "remote": { "ipam": { "poolId", "gateway", "addressSpace" } } } // a plugin driver's network
  * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
  * address a live container holds.
  */
 import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import { log } from '../../util/log.js';
+import type { RemoteState } from './remote.js';
 import type { EndpointRecord, NetworkRecord } from './types.js';
 
 export const NETWORK_STORE_VERSION = 1;
@@ -28,6 +30,8 @@ export interface NetworkEntry {
   engineSubnet6?: boolean;
   /** Name of the Linux bridge (bridge driver). */
   bridge?: string;
+  /** A plugin driver's network: what it keeps beside the record. */
+  remote?: RemoteState;
 }
 
 interface NetworkFile {
@@ -38,6 +42,7 @@ interface NetworkFile {
   lastAllocated6?: string;
   engineSubnet6?: boolean;
   bridge?: string;
+  remote?: RemoteState;
 }
 
 const ID = /^[0-9a-f]{64}$/;
@@ -74,6 +79,7 @@ export class NetworkStore {
         lastAllocated6: file.lastAllocated6,
         engineSubnet6: file.engineSubnet6,
         bridge: file.bridge,
+        ...(file.remote ? { remote: file.remote } : {}),
       });
     }
     return out;
@@ -89,6 +95,7 @@ export class NetworkStore {
       lastAllocated6: entry.lastAllocated6,
       engineSubnet6: entry.engineSubnet6,
       bridge: entry.bridge,
+      ...(entry.remote ? { remote: entry.remote } : {}),
     };
     const def = definition(entry.network, entry.bridge);
     const durable = this.durable.get(entry.network.Id) !== def;

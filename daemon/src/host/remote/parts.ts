@@ -91,6 +91,10 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     info: 'layers',
     openTar: 'stream',
     remove: 'call',
+    layerTreeStat: 'retry',
+    layerTreeReadlink: 'retry',
+    layerTreeReaddir: 'retry',
+    layerTreeRead: 'stream',
   },
   volumes: {
     volumesRoot: 'snapshot',
@@ -119,6 +123,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     ensureNat: 'call',
     removeNat: 'call',
     attachVeth: 'call',
+    adoptInterface: 'call',
     removeInterface: 'call',
     dropDirectDelivery: 'call',
     bridgePorts: 'retry',
