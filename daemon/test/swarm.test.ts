@@ -193,6 +193,32 @@ describe('swarm mode on one manager', () => {
     await engine.dockerOk(['service', 'rm', 'fails']);
   });
 
+  test('reservations: a task that fits nowhere stays pending with Docker\'s message; reserved CPUs are counted', async () => {
+    const node = (await engine.request('GET', '/nodes')).json<Array<{ Description: { Resources: { NanoCPUs: number; MemoryBytes: number } } }>>()[0]!;
+    const { NanoCPUs: cpus, MemoryBytes: memory } = node.Description.Resources;
+    const tooBig = String(memory * 2);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'huge', '--reserve-memory', tooBig, 'busybox', 'sleep', '600']);
+    const [pending] = await eventually(async () => {
+      const list = (await tasksOf('huge')).filter((t) => t.Status.Err);
+      return list.length === 1 ? list : undefined;
+    }, 10_000, 200) as Task[];
+    assert.equal(pending!.Status.State, 'pending');
+    assert.equal(pending!.Status.Err, 'no suitable node (insufficient resources on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'huge']);
+    // Two tasks reserving 60% of the node's CPUs each: one runs, the other waits for room.
+    const r = await engine.request('POST', '/services/create', {
+      body: { Name: 'halves', TaskTemplate: { ContainerSpec: { Image: 'busybox', Args: ['sleep', '600'] }, Resources: { Reservations: { NanoCPUs: Math.floor(cpus * 0.6) } } }, Mode: { Replicated: { Replicas: 2 } } },
+    });
+    assert.equal(r.status, 201, r.text);
+    await running('halves', 1);
+    const waiting = await eventually(async () => (await tasksOf('halves')).find((t) => t.Status.State === 'pending' && t.Status.Err), 10_000, 200);
+    assert.equal(waiting!.Status.Err, 'no suitable node (insufficient resources on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'halves']);
+    const bad = await engine.request('POST', '/services/create', { body: { Name: 'bad', TaskTemplate: { ContainerSpec: { Image: 'busybox' }, Resources: { Reservations: { MemoryBytes: -1 } } } } });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json().message, /Reservations\.MemoryBytes/);
+  });
+
   test('a rolling update converges (the CLI\'s progress), and a failing one rolls back', async () => {
     const out = await engine.dockerOk(['service', 'update', '--env-add', 'COLOR=blue', '--replicas', '2', '--update-parallelism', '1', '--update-delay', '200ms', 'web'], { timeoutMs: 90_000 });
     assert.match(out, /Service web converged|verify: Service (web )?converged/);
