@@ -193,13 +193,14 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // colon-separated lists, replace them), serve volume drivers beside the local one.
   const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
   const legacyPlugins = new LegacyPlugins({
+    files: host.plugins,
     socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
     specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
   });
   // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
   // the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
+  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, host: host.plugins, tools: host.tools, probe: host.probe, events });
   const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
   pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
   networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));

@@ -57,6 +57,7 @@ hostConformance(
   },
   // volumes: the agent makes volume folders only under its own data root, the VM's data disk; the suite names
   // them under the sandbox's, which is shared from the host (a daemon gives its own data root as the guest's:
-  // vm-qemu.test.ts).
-  { skip: skip || ['volumes'] },
+  // vm-qemu.test.ts). plugins: the suite builds its fixture plugin with the host's compiler into the sandbox and
+  // runs it with the guest's runtime; that is left to the host's own runs for now.
+  { skip: skip || ['volumes', 'plugins'] },
 );
