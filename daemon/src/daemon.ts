@@ -45,27 +45,29 @@ import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
+import { useOffThreadHasher } from './util/digest.js';
+import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
-import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
-import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
-import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
-import { PluginManager } from './engine/plugins/manager.js';
-import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
-import type { AuthStoreReader } from './engine/auth/store.js';
+import type { Authorizer } from './engine/plugins/authz.js';
+import { composePlugins } from './plugins.js';
+import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { registerAuthRoutes } from './api/auth.js';
 import type { Host, LayerStore } from './host/host.js';
+import { FsStateStore } from './state/fs.js';
+import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -145,6 +147,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
+  // Digests of pulled blobs and of layers on the thread pool (the addon is loaded at the first one).
+  useOffThreadHasher(loadLayerHasher);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
@@ -158,6 +162,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useMachineFacts(host.probe);
 
   const events = new EventBus();
+  // The daemon's own records (containers, images, networks, users...) under its data root, on this machine
+  // also when the Host is remote.
+  const state = new FsStateStore(opts.dataRoot);
 
   // -- engine services and their routes are wired below --
   void events;
@@ -167,6 +174,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
+    state,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
@@ -174,8 +182,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -189,28 +196,21 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
-  // colon-separated lists, replace them), serve volume drivers beside the local one.
-  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
-  const legacyPlugins = new LegacyPlugins({
-    files: host.plugins,
-    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
-    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
-  });
-  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
-  // the container engine says who uses them.
-  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, host: host.plugins, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
-  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
-  closers.push(() => pluginManager.close());
-  pluginManager.registry = distribution.client;
-  registerPluginRoutes(router, pluginManager);
+  // Plugins (plugins.ts): legacy ones, the managed ones, the drivers they serve, authorization.
+  const plugins = composePlugins(opts, { host, events, networks, router, registry: distribution.client, closers });
+  // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
+  // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
-    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    {
+      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
+      dir: (id) => containers.store.dir(id),
+      all: () => containers.store.all(),
+      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
+    },
     networks,
     host.sandbox,
   );
@@ -223,13 +223,14 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
     probe: host.probe,
+    etcFiles: host.files,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -329,15 +330,17 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
   // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
-  const buildRoot = path.join(opts.dataRoot, 'build');
-  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  const buildScratch = new FsBuildScratch(path.join(opts.dataRoot, 'build', 'tmp'));
+  await buildScratch.reset();
   let loadedBuilder: Promise<BuildBackend> | undefined;
   const loadBuilder = () =>
     (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
-      const b = new Builder(buildRoot, {
+      const b = new Builder({
+        state,
+        scratch: buildScratch,
         images,
         containers,
-        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal), layers: host.layers },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();
@@ -384,7 +387,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,
-    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
+    volumePlugins: () => plugins.manager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',
@@ -408,6 +411,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
+  registerAuthRoutes(router, new AuthStoreWriter(state));
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst
@@ -424,7 +428,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
-  await pluginManager.init();
+  await plugins.manager.init();
   await volumes.init();
   await containers.load();
   await sandboxes.recover();
@@ -435,7 +439,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
-    authz: opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, pluginManager, legacyPlugins) : undefined,
+    authz: plugins.authz,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();

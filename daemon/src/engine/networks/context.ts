@@ -8,6 +8,7 @@ import type { EventBus } from '../events.js';
 import { machineFacts } from '../machine.js';
 import { ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
+import type { StateStore } from '../../state/state.js';
 import type { NetworkHost } from '../../host/host.js';
 import type { NetworkPlugins } from './remote.js';
 import type { IPAMPool, NetworkRecord } from './types.js';
@@ -26,6 +27,8 @@ export const DETACHED_KEY = '.detached';
 
 export interface NetworkServiceOptions {
   dataRoot: string;
+  /** The daemon's state, where the network records are kept. */
+  state: StateStore;
   /** Name of the default bridge on the host (`--bridge`). */
   bridgeName: string;
   /** `--bip`: the bridge's address and prefix, e.g. 10.20.0.1/24. */
@@ -74,7 +77,7 @@ export class NetworkContext {
     readonly events: EventPublisher,
     readonly opts: NetworkServiceOptions,
   ) {
-    this.store = new NetworkStore(opts.dataRoot);
+    this.store = new NetworkStore(opts.state);
     this.mtu = opts.mtu ?? DEFAULT_MTU;
     this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineFacts().machineId}`);
   }

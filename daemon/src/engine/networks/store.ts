@@ -1,5 +1,5 @@
 /**
- * The network store: one file per network under `<data-root>/network/`.
+ * The network store: one file per network under `<data-root>/network/`, kept through the StateStore.
  *
  * Format (version 1), `<data-root>/network/<network id>.json`, written atomically:
  *   { "version": 1,
@@ -13,9 +13,7 @@
  * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
  * address a live container holds.
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import { log } from '../../util/log.js';
 import type { RemoteState } from './remote.js';
 import type { EndpointRecord, NetworkRecord } from './types.js';
@@ -49,8 +47,10 @@ interface NetworkFile {
 
 const ID = /^[0-9a-f]{64}$/;
 
+/** The store's folder under the data root. */
+const FOLDER = 'network';
+
 export class NetworkStore {
-  readonly dir: string;
   /**
    * Per network, its definition (network and bridge) as last written durably. A save that changes only the
    * endpoints or the allocation hint (every container start and exit) is atomic but not fsynced: after a power
@@ -58,17 +58,14 @@ export class NetworkStore {
    */
   private readonly durable = new Map<string, string>();
 
-  constructor(dataRoot: string) {
-    this.dir = path.join(dataRoot, 'network');
-  }
+  constructor(private readonly state: StateStore) {}
 
   async load(): Promise<NetworkEntry[]> {
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const out: NetworkEntry[] = [];
-    for (const name of await fs.readdir(this.dir)) {
+    for (const name of await this.state.list(FOLDER, { mode: 0o700 })) {
       const m = /^([0-9a-f]{64})\.json$/.exec(name);
       if (!m) continue;
-      const file = await readJSONIfExists<NetworkFile>(path.join(this.dir, name));
+      const file = await readJSON<NetworkFile>(this.state, `${FOLDER}/${name}`);
       if (!file) continue;
       if (file.version !== NETWORK_STORE_VERSION || file.network?.Id !== m[1]) {
         log.warn('skipping a network file of an unknown format', { file: name, version: file.version });
@@ -102,14 +99,14 @@ export class NetworkStore {
     };
     const def = definition(entry.network, entry.bridge);
     const durable = this.durable.get(entry.network.Id) !== def;
-    await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file, { durable });
+    await writeJSON(this.state, `${FOLDER}/${entry.network.Id}.json`, file, { durable });
     if (durable) this.durable.set(entry.network.Id, def);
   }
 
   async remove(id: string): Promise<void> {
     if (!ID.test(id)) throw new Error(`invalid network id ${id}`);
     this.durable.delete(id);
-    await fs.rm(path.join(this.dir, `${id}.json`), { force: true });
+    await this.state.remove(`${FOLDER}/${id}.json`);
   }
 }
 

@@ -80,6 +80,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     readFileFromLayers: 'call',
   },
   files: {
+    writeEtcFiles: 'call',
+    readEtcFile: 'retry',
     mountRootfs: 'call',
     unmountRootfs: 'call',
     readFileFromLayers: 'call',
@@ -100,8 +102,14 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     info: 'layers',
     openTar: 'stream',
     remove: 'call',
+    layerTreeStat: 'retry',
+    layerTreeReadlink: 'retry',
+    layerTreeReaddir: 'retry',
+    layerTreeRead: 'stream',
   },
   volumes: {
+    volumesRoot: 'snapshot',
+    listVolumeDirs: 'retry',
     createVolumeDir: 'call',
     removeVolumeDir: 'call',
     mount: 'call',
