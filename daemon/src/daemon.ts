@@ -53,17 +53,14 @@ import { ClusterService } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
-import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
-import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
-import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
-import { PluginManager } from './engine/plugins/manager.js';
-import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
+import type { Authorizer } from './engine/plugins/authz.js';
+import { composePlugins } from './plugins.js';
 import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
@@ -183,23 +180,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
-  // colon-separated lists, replace them), serve volume drivers beside the local one.
-  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
-  const legacyPlugins = new LegacyPlugins({
-    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
-    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
-  });
+  // Plugins (plugins.ts): legacy ones, the managed ones, the drivers they serve, authorization.
+  const plugins = composePlugins(opts, { host, events, networks, router, registry: distribution.client, closers });
   // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
-  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
-  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
-  closers.push(() => pluginManager.close());
-  pluginManager.registry = distribution.client;
-  registerPluginRoutes(router, pluginManager);
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
@@ -385,7 +371,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,
-    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
+    volumePlugins: () => plugins.manager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',
@@ -426,7 +412,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
-  await pluginManager.init();
+  await plugins.manager.init();
   await volumes.init();
   await containers.load();
   await sandboxes.recover();
@@ -437,7 +423,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
-    authz: opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, pluginManager, legacyPlugins) : undefined,
+    authz: plugins.authz,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();
