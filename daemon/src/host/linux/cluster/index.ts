@@ -7,6 +7,8 @@ import { existsSync, promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../cluster.js';
+import type { OverlayHost } from '../../overlay.js';
+import { LinuxOverlayHost } from '../overlay/index.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
 import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
@@ -16,8 +18,10 @@ export class LinuxClusterHost implements ClusterHost {
   private readonly certDir: string;
   private readonly etcdDir: string;
   private readonly taskDir: string;
+  readonly overlay: OverlayHost;
 
   constructor(dataRoot: string, execRoot: string) {
+    this.overlay = new LinuxOverlayHost(execRoot);
     this.dir = path.join(dataRoot, 'swarm');
     this.certDir = path.join(this.dir, 'certificates');
     this.etcdDir = path.join(this.dir, 'etcd');

@@ -1,0 +1,158 @@
+/**
+ * Swarm-scoped networks (driver `overlay`) in the cluster store, under `networks/<id>`: created, listed,
+ * inspected and removed through a manager. The leader's managers choose the subnet (from the swarm's
+ * DefaultAddrPool in blocks of SubnetSize unless the client gave one) and the VXLAN id when the network is
+ * made; the data plane is built on a node only when a task there needs the network.
+ *
+ * Stored shape (version 1): { ID, Name, Created, Labels, Options, Internal, Attachable, Ingress, Subnet,
+ * Gateway, IPRange?, VNI, MTU }.
+ */
+import { randomBytes } from 'node:crypto';
+import { Conflict, Forbidden, InvalidParameter, NotImplemented } from '../../../errors.js';
+import { parseCreateRequest } from '../../networks/create.js';
+import { formatIPv4, formatSubnet } from '../../networks/ipv4.js';
+import type { ClusterStore, Entry } from '../store.js';
+import { lookup } from '../objects.js';
+import { newObjectId, now, type Obj } from '../types.js';
+import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
+
+/** VXLAN costs 50 bytes of the underlay's 1500. */
+export const OVERLAY_MTU = 1450;
+export const VXLAN_OPTION = 'com.docker.network.driver.overlay.vxlanid_list';
+
+/** The network as the Engine API's network list and inspect show it. */
+export function networkResource(n: Obj): Obj {
+  return {
+    Name: n.Name,
+    Id: n.ID,
+    Created: n.Created,
+    Scope: 'swarm',
+    Driver: 'overlay',
+    EnableIPv4: true,
+    EnableIPv6: false,
+    IPAM: { Driver: 'default', Options: null, Config: [{ Subnet: n.Subnet, Gateway: n.Gateway, ...(n.IPRange ? { IPRange: n.IPRange } : {}) }] },
+    Internal: !!n.Internal,
+    Attachable: !!n.Attachable,
+    Ingress: !!n.Ingress,
+    ConfigFrom: { Network: '' },
+    ConfigOnly: false,
+    Containers: {},
+    Options: { ...(n.Options ?? {}), [VXLAN_OPTION]: String(n.VNI) },
+    Labels: n.Labels ?? {},
+    Peers: null,
+  };
+}
+
+/** The network as swarm objects carry it (a task's NetworksAttachments[].Network). */
+export function swarmNetwork(n: Obj, version: number): Obj {
+  return {
+    ID: n.ID,
+    Version: { Index: version },
+    CreatedAt: n.Created,
+    UpdatedAt: n.Created,
+    Spec: {
+      Name: n.Name,
+      Labels: n.Labels ?? {},
+      DriverConfiguration: { Name: 'overlay', ...(n.Options && Object.keys(n.Options).length ? { Options: n.Options } : {}) },
+      Internal: !!n.Internal,
+      Attachable: !!n.Attachable,
+      Ingress: !!n.Ingress,
+      IPAMOptions: { Driver: { Name: 'default' }, Configs: [{ Subnet: n.Subnet, Gateway: n.Gateway }] },
+      Scope: 'swarm',
+    },
+    DriverState: { Name: 'overlay', Options: { [VXLAN_OPTION]: String(n.VNI) } },
+    IPAMOptions: { Driver: { Name: 'default' }, Configs: [{ Subnet: n.Subnet, Gateway: n.Gateway }] },
+  };
+}
+
+export class ClusterNetworks {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly store: ClusterStore,
+    /** The swarm's address pools and block size (the cluster object's DefaultAddrPool and SubnetSize). */
+    private readonly pools: () => { pools: string[]; size: number },
+    /** Subnets the node's own (local) networks hold, which a swarm network must not take. */
+    private readonly localSubnets: () => string[],
+  ) {}
+
+  entry(ref: string): Entry {
+    return lookup(this.store, 'networks', ref, (o) => o.Name, 'network');
+  }
+
+  find(ref: string): Entry | undefined {
+    try {
+      return this.entry(ref);
+    } catch {
+      return undefined;
+    }
+  }
+
+  all(): Obj[] {
+    return this.store.list('networks').map((e) => e.obj);
+  }
+
+  /** Creates an overlay network from a network create body (Driver `overlay`). */
+  create(body: unknown): Promise<{ Id: string; Warning: string }> {
+    const b = (body ?? {}) as Obj;
+    if (b.EnableIPv6 === true) throw new NotImplemented('IPv6 on overlay networks is not supported yet');
+    if (b.Ingress === true) throw new NotImplemented('the ingress network (the routing mesh) is not supported yet');
+    if (b.Scope !== undefined && b.Scope !== '' && b.Scope !== 'swarm') throw new InvalidParameter(`invalid Scope ${JSON.stringify(b.Scope)}: an overlay network is swarm-scoped`);
+    // The same checks as a bridge network's (name, labels, options, IPAM), then what only overlays have.
+    const spec = parseCreateRequest({ ...b, Driver: 'bridge', Scope: undefined, Ingress: false, EnableIPv6: false });
+    const encrypted = spec.options.encrypted;
+    if (encrypted !== undefined) throw new NotImplemented('encrypted overlay networks (--opt encrypted) are not supported yet');
+    const run = this.queue.then(async () => {
+      if (this.find(spec.name)?.obj.Name === spec.name) throw new Conflict(`network with name ${spec.name} already exists`);
+      const taken = this.all().map((n) => n.Subnet as string);
+      let subnet: string;
+      let gateway: string;
+      let ipRange: string | undefined;
+      if (spec.pool) {
+        subnet = formatSubnet(spec.pool.subnet);
+        if (taken.some((t) => t === subnet)) throw new Forbidden(`the subnet ${subnet} is used by another swarm network`);
+        gateway = formatIPv4(spec.pool.gateway);
+        ipRange = spec.pool.ipRange ? formatSubnet(spec.pool.ipRange) : undefined;
+      } else {
+        const { pools, size } = this.pools();
+        subnet = allocateSubnet(pools, size, [...taken, ...this.localSubnets()]);
+        gateway = defaultGateway(subnet);
+      }
+      const id = newObjectId(randomBytes(16));
+      const network: Obj = {
+        ID: id,
+        Name: spec.name,
+        Created: now(),
+        Labels: spec.labels,
+        Options: spec.options,
+        Internal: spec.internal,
+        Attachable: spec.attachable,
+        Ingress: false,
+        Subnet: subnet,
+        Gateway: gateway,
+        ...(ipRange ? { IPRange: ipRange } : {}),
+        VNI: allocateVni(this.all().map((n) => n.VNI as number)),
+        MTU: spec.mtu ?? OVERLAY_MTU,
+      };
+      await this.store.create('networks', id, network, { name: spec.name });
+      return { Id: id, Warning: '' };
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Removes the network; refused while a service uses it. */
+  async remove(ref: string): Promise<void> {
+    const e = this.entry(ref);
+    const users = this.store.list('services').filter((s) => serviceNetworks(s.obj.Spec).some((n) => n.Target === e.obj.ID));
+    if (users.length > 0) {
+      throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by service ${users[0]!.obj.ID}`);
+    }
+    await this.store.remove('networks', e.obj.ID, { name: e.obj.Name });
+  }
+}
+
+/** A service's network attachments (TaskTemplate.Networks, or the older top-level Networks). */
+export function serviceNetworks(spec: Obj | undefined): Array<{ Target: string; Aliases?: string[] }> {
+  return spec?.TaskTemplate?.Networks ?? spec?.Networks ?? [];
+}
