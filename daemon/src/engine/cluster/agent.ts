@@ -10,6 +10,7 @@ import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
+import { OverlayPlane, type NodeNetworks } from './network/plane.js';
 
 /** What the agent needs of the container engine. */
 export interface TaskContainers {
@@ -34,6 +35,8 @@ export interface AgentSource {
   config(id: string): Obj | undefined;
   onChange(fn: () => void): () => void;
   report(taskId: string, status: Obj): Promise<void>;
+  /** The swarm networks this node must build, with their peers (none when absent). */
+  networks?(): NodeNetworks | undefined;
 }
 
 export const TASK_LABEL = 'com.docker.swarm.task.id';
@@ -127,13 +130,16 @@ export class Agent {
   private readonly filesRemoved = new Set<string>();
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
+  private readonly plane: OverlayPlane;
 
   constructor(
     private readonly nodeId: string,
     private readonly source: AgentSource,
     private readonly containers: TaskContainers,
     private readonly host: ClusterHost,
-  ) {}
+  ) {
+    this.plane = new OverlayPlane(host.overlay);
+  }
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
@@ -156,6 +162,7 @@ export class Agent {
     while ((this.passes.busy || this.busy.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     for (const c of this.containers.taskContainers()) await this.containers.remove(c.id).catch(() => undefined);
     for (const id of await this.host.taskFileIds()) await this.host.removeTaskFiles(id).catch(() => undefined);
+    await this.plane.removeAll();
   }
 
   kick(): void {
@@ -173,6 +180,8 @@ export class Agent {
 
   private async reconcile(): Promise<void> {
     if (!this.source.ready()) return;
+    await this.plane.reconcile(this.source.networks?.()).catch((err: unknown) =>
+      log.warn('swarm agent: the overlay networks could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     const tasks = this.source.tasks().filter((t) => t.NodeID === this.nodeId && stateRank(t.Status?.State) >= stateRank('assigned'));
     const byTask = new Map<string, string>();
     for (const c of this.containers.taskContainers()) byTask.set(c.taskId, c.id);
@@ -257,6 +266,14 @@ export class Agent {
         this.report(t, { State: 'starting', Message: 'starting', ContainerStatus: { ContainerID: id } });
         await this.containers.start(id);
         const st = this.containers.state(id);
+        if (t.NetworksAttachments?.length) {
+          try {
+            await this.plane.attach(t, st?.pid ?? 0, this.source.networks?.());
+          } catch (err) {
+            await this.containers.remove(id).catch(() => undefined);
+            throw err;
+          }
+        }
         this.report(t, { State: 'running', Message: 'started', ContainerStatus: { ContainerID: id, PID: st?.pid ?? 0, ExitCode: 0 } });
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);

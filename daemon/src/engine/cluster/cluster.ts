@@ -15,6 +15,8 @@ import { Agent, type AgentSource, type TaskContainers } from './agent.js';
 import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { newDataKey, sealer, type Sealer } from './crypt.js';
 import { ClusterObjects } from './objects.js';
+import { ClusterNetworks } from './network/networks.js';
+import { addressPools, nodeNetworks } from './network/attachments.js';
 import { Orchestrator } from './orchestrator.js';
 import { ClusterStore, key, type Fence } from './store.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
@@ -65,6 +67,8 @@ export interface ClusterDeps {
   containers: TaskContainers;
   events: EventBus;
   describe(): Promise<NodeDescription>;
+  /** Subnets of the node's local networks, which swarm networks keep clear of. */
+  localSubnets?(): string[];
 }
 
 const isObject = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -89,6 +93,7 @@ interface ManagerParts {
   etcd: EtcdMember;
   store: ClusterStore;
   objects: ClusterObjects;
+  networks: ClusterNetworks;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
   leaderStop?: () => Promise<void>;
@@ -151,6 +156,16 @@ export class ClusterService {
   }
 
   // -- guards for the API --
+
+  /** The swarm's networks on a manager; undefined elsewhere. */
+  clusterNetworks(): ClusterNetworks | undefined {
+    return this.manager?.networks;
+  }
+
+  /** This node's role in its swarm; undefined outside one. */
+  swarmRole(): 'manager' | 'worker' | undefined {
+    return this.state?.role;
+  }
 
   /** The manager's objects; throws "not a swarm manager" elsewhere. */
   objects(): ClusterObjects {
@@ -410,7 +425,8 @@ export class ClusterService {
     const state = this.state!;
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const parts: ManagerParts = { etcd, store, objects };
+    const networks = new ClusterNetworks(store, () => addressPools(store), () => this.deps.localSubnets?.() ?? []);
+    const parts: ManagerParts = { etcd, store, objects, networks };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
@@ -518,11 +534,12 @@ export class ClusterService {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
+      networks: () => nodeNetworks(store, nodeId),
     };
   }
 

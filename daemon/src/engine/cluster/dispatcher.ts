@@ -22,6 +22,8 @@ import { randomBytes } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { AgentSource } from './agent.js';
+import { nodeNetworks } from './network/attachments.js';
+import type { NodeNetworks } from './network/plane.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
@@ -240,7 +242,7 @@ export class DispatcherServer {
     }
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs };
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, ...nodeNetworks(store, nodeId) };
   }
 
   private async join(body: Obj): Promise<Obj> {
@@ -467,7 +469,7 @@ export interface WorkerSessionOptions {
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
 export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj> } = { tasks: [], secrets: new Map(), configs: new Map() };
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks } = { tasks: [], secrets: new Map(), configs: new Map() };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
@@ -568,6 +570,7 @@ export class WorkerSession implements AgentSource {
       tasks: Array.isArray(msg.Tasks) ? msg.Tasks : [],
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
+      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks } } : {}),
     };
     this.received = true;
     for (const l of this.listeners) l();
@@ -594,6 +597,10 @@ export class WorkerSession implements AgentSource {
 
   tasks(): Obj[] {
     return this.current.tasks;
+  }
+
+  networks(): NodeNetworks | undefined {
+    return this.current.networks;
   }
 
   secret(id: string): Obj | undefined {

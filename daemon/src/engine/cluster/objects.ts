@@ -9,6 +9,8 @@ import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Kind, type Obj } from './types.js';
+import { NetworkAllocator } from './network/attachments.js';
+import { resolveServiceNetworks } from './network/networks.js';
 
 export type Filters = Map<string, string[]>;
 
@@ -71,8 +73,8 @@ export function validateServiceSpec(spec: unknown): Obj {
   for (const ref of [...(cs.Secrets ?? []), ...(cs.Configs ?? [])]) {
     if (!isObject(ref)) throw new InvalidParameter('secret and config references must be objects');
   }
-  const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
-  if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  if (tt.Networks !== undefined && tt.Networks !== null && !Array.isArray(tt.Networks)) throw new InvalidParameter('TaskTemplate.Networks must be a list');
+  if (s.Networks !== undefined && s.Networks !== null && !Array.isArray(s.Networks)) throw new InvalidParameter('Networks must be a list');
   const constraints = tt.Placement?.Constraints;
   if (constraints !== undefined) {
     if (!Array.isArray(constraints)) throw new InvalidParameter('Placement.Constraints must be a list of strings');
@@ -168,6 +170,12 @@ export function validateNodeSpec(spec: unknown): Obj {
 }
 
 export class ClusterObjects {
+  private allocator?: NetworkAllocator;
+
+  private get addresses(): NetworkAllocator {
+    return (this.allocator ??= new NetworkAllocator(this.store));
+  }
+
   constructor(
     private readonly store: ClusterStore,
     private readonly events: EventBus,
@@ -280,6 +288,7 @@ export class ClusterObjects {
   }
 
   private checkReferences(spec: Obj): void {
+    resolveServiceNetworks(this.store, spec);
     const cs = spec.TaskTemplate.ContainerSpec;
     for (const [field, kind] of [['Secrets', 'secrets'], ['Configs', 'configs']] as const) {
       for (const ref of cs[field] ?? []) {
@@ -306,6 +315,8 @@ export class ClusterObjects {
       Endpoint: { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } },
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const vips = this.addresses.serviceVips(service);
+    if (vips.length) service.Endpoint.VirtualIPs = vips;
     const rev = await this.store.create('services', id, service, { name: spec.Name });
     const jobStatus = isJob(spec) ? { JobStatus: { JobIteration: { Index: rev }, LastExecution: now() } } : {};
     await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev }, ...jobStatus }));
@@ -337,6 +348,8 @@ export class ClusterObjects {
     if (isJob(spec)) service.JobStatus = { JobIteration: { Index: e.modRev }, LastExecution: now() };
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const vips = this.addresses.serviceVips(service, old.Endpoint?.VirtualIPs);
+    if (vips.length) service.Endpoint.VirtualIPs = vips;
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
     if (changesTasks && !isJob(spec)) {
       service.UpdateStatus = rollback

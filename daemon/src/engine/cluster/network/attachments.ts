@@ -127,3 +127,9 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
   }
   return { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
 }
+
+/** The swarm's DefaultAddrPool and SubnetSize (swarmkit's defaults when the cluster object has none). */
+export function addressPools(store: ClusterStore): { pools: string[]; size: number } {
+  const c = store.get('cluster', 'default')?.obj;
+  return { pools: c?.DefaultAddrPool?.length ? c.DefaultAddrPool : ['10.0.0.0/8'], size: c?.SubnetSize || 24 };
+}

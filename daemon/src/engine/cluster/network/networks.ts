@@ -8,7 +8,7 @@
  * Gateway, IPRange?, VNI, MTU }.
  */
 import { randomBytes } from 'node:crypto';
-import { Conflict, Forbidden, InvalidParameter, NotImplemented } from '../../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../../errors.js';
 import { parseCreateRequest } from '../../networks/create.js';
 import { formatIPv4, formatSubnet } from '../../networks/ipv4.js';
 import type { ClusterStore, Entry } from '../store.js';
@@ -155,4 +155,35 @@ export class ClusterNetworks {
 /** A service's network attachments (TaskTemplate.Networks, or the older top-level Networks). */
 export function serviceNetworks(spec: Obj | undefined): Array<{ Target: string; Aliases?: string[] }> {
   return spec?.TaskTemplate?.Networks ?? spec?.Networks ?? [];
+}
+
+/**
+ * Checks a service spec's networks and names them by id, as swarmkit stores them: the older top-level
+ * Networks move into TaskTemplate.Networks; each Target (an id, a name or an id prefix) must be a swarm
+ * network of the store.
+ */
+export function resolveServiceNetworks(store: ClusterStore, spec: Obj): void {
+  const tt = spec.TaskTemplate;
+  const refs = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(spec.Networks) ? spec.Networks : [])];
+  delete spec.Networks;
+  if (refs.length === 0) {
+    delete tt.Networks;
+    return;
+  }
+  const seen = new Set<string>();
+  tt.Networks = refs.map((ref: unknown) => {
+    const r = ref as Obj;
+    if (r === null || typeof r !== 'object' || typeof r.Target !== 'string' || r.Target === '') throw new InvalidParameter('each network attachment must be an object with a Target');
+    if (r.Aliases !== undefined && (!Array.isArray(r.Aliases) || r.Aliases.some((a: unknown) => typeof a !== 'string'))) throw new InvalidParameter('network Aliases must be a list of strings');
+    let e: Entry;
+    try {
+      e = lookup(store, 'networks', r.Target, (o) => o.Name, 'network');
+    } catch (err) {
+      if (err instanceof NotFound) throw new NotFound(`network ${r.Target} not found`);
+      throw err;
+    }
+    if (seen.has(e.obj.ID)) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = service cannot have multiple attachments to the same network ${e.obj.Name}`);
+    seen.add(e.obj.ID);
+    return { Target: e.obj.ID, ...(r.Aliases?.length ? { Aliases: r.Aliases } : {}), ...(r.DriverOpts ? { DriverOpts: r.DriverOpts } : {}) };
+  });
 }
