@@ -351,7 +351,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events),
+    containers: taskContainers(containers, events, host.network),
     events,
     localSubnets: () => networks.list().flatMap((n) => n.IPAM.Config.map((c) => c.Subnet).filter((s): s is string => !!s)),
     describe: async () => {

@@ -169,6 +169,54 @@ describe('overlay networks across three nodes', () => {
     assert.equal(inUse.status, 409);
   });
 
+  test('service discovery: the name answers the VIP (spread over the tasks) or, in dnsrr, the tasks; tasks.<name> the tasks; a stopped task leaves at once', async () => {
+    const web = ['service', 'create', '--detach', '--network', 'ov', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 80 -h /www'];
+    await engine(0).dockerOk([...web.slice(0, 2), '--name', 'web', '--replicas', '2', ...web.slice(2)]);
+    await engine(0).dockerOk([...web.slice(0, 2), '--name', 'rr', '--endpoint-mode', 'dnsrr', '--replicas', '2', ...web.slice(2)]);
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    const addressesOf = (list: Task[]) => list.map((t) => t.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!).sort();
+    const webTasks = await eventually(async () => ((await running('web')).length === 2 ? running('web') : undefined), 40_000, 250) as Task[];
+    const rrTasks = await eventually(async () => ((await running('rr')).length === 2 ? running('rr') : undefined), 40_000, 250) as Task[];
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    assert.equal((await engine(0).request('GET', '/services/rr')).json().Endpoint.VirtualIPs, undefined);
+    // The client: the pingers task on node-3.
+    const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
+    const exec = (args: string[]) => engine(2).docker(['exec', client!.Status.ContainerStatus!.ContainerID!, ...args]);
+    const resolved = async (name: string) => {
+      const r = await exec(['nslookup', '-type=a', name]);
+      return [...r.stdout.matchAll(/Address:\s*(10\.0\.0\.\d+)/g)].map((m) => m[1]!).sort();
+    };
+    await eventually(async () => JSON.stringify(await resolved('web')) === JSON.stringify([vip]), 10_000, 300);
+    assert.deepEqual(await resolved('tasks.web'), addressesOf(webTasks));
+    assert.deepEqual(await resolved('rr'), addressesOf(rrTasks));
+    assert.deepEqual(await resolved('tasks.rr'), addressesOf(rrTasks));
+    // Through the VIP, connections go to both tasks (busybox's static wget crashes here: nc speaks HTTP).
+    const get = async (address: string) => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${address} 80`]);
+      return { code: r.code, body: r.stdout.split(/\r?\n\r?\n/)[1]?.trim() ?? '', stderr: r.stderr };
+    };
+    const hostnames = new Set<string>();
+    await eventually(async () => {
+      const r = await get(vip);
+      if (r.code === 0 && r.body) hostnames.add(r.body);
+      return hostnames.size === 2;
+    }, 20_000, 50);
+    // One task stopped: it leaves the VIP's set and the answers within about a second.
+    await engine(0).dockerOk(['service', 'scale', '--detach', 'web=1']);
+    const left = await eventually(async () => ((await running('web')).length === 1 ? running('web') : undefined), 20_000, 100) as Task[];
+    const stoppedAt = Date.now();
+    await eventually(async () => JSON.stringify(await resolved('tasks.web')) === JSON.stringify(addressesOf(left)), 5_000, 100);
+    assert.ok(Date.now() - stoppedAt < 2_000, `tasks.web still listed the stopped task after ${Date.now() - stoppedAt} ms`);
+    const seen = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const r = await get(vip);
+      assert.equal(r.code, 0, r.stderr);
+      seen.add(r.body);
+    }
+    assert.equal(seen.size, 1);
+    await engine(0).dockerOk(['service', 'rm', 'web', 'rr']);
+  });
+
   test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {
     await engine(0).dockerOk(['service', 'rm', 'pingers']);
     await eventually(() => engines.every((e) => overlayNamespaces(e).length === 0), 20_000, 250);

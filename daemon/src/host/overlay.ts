@@ -45,6 +45,12 @@ export interface OverlayAttachment {
   mtu: number;
 }
 
+/** A service's virtual IP and the addresses of its running tasks. */
+export interface VipBackends {
+  vip: string;
+  backends: string[];
+}
+
 export interface OverlayHost {
   /** Creates the network's sandbox, bridge and VXLAN device, or brings existing ones to the spec. Idempotent. */
   ensureOverlay(spec: OverlaySpec): Promise<void>;
@@ -52,6 +58,12 @@ export interface OverlayHost {
   setOverlayPeers(networkId: string, peers: OverlayPeer[]): Promise<void>;
   /** Joins a running container to the network's bridge (its end of the veth configured and up). */
   attachOverlay(spec: OverlayAttachment): Promise<void>;
+  /**
+   * Replaces the VIP rules of the container whose init pid is `pid`: a connection it opens to a VIP goes to
+   * one of that VIP's backends, chosen at random per connection (nftables DNAT in the container's
+   * namespace). An empty list removes them.
+   */
+  balanceVips(pid: number, vips: VipBackends[]): Promise<void>;
   /** Removes the network's sandbox with everything in it. Idempotent. */
   removeOverlay(networkId: string): Promise<void>;
   /** Ids of the networks whose sandboxes exist on this node (left over by an earlier run too). */

@@ -9,6 +9,8 @@
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
+import type { DnsAnswers } from '../../host/network.js';
+import { lookupService } from './network/dns.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
 import { OverlayPlane, type NodeNetworks } from './network/plane.js';
 
@@ -24,6 +26,9 @@ export interface TaskContainers {
   taskContainers(): Array<{ id: string; taskId: string }>;
   /** Calls `fn` when a container exits. */
   onExit(fn: (containerId: string) => void): () => void;
+  /** Serves the embedded DNS server (127.0.0.11) in the running container's namespace with these answers. */
+  startDns?(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
+  stopDns?(containerId: string): void;
 }
 
 /** Where the agent's assignments come from and where its reports go (the store on a manager, a dispatcher on a worker). */
@@ -143,7 +148,10 @@ export class Agent {
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
-    this.unsubscribe.push(this.containers.onExit(() => this.kick()));
+    this.unsubscribe.push(this.containers.onExit((id) => {
+      if (this.plane.forget(id)) this.containers.stopDns?.(id);
+      this.kick();
+    }));
     this.timer = setInterval(() => this.kick(), 1000);
     this.timer.unref();
     this.kick();
@@ -197,6 +205,10 @@ export class Agent {
         .finally(() => this.busy.delete(taskId));
     }
     for (const id of await this.host.taskFileIds()) if (!wanted.has(id) && !byTask.has(id) && !this.busy.has(id)) await this.host.removeTaskFiles(id);
+    await this.plane.balance(
+      tasks.filter((t) => t.NetworksAttachments?.length && byTask.has(t.ID)).map((t) => ({ task: t, containerId: byTask.get(t.ID)!, pid: this.containers.state(byTask.get(t.ID)!)?.pid ?? 0 })),
+      this.source.networks?.(),
+    ).catch((err: unknown) => log.warn('swarm agent: VIP rules could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     for (const t of tasks) {
       if (this.busy.has(t.ID)) continue;
       const cid = byTask.get(t.ID);
@@ -262,13 +274,23 @@ export class Agent {
           files.push({ name: `config:${ref.ConfigID}:${name}`, data: Buffer.from(c.Spec.Data ?? '', 'base64'), mode: ref.File?.Mode ?? 0o444 });
         }
         const paths = files.length ? await this.host.writeTaskFiles(t.ID, files) : new Map<string, string>();
-        const id = await this.containers.create(containerBody(t, this.nodeId, paths), taskName(t));
+        const body = containerBody(t, this.nodeId, paths);
+        // On swarm networks, names go to the embedded DNS server first (services, tasks.<service>).
+        if (t.NetworksAttachments?.length && this.containers.startDns) body.HostConfig.Dns = ['127.0.0.11'];
+        const id = await this.containers.create(body, taskName(t));
         this.report(t, { State: 'starting', Message: 'starting', ContainerStatus: { ContainerID: id } });
         await this.containers.start(id);
         const st = this.containers.state(id);
         if (t.NetworksAttachments?.length) {
           try {
             await this.plane.attach(t, st?.pid ?? 0, this.source.networks?.());
+            await this.plane.balance([{ task: t, containerId: id, pid: st?.pid ?? 0 }], this.source.networks?.(), false);
+            const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
+            const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
+            await this.containers.startDns?.(id, st?.pid ?? 0, {
+              lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
+              upstreams: () => (upstreams?.length ? upstreams : undefined),
+            });
           } catch (err) {
             await this.containers.remove(id).catch(() => undefined);
             throw err;

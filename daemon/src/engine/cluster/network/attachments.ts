@@ -96,6 +96,34 @@ export interface NodeNetwork {
   MTU: number;
   Internal: boolean;
   Peers: Array<{ address: string; mac: string; node: string }>;
+  /** The services on the network: their names and aliases, VIP (endpoint mode vip) and running tasks' addresses. */
+  Services: NetworkService[];
+}
+
+export interface NetworkService {
+  ID: string;
+  Name: string;
+  Aliases: string[];
+  VIP?: string;
+  Tasks: string[];
+}
+
+const addressOn = (t: Obj, networkId: string): string[] =>
+  (t.NetworksAttachments ?? []).filter((a: Obj) => a.Network?.ID === networkId).flatMap((a: Obj) => (a.Addresses ?? []).map((x: string) => String(x).split('/')[0]!));
+
+/** The services attached to a network, with the addresses of their tasks that run (and are meant to). */
+function networkServices(store: ClusterStore, networkId: string): NetworkService[] {
+  const out: NetworkService[] = [];
+  const running = store.list('tasks').map((e) => e.obj).filter((t) => t.Status?.State === 'running' && t.DesiredState === 'running');
+  for (const e of store.list('services')) {
+    const s = e.obj;
+    const ref = serviceNetworks(s.Spec).find((r) => r.Target === networkId);
+    if (!ref) continue;
+    const vip = (s.Endpoint?.VirtualIPs ?? []).find((v: Obj) => v.NetworkID === networkId);
+    const tasks = running.filter((t) => t.ServiceID === s.ID).flatMap((t) => addressOn(t, networkId)).sort();
+    out.push({ ID: s.ID, Name: s.Spec.Name, Aliases: ref.Aliases ?? [], ...(vip ? { VIP: String(vip.Addr).split('/')[0] } : {}), Tasks: tasks });
+  }
+  return out.sort((a, b) => a.Name.localeCompare(b.Name));
 }
 
 /** What node `nodeId` must build: the networks of its live tasks, their peers on other nodes, and where VXLAN goes. */
@@ -123,7 +151,7 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
       }
     }
     peers.sort((x, y) => x.address.localeCompare(y.address));
-    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: n.Gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers });
+    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: n.Gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers, Services: networkServices(store, id) });
   }
   return { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
 }

@@ -9,6 +9,7 @@ import type { OverlayHost } from '../../../host/overlay.js';
 import type { Obj } from '../types.js';
 import { macOf } from './allocator.js';
 import type { NodeNetwork } from './attachments.js';
+import { vipsOf } from './dns.js';
 
 export interface NodeNetworks {
   DataPathPort: number;
@@ -20,6 +21,8 @@ export class OverlayPlane {
   /** Networks built, with the peers last programmed (JSON). */
   private readonly built = new Map<string, { spec: string; peers: string }>();
   private cleaned = false;
+  /** Task containers' VIP rules as last applied (JSON), by container id. */
+  private readonly balanced = new Map<string, string>();
 
   constructor(private readonly host: OverlayHost) {}
 
@@ -77,6 +80,33 @@ export class OverlayPlane {
       if (!address) continue;
       await this.host.attachOverlay({ networkId: id, pid, ifname: `eth${index++}`, address, prefixLen: Number(prefix), macAddress: macOf(address), mtu: n.MTU });
     }
+  }
+
+  /**
+   * Brings the VIP rules of running task containers up to date with the services' running tasks. With
+   * `complete` (the default) the list is every task container of the node: others are forgotten.
+   */
+  async balance(list: Array<{ task: Obj; containerId: string; pid: number }>, networks: NodeNetworks | undefined, complete = true): Promise<void> {
+    if (complete) {
+      const present = new Set(list.map((x) => x.containerId));
+      for (const id of this.balanced.keys()) if (!present.has(id)) this.balanced.delete(id);
+    }
+    if (!networks) return;
+    for (const { task, containerId, pid } of list) {
+      if (!pid) continue;
+      const ids = (task.NetworksAttachments ?? []).map((a: Obj) => a.Network?.ID as string);
+      const vips = vipsOf(networks, ids);
+      const text = JSON.stringify(vips);
+      const had = this.balanced.get(containerId);
+      if (had === text) continue;
+      await this.host.balanceVips(pid, vips);
+      this.balanced.set(containerId, text);
+    }
+  }
+
+  /** Forgets a container that exited; true when it was a task container joined to swarm networks. */
+  forget(containerId: string): boolean {
+    return this.balanced.delete(containerId);
   }
 
   /** Removes every network this node built (the node left the swarm). */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LinuxOverlayHost, peerCommands } from './index.js';
+import { LinuxOverlayHost, peerCommands, vipRuleset } from './index.js';
 
 const peer = (address: string, mac: string, node: string) => ({ address, mac, node });
 
@@ -37,4 +37,18 @@ test('namespaces are named per daemon and refuse ids that are not the cluster\'s
   assert.notEqual(a.namespace('abc123'), b.namespace('abc123'));
   assert.match(a.namespace('abc123'), /^bov[0-9a-f]{6}-abc123$/);
   assert.throws(() => a.namespace('../x'), /invalid overlay network id/);
+});
+
+test('VIP rules: each VIP to its backends at random, those without backends left out, an empty list only deletes', () => {
+  assert.equal(vipRuleset([{ vip: '10.0.0.2', backends: ['10.0.0.3', '10.0.0.4'] }, { vip: '10.0.0.9', backends: [] }]), [
+    'table ip berth_vip',
+    'delete table ip berth_vip',
+    'table ip berth_vip {',
+    '  chain output {',
+    '    type nat hook output priority -100; policy accept;',
+    '    ip daddr 10.0.0.2 dnat to numgen random mod 2 map { 0 : 10.0.0.3, 1 : 10.0.0.4 }',
+    '  }',
+    '}',
+  ].join('\n') + '\n');
+  assert.equal(vipRuleset([]), 'table ip berth_vip\ndelete table ip berth_vip\n');
 });

@@ -10,7 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { CommandError, run } from '../network/run.js';
-import type { OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec } from '../../overlay.js';
+import type { OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
 
 const NETNS_DIR = '/run/netns';
 const ID = /^[a-z0-9]{1,64}$/;
@@ -112,6 +112,11 @@ export class LinuxOverlayHost implements OverlayHost {
     ].join('\n') + '\n');
   }
 
+  async balanceVips(pid: number, vips: VipBackends[]): Promise<void> {
+    for (const v of vips) if (![v.vip, ...v.backends].every((a) => IPV4.test(a))) throw new Error(`invalid VIP rule ${JSON.stringify(v)}`);
+    await run('nsenter', ['-t', String(pid), '-n', 'nft', '-f', '-'], vipRuleset(vips));
+  }
+
   async removeOverlay(networkId: string): Promise<void> {
     const ns = this.namespace(networkId);
     try {
@@ -141,4 +146,23 @@ export function peerCommands(peers: OverlayPeer[], fdb: FdbEntry[], neigh: Neigh
   for (const [ip, mac] of haveNeigh) if (!wantNeigh.has(ip)) ipCommands.push(`neigh del ${ip} dev vxlan0`);
   for (const [ip, mac] of wantNeigh) if (haveNeigh.get(ip) !== mac) ipCommands.push(`neigh replace ${ip} lladdr ${mac} dev vxlan0 nud permanent`);
   return { ipCommands, bridgeCommands };
+}
+
+const VIP_TABLE = 'berth_vip';
+
+/**
+ * The nftables script that replaces a container's VIP table: in the nat hook of its own output, each VIP
+ * is DNATed to one of its backends picked by `numgen random` (a VIP without backends is left alone: nothing
+ * answers it). Applied atomically by `nft -f`.
+ */
+export function vipRuleset(vips: VipBackends[]): string {
+  const lines = [`table ip ${VIP_TABLE}`, `delete table ip ${VIP_TABLE}`];
+  const rules = vips.filter((v) => v.backends.length > 0).map((v) => {
+    const map = v.backends.map((b, i) => `${i} : ${b}`).join(', ');
+    return `    ip daddr ${v.vip} dnat to numgen random mod ${v.backends.length} map { ${map} }`;
+  });
+  if (rules.length > 0) {
+    lines.push(`table ip ${VIP_TABLE} {`, '  chain output {', '    type nat hook output priority -100; policy accept;', ...rules, '  }', '}');
+  }
+  return lines.join('\n') + '\n';
 }
