@@ -5,6 +5,8 @@ import { isIP } from 'node:net';
 import type { Permission, Principal } from '../engine/auth/store.js';
 import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../errors.js';
 import { log } from '../util/log.js';
+import type { Authorizer } from '../engine/plugins/authz.js';
+import { AuthzResponse, serveAuthorized } from './authz.js';
 import { ApiRequest, ApiResponse } from './http.js';
 import { errorBody, statusOf, type ErrorStyle } from './httpstatus.js';
 import { statusAt } from './compat.js';
@@ -31,6 +33,8 @@ export interface ServerOptions {
   plainTcp?: boolean;
   /** Timeouts and the cap of unfinished requests (defaults, or the environment's). */
   limits?: ConnectionLimits;
+  /** Authorization plugins (`--authorization-plugin`): every request and its answer are put to them. */
+  authz?: Authorizer;
 }
 
 /** Parses the request target; `//` and other odd targets are paths of the engine, never another origin. */
@@ -127,6 +131,7 @@ function writeError(res: ApiResponse, method: string, err: unknown, version: Api
  */
 export function createDispatcher(router: Router, opts: ServerOptions) {
   const corsOrigin = opts.corsOrigin?.trim() ? opts.corsOrigin : undefined;
+  const authz = opts.authz;
   // As from dockerd, every answer names the newest API version, the OS and the engine.
   const corsHeaders: Record<string, string> = { 'Api-Version': MAX_API_VERSION, OSType: 'linux', Server: `Berth/${ENGINE_VERSION} (linux)` };
   if (opts.corsOrigin && opts.corsOrigin.trim() !== '') {
@@ -192,7 +197,8 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
           throw err;
         });
         const req = new ApiRequest(rawReq, path, MAX_API_MINOR, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-        await match.handler(req, res);
+        if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+        else await match.handler(req, res);
         return;
       }
       // With token authentication on this listener, nothing of the engine API is answered without a token.
@@ -218,7 +224,8 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-      await match.handler(req, res);
+      if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+      else await match.handler(req, res);
     } catch (err) {
       writeError(res, method, err, version, style);
     }
@@ -227,7 +234,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
   return async function dispatch(rawReq: http.IncomingMessage, rawRes: http.ServerResponse, upgradeHead?: Buffer): Promise<void> {
     let res: ApiResponse | undefined;
     try {
-      res = new ApiResponse(rawRes, rawReq, upgradeHead, corsHeaders);
+      res = authz ? new AuthzResponse(rawRes, rawReq, upgradeHead, corsHeaders) : new ApiResponse(rawRes, rawReq, upgradeHead, corsHeaders);
       await serve(rawReq, rawRes, upgradeHead, res);
     } catch (err) {
       // Whatever escaped the error mapping ends this request, never the daemon.

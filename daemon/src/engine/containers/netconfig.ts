@@ -29,7 +29,7 @@ export async function configureNetworks(ctx: ContainerContext, ref: string, chan
     // A running container that now has the embedded DNS server (it joined a user-defined network) resolves
     // through it, as with Docker: its resolv.conf is written again, in place.
     if (next.Networks && record.State.Running && ctx.networking.servesDns(record.Id)) {
-      await rewriteResolvConf(record, ctx.deps.probe, { embeddedDns: true }).catch((err) =>
+      await rewriteResolvConf(ctx.deps.etcFiles, record, ctx.deps.probe, { embeddedDns: true }).catch((err) =>
         log.warn('cannot point the resolv.conf of a container at the embedded DNS server', { id: record.Id, error: errorMessage(err) }),
       );
     }

@@ -15,6 +15,7 @@ import { inspect, list, type NetworkView } from './inspect.js';
 import { planNetworks, plannedNetworks } from './plan.js';
 import { recover } from './recover.js';
 import { prune, remove } from './remove.js';
+import type { NetworkPlugins } from './remote.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkHost } from '../../host/host.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointSettings, LiveContainer, NetworkPlan, PlanOptions } from './types.js';
@@ -49,6 +50,16 @@ export class NetworkService implements ContainerNetworking {
   /** Removes the default bridge and its firewall rules from the host (used by tests and uninstall). */
   removeDefaultBridge(): Promise<void> {
     return removeDefaultBridge(this.ctx);
+  }
+
+  /** Network and IPAM drivers of plugins (the daemon's plugins, once it has them). */
+  setPlugins(plugins: NetworkPlugins): void {
+    this.ctx.plugins = plugins;
+  }
+
+  /** The names of the networks whose driver or IPAM driver is `driver`. */
+  namesOfDriver(driver: string): string[] {
+    return [...this.ctx.entries.values()].filter((e) => e.network.Driver === driver || e.network.IPAM.Driver === driver).map((e) => e.network.Name);
   }
 
   // ---------------------------------------------------------------- the API's verbs

@@ -12,7 +12,7 @@ import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from 
 import { parseCreateRequest } from '../../networks/create.js';
 import { formatIPv4, formatSubnet } from '../../networks/ipv4.js';
 import type { ClusterStore, Entry } from '../store.js';
-import { lookup } from '../objects.js';
+import { lookup } from '../specs.js';
 import { newObjectId, now, type Obj } from '../types.js';
 import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
 
