@@ -10,6 +10,7 @@
 import { promises as fs, readFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
@@ -141,6 +142,8 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   let session: Promise<LocalSession> | undefined;
   const loadSession = () => (session ??= import('./engine/auth/local-session.js').then(({ LocalSession }) => new LocalSession()));
   let localToken = '';
+  let peer: Promise<typeof import('./host/linux/peer.js')> | undefined;
+  const loadPeer = () => (peer ??= import('./host/linux/peer.js'));
 
   // The router holds the requests that need the composition from the first one on: it starts after listening.
   let compose!: (composition: Promise<Composition>) => void;
@@ -166,7 +169,9 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
           }
         : undefined;
     const auth = { verify: async (token: string) => (await loadSession()).verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls, authz });
+    // Users and tokens are managed over a unix socket by its peers that run as root (SO_PEERCRED).
+    const localAdmin = address.kind === 'unix' ? async (socket: Socket) => (await loadPeer()).peerIsAdmin(socket) : undefined;
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, localAdmin, plainTcp: address.kind === 'tcp' && !tls, authz });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest?.(req, res));
     server.on('upgrade', (req: http.IncomingMessage) => onRequest?.(req));
     servers.push(server);

@@ -65,9 +65,10 @@ import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
 import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
-import type { AuthStoreReader } from './engine/auth/store.js';
+import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { registerAuthRoutes } from './api/auth.js';
 import type { Host, LayerStore } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
 import { FsBuildScratch } from './state/fs-scratch.js';
@@ -219,7 +220,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
-    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    {
+      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
+      dir: (id) => containers.store.dir(id),
+      all: () => containers.store.all(),
+      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
+    },
     networks,
     host.sandbox,
   );
@@ -423,6 +429,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
+  registerAuthRoutes(router, new AuthStoreWriter(state));
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import type { Permission, Principal } from '../engine/auth/store.js';
 import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../errors.js';
 import { log } from '../util/log.js';
@@ -31,6 +31,11 @@ export interface ServerOptions {
    * loopback name (no DNS rebinding), and browsers' cross-origin requests are refused unless CORS allows them.
    */
   plainTcp?: boolean;
+  /**
+   * On a unix listener: whether the peer of a connection is the daemon's administrator (root, or the daemon's
+   * own user), for the routes marked `localAdmin`. Unset (TCP listeners): those routes are refused.
+   */
+  localAdmin?: (socket: Socket) => boolean | Promise<boolean>;
   /** Timeouts and the cap of unfinished requests (defaults, or the environment's). */
   limits?: ConnectionLimits;
   /** Authorization plugins (`--authorization-plugin`): every request and its answer are put to them. */
@@ -61,8 +66,12 @@ export function allowedApiHost(header: string | undefined): boolean {
   return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || name === 'docker';
 }
 
-/** The permission an engine API call needs from a bearer token. */
-export function enginePermission(method: string): Permission {
+/** The websocket attach: a GET whose connection carries the container's input (always, before API 1.42). */
+const ATTACH_WS = /^(?:\/v\d+\.\d+)?\/containers\/[^/]+\/attach\/ws\/*$/;
+
+/** The permission an engine API call needs from a bearer token: reads need engineRead, anything that can change state engineWrite. */
+export function enginePermission(method: string, pathname = ''): Permission {
+  if (ATTACH_WS.test(pathname)) return 'engineWrite';
   return method === 'GET' || method === 'HEAD' ? 'engineRead' : 'engineWrite';
 }
 
@@ -192,6 +201,17 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
           throw new NotFound('page not found');
         }
         style = match.options.errorStyle ?? 'engine';
+        if (match.options.localAdmin) {
+          const refusal = !opts.localAdmin
+            ? 'this interface is served on the daemon\'s unix socket only'
+            : !(await opts.localAdmin(rawReq.socket))
+              ? 'only root (or the daemon\'s own user) may manage users and tokens'
+              : undefined;
+          if (refusal) {
+            rawReq.resume();
+            throw new Forbidden(refusal);
+          }
+        }
         if (match.options.permission) await authorize(rawReq, opts.auth, match.options.permission).catch((err: unknown) => {
           rawReq.resume();
           throw err;
@@ -202,7 +222,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       // With token authentication on this listener, nothing of the engine API is answered without a token.
-      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method)).catch((err: unknown) => {
+      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method, url.pathname)).catch((err: unknown) => {
         rawReq.resume();
         throw err;
       });

@@ -40,6 +40,8 @@ export interface ContainerSandboxes {
   checkCreate(labels: Record<string, unknown> | null | undefined, hostConfig: Record<string, any>): void;
   /** The container has its network and its process has not run yet: its policy goes in the kernel. */
   connected(record: ContainerRecord): Promise<void>;
+  /** Whether the container has a network policy (its domain rules need the embedded DNS server, on any bridge). */
+  hasPolicy(record: ContainerRecord): Promise<boolean>;
   /** The container's network was released. */
   disconnected(id: string): Promise<void>;
 }

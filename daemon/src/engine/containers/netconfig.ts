@@ -6,6 +6,14 @@ import { planOptions, type ContainerContext } from './context.js';
 import { rewriteResolvConf } from './files.js';
 import type { ContainerRecord } from './model.js';
 
+/** A running container now served by the embedded DNS server resolves through it: its resolv.conf names it. */
+export async function useEmbeddedDns(ctx: ContainerContext, ref: string): Promise<void> {
+  const record = ctx.store.get(ref);
+  await ctx.withLock(record.Id, async () => {
+    if (record.State.Running) await rewriteResolvConf(ctx.deps.etcFiles, record, ctx.deps.probe, { embeddedDns: true });
+  });
+}
+
 /**
  * Changes a container's network configuration (network connect and disconnect), serialised with its
  * other state changes: `change` sees the configuration and whether the container runs, and returns the new

@@ -34,7 +34,8 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
   let connected = false;
   try {
     // Planned again at every start: the network may have gone or changed since create.
-    const plan = ctx.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, planOptions(record.Config, hc));
+    const sandbox = (await ctx.deps.sandboxes?.hasPolicy(record)) ?? false;
+    const plan = ctx.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, { ...planOptions(record.Config, hc), sandbox });
     const onBridge = plan.mode === 'bridge' && (plan.networkName === 'bridge' || (plan.extra ?? []).some((e) => e.networkName === 'bridge'));
     const links = legacyLinks(ctx, record, onBridge);
     let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';

@@ -190,6 +190,9 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
         if (plan.ports && plan.ports.length > 0) await publish(ctx, primary.entry, primary.endpoint, plan.ports);
         if (plan.embeddedDns) {
           for (const { entry, endpoint } of joined) if (!ctx.isPredefined(entry)) endpoint.dns = true;
+          // A sandbox on the default bridge alone: its endpoint there carries the mark (a daemon restart serves
+          // it again); the names of the default bridge stay unanswered, as with Docker.
+          if (!joined.some(({ endpoint }) => endpoint.dns)) primary.endpoint.dns = true;
           if (plan.dnsServers) primary.endpoint.dnsServers = plan.dnsServers;
           await ctx.host.startDns(container.id, pid, dnsAnswers(ctx, container.id));
           await Promise.all(joined.map(({ entry }) => ctx.store.save(entry)));

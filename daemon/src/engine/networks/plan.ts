@@ -105,7 +105,7 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
     }
     plan.ports = ports;
   }
-  if (kind === 'bridge' && [entry, ...extra.map((e) => ctx.entries.get(e.networkId)!)].some((e) => !ctx.isPredefined(e))) plan.embeddedDns = true;
+  if (kind === 'bridge' && (opts.sandbox || [entry, ...extra.map((e) => ctx.entries.get(e.networkId)!)].some((e) => !ctx.isPredefined(e)))) plan.embeddedDns = true;
   return plan;
 }
 

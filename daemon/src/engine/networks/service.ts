@@ -9,7 +9,7 @@ import { connect, connectRunning } from './connect.js';
 import { create } from './create.js';
 import { NetworkContext, type EventPublisher, type NetworkServiceOptions } from './context.js';
 import { checkEndpoint, disconnect, disconnectedConfigured, disconnectOne } from './disconnect.js';
-import { servesDns } from './dns.js';
+import { serveDnsNow, servesDns } from './dns.js';
 import { containerNetworks, hostInterfaces, renamed } from './endpoint.js';
 import { inspect, list, type NetworkView } from './inspect.js';
 import { planNetworks, plannedNetworks } from './plan.js';
@@ -131,6 +131,11 @@ export class NetworkService implements ContainerNetworking {
 
   servesDns(containerId: string): boolean {
     return servesDns(this.ctx, containerId);
+  }
+
+  /** The embedded DNS server for a running container that has none yet (see dns.ts serveDnsNow). */
+  serveDns(containerId: string, dns?: readonly string[]): Promise<boolean> {
+    return serveDnsNow(this.ctx, containerId, dns);
   }
 
   /** Validates an endpoint config (network connect of a container that is not running) for the network. */

@@ -155,6 +155,8 @@ export interface PlanOptions {
   publishAllPorts?: boolean;
   exposedPorts?: readonly string[];
   dns?: readonly string[];
+  /** The container is a sandbox: the embedded DNS server serves it on the default bridge too (its answers feed the domain rules). */
+  sandbox?: boolean;
 }
 
 /** What connecting a container gave it. */
