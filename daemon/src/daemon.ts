@@ -49,9 +49,8 @@ import { useOffThreadHasher } from './util/digest.js';
 import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
-import { ClusterService } from './engine/cluster/cluster.js';
+import { ClusterService, withSwarmNetworks } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
-import { withSwarmNetworks } from './engine/cluster/network/backend.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
 import { registerPluginRoutes } from './api/plugins.js';
@@ -274,9 +273,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  // Swarm networks (overlay) beside the local ones, through the cluster (made further down).
-  const networkBackend = withSwarmNetworks(networks, { clusterNetworks: () => cluster.clusterNetworks(), swarmRole: () => cluster.swarmRole() });
-  registerNetworkRoutes(router, networkBackend, containerConnector(networks, {
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
@@ -378,7 +375,6 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
     containers: taskContainers(containers, events, host.network),
     events,
-    localSubnets: () => networks.list().flatMap((n) => n.IPAM.Config.map((c) => c.Subnet).filter((s): s is string => !!s)),
     describe: async () => {
       const info = await host.probe.info();
       return { hostname: info.hostname, os: info.osType, arch: info.architecture, ncpu: info.ncpu, memTotal: info.memTotal, engineVersion: ENGINE_VERSION, engineLabels: {} };

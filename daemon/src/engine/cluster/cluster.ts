@@ -20,6 +20,7 @@ import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from 
 
 export { ETCD_CLIENT_PORT, ETCD_PEER_PORT, splitHostPort };
 export type { ClusterDeps, NodeDescription } from './node.js';
+export { withSwarmNetworks } from './network/backend.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';

@@ -35,8 +35,6 @@ export interface ClusterDeps {
   containers: TaskContainers;
   events: EventBus;
   describe(): Promise<NodeDescription>;
-  /** Subnets of the node's local networks, which swarm networks keep clear of. */
-  localSubnets?(): string[];
 }
 
 export class SwarmNode {
@@ -67,7 +65,7 @@ export class SwarmNode {
     const state = this.state!;
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const networks = new ClusterNetworks(store, () => addressPools(store), () => this.deps.localSubnets?.() ?? []);
+    const networks = new ClusterNetworks(store, () => addressPools(store));
     const parts: ManagerParts = { etcd, store, objects, networks };
     this.manager = parts;
     store.onChange((kind, id, entry) => {

@@ -43,7 +43,9 @@ function listed(n: Obj, filters: ReadonlyMap<string, string[]>): boolean {
   return true;
 }
 
-export function withSwarmNetworks(local: NetworksBackend, swarm: SwarmNetworksSource): NetworksBackend {
+/** `cluster` is asked for at each call (the daemon makes the cluster after the routes). */
+export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNetworksSource): NetworksBackend {
+  const swarm: SwarmNetworksSource = { clusterNetworks: () => cluster().clusterNetworks(), swarmRole: () => cluster().swarmRole() };
   const localHas = (ref: string): boolean => {
     try {
       local.inspect(ref, {});
@@ -56,9 +58,9 @@ export function withSwarmNetworks(local: NetworksBackend, swarm: SwarmNetworksSo
   return {
     list(filters) {
       const out = local.list(filters);
-      const cluster = swarm.clusterNetworks();
-      if (!cluster) return out;
-      const views = cluster.all().map(networkResource).filter((n) => listed(n, filters));
+      const networks = swarm.clusterNetworks();
+      if (!networks) return out;
+      const views = networks.all().map(networkResource).filter((n) => listed(n, filters));
       return [...out, ...views].sort((a, b) => String((a as Obj).Name).localeCompare(String((b as Obj).Name)));
     },
     inspect(ref, opts) {
@@ -81,16 +83,17 @@ export function withSwarmNetworks(local: NetworksBackend, swarm: SwarmNetworksSo
       if (b.Driver !== 'overlay') return local.create(body);
       const role = swarm.swarmRole();
       if (!role) throw new Unavailable('This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
-      const cluster = swarm.clusterNetworks();
-      if (role !== 'manager' || !cluster) throw new Forbidden('Cannot create a multi-host network from a worker node. Please create the network from a manager node.');
+      const networks = swarm.clusterNetworks();
+      if (role !== 'manager' || !networks) throw new Forbidden('Cannot create a multi-host network from a worker node. Please create the network from a manager node.');
       if (typeof b.Name === 'string' && b.Name !== '' && localHas(b.Name)) throw new Conflict(`network with name ${b.Name} already exists`);
-      return cluster.create(body);
+      const subnets = local.list(new Map()).flatMap((n) => ((n as Obj).IPAM?.Config ?? []).map((c: Obj) => c.Subnet as string).filter(Boolean));
+      return networks.create(body, subnets);
     },
     async remove(ref) {
       if (localHas(ref)) return local.remove(ref);
-      const cluster = swarm.clusterNetworks();
-      if (!cluster?.find(ref)) throw new NotFound(`network ${ref} not found`);
-      return cluster.remove(ref);
+      const networks = swarm.clusterNetworks();
+      if (!networks?.find(ref)) throw new NotFound(`network ${ref} not found`);
+      return networks.remove(ref);
     },
     ...(local.prune ? { prune: (filters: ReadonlyMap<string, string[]>) => local.prune!(filters) } : {}),
   };

@@ -72,8 +72,6 @@ export class ClusterNetworks {
     private readonly store: ClusterStore,
     /** The swarm's address pools and block size (the cluster object's DefaultAddrPool and SubnetSize). */
     private readonly pools: () => { pools: string[]; size: number },
-    /** Subnets the node's own (local) networks hold, which a swarm network must not take. */
-    private readonly localSubnets: () => string[],
   ) {}
 
   entry(ref: string): Entry {
@@ -92,8 +90,11 @@ export class ClusterNetworks {
     return this.store.list('networks').map((e) => e.obj);
   }
 
-  /** Creates an overlay network from a network create body (Driver `overlay`). */
-  create(body: unknown): Promise<{ Id: string; Warning: string }> {
+  /**
+   * Creates an overlay network from a network create body (Driver `overlay`); a subnet it chooses keeps clear
+   * of `localSubnets` (those of the manager's own networks).
+   */
+  create(body: unknown, localSubnets: string[] = []): Promise<{ Id: string; Warning: string }> {
     const b = (body ?? {}) as Obj;
     if (b.EnableIPv6 === true) throw new NotImplemented('IPv6 on overlay networks is not supported yet');
     if (b.Ingress === true) throw new NotImplemented('the ingress network (the routing mesh) is not supported yet');
@@ -115,7 +116,7 @@ export class ClusterNetworks {
         ipRange = spec.pool.ipRange ? formatSubnet(spec.pool.ipRange) : undefined;
       } else {
         const { pools, size } = this.pools();
-        subnet = allocateSubnet(pools, size, [...taken, ...this.localSubnets()]);
+        subnet = allocateSubnet(pools, size, [...taken, ...localSubnets]);
         gateway = defaultGateway(subnet);
       }
       const id = newObjectId(randomBytes(16));
