@@ -49,7 +49,7 @@ import { useOffThreadHasher } from './util/digest.js';
 import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
-import { ClusterService } from './engine/cluster/cluster.js';
+import { ClusterService, withSwarmNetworks } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
@@ -243,7 +243,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  registerNetworkRoutes(router, networks, containerConnector(networks, {
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
@@ -343,7 +343,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events),
+    containers: taskContainers(containers, events, host.network),
     events,
     describe: async () => {
       const info = await host.probe.info();

@@ -16,6 +16,8 @@ import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } 
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { ClusterObjects } from './objects.js';
+import { ClusterNetworks } from './network/networks.js';
+import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
@@ -158,7 +160,8 @@ export class SwarmNode {
     const state = this.state!;
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const parts: ManagerParts = { etcd, store, objects };
+    const networks = new ClusterNetworks(store, () => addressPools(store));
+    const parts: ManagerParts = { etcd, store, objects, networks };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
@@ -195,11 +198,12 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
+      networks: () => nodeNetworks(store, nodeId),
     };
   }
 
