@@ -413,7 +413,7 @@ export class ClusterService {
     const parts: ManagerParts = { etcd, store, objects };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
+      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
@@ -447,6 +447,16 @@ export class ClusterService {
     });
     await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: addr }));
     return { revoke: () => within(2000, lease.revoke()) };
+  }
+
+  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
+  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
+    const before = this.leaderId;
+    this.leaderId = leader;
+    if (before === leader) return;
+    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
+    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
+    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
   }
 
   /** Campaigns for leadership until stopped: the leader key lives on a short lease; the leader runs the orchestrator. */
