@@ -3,7 +3,7 @@
  * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
  * service made with the docker CLI shows without a reload (service events, and the container events of its
  * tasks), with its mode, replicas, image and published port; its tasks and logs; scale and remove from the
- * view; the node drained and activated. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ * view; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -124,6 +124,13 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await nodeRow().getByRole('button', { name: 'Activate' }).click();
     await nodeRow().getByText('active', { exact: true }).waitFor({ timeout: 20_000 });
     await replicas(service('web'), '1/1').waitFor({ timeout: 60_000 });
+  });
+
+  it("shows the engine's refusal to demote the last manager", async () => {
+    await nodeRow().getByRole('button', { name: 'Demote' }).click();
+    await page.getByRole('alert').getByText(/demote the last manager/).waitFor({ timeout: 20_000 });
+    assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Role, 'manager');
+    await page.getByRole('alert').getByRole('button', { name: 'Dismiss' }).click();
   });
 
   it('removes a service after confirmation', async () => {

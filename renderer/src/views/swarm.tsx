@@ -1,7 +1,7 @@
 /**
  * Swarm mode as a manager sees it: services (mode, replicas running of desired, image, published ports) with
  * scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
- * leader) with drain and activate. Outside a swarm, an empty state that offers `swarm init` on this node.
+ * leader) with drain and activate, promote and demote. Outside a swarm, an empty state that offers `swarm init` on this node.
  * Everything is refreshed by events: service and node events, and the container events of this node's tasks
  * (the engine emits no task events, as Docker does not: the state of tasks on other nodes shows when a
  * service or node event, or a reload, refreshes the list).
@@ -139,7 +139,7 @@ function useTaskSettle(): void {
 }
 
 type ServiceVerb = { verb: 'scale'; id: string; replicas: number } | { verb: 'remove'; id: string };
-type NodeVerb = { id: string; availability: 'active' | 'drain' | 'pause' };
+type NodeVerb = { id: string; availability?: 'active' | 'drain' | 'pause'; role?: 'manager' | 'worker' };
 
 function SwarmManager(props: { selected?: string; self?: string }) {
   const t = useTransport();
@@ -168,12 +168,13 @@ function SwarmManager(props: { selected?: string; self?: string }) {
   const nodeVerb = useAction(
     async (v: NodeVerb) => {
       const current = await t.request<Node>('GET', `/nodes/${encodeURIComponent(v.id)}`);
-      await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: { ...current.Spec, Availability: v.availability } });
+      const spec = { ...current.Spec, ...(v.availability ? { Availability: v.availability } : {}), ...(v.role ? { Role: v.role } : {}) };
+      await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
     },
     { mutationKey: ['node-verb'] },
   );
   const pendingServices = new Map(usePending<ServiceVerb>(['service-verb']).map((v) => [v.id, v.verb]));
-  const pendingNodes = new Set(usePending<NodeVerb>(['node-verb']).map((v) => v.id));
+  const pendingNodes = new Map(usePending<NodeVerb>(['node-verb']).map((v) => [v.id, v]));
   const nodesById = new Map((nodes.data ?? []).map((n) => [n.ID, n]));
   const rows = [...(services.data ?? [])].sort((a, b) => a.Spec.Name.localeCompare(b.Spec.Name));
   const selected = rows.find((s) => s.ID === props.selected);
@@ -260,8 +261,9 @@ function SwarmManager(props: { selected?: string; self?: string }) {
           </thead>
           <tbody>
             {(nodes.data ?? []).map((n) => {
-              const busy = pendingNodes.has(n.ID);
+              const busy = pendingNodes.get(n.ID);
               const draining = n.Spec.Availability === 'drain';
+              const manager = n.Spec.Role === 'manager';
               return (
                 <tr key={n.ID} data-node={nodeName(n)}>
                   <td>
@@ -278,8 +280,11 @@ function SwarmManager(props: { selected?: string; self?: string }) {
                   </td>
                   {!narrow && <td>{n.ManagerStatus ? (n.ManagerStatus.Leader ? 'Leader' : n.ManagerStatus.Reachability ?? '') : '—'}</td>}
                   <td className="row-actions">
-                    <button type="button" disabled={busy} aria-busy={busy || undefined} onClick={() => nodeVerb.mutate({ id: n.ID, availability: draining ? 'active' : 'drain' })}>
-                      {busy ? 'Updating…' : draining ? 'Activate' : 'Drain'}
+                    <button type="button" disabled={!!busy} aria-busy={!!busy?.availability || undefined} onClick={() => nodeVerb.mutate({ id: n.ID, availability: draining ? 'active' : 'drain' })}>
+                      {busy?.availability ? 'Updating…' : draining ? 'Activate' : 'Drain'}
+                    </button>
+                    <button type="button" disabled={!!busy} aria-busy={!!busy?.role || undefined} onClick={() => nodeVerb.mutate({ id: n.ID, role: manager ? 'worker' : 'manager' })}>
+                      {busy?.role ? (manager ? 'Demoting…' : 'Promoting…') : manager ? 'Demote' : 'Promote'}
                     </button>
                   </td>
                 </tr>
