@@ -9,8 +9,8 @@
  *   node daemon/dist/bench/swarm.js [-n 10] [--json] [--check] [--verbose]
  *
  * The swarm listens on a loopback address of its own. It starts a real berthd in a temporary root and removes
- * everything it started when it ends. (Rescheduling after a worker dies and leader failover are measured by
- * test/swarm-join.test.ts, across daemons in network namespaces.)
+ * everything it started when it ends. (Three nodes, rescheduling after a worker dies, leader failover and a
+ * worker's memory are measured by bench/swarm-nodes.ts, across daemons in network namespaces.)
  */
 import { randomInt } from 'node:crypto';
 import { Engine } from '../test/harness.js';

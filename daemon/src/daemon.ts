@@ -45,6 +45,8 @@ import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
+import { useOffThreadHasher } from './util/digest.js';
+import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
 import { ClusterService } from './engine/cluster/cluster.js';
@@ -58,12 +60,17 @@ import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
+import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
 import { PluginManager } from './engine/plugins/manager.js';
-import type { AuthStoreReader } from './engine/auth/store.js';
+import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
+import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
+import { registerAuthRoutes } from './api/auth.js';
 import type { Host, LayerStore } from './host/host.js';
+import { FsStateStore } from './state/fs.js';
+import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -96,6 +103,8 @@ export interface DaemonOptions {
   authTokens?: boolean;
   /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
   agent?: string;
+  /** `--authorization-plugin`: plugins every API request and answer is put to, in this order. */
+  authorizationPlugins?: string[];
 }
 
 // The daemon started whole, for embedders (the Electron shell), as boot.ts's startDaemonReady.
@@ -112,6 +121,8 @@ export interface CompositionParts {
 export interface Composition {
   /** Called for every request and upgrade of every listener. */
   onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
+  /** The authorization plugins (--authorization-plugin), when any is named. */
+  authz?: Authorizer;
 }
 
 /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
@@ -139,6 +150,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
+  // Digests of pulled blobs and of layers on the thread pool (the addon is loaded at the first one).
+  useOffThreadHasher(loadLayerHasher);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
@@ -152,6 +165,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useMachineFacts(host.probe);
 
   const events = new EventBus();
+  // The daemon's own records (containers, images, networks, users...) under its data root, on this machine
+  // also when the Host is remote.
+  const state = new FsStateStore(opts.dataRoot);
 
   // -- engine services and their routes are wired below --
   void events;
@@ -161,6 +177,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
+    state,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
@@ -168,8 +185,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -190,19 +206,25 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
     specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
   });
-  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
-  // the container engine says who uses them.
+  // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
+  // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
   const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
+  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
+  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
   closers.push(() => pluginManager.close());
   pluginManager.registry = distribution.client;
   registerPluginRoutes(router, pluginManager);
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
-    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    {
+      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
+      dir: (id) => containers.store.dir(id),
+      all: () => containers.store.all(),
+      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
+    },
     networks,
     host.sandbox,
   );
@@ -215,13 +237,14 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
     probe: host.probe,
+    etcFiles: host.files,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -321,15 +344,17 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
   // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
-  const buildRoot = path.join(opts.dataRoot, 'build');
-  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  const buildScratch = new FsBuildScratch(path.join(opts.dataRoot, 'build', 'tmp'));
+  await buildScratch.reset();
   let loadedBuilder: Promise<BuildBackend> | undefined;
   const loadBuilder = () =>
     (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
-      const b = new Builder(buildRoot, {
+      const b = new Builder({
+        state,
+        scratch: buildScratch,
         images,
         containers,
-        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal), layers: host.layers },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();
@@ -400,6 +425,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
+  registerAuthRoutes(router, new AuthStoreWriter(state));
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst
@@ -427,6 +453,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
+    authz: opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, pluginManager, legacyPlugins) : undefined,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();

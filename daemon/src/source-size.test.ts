@@ -21,11 +21,6 @@ const SOURCE_DIRS = ['daemon/src', 'renderer/src', 'electron/src'];
 const EXEMPT: Record<string, string> = {
   // A data table: the default seccomp profile's rules.
   'daemon/src/engine/containers/seccomp.ts': 'the default seccomp profile (a data table)',
-  // Recent work, not split yet: swarm mode's cluster.
-  'daemon/src/engine/cluster/cluster.ts': 'swarm mode, not split yet',
-  'daemon/src/engine/cluster/dispatcher.ts': 'swarm mode, not split yet',
-  'daemon/src/engine/cluster/objects.ts': 'swarm mode, not split yet',
-  'daemon/src/engine/cluster/orchestrator.ts': 'swarm mode, not split yet',
 };
 
 function isSource(name: string): boolean {

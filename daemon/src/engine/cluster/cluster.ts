@@ -1,43 +1,29 @@
 /**
  * Swarm mode on this node: init, join, leave, the swarm's inspect and update, the node's state for /info and
- * /_ping, and its return into the swarm when the daemon starts again. A manager runs an etcd member (through
- * the host), keeps the store in memory, campaigns for leadership (the leader runs the orchestrator), serves
- * the dispatcher on the swarm port, and runs its own tasks through its agent; a worker runs only its agent,
- * fed by a manager's dispatcher.
+ * /_ping, and its return into the swarm when the daemon starts again. The parts that run meanwhile (etcd
+ * member, store, leadership, dispatcher, agent; a worker's session) are SwarmNode's, in node.ts.
  */
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
-import type { Etcd3, IOptions } from 'etcd3';
 import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
-import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
-import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
-import { newDataKey, sealer, type Sealer } from './crypt.js';
-import { ClusterObjects } from './objects.js';
-import { Orchestrator } from './orchestrator.js';
-import { ClusterStore, key, type Fence } from './store.js';
+import type { NodeState } from '../../host/cluster.js';
+import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { newDataKey, sealer } from './crypt.js';
+import { fetchRemoteCA, requestJoin } from './dispatcher.js';
+import { connectStore, removeMember } from './etcd.js';
+import { SwarmNode } from './node.js';
+import type { ClusterObjects } from './objects.js';
+import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
-import { applyTaskStatus, heartbeatSeconds } from './status.js';
-import { DispatcherServer, WorkerSession, fetchRemoteCA, requestCertificate, requestJoin, type JoinAnswer } from './dispatcher.js';
 
-/**
- * etcd's client (grpc-js and its protobufs) and cockatiel, loaded at the first connection to a swarm's store:
- * they took a few hundred ms to load here, and a daemon outside a swarm never uses them.
- */
-let etcdClient: Promise<[typeof import('etcd3'), typeof import('cockatiel')]> | undefined;
-const loadEtcdClient = () => (etcdClient ??= Promise.all([import('etcd3'), import('cockatiel')]));
+export { ETCD_CLIENT_PORT, ETCD_PEER_PORT, splitHostPort };
+export type { ClusterDeps, NodeDescription } from './node.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
 export const WORKER_NOT_MANAGER = 'This node is not a swarm manager. Worker nodes can\'t be used to view or modify cluster state. Please run this command on a manager node or promote the current node to a manager.';
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
-
-export const ETCD_CLIENT_PORT = 2379;
-export const ETCD_PEER_PORT = 2380;
-const DEFAULT_SWARM_PORT = 2377;
-const LEADER_TTL = 2;
 
 /** The local node's swarm state, as /info and /_ping report it. */
 export interface LocalSwarmStatus {
@@ -50,73 +36,10 @@ export interface LocalSwarmStatus {
   [key: string]: unknown;
 }
 
-export interface NodeDescription {
-  hostname: string;
-  os: string;
-  arch: string;
-  ncpu: number;
-  memTotal: number;
-  engineVersion: string;
-  engineLabels: Record<string, string>;
-}
-
-export interface ClusterDeps {
-  host: ClusterHost;
-  containers: TaskContainers;
-  events: EventBus;
-  describe(): Promise<NodeDescription>;
-}
-
 const isObject = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** Splits "host:port" (or "[v6]:port", or a bare host) with a default port. */
-export function splitHostPort(value: string, defaultPort: number): { host: string; port: number } {
-  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(value);
-  if (v6) return { host: v6[1]!, port: v6[2] ? Number(v6[2]) : defaultPort };
-  const i = value.lastIndexOf(':');
-  if (i >= 0 && value.indexOf(':') === i) {
-    const port = value.slice(i + 1);
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw new InvalidParameter(`invalid port in address ${JSON.stringify(value)}`);
-    return { host: value.slice(0, i), port: Number(port) };
-  }
-  return { host: value, port: defaultPort };
-}
-
-const joinHostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
-
-/** A manager's running parts. */
-interface ManagerParts {
-  etcd: EtcdMember;
-  store: ClusterStore;
-  objects: ClusterObjects;
-  session?: { revoke(): Promise<void> };
-  orchestrator?: Orchestrator;
-  leaderStop?: () => Promise<void>;
-}
-
-export class ClusterService {
-  private state?: NodeState;
-  private certs?: NodeCertificates & ManagerKeys;
-  private manager?: ManagerParts;
-  private worker?: WorkerSession;
-  private agent?: Agent;
-  private dispatcher?: DispatcherServer;
-  private phase: 'inactive' | 'pending' | 'active' | 'error' = 'inactive';
-  private error = '';
-  private leaderId?: string;
-  private promoting = false;
-  private demoting = false;
-  /** One lifecycle operation (init, join, leave, update) at a time. */
-  private queue: Promise<unknown> = Promise.resolve();
-
-  constructor(private readonly deps: ClusterDeps) {}
-
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
-
+/** The API's side of swarm mode: the lifecycle operations and the guards; the running parts are SwarmNode's. */
+export class ClusterService extends SwarmNode {
   // -- state for /info and /_ping --
 
   status(): LocalSwarmStatus {
@@ -225,7 +148,7 @@ export class ClusterService {
       if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');
       if (req.AutoLockManagers || req.Spec?.EncryptionConfig?.AutoLockManagers) throw new InvalidParameter('autolock is not supported by this engine yet');
-      const { listen, advertise } = this.addresses(req);
+      const { listen, advertise } = addresses(req, this.deps.host);
       const nodeId = newObjectId(randomBytes(16));
       const clusterId = newObjectId(randomBytes(16));
       const host = this.deps.host;
@@ -256,7 +179,7 @@ export class ClusterService {
           clusterToken: clusterId,
         });
         await etcd.ready();
-        const store = await this.connect(state.etcdEndpoints);
+        const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
         const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         const cluster: Obj = {
@@ -272,7 +195,7 @@ export class ClusterService {
           SubnetSize: Number(req.SubnetSize) || 24,
         };
         await store.create('cluster', 'default', cluster);
-        await store.create('nodes', nodeId, await this.nodeObject(nodeId, 'manager', state, req.Availability));
+        await store.create('nodes', nodeId, nodeObject(await this.deps.describe(), this.certs?.ca, nodeId, 'manager', state, req.Availability));
         this.state = state;
         await host.saveState(state);
         await this.startManager(store, etcd);
@@ -314,7 +237,7 @@ export class ClusterService {
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`];
       state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort)];
       await this.deps.host.saveState(state);
-      const store = await this.connect(state.etcdEndpoints);
+      const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
       for (const n of store.list('nodes')) {
         if (n.obj.ID === state.nodeId || !n.obj.ManagerStatus) continue;
         await store.mutate('nodes', n.obj.ID, (o) => {
@@ -335,207 +258,6 @@ export class ClusterService {
     }
   }
 
-  /** ListenAddr and AdvertiseAddr by the spec's rules (an advertise address is needed when listening on all). */
-  private addresses(req: Obj): { listen: { host: string; port: number }; advertise: { host: string; port: number } } {
-    if (req.ListenAddr !== undefined && typeof req.ListenAddr !== 'string') throw new InvalidParameter('ListenAddr must be a string');
-    if (req.AdvertiseAddr !== undefined && typeof req.AdvertiseAddr !== 'string') throw new InvalidParameter('AdvertiseAddr must be a string');
-    const listen = splitHostPort(req.ListenAddr || '0.0.0.0:2377', DEFAULT_SWARM_PORT);
-    if (listen.host !== '' && net.isIP(listen.host) === 0) throw new InvalidParameter(`invalid ListenAddr ${JSON.stringify(req.ListenAddr)}: interface names are not supported by this engine, give an IP address`);
-    if (listen.host === '') listen.host = '0.0.0.0';
-    let advertise: { host: string; port: number };
-    if (req.AdvertiseAddr) {
-      advertise = splitHostPort(req.AdvertiseAddr, listen.port);
-      if (net.isIP(advertise.host) === 0) throw new InvalidParameter(`invalid AdvertiseAddr ${JSON.stringify(req.AdvertiseAddr)}: interface names are not supported by this engine, give an IP address`);
-    } else if (listen.host !== '0.0.0.0' && listen.host !== '::') {
-      advertise = { host: listen.host, port: listen.port };
-    } else {
-      const found = this.deps.host.defaultAdvertiseAddr();
-      if (!found) throw new InvalidParameter('could not choose an IP address to advertise since this system has no usable address: specify one with --advertise-addr');
-      advertise = { host: found, port: listen.port };
-    }
-    if (advertise.host === '0.0.0.0' || advertise.host === '::') throw new InvalidParameter(`advertise address must be a non-zero IP address`);
-    if (!this.deps.host.isLocalAddress(advertise.host)) throw new InvalidParameter(`advertise address ${advertise.host} is not an address of this machine`);
-    return { listen, advertise };
-  }
-
-  private async nodeObject(nodeId: string, role: 'manager' | 'worker', state: NodeState, availability: unknown): Promise<Obj> {
-    const d = await this.deps.describe();
-    const t = now();
-    const node: Obj = {
-      ID: nodeId,
-      CreatedAt: t,
-      UpdatedAt: t,
-      Spec: { Labels: {}, Role: role, Availability: availability === 'drain' || availability === 'pause' ? availability : 'active', Membership: 'accepted' },
-      Description: {
-        Hostname: d.hostname,
-        Platform: { Architecture: d.arch, OS: d.os },
-        Resources: { NanoCPUs: d.ncpu * 1e9, MemoryBytes: d.memTotal },
-        Engine: { EngineVersion: d.engineVersion, Labels: d.engineLabels, Plugins: [{ Type: 'Log', Name: 'json-file' }, { Type: 'Network', Name: 'bridge' }, { Type: 'Network', Name: 'host' }, { Type: 'Network', Name: 'null' }, { Type: 'Volume', Name: 'local' }] },
-        TLSInfo: this.certs ? tlsInfo(this.certs.ca) : undefined,
-      },
-      Status: { State: 'ready', Addr: state.advertiseAddr },
-    };
-    if (role === 'manager') node.ManagerStatus = { Reachability: 'reachable', Addr: joinHostPort(state.advertiseAddr, state.swarmPort) };
-    return node;
-  }
-
-  private async connect(endpoints: string[]): Promise<ClusterStore> {
-    const client = await this.client(endpoints);
-    const store = new ClusterStore(client);
-    await store.start();
-    return store;
-  }
-
-  /**
-   * An etcd client: mutual TLS with the node's certificate, and a member that fails is left aside for a second
-   * only (the client's default of 5 s would stall a manager whose only member had a hiccup).
-   */
-  private async client(endpoints: string[]): Promise<Etcd3> {
-    const [{ Etcd3, isRecoverableError }, { circuitBreaker, ConsecutiveBreaker, handleWhen }] = await loadEtcdClient();
-    const options: IOptions = {
-      hosts: endpoints,
-      credentials: { rootCertificate: Buffer.from(this.certs!.ca), privateKey: Buffer.from(this.certs!.key), certChain: Buffer.from(this.certs!.cert) },
-      dialTimeout: 5000,
-      // A call that cannot finish (no quorum) fails within seconds, as an error the API answers with.
-      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + 8000 }),
-      faultHandling: {
-        host: () => circuitBreaker(handleWhen(isRecoverableError), { halfOpenAfter: 1000, breaker: new ConsecutiveBreaker(5) }),
-      },
-    };
-    return new Etcd3(options);
-  }
-
-  /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
-  private async startManager(store: ClusterStore, etcd: EtcdMember): Promise<void> {
-    const state = this.state!;
-    const seal = sealer(this.certs!.dataKey);
-    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const parts: ManagerParts = { etcd, store, objects };
-    this.manager = parts;
-    store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
-      if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
-    });
-    this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
-    // This node's own session: its node is ready while the lease lives.
-    parts.session = await this.holdSession(store, state.nodeId, state.advertiseAddr);
-    parts.leaderStop = this.campaign(parts);
-    this.dispatcher = new DispatcherServer({
-      store,
-      certs: this.certs!,
-      seal,
-      listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
-      host: this.deps.host,
-      heartbeatSeconds: () => heartbeatSeconds(store),
-      managerJoined: async () => undefined,
-    });
-    await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
-    this.agent.start();
-  }
-
-  private async holdSession(store: ClusterStore, nodeId: string, addr: string): Promise<{ revoke(): Promise<void> }> {
-    const lease = store.client.lease(Math.max(3, 3 * heartbeatSeconds(store)), { autoKeepAlive: true });
-    lease.on('lost', (err) => {
-      log.warn('swarm: this node\'s session was lost; opening a new one', { error: err.message });
-      if (this.manager?.store === store) {
-        void this.holdSession(store, nodeId, addr).then((s) => {
-          if (this.manager?.store === store) this.manager.session = s;
-          else void s.revoke();
-        }).catch(() => undefined);
-      }
-    });
-    await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: addr }));
-    return { revoke: () => within(2000, lease.revoke()) };
-  }
-
-  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
-  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
-    const before = this.leaderId;
-    this.leaderId = leader;
-    if (before === leader) return;
-    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
-    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
-    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
-  }
-
-  /** Campaigns for leadership until stopped: the leader key lives on a short lease; the leader runs the orchestrator. */
-  private campaign(parts: ManagerParts): () => Promise<void> {
-    const state = this.state!;
-    const store = parts.store;
-    let stopped = false;
-    let lease: ReturnType<Etcd3['lease']> | undefined;
-    const leaderKey = key('leader', 'current');
-    const stepDown = () => {
-      parts.orchestrator?.stop();
-      parts.orchestrator = undefined;
-    };
-    const attempt = async (): Promise<void> => {
-      if (stopped) return;
-      try {
-        if (!lease || lease.revoked()) {
-          lease = store.client.lease(LEADER_TTL, { autoKeepAlive: true });
-          const mine = lease;
-          mine.on('lost', () => {
-            if (lease === mine) {
-              log.warn('swarm: leadership lease lost');
-              stepDown();
-              lease = undefined;
-              setTimeout(() => void attempt(), 100 + Math.random() * 200).unref();
-            }
-          });
-          await mine.grant();
-        }
-        const leaseId = await lease.grant();
-        const res = await store.client
-          .if(leaderKey, 'Create', '==', 0)
-          .then(store.client.put(leaderKey).value(JSON.stringify({ NodeID: state.nodeId })).lease(leaseId))
-          .commit();
-        if (res.succeeded && !stopped) {
-          const fence: Fence = { key: leaderKey, revision: Number(res.header.revision) };
-          log.info('swarm: this node leads the swarm', { node: state.nodeId });
-          parts.orchestrator = new Orchestrator(store, fence);
-          parts.orchestrator.start();
-        }
-      } catch (err) {
-        if (!stopped) log.warn('swarm: campaign failed; trying again', { error: err instanceof Error ? err.message : String(err) });
-        if (!stopped) setTimeout(() => void attempt(), 1000).unref();
-      }
-    };
-    const unsubscribe = store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current' && !entry && !stopped) {
-        stepDown();
-        void attempt();
-      }
-    });
-    void attempt();
-    return async () => {
-      stopped = true;
-      unsubscribe();
-      stepDown();
-      await within(2000, lease?.revoke());
-    };
-  }
-
-  /** The agent's source on a manager: the store itself. */
-  private localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
-    return {
-      ready: () => true,
-      tasks: () => store.list('tasks').map((e) => e.obj).filter((t) => t.NodeID === nodeId),
-      secret: (id) => {
-        const s = store.get('secrets', id)?.obj;
-        return s && { ...s, Spec: { ...s.Spec, Data: seal.open(s.Spec.Data ?? '').toString('base64') } };
-      },
-      config: (id) => store.get('configs', id)?.obj,
-      onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
-      }),
-      report: async (taskId, status) => {
-        await applyTaskStatus(store, taskId, status);
-      },
-    };
-  }
-
   // -- join (see dispatcher.ts for the manager's side) --
 
   async join(body: unknown): Promise<void> {
@@ -546,7 +268,7 @@ export class ClusterService {
       if (!Array.isArray(req.RemoteAddrs) || req.RemoteAddrs.length === 0 || req.RemoteAddrs.some((a: unknown) => typeof a !== 'string')) {
         throw new InvalidParameter('at least 1 RemoteAddr is required to join');
       }
-      const { listen, advertise } = this.addresses(req);
+      const { listen, advertise } = addresses(req, this.deps.host);
       const host = this.deps.host;
       this.phase = 'pending';
       try {
@@ -604,161 +326,6 @@ export class ClusterService {
     });
   }
 
-  /**
-   * Starts this node's etcd member as a new member of the cluster (added by the manager that answered), waits
-   * until it is promoted from learner, and runs the manager's parts.
-   */
-  private async becomeManager(answer: JoinAnswer): Promise<void> {
-    const state = this.state!;
-    const host = this.deps.host;
-    await host.wipeEtcd();
-    const etcd = host.startEtcd({
-      name: state.nodeId,
-      address: state.advertiseAddr,
-      clientPort: ETCD_CLIENT_PORT,
-      peerPort: ETCD_PEER_PORT,
-      initialState: 'existing',
-      initialCluster: answer.initialCluster!,
-      clusterToken: state.clusterId,
-    });
-    try {
-      await etcd.ready();
-      await this.waitPromoted(answer.etcdEndpoints, state.nodeId);
-      state.role = 'manager';
-      state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
-      state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort), ...answer.managers];
-      const store = await this.connect(state.etcdEndpoints);
-      await host.saveState(state);
-      await this.startManager(store, etcd);
-    } catch (err) {
-      await etcd.stop();
-      throw err;
-    }
-  }
-
-  /** Waits until this node's etcd member is a voting member (the manager promotes it once it caught up). */
-  private async waitPromoted(endpoints: string[], nodeId: string): Promise<void> {
-    const client = await this.client(endpoints);
-    try {
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        const list = await client.cluster.memberList({}).catch(() => undefined);
-        const me = list?.members?.find((m) => m.name === nodeId);
-        if (me && !me.isLearner) return;
-        if (Date.now() > deadline) throw new Unavailable('this node\'s etcd member was not promoted in time');
-        await new Promise((r) => setTimeout(r, 300));
-      }
-    } finally {
-      client.close();
-    }
-  }
-
-  /** A worker whose node was promoted: a manager certificate and an etcd member, then the manager's parts. */
-  private promote(): void {
-    if (this.promoting || this.state?.role !== 'worker' || !this.worker) return;
-    this.promoting = true;
-    void this.serial(async () => {
-      const worker = this.worker;
-      if (!this.state || this.state.role !== 'worker' || !worker) return;
-      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
-      const answer = await worker.requestCertificate(csr, this.state.swarmPort);
-      if (answer.role !== 'manager') return;
-      this.agent?.stop();
-      this.agent = undefined;
-      worker.stop();
-      this.worker = undefined;
-      const previous = this.certs!;
-      // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
-      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
-      try {
-        await this.deps.host.saveCertificates(this.certs);
-        await this.becomeManager(answer);
-        log.info('swarm: this node is now a manager');
-      } catch (err) {
-        this.certs = previous;
-        await this.deps.host.saveCertificates(previous).catch(() => undefined);
-        this.startWorker();
-        throw err;
-      }
-    })
-      .catch((err: unknown) => {
-        log.warn('swarm: promotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
-        setTimeout(() => this.promote(), 2000).unref();
-      })
-      .finally(() => {
-        this.promoting = false;
-      });
-  }
-
-  /** A manager whose node was demoted: its etcd member goes, a worker certificate comes, and it runs as worker. */
-  private demote(): void {
-    if (this.demoting || this.state?.role !== 'manager' || !this.manager) return;
-    this.demoting = true;
-    void this.serial(async () => {
-      const m = this.manager;
-      const state = this.state;
-      if (!m || !state || state.role !== 'manager') return;
-      const others = m.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== state.nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
-      if (others.length === 0) return;
-      // Out of etcd's membership first (the member stops then), while the others keep their quorum.
-      await removeMember(m.store.client, state.nodeId);
-      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
-      let answer: JoinAnswer | undefined;
-      for (const addr of others) {
-        answer = await requestCertificate(splitHostPort(addr, DEFAULT_SWARM_PORT), this.certs!, csr, state.swarmPort).catch(() => undefined);
-        if (answer) break;
-      }
-      if (!answer || answer.role !== 'worker') throw new Error('no manager gave this node a worker certificate');
-      this.agent?.stop();
-      this.agent = undefined;
-      await this.dispatcher?.close();
-      this.dispatcher = undefined;
-      this.manager = undefined;
-      await m.leaderStop?.();
-      await m.session?.revoke();
-      await m.store.close().catch(() => undefined);
-      await m.etcd.stop();
-      await this.deps.host.wipeEtcd();
-      this.certs = { ca: this.certs!.ca, cert: answer.cert, key: nodeKey };
-      await this.deps.host.saveCertificates(this.certs);
-      state.role = 'worker';
-      state.managers = others;
-      state.etcdEndpoints = [];
-      await this.deps.host.saveState(state);
-      this.startWorker();
-      log.info('swarm: this node is now a worker');
-    })
-      .catch((err: unknown) => {
-        log.warn('swarm: demotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
-        setTimeout(() => this.demote(), 2000).unref();
-      })
-      .finally(() => {
-        this.demoting = false;
-      });
-  }
-
-  private startWorker(): void {
-    const state = this.state!;
-    this.worker = new WorkerSession({
-      nodeId: state.nodeId,
-      managers: () => this.state?.managers ?? [],
-      certs: this.certs!,
-      advertiseAddr: state.advertiseAddr,
-      onManagers: (managers) => {
-        if (!this.state || managers.length === 0) return;
-        if (JSON.stringify(managers) === JSON.stringify(this.state.managers)) return;
-        this.state.managers = managers;
-        void this.deps.host.saveState(this.state).catch(() => undefined);
-      },
-      onRole: (role) => {
-        if (role === 'manager') this.promote();
-      },
-    });
-    this.worker.start();
-    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host);
-    this.agent.start();
-  }
-
   // -- leave --
 
   async leave(force: boolean): Promise<void> {
@@ -793,26 +360,6 @@ export class ClusterService {
       this.phase = 'inactive';
       this.deps.events.publish('node', 'remove', nodeId, {});
     });
-  }
-
-  /** Stops every running part of swarm mode on this node (its state stays on disk). */
-  private async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
-    this.agent?.stop();
-    this.agent = undefined;
-    this.worker?.stop();
-    this.worker = undefined;
-    await this.dispatcher?.close();
-    this.dispatcher = undefined;
-    const m = this.manager;
-    this.manager = undefined;
-    if (m) {
-      // Leadership is handed over at once; the node's session is kept when the daemon only stops (it lives out
-      // its lease: a daemon back within the heartbeat window finds its node ready and its tasks in place).
-      await m.leaderStop?.();
-      if (!opts.keepSession) await m.session?.revoke();
-      await m.store.close().catch(() => undefined);
-      await m.etcd.stop();
-    }
   }
 
   /**
@@ -852,7 +399,7 @@ export class ClusterService {
           clusterToken: state.clusterId,
         });
         await etcd.ready();
-        const store = await this.connect(state.etcdEndpoints);
+        const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         await this.startManager(store, etcd);
       } else {
         this.startWorker();
@@ -871,63 +418,6 @@ export class ClusterService {
     await this.queue.catch(() => undefined);
     await this.teardown({ keepSession: true });
   }
-}
-
-/** Waits for `work` (its failure ignored), at most `ms`: a store out of reach must not hold up a stop. */
-function within(ms: number, work: Promise<unknown> | undefined): Promise<void> {
-  if (!work) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    work.then(
-      () => (clearTimeout(timer), resolve()),
-      () => (clearTimeout(timer), resolve()),
-    );
-  });
-}
-
-/**
- * Removes a node's etcd member (none: nothing to do). etcd refuses while a member started recently is not yet
- * connected for long ("unhealthy cluster"): tried again for a while then.
- */
-async function removeMember(client: Etcd3, nodeId: string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const members = await client.cluster.memberList({});
-      const member = members.members?.find((m) => m.name === nodeId);
-      if (!member) return;
-      await client.cluster.memberRemove({ ID: member.ID });
-      return;
-    } catch (err) {
-      if (attempt >= 40 || !/unhealthy cluster/.test(String(err))) {
-        throw new Unavailable(`can't remove member from the raft: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-}
-
-function tlsInfo(caPem: string): Obj {
-  return { TrustRoot: caPem, CertIssuerSubject: Buffer.from('swarm-ca').toString('base64'), CertIssuerPublicKey: '' };
-}
-
-/** The swarm spec after an update: the fields given replace the old ones (the CLI sends the whole spec). */
-function mergeSwarmSpec(old: Obj, given: Obj): Obj {
-  const spec = structuredClone(old);
-  for (const k of ['Name', 'Labels', 'Orchestration', 'Raft', 'Dispatcher', 'CAConfig', 'EncryptionConfig', 'TaskDefaults']) {
-    if (given[k] === undefined || given[k] === null) continue;
-    if (k === 'Labels' && (!isObject(given[k]) || Object.values(given[k]).some((v) => typeof v !== 'string'))) throw new InvalidParameter('swarm spec: Labels must be a map of strings');
-    if (k === 'Name' && typeof given[k] !== 'string') throw new InvalidParameter('swarm spec: Name must be a string');
-    if (k === 'Name' || k === 'Labels') spec[k] = given[k];
-    else if (isObject(given[k])) spec[k] = { ...spec[k], ...given[k] };
-    else throw new InvalidParameter(`swarm spec: ${k} must be an object`);
-  }
-  if (spec.Dispatcher.HeartbeatPeriod !== undefined && (typeof spec.Dispatcher.HeartbeatPeriod !== 'number' || spec.Dispatcher.HeartbeatPeriod < 0)) {
-    throw new InvalidParameter('Dispatcher.HeartbeatPeriod must be a duration of at least 0');
-  }
-  if (spec.Orchestration.TaskHistoryRetentionLimit !== undefined && (!Number.isInteger(spec.Orchestration.TaskHistoryRetentionLimit) || spec.Orchestration.TaskHistoryRetentionLimit < 0)) {
-    throw new InvalidParameter('Orchestration.TaskHistoryRetentionLimit must be a number of at least 0');
-  }
-  return spec;
 }
 
 export { caDigest };

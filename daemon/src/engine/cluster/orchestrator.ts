@@ -1,52 +1,19 @@
 /**
  * The leader's work, redone after every change of the store and on a short tick: node states from the
  * sessions, replicated and global services' tasks (restarts by RestartPolicy, rolling updates by UpdateConfig,
- * with pause and rollback on failure), the scheduler that places pending tasks on nodes, and the reaper that
- * keeps TaskHistoryRetentionLimit old tasks per slot. Every write carries the leader's fence, so a deposed
- * leader's late writes fail.
+ * with pause and rollback on failure), the scheduler (scheduler.ts) that places pending tasks on nodes, and
+ * the reaper that keeps TaskHistoryRetentionLimit old tasks per slot. Every write carries the leader's fence,
+ * so a deposed leader's late writes fail.
  */
 import { randomBytes } from 'node:crypto';
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterStore, Entry, Fence } from './store.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
-import { isJob, serviceMode } from './objects.js';
+import { isJob, serviceMode } from './specs.js';
+import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
 
 const SECOND = 1_000_000_000;
-
-/** A node that may receive new tasks. */
-function nodeUsable(n: Obj | undefined): boolean {
-  return !!n && n.Status?.State === 'ready' && n.Spec?.Availability === 'active';
-}
-
-/** A node whose tasks must move elsewhere (gone, down or drained). */
-function nodeLost(n: Obj | undefined): boolean {
-  return !n || n.Status?.State === 'down' || n.Spec?.Availability === 'drain';
-}
-
-/** Whether node `n` satisfies placement constraints such as `node.role==manager` or `node.labels.x!=y`. */
-export function constraintsMatch(constraints: unknown, n: Obj): boolean {
-  if (!Array.isArray(constraints)) return true;
-  for (const c of constraints) {
-    if (typeof c !== 'string') return false;
-    const m = /^\s*([^=!]+?)\s*(==|!=)\s*(.*?)\s*$/.exec(c);
-    if (!m) return false;
-    const [, lhs, op, rhs] = m as unknown as [string, string, string, string];
-    const k = lhs.toLowerCase();
-    let value: string | undefined;
-    if (k === 'node.id') value = n.ID;
-    else if (k === 'node.hostname') value = n.Description?.Hostname;
-    else if (k === 'node.role') value = n.Spec?.Role;
-    else if (k === 'node.platform.os') value = n.Description?.Platform?.OS;
-    else if (k === 'node.platform.arch') value = n.Description?.Platform?.Architecture;
-    else if (lhs.startsWith('node.labels.')) value = n.Spec?.Labels?.[lhs.slice('node.labels.'.length)];
-    else if (lhs.startsWith('engine.labels.')) value = n.Description?.Engine?.Labels?.[lhs.slice('engine.labels.'.length)];
-    else return false;
-    const equal = value !== undefined && (k.startsWith('node.labels.') || k.startsWith('engine.labels.') ? value === rhs : value.toLowerCase() === rhs.toLowerCase());
-    if ((op === '==') !== equal) return false;
-  }
-  return true;
-}
 
 const nanos = (v: unknown, fallback: number) => (typeof v === 'number' && v >= 0 ? v : fallback);
 const time = (s: string | undefined) => (s ? Date.parse(s) : 0);
@@ -198,7 +165,7 @@ export class Orchestrator {
       else if (serviceMode(e.obj.Spec) === 'global') await this.global(e, tasks, nodes);
       else await this.replicated(e, tasks, nodes);
     }
-    await this.schedule(nodes);
+    await schedule(this.store, this.fence, nodes);
     await this.reap(nodes);
   }
 
@@ -390,59 +357,6 @@ export class Orchestrator {
     await this.newTask(service, slot, nodeId);
   }
 
-  /** Places pending tasks on usable nodes: constraints first, then the fewest tasks of the service, then of all. */
-  private async schedule(nodes: Map<string, Obj>): Promise<void> {
-    const tasks = this.store.list('tasks').map((e) => e.obj);
-    const active = tasks.filter((t) => t.NodeID && stateRank(t.DesiredState) <= stateRank('running') && !isTerminal(t.Status.State));
-    for (const t of tasks) {
-      if (t.Status.State !== 'pending' || (t.DesiredState !== 'running' && t.DesiredState !== 'complete')) continue;
-      const service = this.store.get('services', t.ServiceID)?.obj;
-      if (!service) continue;
-      const constraints = t.Spec?.Placement?.Constraints;
-      let chosen: Obj | undefined;
-      let explain = '';
-      if (t.NodeID) {
-        const n = nodes.get(t.NodeID);
-        if (nodeUsable(n) || (n && n.Status?.State === 'ready' && n.Spec?.Availability === 'pause' && false)) chosen = n;
-        else explain = '1 node not available for new tasks';
-      } else {
-        const usable = [...nodes.values()].filter(nodeUsable);
-        const fits = usable.filter((n) => constraintsMatch(constraints, n));
-        const maxReplicas = t.Spec?.Placement?.MaxReplicas ?? 0;
-        const room = fits.filter((n) => !maxReplicas || active.filter((a) => a.NodeID === n.ID && a.ServiceID === t.ServiceID).length < maxReplicas);
-        const notReady = nodes.size - usable.length;
-        const parts = [];
-        if (notReady > 0) parts.push(`${notReady} node${notReady > 1 ? 's' : ''} not available for new tasks`);
-        if (usable.length - fits.length > 0) parts.push(`scheduling constraints not satisfied on ${usable.length - fits.length} node${usable.length - fits.length > 1 ? 's' : ''}`);
-        if (fits.length - room.length > 0) parts.push(`max replicas per node limit exceed`);
-        explain = parts.join('; ');
-        // Nodes where tasks of this service failed 5 times in the last 5 minutes come last (an image missing there).
-        const since = Date.now() - 5 * 60_000;
-        const failing = (n: Obj) =>
-          tasks.filter((x) => x.NodeID === n.ID && x.ServiceID === t.ServiceID && ['failed', 'rejected'].includes(x.Status.State) && time(x.Status.Timestamp) >= since).length >= 5;
-        room.sort((a, b) => {
-          const fa = failing(a);
-          if (fa !== failing(b)) return fa ? 1 : -1;
-          const sa = active.filter((x) => x.NodeID === a.ID && x.ServiceID === t.ServiceID).length;
-          const sb = active.filter((x) => x.NodeID === b.ID && x.ServiceID === t.ServiceID).length;
-          if (sa !== sb) return sa - sb;
-          return active.filter((x) => x.NodeID === a.ID).length - active.filter((x) => x.NodeID === b.ID).length;
-        });
-        chosen = room[0];
-      }
-      if (!chosen) {
-        const err = `no suitable node (${explain || 'no nodes'})`;
-        if (t.Status.Err !== err) await this.setTask(t.ID, (cur) => (cur.Status.State !== 'pending' ? undefined : { ...cur, Status: { ...cur.Status, Err: err, Message: 'pending task scheduling', Timestamp: now() } }));
-        continue;
-      }
-      const nodeId = chosen.ID;
-      await this.setTask(t.ID, (cur) =>
-        cur.Status.State !== 'pending' ? undefined : { ...cur, NodeID: nodeId, Status: { Timestamp: now(), State: 'assigned', Message: 'scheduler assigned task to node' }, UpdatedAt: now() },
-      );
-      active.push({ ...t, NodeID: nodeId });
-    }
-  }
-
   /** Deletes finished tasks beyond the history limit of each slot, and removed tasks once they stopped. */
   private async reap(nodes: Map<string, Obj>): Promise<void> {
     const cluster = this.store.list('cluster')[0]?.obj;
@@ -469,3 +383,5 @@ export class Orchestrator {
     }
   }
 }
+
+export { constraintsMatch };

@@ -22,6 +22,7 @@ import type { RegistryClient } from '../images/registry/client.js';
 import { PluginClient } from './client.js';
 import { checkConfig, NAME, normalizePluginName, settingsFrom, typeImplements, type PluginConfig, type PluginRecord } from './config.js';
 import { fetchPlugin, privilegesOf, pushPlugin, unpackLayers, type Emit, type PluginTools, type Privilege } from './distribution.js';
+import { applySettings } from './settable.js';
 import { pluginSpec, type PluginDevices } from './spec.js';
 
 export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv, type PluginRecord } from './config.js';
@@ -169,13 +170,10 @@ export class PluginManager {
   }
 
   /**
-   * Installs a plugin from a registry (disabled) under `localName` (the remote's name by default), once the
-   * privileges granted match those it asks for.
+   * Fetches a remote plugin, checks the privileges granted against those it asks for, and unpacks its
+   * layers into a staging folder of its own (`<root>/tmp-<id>/rootfs`): the caller moves it into place.
    */
-  async pull(remote: string, localName: string | undefined, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<PluginRecord> {
-    const name = normalizePluginName(localName || remote);
-    if (!NAME.test(name)) throw new InvalidParameter(`invalid plugin name ${JSON.stringify(name)}`);
-    if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+  private async fetchInto(remote: string, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal) {
     const fetched = await fetchPlugin(this.needRegistry(), normalizePluginName(remote), auth, signal);
     const config = checkConfig(fetched.config);
     const asked = privilegesOf(config);
@@ -187,11 +185,28 @@ export class PluginManager {
       );
     if (key(granted) !== key(asked)) throw new InvalidParameter('the privileges granted do not match those the plugin asks for: ask GET /plugins/privileges again');
     emit({ status: `Pulling from ${fetched.ref.path}`, id: fetched.ref.tag ?? 'latest' });
-    const id = randomBytes(32).toString('hex');
-    const staging = path.join(this.root, `tmp-${id}`);
+    const staging = path.join(this.root, `tmp-${randomBytes(32).toString('hex')}`);
     await fs.mkdir(path.join(staging, 'rootfs'), { recursive: true, mode: 0o700 });
     try {
       await unpackLayers(fetched, path.join(staging, 'rootfs'), emit, this.opts.tools);
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      throw err;
+    }
+    return { staging, config, digest: fetched.digest };
+  }
+
+  /**
+   * Installs a plugin from a registry (disabled) under `localName` (the remote's name by default), once the
+   * privileges granted match those it asks for.
+   */
+  async pull(remote: string, localName: string | undefined, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<PluginRecord> {
+    const name = normalizePluginName(localName || remote);
+    if (!NAME.test(name)) throw new InvalidParameter(`invalid plugin name ${JSON.stringify(name)}`);
+    if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
+    const { staging, config, digest } = await this.fetchInto(remote, granted, auth, emit, signal);
+    const id = randomBytes(32).toString('hex');
+    try {
       if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
       await fs.rename(staging, this.dir(id));
       const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: normalizePluginName(remote), Config: config };
@@ -202,11 +217,39 @@ export class PluginManager {
       await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
       throw err;
     }
-    emit({ status: `Digest: ${fetched.digest}` });
+    emit({ status: `Digest: ${digest}` });
     emit({ status: `Status: Downloaded newer plugin for ${name}` });
     const record = this.get(name);
     this.opts.events.publish('plugin', 'pull', id, { name });
     return record;
+  }
+
+  /**
+   * Replaces a disabled plugin's root and config with those of `remote` (privileges checked as for an
+   * install); its id, name and settings stay.
+   */
+  async upgrade(ref: string, remote: string, granted: unknown, auth: AuthConfig | undefined, emit: Emit, signal?: AbortSignal): Promise<void> {
+    const p = this.get(ref);
+    if (p.Enabled) throw new Conflict(`plugin must be disabled before upgrading: plugin ${p.Name} is enabled`);
+    const { staging, config, digest } = await this.fetchInto(remote, granted, auth, emit, signal);
+    const rootfs = path.join(this.dir(p.Id), 'rootfs');
+    const old = path.join(staging, 'rootfs-old');
+    try {
+      if (this.plugins.get(p.Id) !== p || p.Enabled) throw new Conflict(`plugin ${p.Name} changed during the upgrade`);
+      await fs.rename(rootfs, old);
+      await fs.rename(path.join(staging, 'rootfs'), rootfs).catch(async (err) => {
+        await fs.rename(old, rootfs);
+        throw err;
+      });
+      p.Config = config;
+      p.PluginReference = normalizePluginName(remote);
+      await this.save(p);
+    } finally {
+      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+    }
+    emit({ status: `Digest: ${digest}` });
+    emit({ status: `Status: Downloaded newer plugin for ${remote}` });
+    this.opts.events.publish('plugin', 'pull', p.Id, { name: p.Name });
   }
 
   /** Pushes a plugin to the registry its name says. */
@@ -250,30 +293,12 @@ export class PluginManager {
     this.opts.events.publish('plugin', 'remove', p.Id, { name: p.Name });
   }
 
-  /** Changes settable env values and args (`NAME=value`, `args=a b`) of a disabled plugin. */
+  /** Changes what the plugin's config declares settable (env values, args, mounts' sources, devices' paths) of a disabled plugin. */
   async set(ref: string, settings: unknown): Promise<void> {
     const p = this.get(ref);
     if (!Array.isArray(settings) || !settings.every((s) => typeof s === 'string')) throw new InvalidParameter('the request body must be a JSON list of "name=value" strings');
     if (p.Enabled) throw new EngineError('cannot set on an active plugin, disable plugin before setting');
-    const env = new Map(p.Settings.Env.map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)] as [string, string]));
-    let args = p.Settings.Args;
-    for (const s of settings as string[]) {
-      const eq = s.indexOf('=');
-      if (eq <= 0) throw new InvalidParameter(`invalid setting ${JSON.stringify(s)}: expected name=value`);
-      const key = s.slice(0, eq);
-      const value = s.slice(eq + 1);
-      if (key === 'args') {
-        if (!(p.Config.Args?.Settable ?? []).includes('value')) throw new InvalidParameter(`"args" is not settable`);
-        args = value.split(/\s+/).filter(Boolean);
-        continue;
-      }
-      if (key.includes('.')) throw new InvalidParameter(`setting ${JSON.stringify(key)}: only env values and args can be set here`);
-      const declared = (p.Config.Env ?? []).find((e) => e.Name === key);
-      if (!declared) throw new InvalidParameter(`setting ${JSON.stringify(key)} not found in the plugin configuration`);
-      if (!(declared.Settable ?? []).includes('value')) throw new InvalidParameter(`${JSON.stringify(key)} is not settable`);
-      env.set(key, value);
-    }
-    p.Settings = { ...p.Settings, Env: [...env].map(([k, v]) => `${k}=${v}`), Args: args };
+    p.Settings = applySettings(p, settings as string[]);
     await this.save(p);
   }
 

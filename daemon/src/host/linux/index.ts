@@ -11,6 +11,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
 import { allDevices, blockDevice, devicesFromPath, readBlkioSupport } from './devices.js';
+import { readEtcFile, writeEtcFiles } from './etcfiles.js';
 import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
@@ -56,6 +57,9 @@ function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): Contai
       throw err;
     }));
   return {
+    // On the start path: written without loading the rest.
+    writeEtcFiles: (files, mode) => writeEtcFiles(files, mode),
+    readEtcFile: (file) => readEtcFile(file),
     mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
     unmountRootfs: async (id) => (await get()).unmountRootfs(id),
     readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),

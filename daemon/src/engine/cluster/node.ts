@@ -1,0 +1,276 @@
+/**
+ * The running parts of swarm mode on this node. A manager runs an etcd member (through the host), keeps the
+ * store in memory, holds its session and campaigns for leadership (leadership.ts), serves the dispatcher on the
+ * swarm port, and runs its own tasks through its agent; a worker runs only its agent, fed by a manager's
+ * dispatcher through its WorkerSession. A node whose role changes in the store turns into the other kind.
+ * ClusterService (cluster.ts) drives these parts from the API.
+ */
+import type { EventBus } from '../events.js';
+import { log } from '../../util/log.js';
+import { Agent, type AgentSource, type TaskContainers } from './agent.js';
+import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { sealer, type Sealer } from './crypt.js';
+import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
+import { connectStore, removeMember, waitPromoted } from './etcd.js';
+import { campaign, holdSession, type ManagerParts } from './leadership.js';
+import { ClusterObjects } from './objects.js';
+import { applyTaskStatus, heartbeatSeconds } from './status.js';
+import type { ClusterStore } from './store.js';
+
+export interface NodeDescription {
+  hostname: string;
+  os: string;
+  arch: string;
+  ncpu: number;
+  memTotal: number;
+  engineVersion: string;
+  engineLabels: Record<string, string>;
+}
+
+export interface ClusterDeps {
+  host: ClusterHost;
+  containers: TaskContainers;
+  events: EventBus;
+  describe(): Promise<NodeDescription>;
+}
+
+export class SwarmNode {
+  protected state?: NodeState;
+  protected certs?: NodeCertificates & ManagerKeys;
+  protected manager?: ManagerParts;
+  protected worker?: WorkerSession;
+  protected agent?: Agent;
+  protected dispatcher?: DispatcherServer;
+  protected phase: 'inactive' | 'pending' | 'active' | 'error' = 'inactive';
+  protected error = '';
+  protected leaderId?: string;
+  private promoting = false;
+  private demoting = false;
+  /** One lifecycle operation (init, join, leave, update) at a time. */
+  protected queue: Promise<unknown> = Promise.resolve();
+
+  constructor(protected readonly deps: ClusterDeps) {}
+
+  protected serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
+  protected async startManager(store: ClusterStore, etcd: EtcdMember): Promise<void> {
+    const state = this.state!;
+    const seal = sealer(this.certs!.dataKey);
+    const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
+    const parts: ManagerParts = { etcd, store, objects };
+    this.manager = parts;
+    store.onChange((kind, id, entry) => {
+      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
+      if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
+    });
+    this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
+    // This node's own session: its node is ready while the lease lives.
+    parts.session = await holdSession(store, state.nodeId, state.advertiseAddr, () => this.manager);
+    parts.leaderStop = campaign(parts, state.nodeId);
+    this.dispatcher = new DispatcherServer({
+      store,
+      certs: this.certs!,
+      seal,
+      listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
+      host: this.deps.host,
+      heartbeatSeconds: () => heartbeatSeconds(store),
+      managerJoined: async () => undefined,
+    });
+    await this.dispatcher.listen();
+    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
+    this.agent.start();
+  }
+
+  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
+  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
+    const before = this.leaderId;
+    this.leaderId = leader;
+    if (before === leader) return;
+    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
+    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
+    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
+  }
+
+  /** The agent's source on a manager: the store itself. */
+  protected localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
+    return {
+      ready: () => true,
+      tasks: () => store.list('tasks').map((e) => e.obj).filter((t) => t.NodeID === nodeId),
+      secret: (id) => {
+        const s = store.get('secrets', id)?.obj;
+        return s && { ...s, Spec: { ...s.Spec, Data: seal.open(s.Spec.Data ?? '').toString('base64') } };
+      },
+      config: (id) => store.get('configs', id)?.obj,
+      onChange: (fn) => store.onChange((kind) => {
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
+      }),
+      report: async (taskId, status) => {
+        await applyTaskStatus(store, taskId, status);
+      },
+    };
+  }
+
+  /**
+   * Starts this node's etcd member as a new member of the cluster (added by the manager that answered), waits
+   * until it is promoted from learner, and runs the manager's parts.
+   */
+  protected async becomeManager(answer: JoinAnswer): Promise<void> {
+    const state = this.state!;
+    const host = this.deps.host;
+    await host.wipeEtcd();
+    const etcd = host.startEtcd({
+      name: state.nodeId,
+      address: state.advertiseAddr,
+      clientPort: ETCD_CLIENT_PORT,
+      peerPort: ETCD_PEER_PORT,
+      initialState: 'existing',
+      initialCluster: answer.initialCluster!,
+      clusterToken: state.clusterId,
+    });
+    try {
+      await etcd.ready();
+      await waitPromoted(answer.etcdEndpoints, state.nodeId, this.certs!);
+      state.role = 'manager';
+      state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`, ...answer.etcdEndpoints];
+      state.managers = [joinHostPort(state.advertiseAddr, state.swarmPort), ...answer.managers];
+      const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
+      await host.saveState(state);
+      await this.startManager(store, etcd);
+    } catch (err) {
+      await etcd.stop();
+      throw err;
+    }
+  }
+
+  /** A worker whose node was promoted: a manager certificate and an etcd member, then the manager's parts. */
+  protected promote(): void {
+    if (this.promoting || this.state?.role !== 'worker' || !this.worker) return;
+    this.promoting = true;
+    void this.serial(async () => {
+      const worker = this.worker;
+      if (!this.state || this.state.role !== 'worker' || !worker) return;
+      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
+      const answer = await worker.requestCertificate(csr, this.state.swarmPort);
+      if (answer.role !== 'manager') return;
+      this.agent?.stop();
+      this.agent = undefined;
+      worker.stop();
+      this.worker = undefined;
+      const previous = this.certs!;
+      // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
+      this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
+      try {
+        await this.deps.host.saveCertificates(this.certs);
+        await this.becomeManager(answer);
+        log.info('swarm: this node is now a manager');
+      } catch (err) {
+        this.certs = previous;
+        await this.deps.host.saveCertificates(previous).catch(() => undefined);
+        this.startWorker();
+        throw err;
+      }
+    })
+      .catch((err: unknown) => {
+        log.warn('swarm: promotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
+        setTimeout(() => this.promote(), 2000).unref();
+      })
+      .finally(() => {
+        this.promoting = false;
+      });
+  }
+
+  /** A manager whose node was demoted: its etcd member goes, a worker certificate comes, and it runs as worker. */
+  protected demote(): void {
+    if (this.demoting || this.state?.role !== 'manager' || !this.manager) return;
+    this.demoting = true;
+    void this.serial(async () => {
+      const m = this.manager;
+      const state = this.state;
+      if (!m || !state || state.role !== 'manager') return;
+      const others = m.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== state.nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
+      if (others.length === 0) return;
+      // Out of etcd's membership first (the member stops then), while the others keep their quorum.
+      await removeMember(m.store.client, state.nodeId);
+      const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
+      let answer: JoinAnswer | undefined;
+      for (const addr of others) {
+        answer = await requestCertificate(splitHostPort(addr, DEFAULT_SWARM_PORT), this.certs!, csr, state.swarmPort).catch(() => undefined);
+        if (answer) break;
+      }
+      if (!answer || answer.role !== 'worker') throw new Error('no manager gave this node a worker certificate');
+      this.agent?.stop();
+      this.agent = undefined;
+      await this.dispatcher?.close();
+      this.dispatcher = undefined;
+      this.manager = undefined;
+      await m.leaderStop?.();
+      await m.session?.revoke();
+      await m.store.close().catch(() => undefined);
+      await m.etcd.stop();
+      await this.deps.host.wipeEtcd();
+      this.certs = { ca: this.certs!.ca, cert: answer.cert, key: nodeKey };
+      await this.deps.host.saveCertificates(this.certs);
+      state.role = 'worker';
+      state.managers = others;
+      state.etcdEndpoints = [];
+      await this.deps.host.saveState(state);
+      this.startWorker();
+      log.info('swarm: this node is now a worker');
+    })
+      .catch((err: unknown) => {
+        log.warn('swarm: demotion failed; trying again', { error: err instanceof Error ? err.message : String(err) });
+        setTimeout(() => this.demote(), 2000).unref();
+      })
+      .finally(() => {
+        this.demoting = false;
+      });
+  }
+
+  protected startWorker(): void {
+    const state = this.state!;
+    this.worker = new WorkerSession({
+      nodeId: state.nodeId,
+      managers: () => this.state?.managers ?? [],
+      certs: this.certs!,
+      advertiseAddr: state.advertiseAddr,
+      onManagers: (managers) => {
+        if (!this.state || managers.length === 0) return;
+        if (JSON.stringify(managers) === JSON.stringify(this.state.managers)) return;
+        this.state.managers = managers;
+        void this.deps.host.saveState(this.state).catch(() => undefined);
+      },
+      onRole: (role) => {
+        if (role === 'manager') this.promote();
+      },
+    });
+    this.worker.start();
+    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host);
+    this.agent.start();
+  }
+
+  /** Stops every running part of swarm mode on this node (its state stays on disk). */
+  protected async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
+    this.agent?.stop();
+    this.agent = undefined;
+    this.worker?.stop();
+    this.worker = undefined;
+    await this.dispatcher?.close();
+    this.dispatcher = undefined;
+    const m = this.manager;
+    this.manager = undefined;
+    if (m) {
+      // Leadership is handed over at once; the node's session is kept when the daemon only stops (it lives out
+      // its lease: a daemon back within the heartbeat window finds its node ready and its tasks in place).
+      await m.leaderStop?.();
+      if (!opts.keepSession) await m.session?.revoke();
+      await m.store.close().catch(() => undefined);
+      await m.etcd.stop();
+    }
+  }
+}
