@@ -164,7 +164,7 @@ export class SwarmNode {
     const parts: ManagerParts = { etcd, store, objects, networks };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
+      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
@@ -185,6 +185,16 @@ export class SwarmNode {
     await this.dispatcher.listen();
     this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
     this.agent.start();
+  }
+
+  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
+  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
+    const before = this.leaderId;
+    this.leaderId = leader;
+    if (before === leader) return;
+    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
+    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
+    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
   }
 
   /** The agent's source on a manager: the store itself. */
