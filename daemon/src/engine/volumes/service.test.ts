@@ -146,6 +146,17 @@ describe('VolumeService', () => {
     assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), []);
   });
 
+  test('a name of the longest length allowed (255) is created, stored and found again', async () => {
+    const { volumes, root } = await service();
+    const name = `v${'x'.repeat(254)}`;
+    const { volume } = await volumes.create({ Name: name });
+    assert.equal(volume.Name, name);
+    const reloaded = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
+    await reloaded.init();
+    assert.equal(reloaded.find(name)?.Name, name);
+    await reloaded.remove(name);
+  });
+
   test('a record of the former layout (volume.json in the volume\'s folder) is moved, its content kept', async () => {
     const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
     roots.push(root);
