@@ -9,6 +9,7 @@
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
+import type { ContainerLogReader, LogShipper } from './remotelogs.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
 
 /** What the agent needs of the container engine. */
@@ -23,6 +24,8 @@ export interface TaskContainers {
   taskContainers(): Array<{ id: string; taskId: string }>;
   /** Calls `fn` when a container exits. */
   onExit(fn: (containerId: string) => void): () => void;
+  /** The log of a container (undefined when it has none). */
+  readLog?: ContainerLogReader;
 }
 
 /** Where the agent's assignments come from and where its reports go (the store on a manager, a dispatcher on a worker). */
@@ -34,6 +37,8 @@ export interface AgentSource {
   config(id: string): Obj | undefined;
   onChange(fn: () => void): () => void;
   report(taskId: string, status: Obj): Promise<void>;
+  /** The log requests of managers for this node's tasks (see remotelogs.ts). */
+  logRequests?(): Obj[];
 }
 
 export const TASK_LABEL = 'com.docker.swarm.task.id';
@@ -133,10 +138,18 @@ export class Agent {
     private readonly source: AgentSource,
     private readonly containers: TaskContainers,
     private readonly host: ClusterHost,
+    /** Ships the logs managers ask of this node's tasks. */
+    private readonly shipper?: LogShipper,
   ) {}
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
+    const shipper = this.shipper;
+    if (shipper) {
+      const requests = () => shipper.update(this.source.logRequests?.() ?? []);
+      this.unsubscribe.push(this.source.onChange(requests), () => shipper.stop());
+      requests();
+    }
     this.unsubscribe.push(this.containers.onExit(() => this.kick()));
     this.timer = setInterval(() => this.kick(), 1000);
     this.timer.unref();

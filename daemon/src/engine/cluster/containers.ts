@@ -2,9 +2,11 @@
 import type { EventBus } from '../events.js';
 import type { ContainerService } from '../containers/service.js';
 import { TASK_LABEL, type TaskContainers } from './agent.js';
+import type { ContainerLogReader } from './remotelogs.js';
 
-export function taskContainers(containers: ContainerService, events: EventBus): TaskContainers {
+export function taskContainers(containers: ContainerService, events: EventBus, readLog?: ContainerLogReader): TaskContainers {
   return {
+    readLog,
     create: async (body, name) => (await containers.create(body, name)).Id,
     start: (id) => containers.start(id),
     stop: (id, timeoutSeconds) => containers.stop(id, { timeoutSeconds }),

@@ -107,7 +107,7 @@ export interface WorkerSessionOptions {
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
 export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj> } = { tasks: [], secrets: new Map(), configs: new Map() };
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; logs: Obj[] } = { tasks: [], secrets: new Map(), configs: new Map(), logs: [] };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
@@ -208,6 +208,7 @@ export class WorkerSession implements AgentSource {
       tasks: Array.isArray(msg.Tasks) ? msg.Tasks : [],
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
+      logs: Array.isArray(msg.Logs) ? msg.Logs : [],
     };
     this.received = true;
     for (const l of this.listeners) l();
@@ -242,6 +243,10 @@ export class WorkerSession implements AgentSource {
 
   config(id: string): Obj | undefined {
     return this.current.configs.get(id);
+  }
+
+  logRequests(): Obj[] {
+    return this.current.logs;
   }
 
   onChange(fn: () => void): () => void {
