@@ -193,6 +193,22 @@ describe('swarm mode on one manager', () => {
     await engine.dockerOk(['service', 'rm', 'fails']);
   });
 
+  test('restarts are counted in the store: MaxAttempts holds beyond the task history the reaper keeps', async () => {
+    const since = (Date.now() / 1000 - 1).toFixed(3);
+    await engine.dockerOk(['swarm', 'update', '--task-history-limit', '1']);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'flaky', '--restart-delay', '100ms', '--restart-max-attempts', '3', 'busybox', 'sh', '-c', 'exit 3']);
+    const creates = async () => {
+      const r = await engine.request('GET', `/events?since=${since}&until=${(Date.now() / 1000).toFixed(3)}&filters=${encodeURIComponent(JSON.stringify({ type: ['container'], event: ['create'] }))}`);
+      return r.text.split('\n').filter((l) => l.trim() && JSON.parse(l).Actor.Attributes['com.docker.swarm.service.name'] === 'flaky').length;
+    };
+    // The first task and its 3 restarts, then nothing more: the reaper keeps one old task only.
+    await eventually(async () => (await creates()) >= 4, 20_000, 200);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(await creates(), 4);
+    await engine.dockerOk(['service', 'rm', 'flaky']);
+    await engine.dockerOk(['swarm', 'update', '--task-history-limit', '10']);
+  });
+
   test('reservations: a task that fits nowhere stays pending with Docker\'s message; reserved CPUs are counted', async () => {
     const node = (await engine.request('GET', '/nodes')).json<Array<{ Description: { Resources: { NanoCPUs: number; MemoryBytes: number } } }>>()[0]!;
     const { NanoCPUs: cpus, MemoryBytes: memory } = node.Description.Resources;
