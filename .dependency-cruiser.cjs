@@ -26,10 +26,24 @@ module.exports = {
     },
     {
       name: 'engine-not-to-host-implementation',
-      comment: 'The engine knows the Host contract (host/*.ts), never an implementation of it (host/linux, host/remote).',
+      comment: 'The engine knows the Host contract (host/*.ts), never an implementation of it (host/linux, host/remote); its unit tests may use the in-memory one (host/fake).',
       severity: 'error',
       from: { path: '^daemon/src/engine/' },
-      to: { path: '^daemon/src/host/[^/]+/' },
+      to: { path: '^daemon/src/host/[^/]+/', pathNot: '^daemon/src/host/fake/' },
+    },
+    {
+      name: 'engine-not-to-host-fake',
+      comment: 'The in-memory Host (host/fake) is for the engine\'s unit tests only.',
+      severity: 'error',
+      from: { path: '^daemon/src/engine/', pathNot: '\\.test\\.ts$' },
+      to: { path: '^daemon/src/host/fake/' },
+    },
+    {
+      name: 'engine-not-to-state-implementation',
+      comment: 'The engine keeps its records and its build scratch through the contracts of state/ (state.ts, scratch.ts), never their file system implementations (state/fs*.ts; its unit tests may use them).',
+      severity: 'error',
+      from: { path: '^daemon/src/engine/', pathNot: '\\.test\\.ts$' },
+      to: { path: '^daemon/src/state/fs' },
     },
     {
       name: 'engine-not-to-fs-or-processes',

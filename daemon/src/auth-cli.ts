@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { AuthStoreWriter, PERMISSIONS, parsePermissions } from './engine/auth/store.js';
+import { FsStateStore } from './state/fs.js';
 import { errorMessage } from './errors.js';
 
 export const AUTH_USAGE = `Usage:
@@ -48,7 +49,7 @@ async function run(argv: string[], out: (text: string) => void, err: (text: stri
       json: { type: 'boolean' },
     },
   });
-  const store = new AuthStoreWriter(values['data-root'] ?? '/var/lib/berth');
+  const store = new AuthStoreWriter(new FsStateStore(values['data-root'] ?? '/var/lib/berth'));
   const one = (what: string): string => {
     if (positionals.length !== 1) throw new UsageError(`${noun} ${verb} takes one ${what}`);
     return positionals[0]!;

@@ -10,6 +10,7 @@
 import { promises as fs, readFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isLoopbackHost, listenOn, parseListenAddress } from './api/listen.js';
@@ -18,6 +19,7 @@ import { createApiServer } from './api/server.js';
 import { registerPingRoutes } from './api/system.js';
 import type { LocalSession } from './engine/auth/local-session.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
+import type { Authorizer } from './engine/plugins/authz.js';
 import type { Composition, DaemonOptions } from './daemon.js';
 import type { Host } from './host/host.js';
 import { log } from './util/log.js';
@@ -128,7 +130,10 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
 
   // Users and API tokens (made by `berthd user` and `berthd token`): read at the first bearer check.
   let authReader: Promise<AuthStoreReader> | undefined;
-  const loadAuth = () => (authReader ??= import('./engine/auth/store.js').then(({ AuthStoreReader }) => new AuthStoreReader(opts.dataRoot)));
+  const loadAuth = () =>
+    (authReader ??= Promise.all([import('./engine/auth/store.js'), import('./state/fs.js')]).then(
+      ([{ AuthStoreReader }, { FsStateStore }]) => new AuthStoreReader(new FsStateStore(opts.dataRoot)),
+    ));
   const authStore = {
     verify: async (token: string) => (await loadAuth()).verify(token),
     user: async (id: string) => (await loadAuth()).user(id),
@@ -137,6 +142,8 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   let session: Promise<LocalSession> | undefined;
   const loadSession = () => (session ??= import('./engine/auth/local-session.js').then(({ LocalSession }) => new LocalSession()));
   let localToken = '';
+  let peer: Promise<typeof import('./host/linux/peer.js')> | undefined;
+  const loadPeer = () => (peer ??= import('./host/linux/peer.js'));
 
   // The router holds the requests that need the composition from the first one on: it starts after listening.
   let compose!: (composition: Promise<Composition>) => void;
@@ -147,6 +154,10 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   const servers: http.Server[] = [];
   // Whatever the composition adds to every request (the memory given back after a burst), once it is built.
   let onRequest: Composition['onRequest'];
+  // Authorization plugins see every request from the first one on: requests wait for the composition.
+  const authz: Authorizer | undefined = opts.authorizationPlugins?.length
+    ? { request: async (r) => (await composed).authz!.request(r), response: async (r) => (await composed).authz!.response(r) }
+    : undefined;
   for (const address of addresses) {
     const tls =
       address.kind === 'tcp' && opts.tls
@@ -158,7 +169,9 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
           }
         : undefined;
     const auth = { verify: async (token: string) => (await loadSession()).verify(token) ?? authStore.verify(token), engine: address.kind === 'tcp' && Boolean(opts.authTokens) };
-    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, plainTcp: address.kind === 'tcp' && !tls });
+    // Users and tokens are managed over a unix socket by its peers that run as root (SO_PEERCRED).
+    const localAdmin = address.kind === 'unix' ? async (socket: Socket) => (await loadPeer()).peerIsAdmin(socket) : undefined;
+    const server = createApiServer(router, { corsOrigin: opts.corsOrigin, tls, auth, localAdmin, plainTcp: address.kind === 'tcp' && !tls, authz });
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => onRequest?.(req, res));
     server.on('upgrade', (req: http.IncomingMessage) => onRequest?.(req));
     servers.push(server);
@@ -172,7 +185,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   try {
     for (const [i, address] of addresses.entries()) {
       await listenOn(servers[i]!, address);
-      log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
+      log.info('API listening', { address: address.kind === 'tcp' ? `tcp://${address.host}:${address.port}` : `${address.kind}://${address.path}` });
     }
   } catch (err) {
     closeServers();
@@ -231,7 +244,7 @@ async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseLi
   const uiAddress = parseUiAddress(opts.ui!);
   const engineAddress = addresses.find((a) => a.kind === 'unix') ?? addresses.find((a) => a.kind === 'tcp' && !opts.tls);
   if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
-  const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
+  const engine: EngineEndpoint = engineAddress.kind !== 'tcp' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
   const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
   // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
   const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken });

@@ -31,6 +31,7 @@ Options:
       --insecure-registry list Registry (CIDR or HOST[:PORT]) reached over plain HTTP (repeatable; 127.0.0.0/8 always)
       --auth-tokens            On TCP listeners, serve the engine API only to bearer tokens (engineRead: GET and HEAD)
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
+      --authorization-plugin list  Authorization plugin every API request and answer is put to (repeatable)
       --agent string           Use the Host that berthd agent serves at unix://PATH, not this machine's
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
@@ -74,6 +75,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       'insecure-registry': { type: 'string', multiple: true },
       'auth-tokens': { type: 'boolean' },
       agent: { type: 'string' },
+      'authorization-plugin': { type: 'string', multiple: true },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
       version: { type: 'boolean', short: 'v' },
@@ -109,6 +111,7 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     insecureRegistries: (v['insecure-registry'] as string[] | undefined) ?? [],
     authTokens: Boolean(v['auth-tokens']),
     agent: v.agent as string | undefined,
+    authorizationPlugins: (v['authorization-plugin'] as string[] | undefined) ?? [],
   };
 }
 

@@ -13,7 +13,7 @@ import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
 import { SandboxService } from './engine/sandbox/service.js';
 import type { ContainerRecord } from './engine/containers/model.js';
-import { registerSystemRoutes, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ContainerDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
 import { countOpenFds, loadEngineId } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
@@ -45,25 +45,29 @@ import { useMachineFacts } from './engine/machine.js';
 import { nativeAtomicWriter, nativeFreshFilesWriter, nativeNewFileWriter, nativeReleaseMemory } from './host/linux/sys.js';
 import { whenIdle } from './util/idle.js';
 import { useAtomicWriter, useFreshFilesWriter, useNewFileWriter } from './util/atomic.js';
+import { useOffThreadHasher } from './util/digest.js';
+import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
-import { ClusterService } from './engine/cluster/cluster.js';
+import { ClusterService, withSwarmNetworks } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
-import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
-import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
-import { PluginManager } from './engine/plugins/manager.js';
-import type { AuthStoreReader } from './engine/auth/store.js';
+import type { Authorizer } from './engine/plugins/authz.js';
+import { composePlugins } from './plugins.js';
+import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
-import type { Host, LayerStore } from './host/host.js';
+import { registerAuthRoutes } from './api/auth.js';
+import type { Host } from './host/host.js';
+import { FsStateStore } from './state/fs.js';
+import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
 import { containerSizes } from './engine/containers/sizes.js';
 import { SystemFacts } from './engine/system/facts.js';
@@ -96,6 +100,8 @@ export interface DaemonOptions {
   authTokens?: boolean;
   /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
   agent?: string;
+  /** `--authorization-plugin`: plugins every API request and answer is put to, in this order. */
+  authorizationPlugins?: string[];
 }
 
 // The daemon started whole, for embedders (the Electron shell), as boot.ts's startDaemonReady.
@@ -112,22 +118,8 @@ export interface CompositionParts {
 export interface Composition {
   /** Called for every request and upgrade of every listener. */
   onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
-}
-
-/** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
-function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>): ImageDiskUsage {
-  const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
-  const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
-  const all = new Set<string>();
-  const held = new Set<string>();
-  for (const image of images.store.all()) {
-    for (const chainId of image.chainIds) {
-      all.add(chainId);
-      if (inUse.has(image.id)) held.add(chainId);
-    }
-  }
-  const size = (ids: Set<string>) => [...ids].reduce((sum, id) => sum + (layers.info(id)?.diskSize ?? 0), 0);
-  return { layersSize: size(all), reclaimable: size(all) - size(held), items };
+  /** The authorization plugins (--authorization-plugin), when any is named. */
+  authz?: Authorizer;
 }
 
 /**
@@ -139,6 +131,8 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useAtomicWriter(nativeAtomicWriter());
   useNewFileWriter(nativeNewFileWriter());
   useFreshFilesWriter(nativeFreshFilesWriter());
+  // Digests of pulled blobs and of layers on the thread pool (the addon is loaded at the first one).
+  useOffThreadHasher(loadLayerHasher);
   // Deleting files on ext without a journal leaves their inodes in the way of new files until written back.
   useAfterBatch(writebackAfterDeletions([opts.dataRoot, opts.execRoot]));
   // The machine containers run on: crun or runc under conmon, overlayfs layers, volumes, networks, cgroups.
@@ -152,6 +146,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   useMachineFacts(host.probe);
 
   const events = new EventBus();
+  // The daemon's own records (containers, images, networks, users...) under its data root, on this machine
+  // also when the Host is remote.
+  const state = new FsStateStore(opts.dataRoot);
 
   // -- engine services and their routes are wired below --
   void events;
@@ -161,6 +158,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // networks.recover(liveContainerIds) once it knows which containers live.
   const networks = new NetworkService(host.network, events, {
     dataRoot: opts.dataRoot,
+    state,
     bridgeName: opts.bridgeName,
     bridgeCidr: opts.bridgeCidr,
     iptables: opts.iptables,
@@ -168,8 +166,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
 
   // Images: configurations, tags and layers under <data-root>/image. The container engine takes the
   // service as its ImageLookup & LayerFolders and gives back ImageUsers (images.setUsers).
-  const imageRoot = path.join(opts.dataRoot, 'image');
-  const images = new ImageService(imageRoot, host.layers, events);
+  const images = new ImageService(state, host.layers, events);
   // Registries: pull and push through the image service; login check and distribution inspect.
   const distribution = images.useRegistries({ mirrors: opts.registryMirrors, insecure: opts.insecureRegistries }, host.tools);
   registerImageRoutes(router, images);
@@ -183,26 +180,21 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
-  // colon-separated lists, replace them), serve volume drivers beside the local one.
-  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
-  const legacyPlugins = new LegacyPlugins({
-    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
-    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
-  });
-  // Volumes of the local driver under <data-root>/volumes, and the records of the plugins' drivers' volumes;
-  // the container engine says who uses them.
-  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(opts.dataRoot, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => volumes.namesOfDriver(name);
-  closers.push(() => pluginManager.close());
-  pluginManager.registry = distribution.client;
-  registerPluginRoutes(router, pluginManager);
+  // Plugins (plugins.ts): legacy ones, the managed ones, the drivers they serve, authorization.
+  const plugins = composePlugins(opts, { host, events, networks, router, registry: distribution.client, closers });
+  // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
+  // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
-    { find: (ref): ContainerRecord | undefined => containers.store.find(ref), dir: (id) => containers.store.dir(id), all: () => containers.store.all() },
+    {
+      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
+      dir: (id) => containers.store.dir(id),
+      all: () => containers.store.all(),
+      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
+    },
     networks,
     host.sandbox,
   );
@@ -215,13 +207,14 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   const containers: ContainerService = new ContainerService({
     sandboxes,
-    dataRoot: opts.dataRoot,
+    state,
     host: host.runtime,
     images,
     networking: networks,
     events,
     defaultRuntime: host.probe.runtimeName,
     probe: host.probe,
+    etcFiles: host.files,
     volumes: new ContainerVolumes(volumes),
   });
   images.setUsers(containers);
@@ -250,7 +243,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  registerNetworkRoutes(router, networks, containerConnector(networks, {
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
@@ -321,15 +314,17 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   });
   // The builder (its Dockerfile parser, context and copy code) is loaded at the first build: an idle daemon
   // does not carry it. Its scratch folder is emptied now, as what a build left there is garbage.
-  const buildRoot = path.join(opts.dataRoot, 'build');
-  await fs.rm(path.join(buildRoot, 'tmp'), { recursive: true, force: true });
+  const buildScratch = new FsBuildScratch(path.join(opts.dataRoot, 'build', 'tmp'));
+  await buildScratch.reset();
   let loadedBuilder: Promise<BuildBackend> | undefined;
   const loadBuilder = () =>
     (loadedBuilder ??= import('./engine/build/builder.js').then(async ({ Builder }) => {
-      const b = new Builder(buildRoot, {
+      const b = new Builder({
+        state,
+        scratch: buildScratch,
         images,
         containers,
-        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal) },
+        host: { diffTar, decompressor: (format, signal) => host.tools.decompressor(format, signal), layers: host.layers },
         pull: (ref, emit, signal, auth) => images.pull({ fromImage: ref, auth }, emit, signal ?? new AbortController().signal),
       });
       await b.init();
@@ -348,7 +343,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events, (id, o) => {
+    containers: taskContainers(containers, events, host.network, (id, o) => {
       const record = containers.store.find(id);
       return record ? readLogBatches(host.runtime, record, o) : undefined;
     }),
@@ -380,7 +375,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,
-    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
+    volumePlugins: () => plugins.manager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',
@@ -391,7 +386,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     firewallBackend: opts.iptables ? 'iptables' : undefined,
     registryConfig: () => distribution.config.info(),
     diskUsage: {
-      images: async () => imageDiskUsage(images, host.layers),
+      images: async () => images.diskUsage(),
       volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(
@@ -404,6 +399,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
   registerScimRoutes(router, { user: (id) => authStore.user(id) });
   registerSandboxRoutes(router, sandboxes);
+  registerAuthRoutes(router, new AuthStoreWriter(state));
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst
@@ -420,7 +416,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
-  await pluginManager.init();
+  await plugins.manager.init();
   await volumes.init();
   await containers.load();
   await sandboxes.recover();
@@ -431,6 +427,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
+    authz: plugins.authz,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();

@@ -1,14 +1,15 @@
 /**
  * The Linux desktop's arrangement, never root in the app: `berthd agent` runs as root on a socket owned by a
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
- * root, exec root and socket. The docker CLI runs containers through it, while a second berthd (root, the
- * usual way) keeps working beside it.
+ * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
+ * under its own data root, their records in the daemon's), while a second berthd (root, the usual way) keeps
+ * working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
@@ -184,10 +185,73 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     }
   });
 
+  test('named volumes: made on the agent\'s machine under its data root, their records in the daemon\'s', async () => {
+    const agentVolumes = path.join(root, 'agent-data', 'volumes');
+    const created = await docker(['volume', 'create', '--label', 'kind=named', 'av-one']);
+    assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+    const inspected = JSON.parse((await docker(['volume', 'inspect', 'av-one'])).stdout)[0];
+    assert.equal(inspected.Mountpoint, path.join(agentVolumes, 'av-one', '_data'), 'the Mountpoint is where the agent keeps it');
+    assert.deepEqual(inspected.Labels, { kind: 'named' });
+    assert.ok(existsSync(path.join(home, 'data', 'volume-records', 'av-one.json')), 'the record is the daemon\'s own state');
+    assert.ok(!existsSync(path.join(home, 'data', 'volumes', 'av-one')), 'no volume folder in the daemon\'s data root');
+
+    // Written by one container, read by another.
+    const wrote = await docker(['run', '--rm', '-v', 'av-one:/data', 'busybox', 'sh', '-c', 'echo hello > /data/f']);
+    assert.equal(wrote.code, 0, `${wrote.stderr}\n${logs()}`);
+    assert.equal((await docker(['run', '--rm', '-v', 'av-one:/data', 'busybox', 'cat', '/data/f'])).stdout, 'hello\n');
+    assert.equal(readFileSync(path.join(agentVolumes, 'av-one', '_data', 'f'), 'utf8'), 'hello\n');
+    assert.ok((await docker(['volume', 'ls', '-q'])).stdout.split('\n').includes('av-one'));
+
+    // Measured by the agent's Host: the API's size, and the CLI's `system df -v`.
+    const df = await httpRequest(userSocket, 'GET', '/v1.47/system/df?type=volume');
+    const usage = (JSON.parse(df.body.toString()).Volumes as Array<{ Name: string; UsageData: { Size: number; RefCount: number } }>).find((v) => v.Name === 'av-one');
+    assert.deepEqual(usage?.UsageData, { Size: 6, RefCount: 0 });
+    const dfCli = await docker(['system', 'df', '-v']);
+    assert.equal(dfCli.code, 0, dfCli.stderr);
+    assert.match(dfCli.stdout, /^av-one\s+0\s+6B\s*$/m);
+
+    // In use by a stopped container: refused; then removed, folder and record.
+    const user = (await docker(['create', '-v', 'av-one:/data', 'busybox', 'true'])).stdout.trim();
+    const refused = await docker(['volume', 'rm', 'av-one']);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /volume is in use/);
+    assert.equal((await docker(['rm', user])).code, 0);
+    const removed = await docker(['volume', 'rm', 'av-one']);
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.ok(!existsSync(path.join(agentVolumes, 'av-one')));
+    assert.ok(!existsSync(path.join(home, 'data', 'volume-records', 'av-one.json')));
+  });
+
+  test('volumes made by run (-v name:/path, with the image\'s content copied in), and prune', async () => {
+    const agentVolumes = path.join(root, 'agent-data', 'volumes');
+    const implicit = await docker(['run', '--rm', '-v', 'av-implicit:/x', 'busybox', 'sh', '-c', 'echo made > /x/m']);
+    assert.equal(implicit.code, 0, `${implicit.stderr}\n${logs()}`);
+    assert.equal(readFileSync(path.join(agentVolumes, 'av-implicit', '_data', 'm'), 'utf8'), 'made\n');
+    // A new volume on a folder of the image gets that folder's content (copy-up).
+    const copied = await docker(['run', '--rm', '-v', 'av-etc:/etc', 'busybox', 'cat', '/etc/passwd']);
+    assert.equal(copied.code, 0, `${copied.stderr}\n${logs()}`);
+    assert.match(copied.stdout, /^root:/m);
+    assert.equal(readFileSync(path.join(agentVolumes, 'av-etc', '_data', 'passwd'), 'utf8'), copied.stdout);
+    // Anonymous ones go with prune; named ones with prune --all.
+    const anonymous = (await docker(['volume', 'create'])).stdout.trim();
+    assert.ok(existsSync(path.join(agentVolumes, anonymous, '_data')));
+    const pruned = await docker(['volume', 'prune', '-f']);
+    assert.equal(pruned.code, 0, pruned.stderr);
+    assert.match(pruned.stdout, new RegExp(anonymous));
+    assert.ok(!existsSync(path.join(agentVolumes, anonymous)));
+    assert.ok(existsSync(path.join(agentVolumes, 'av-etc')));
+    const all = await docker(['volume', 'prune', '-f', '--all']);
+    assert.equal(all.code, 0, all.stderr);
+    assert.deepEqual((await docker(['volume', 'ls', '-q'])).stdout.trim(), '');
+    assert.ok(!existsSync(path.join(agentVolumes, 'av-implicit')) && !existsSync(path.join(agentVolumes, 'av-etc')));
+  });
+
   test('a container outlives a restart of the daemon, and then of the agent', async () => {
     const started = await docker(['run', '-d', 'busybox', 'sh', '-c', 'echo up; sleep 1000']);
     assert.equal(started.code, 0, `${started.stderr}\n${logs()}`);
     const id = started.stdout.trim();
+    const kept = await docker(['run', '--rm', '-v', 'av-kept:/k', 'busybox', 'sh', '-c', 'echo kept > /k/f']);
+    assert.equal(kept.code, 0, `${kept.stderr}\n${logs()}`);
     try {
       await stop(daemon);
       await startDaemon();
@@ -204,6 +268,10 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.equal((await docker(['logs', id])).stdout, 'up\n');
       const again = await docker(['run', '--rm', 'busybox', 'echo', 'again']);
       assert.equal(again.stdout, 'again\n', `${again.stderr}\n${logs()}`);
+      // The volume and its data are there after both restarts.
+      assert.equal(JSON.parse((await docker(['volume', 'inspect', 'av-kept'])).stdout)[0].Mountpoint, path.join(root, 'agent-data', 'volumes', 'av-kept', '_data'));
+      const read = await docker(['run', '--rm', '-v', 'av-kept:/k', 'busybox', 'cat', '/k/f']);
+      assert.equal(read.stdout, 'kept\n', `${read.stderr}\n${logs()}`);
       // The exit of a container the daemon was waiting for when the agent restarted still reaches it.
       assert.equal((await docker(['kill', id])).code, 0);
       const state = await eventually(async () => {
@@ -213,6 +281,7 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.equal(state, 'exited 137');
     } finally {
       await docker(['rm', '-f', id]);
+      await docker(['volume', 'rm', 'av-kept']);
     }
   });
 

@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { DAEMON_DIR, startEngine, type Engine } from './harness.js';
+import { DAEMON_DIR, eventually, startEngine, type Engine } from './harness.js';
 import { getFromRegistry, haveRegistry, startRegistry, type TestRegistry } from './registry-support.js';
 
 let engine: Engine;
@@ -161,6 +161,24 @@ describe('managed plugins', () => {
     await engine.start();
     assert.equal((await inspectPlugin()).Enabled, true);
     assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'mv-one:/v', 'busybox', 'cat', '/v/more']), 'more\n');
+  });
+
+  test('a container that needs it and died while the daemon was down is started again once the plugin is back', async () => {
+    const p = await inspectPlugin();
+    const starts = path.join(engine.dataRoot, 'plugins', p.Id, 'rootfs', 'data', 'mv-one', 'starts');
+    await engine.dockerOk(['run', '-d', '--name', 'needs-plugin', '--restart', 'always', '-v', 'mv-one:/v', 'busybox', 'sh', '-c', 'echo started >> /v/starts; exec sleep 1000']);
+    await eventually(() => existsSync(starts) && readFileSync(starts, 'utf8') === 'started\n');
+    const pid = JSON.parse(await engine.dockerOk(['inspect', 'needs-plugin']))[0].State.Pid as number;
+    await engine.stop();
+    process.kill(pid, 'SIGKILL');
+    await eventually(() => !existsSync(`/proc/${pid}`));
+    await engine.start();
+    // The daemon starts its enabled plugins before it restarts containers: the volume mounts at once.
+    await eventually(() => readFileSync(starts, 'utf8') === 'started\nstarted\n', 20_000);
+    const state = JSON.parse(await engine.dockerOk(['inspect', 'needs-plugin']))[0].State;
+    assert.equal(state.Running, true);
+    assert.notEqual(state.Pid, pid);
+    await engine.dockerOk(['rm', '-f', 'needs-plugin']);
   });
 
   test('disable after its volumes are gone, rm; the plugin events', async () => {

@@ -11,6 +11,7 @@ import dgram from 'node:dgram';
 import { mkdirSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Ajv } from 'ajv';
 import { buildAnswer, parseQuery, RCODE_NXDOMAIN } from '../src/host/linux/network/dns/message.js';
 import { LinuxSandboxHost } from '../src/host/linux/network/sandbox.js';
 import { SandboxService } from '../src/engine/sandbox/service.js';
@@ -241,6 +242,55 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     await assert.rejects(sandboxes.view('f'.repeat(64)), /No such container/);
   });
 
+  test('on the default bridge, a sandbox resolves through the embedded DNS server and its domain rules take the answers', async () => {
+    const onBridge = async (args: string[]) => {
+      const id = (await engine.dockerOk(['run', '-d', ...args, 'busybox', 'sleep', '600'])).trim();
+      containers.push(id);
+      return id;
+    };
+    const open = await onBridge([]);
+    const sbx = await onBridge(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    // As with Docker, a container of the default bridge without a policy keeps the host's resolvers.
+    assert.doesNotMatch((await exec(open, 'cat /etc/resolv.conf')).stdout, /127\.0\.0\.11/);
+    assert.match((await exec(sbx, 'cat /etc/resolv.conf')).stdout, /^nameserver 127\.0\.0\.11$/m);
+    assertRefused(await fetch(sbx, net(1, 2)), 'server A by address before resolution');
+    assert.equal(await page(sbx, 'a.sbx.test'), 'server-a');
+    assert.equal(await page(sbx, net(2, 2)), 'server-b');
+    assertRefused(await fetch(sbx, 'c.sbx.test'), 'server C by name');
+    const veth = await hostInterface(sbx);
+    const view = await service(() => [veth]).view(sbx);
+    assert.deepEqual(view.effective.rules.filter((r) => r.domain).map((r) => [r.domain, r.cidr]), [['a.sbx.test', `${net(1, 2)}/32`]]);
+    // A container in the sandbox's namespace resolves through the same server.
+    const joined = await engine.docker(['run', '--rm', '--network', `container:${sbx}`, 'busybox', 'sh', '-c', 'cat /etc/resolv.conf && nslookup a.sbx.test']);
+    assert.equal(joined.code, 0, joined.stderr);
+    assert.match(joined.stdout, /^nameserver 127\.0\.0\.11$/m);
+    // The names of the default bridge stay unanswered (Docker's default bridge has no names).
+    const other = (await engine.dockerOk(['inspect', '-f', '{{.Name}}', open])).trim().replace(/^\//, '');
+    assert.notEqual((await exec(sbx, `nslookup ${other}`)).code, 0);
+    // A policy given by PUT to a running container of the default bridge: the embedded DNS server serves it
+    // from then on, and its resolv.conf names it.
+    const run = async (args: string[]) => {
+      const r = await runCommand(process.execPath, [BERTHD, ...args, '--data-root', engine.dataRoot], { timeoutMs: 30_000 });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    };
+    await run(['user', 'add', `bridge${tag}`]);
+    const token = await run(['token', 'create', `bridge${tag}`, '--permission', 'networkPoliciesWrite']);
+    const later = await onBridge([]);
+    const put = await engine.request('PUT', `/v1/sandboxes/${later}/network-policies`, { headers: { Authorization: `Bearer ${token}` }, body: policy });
+    assert.equal(put.status, 200, put.text);
+    assert.match((await exec(later, 'cat /etc/resolv.conf')).stdout, /^nameserver 127\.0\.0\.11$/m);
+    assert.equal(await page(later, 'a.sbx.test'), 'server-a');
+    assertRefused(await fetch(later, 'c.sbx.test'), 'server C by name, after the PUT');
+    // After a daemon restart the embedded DNS server serves both again.
+    await engine.stop();
+    await engine.start();
+    for (const id of [sbx, later]) {
+      assert.equal((await exec(id, 'nslookup a.sbx.test')).code, 0);
+      assert.equal(await page(id, 'a.sbx.test'), 'server-a');
+    }
+  });
+
   test('a network connected to the running sandbox is held to its policy too', async () => {
     await engine.dockerOk(['network', 'create', `sbxtwo${tag}`]);
     const web = (await engine.dockerOk(['run', '-d', '--network', `sbxtwo${tag}`, 'busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'])).trim();
@@ -286,6 +336,100 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     assert.match(bad.json().message, /rules\[0\]\.cidr is not/);
     const plain = await run([]);
     assert.equal((await engine.request('GET', `/v1/sandboxes/${plain}/network-policies`, { headers })).status, 404);
+  });
+
+  test('the sandbox routes on the real daemon: 401, 403, 404 notFound, 400 invalidArgument and the view\'s shape', async () => {
+    const berthd = async (args: string[]) => {
+      const r = await runCommand(process.execPath, [BERTHD, ...args, '--data-root', engine.dataRoot], { timeoutMs: 30_000 });
+      assert.equal(r.code, 0, r.stderr);
+      return r.stdout.trim();
+    };
+    await berthd(['user', 'add', `shape${tag}`]);
+    const read = await berthd(['token', 'create', `shape${tag}`, '--permission', 'networkPoliciesRead']);
+    const write = await berthd(['token', 'create', `shape${tag}`, '--permission', 'networkPoliciesWrite']);
+    const engineWrite = await berthd(['token', 'create', `shape${tag}`, '--permission', 'engineWrite']);
+    const as = (token: string) => ({ Authorization: `Bearer ${token}` });
+    const name = `shaped${tag}`;
+    const sbx = await run(['--name', name, '--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    assert.equal((await page(sbx, 'a.sbx.test')), 'server-a');
+    const error = (r: { status: number; json(): any }, status: number, code: string, message?: RegExp) => {
+      assert.equal(r.status, status);
+      const body = r.json();
+      assert.deepEqual(Object.keys(body).sort(), ['code', 'details', 'message']);
+      assert.equal(body.code, code);
+      assert.ok(Array.isArray(body.details) && typeof body.message === 'string' && body.message.length > 0);
+      if (message) assert.match(body.message, message);
+    };
+    const url = (ref: string) => `/v1/sandboxes/${ref}/network-policies`;
+    error(await engine.request('GET', url(sbx)), 401, 'unauthenticated', /bearer token/);
+    error(await engine.request('GET', url(sbx), { headers: as(`${read.slice(0, -2)}xx`) }), 401, 'unauthenticated');
+    error(await engine.request('GET', url(sbx), { headers: as(engineWrite) }), 403, 'permissionDenied', /networkPoliciesRead/);
+    error(await engine.request('PUT', url(sbx), { headers: as(read), body: policy }), 403, 'permissionDenied', /networkPoliciesWrite/);
+    error(await engine.request('GET', url('nosuchsandbox'), { headers: as(read) }), 404, 'notFound', /nosuchsandbox/);
+    error(await engine.request('PUT', url('nosuchsandbox'), { headers: as(write), body: policy }), 404, 'notFound', /nosuchsandbox/);
+    error(await engine.request('PUT', url(sbx), { headers: as(write), body: { defaultAction: 'maybe' } }), 400, 'invalidArgument', /defaultAction/);
+    error(await engine.request('PUT', url(sbx), { headers: as(write), body: '[1]' }), 400, 'invalidArgument');
+    error(await engine.request('DELETE', url(sbx), { headers: as(write) }), 404, 'notFound');
+
+    // The view, by id, name and id prefix: one shape (every field typed; nothing else).
+    const ajv = new Ajv({ strict: false });
+    const rule = {
+      type: 'object',
+      required: ['action', 'protocol', 'cidr'],
+      properties: {
+        action: { enum: ['allow', 'deny'] },
+        protocol: { enum: ['tcp', 'udp', 'any'] },
+        ports: { type: 'array', items: { type: ['integer', 'string'] } },
+        cidr: { type: 'string' },
+        domain: { type: 'string' },
+        expiresAt: { type: 'string', pattern: '^\\d{4}-\\d\\d-\\d\\dT' },
+      },
+      additionalProperties: false,
+    };
+    const validView = ajv.compile({
+      type: 'object',
+      required: ['sandbox', 'generation', 'installedAt', 'exact', 'effective'],
+      properties: {
+        sandbox: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        generation: { type: 'integer', minimum: 1 },
+        installedAt: { type: 'string', pattern: '^\\d{4}-\\d\\d-\\d\\dT' },
+        exact: { type: 'object' },
+        effective: { type: 'object', required: ['defaultAction', 'rules'], properties: { defaultAction: { enum: ['allow', 'deny'] }, rules: { type: 'array', items: rule } }, additionalProperties: false },
+      },
+      additionalProperties: false,
+    });
+    for (const ref of [sbx, name, sbx.slice(0, 10)]) {
+      const r = await engine.request('GET', url(ref), { headers: as(read) });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.headers['content-type'], 'application/json');
+      const view = r.json();
+      assert.ok(validView(view), JSON.stringify(validView.errors));
+      assert.equal(view.sandbox, sbx);
+      assert.deepEqual(view.effective.rules.map((x: { domain?: string; cidr: string }) => x.domain ?? x.cidr), ['a.sbx.test', `10.${N}.2.0/24`]);
+    }
+    const put = await engine.request('PUT', url(name), { headers: as(write), body: policy });
+    assert.equal(put.status, 200, put.text);
+    assert.ok(validView(put.json()), JSON.stringify(validView.errors));
+    assert.equal(put.json().generation, 2);
+  });
+
+  test('a new generation meets connections already open: one it no longer allows is reset, one it allows goes on', async () => {
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
+    const veth = await hostInterface(sbx);
+    const sandboxes = service(() => [veth]);
+    // Two live streams of a line a second: to server B (the CIDR rule) and to server A (the domain rule).
+    await engine.dockerOk(['exec', '-d', sbx, 'sh', '-c', `nc ${net(2, 2)} 81 > /tmp/b 2>/tmp/b.err`]);
+    await engine.dockerOk(['exec', '-d', sbx, 'sh', '-c', 'nc a.sbx.test 81 > /tmp/a 2>/tmp/a.err']);
+    const lines = async (file: string) => Number((await exec(sbx, `wc -l < ${file}`)).stdout.trim());
+    await eventually(async () => ((await lines('/tmp/b')) >= 2 && (await lines('/tmp/a')) >= 2) || undefined);
+    // Generation 2 keeps the domain rule and drops server B's network.
+    await sandboxes.install(sbx, { defaultAction: 'deny', rules: [policy.rules[0]] });
+    await new Promise((r) => setTimeout(r, 1500));
+    const [b1, a1] = [await lines('/tmp/b'), await lines('/tmp/a')];
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.ok((await lines('/tmp/b')) <= b1 + 1, 'the stream to server B went on under generation 2');
+    assert.ok((await lines('/tmp/a')) >= a1 + 2, 'the stream to server A stopped under generation 2');
+    assert.equal((await exec(sbx, 'pidof nc | wc -w')).stdout.trim(), '1', 'the refused stream\'s nc has ended');
   });
 
   test('the policy survives a daemon restart and a container restart, and is gone with the container', async () => {

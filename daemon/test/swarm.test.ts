@@ -167,14 +167,14 @@ describe('swarm mode on one manager', () => {
       const containers = (await engine.request('GET', '/containers/json?filters=' + encodeURIComponent(JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] })))).json();
       return containers.length === 1;
     }, 20_000, 200);
-    // A name in use, networks (no overlay yet) and ports through the routing mesh are refused.
+    // A name in use, a network that does not exist and ports through the routing mesh are refused.
     const conflict = await engine.docker(['service', 'create', '--detach', '--name', 'web', 'busybox', 'true']);
     assert.notEqual(conflict.code, 0);
     assert.match(conflict.stderr, /already exists/);
     const spec = { Name: 'x', TaskTemplate: { ContainerSpec: { Image: 'busybox' } } };
     const net = await engine.request('POST', '/services/create', { body: { ...spec, TaskTemplate: { ...spec.TaskTemplate, Networks: [{ Target: 'n' }] } } });
-    assert.equal(net.status, 400);
-    assert.match(net.json().message, /overlay networks/);
+    assert.equal(net.status, 404);
+    assert.match(net.json().message, /network n not found/);
     const ingress = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }] } } });
     assert.equal(ingress.status, 400);
     assert.match(ingress.json().message, /routing mesh/);

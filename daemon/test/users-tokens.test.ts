@@ -222,6 +222,23 @@ describe('users, API tokens and the SCIM user lookup', () => {
     expectScimError(r, 404);
     assert.match(r.json().detail, /no such user/);
 
+    // 400: an id no user can have (a control character), with the RFC's scimType.
+    r = await engine.request('GET', '/v2/scim/2.0/Users/a%01b', { headers: bearer(scimToken) });
+    expectScimError(r, 400);
+    assert.equal(r.json().scimType, 'invalidValue');
+    // 500: a store the daemon cannot read (a version it does not know), as a SCIM error too; then back.
+    const store = path.join(engine.dataRoot, 'auth', 'store.json');
+    const saved = readFileSync(store);
+    writeFileSync(store, JSON.stringify({ version: 99, users: [], tokens: [] }));
+    try {
+      r = await engine.request('GET', userPath, { headers: bearer(scimToken) });
+      expectScimError(r, 500);
+      assert.match(r.json().detail, /not a version 1 user and token store/);
+    } finally {
+      writeFileSync(store, saved);
+    }
+    assert.equal((await engine.request('GET', userPath, { headers: bearer(scimToken) })).status, 200);
+
     // Revoked by the subcommand while the daemon runs: refused from the next request on.
     assert.equal((await berthdOk(['token', 'revoke', scimTokenId])).trim(), scimTokenId);
     expectScimError(await engine.request('GET', userPath, { headers: bearer(scimToken) }), 401);
@@ -243,6 +260,12 @@ describe('users, API tokens and the SCIM user lookup', () => {
     assert.match(r.json().message, /engineWrite/);
     r = await tcpRequest(port, 'POST', '/volumes/create', bearer(readToken), '{}');
     assert.equal(r.status, 403);
+    // The websocket attach is a GET that carries the container's input: a read token may not open it.
+    for (const target of ['/containers/none/attach/ws?stdin=1&stream=1', '/v1.41/containers/none/attach/ws']) {
+      r = await tcpRequest(port, 'GET', target, { ...bearer(readToken), Connection: 'Upgrade', Upgrade: 'websocket' });
+      assert.equal(r.status, 403, `${target}: ${r.text}`);
+      assert.match(r.json().message, /engineWrite/);
+    }
 
     // A write token may change things over TCP.
     const writeToken = (await berthdOk(['token', 'create', 'alice', '--permission', 'engineWrite'])).trim();

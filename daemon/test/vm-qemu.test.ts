@@ -239,11 +239,12 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
   // The host folder at the same path in the guest, as a bind mount's source names it. The guest's data disk is
   // mounted at the daemon's data root and the agent keeps its state there, so that the folders the remote
-  // Host names by the daemon's paths are the guest's; the daemon's containers and volumes folders, whose
-  // files both sides read and write (a container's resolv.conf, a volume's record), are shared at their paths.
+  // Host names by the daemon's paths are the guest's; the daemon's containers folder, whose files both sides
+  // read and write (a container's log and /etc files), is shared at its path. Volumes are the guest's own, on
+  // its data disk (their records are the daemon's, on the host).
   const engineArgs: string[] = []; // the agent's address, known once the VM runs
   const engine = new Engine({ args: engineArgs });
-  const daemonShares = ['containers', 'volumes'].map((n) => path.join(engine.dataRoot, n));
+  const daemonShares = ['containers'].map((n) => path.join(engine.dataRoot, n));
   for (const dir of daemonShares) await fs.mkdir(dir, { recursive: true });
   const driver = new QemuDriver(
     {
@@ -273,6 +274,7 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   await engine.dockerOk(['volume', 'create', 'vmvol'], { timeoutMs: 120_000 });
   await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'sh', '-c', 'echo kept > /data/x'], { timeoutMs: 300_000 });
   assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'cat', '/data/x'], { timeoutMs: 300_000 }), 'kept\n');
+  assert.ok(!existsSync(path.join(engine.dataRoot, 'volumes', 'vmvol')), 'the volume is in the guest, not on the host');
 
   // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
   // runs, and no longer once it is gone.

@@ -500,6 +500,24 @@ describe('volumes across a daemon restart', () => {
     await engine.dockerOk(['rm', stopped]);
     await engine.dockerOk(['volume', 'rm', 'durable', 'durable-ram']);
   });
+
+  test('a volume of the former layout (its record as volume.json in its folder) is found after the upgrade', async () => {
+    const dir = path.join(volumesDir(), 'legacy-vol');
+    await fs.mkdir(path.join(dir, '_data'), { recursive: true });
+    await fs.writeFile(path.join(dir, '_data', 'old.txt'), 'from before\n');
+    const record = { FormatVersion: 1, Name: 'legacy-vol', Driver: 'local', CreatedAt: '2025-01-02T03:04:05Z', Labels: { era: 'old' }, Options: {} };
+    await fs.writeFile(path.join(dir, 'volume.json'), JSON.stringify(record));
+    await engine.restart();
+    const v = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'legacy-vol']))[0];
+    assert.deepEqual([v.CreatedAt, v.Labels, v.Mountpoint], [record.CreatedAt, record.Labels, path.join(dir, '_data')]);
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'legacy-vol:/v', 'busybox', 'cat', '/v/old.txt']), 'from before\n');
+    // The record moved out of the volume's folder, and stays known across the next restart.
+    assert.ok(!existsSync(path.join(dir, 'volume.json')));
+    await engine.restart();
+    assert.ok((await engine.dockerOk(['volume', 'ls', '-q'])).split('\n').includes('legacy-vol'));
+    await engine.dockerOk(['volume', 'rm', 'legacy-vol']);
+    assert.ok(!existsSync(dir));
+  });
 });
 
 async function eventuallyText(read: () => Promise<string>, timeoutMs = 20_000): Promise<string> {

@@ -30,6 +30,8 @@
  *                                  followed, and a mount point below PATH is an error (EXDEV), never entered
  *   syncfsAsync(path, cb)          syncfs(2) of the file system holding PATH on a thread of the pool, then
  *                                  cb(err|null)
+ *   peerCredentials(fd)            SO_PEERCRED of a connected unix socket: {pid, uid, gid} of the process that
+ *                                  connected, as the kernel recorded them at connect()
  * Errors are thrown with the errno name as `code`.
  */
 #define _GNU_SOURCE
@@ -43,6 +45,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -212,6 +215,28 @@ static napi_value UnmountAsync(napi_env env, napi_callback_info info) {
     napi_throw_error(env, "EIO", "cannot queue the unmount");
   }
   return NULL;
+}
+
+static napi_value PeerCredentials(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, "EINVAL", "peerCredentials(fd): fd must be a file descriptor");
+    return NULL;
+  }
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return fail(env, errno, "getsockopt SO_PEERCRED of", "socket");
+  napi_value out, v;
+  napi_create_object(env, &out);
+  napi_create_int32(env, cred.pid, &v);
+  napi_set_named_property(env, out, "pid", v);
+  napi_create_uint32(env, cred.uid, &v);
+  napi_set_named_property(env, out, "uid", v);
+  napi_create_uint32(env, cred.gid, &v);
+  napi_set_named_property(env, out, "gid", v);
+  return out;
 }
 
 static napi_value Pipe(napi_env env, napi_callback_info info) {
@@ -988,6 +1013,8 @@ static napi_value Init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "unmountAsync", fn);
   napi_create_function(env, "mountOverlayAsync", NAPI_AUTO_LENGTH, MountOverlayAsync, NULL, &fn);
   napi_set_named_property(env, exports, "mountOverlayAsync", fn);
+  napi_create_function(env, "peerCredentials", NAPI_AUTO_LENGTH, PeerCredentials, NULL, &fn);
+  napi_set_named_property(env, exports, "peerCredentials", fn);
   napi_create_function(env, "pipe", NAPI_AUTO_LENGTH, Pipe, NULL, &fn);
   napi_set_named_property(env, exports, "pipe", fn);
   napi_create_function(env, "sealedCopy", NAPI_AUTO_LENGTH, SealedCopy, NULL, &fn);

@@ -9,6 +9,8 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { errorMessage } from '../errors.js';
 import { createLinuxHost } from '../host/linux/index.js';
+import { loadLayerHasher } from '../host/linux/layers/hash.js';
+import { useOffThreadHasher } from '../util/digest.js';
 import { ensureExecRootTmpfs } from '../host/linux/execroot.js';
 import { isLogLevel, log, setLogLevel } from '../util/log.js';
 import { hostHandler } from './dispatch.js';
@@ -74,6 +76,8 @@ export async function agentMain(argv: string[]): Promise<void> {
     await fs.mkdir(dataRoot, { recursive: true, mode: 0o710 });
     await fs.mkdir(execRoot, { recursive: true, mode: 0o700 });
     await ensureExecRootTmpfs(execRoot);
+    // Digests of layers on the thread pool (the addon is loaded at the first one).
+    useOffThreadHasher(loadLayerHasher);
     const host = await createLinuxHost({
       dataRoot,
       execRoot,

@@ -1,9 +1,9 @@
 /**
  * Managed plugins: /plugins. Made with `create` from a tar of config.json and rootfs/ or pulled from a
  * registry (after `privileges`), pushed, enabled, disabled, set, removed and inspected through the plugin
- * manager. Upgrade is refused.
+ * manager; a disabled plugin is upgraded from a registry in place.
  */
-import { InvalidParameter, NotImplemented } from '../errors.js';
+import { InvalidParameter } from '../errors.js';
 import { parseAuthHeader } from '../engine/images/registry/auth.js';
 import type { PluginManager } from '../engine/plugins/manager.js';
 import { normalizePluginName, typeImplements } from '../engine/plugins/manager.js';
@@ -12,8 +12,6 @@ import type { ApiRequest } from './http.js';
 import { boolParam, intParam, parseFilters, requiredParam, stringParam } from './params.js';
 import type { Router } from './router.js';
 import { ProgressStream } from './streams.js';
-
-const UNSUPPORTED = 'upgrading plugins is not supported by this engine yet: remove the plugin and install the new one';
 
 export function registerPluginRoutes(router: Router, plugins: PluginManager): void {
   const name = (req: ApiRequest) => req.params.name;
@@ -76,10 +74,11 @@ export function registerPluginRoutes(router: Router, plugins: PluginManager): vo
     await plugins.disable(name(req), boolParam(req, 'force'));
     res.status(200);
   });
-  router.post('/plugins/:name*/upgrade', (req) => {
-    req.raw.resume();
+  router.post('/plugins/:name*/upgrade', async (req, res) => {
+    const remote = requiredParam(req, 'remote');
+    const granted = (await req.json()) ?? [];
     plugins.get(name(req));
-    throw new NotImplemented(UNSUPPORTED);
+    await new ProgressStream(res).run((write) => plugins.upgrade(name(req), remote, granted, parseAuthHeader(req.header('x-registry-auth')), write, req.signal));
   });
   router.post('/plugins/:name*/push', async (req, res) => {
     req.raw.resume();

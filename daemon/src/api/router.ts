@@ -14,6 +14,11 @@ export interface RouteOptions {
   errorStyle?: ErrorStyle;
   /** The bearer token's permission the route requires (checked before the handler runs, on every listener). */
   permission?: Permission;
+  /**
+   * Served only to the daemon's administrator: a peer of a unix socket running as root (or as the daemon's own
+   * user), as the kernel says (SO_PEERCRED). Refused on TCP listeners, whatever the token.
+   */
+  localAdmin?: boolean;
   /** Served while the router is held (see Router.holdUntil): the route needs nothing of what is being restored. */
   beforeReady?: boolean;
 }
@@ -114,6 +119,9 @@ export class Router {
   }
   delete(pattern: string, handler: Handler, options?: RouteOptions): this {
     return this.add('DELETE', pattern, handler, options);
+  }
+  patch(pattern: string, handler: Handler, options?: RouteOptions): this {
+    return this.add('PATCH', pattern, handler, options);
   }
 
   /** The engine route (or, with `unversioned`, the unversioned route) of this method and path. */

@@ -1,10 +1,12 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import type { Permission, Principal } from '../engine/auth/store.js';
 import { errorMessage, Forbidden, InvalidParameter, NotFound, Unauthorized } from '../errors.js';
 import { log } from '../util/log.js';
+import type { Authorizer } from '../engine/plugins/authz.js';
+import { AuthzResponse, serveAuthorized } from './authz.js';
 import { ApiRequest, ApiResponse } from './http.js';
 import { errorBody, statusOf, type ErrorStyle } from './httpstatus.js';
 import { statusAt } from './compat.js';
@@ -29,8 +31,15 @@ export interface ServerOptions {
    * loopback name (no DNS rebinding), and browsers' cross-origin requests are refused unless CORS allows them.
    */
   plainTcp?: boolean;
+  /**
+   * On a unix listener: whether the peer of a connection is the daemon's administrator (root, or the daemon's
+   * own user), for the routes marked `localAdmin`. Unset (TCP listeners): those routes are refused.
+   */
+  localAdmin?: (socket: Socket) => boolean | Promise<boolean>;
   /** Timeouts and the cap of unfinished requests (defaults, or the environment's). */
   limits?: ConnectionLimits;
+  /** Authorization plugins (`--authorization-plugin`): every request and its answer are put to them. */
+  authz?: Authorizer;
 }
 
 /** Parses the request target; `//` and other odd targets are paths of the engine, never another origin. */
@@ -57,8 +66,12 @@ export function allowedApiHost(header: string | undefined): boolean {
   return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost') || name === 'docker';
 }
 
-/** The permission an engine API call needs from a bearer token. */
-export function enginePermission(method: string): Permission {
+/** The websocket attach: a GET whose connection carries the container's input (always, before API 1.42). */
+const ATTACH_WS = /^(?:\/v\d+\.\d+)?\/containers\/[^/]+\/attach\/ws\/*$/;
+
+/** The permission an engine API call needs from a bearer token: reads need engineRead, anything that can change state engineWrite. */
+export function enginePermission(method: string, pathname = ''): Permission {
+  if (ATTACH_WS.test(pathname)) return 'engineWrite';
   return method === 'GET' || method === 'HEAD' ? 'engineRead' : 'engineWrite';
 }
 
@@ -127,6 +140,7 @@ function writeError(res: ApiResponse, method: string, err: unknown, version: Api
  */
 export function createDispatcher(router: Router, opts: ServerOptions) {
   const corsOrigin = opts.corsOrigin?.trim() ? opts.corsOrigin : undefined;
+  const authz = opts.authz;
   // As from dockerd, every answer names the newest API version, the OS and the engine.
   const corsHeaders: Record<string, string> = { 'Api-Version': MAX_API_VERSION, OSType: 'linux', Server: `Berth/${ENGINE_VERSION} (linux)` };
   if (opts.corsOrigin && opts.corsOrigin.trim() !== '') {
@@ -187,16 +201,28 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
           throw new NotFound('page not found');
         }
         style = match.options.errorStyle ?? 'engine';
+        if (match.options.localAdmin) {
+          const refusal = !opts.localAdmin
+            ? 'this interface is served on the daemon\'s unix socket only'
+            : !(await opts.localAdmin(rawReq.socket))
+              ? 'only root (or the daemon\'s own user) may manage users and tokens'
+              : undefined;
+          if (refusal) {
+            rawReq.resume();
+            throw new Forbidden(refusal);
+          }
+        }
         if (match.options.permission) await authorize(rawReq, opts.auth, match.options.permission).catch((err: unknown) => {
           rawReq.resume();
           throw err;
         });
         const req = new ApiRequest(rawReq, path, MAX_API_MINOR, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-        await match.handler(req, res);
+        if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+        else await match.handler(req, res);
         return;
       }
       // With token authentication on this listener, nothing of the engine API is answered without a token.
-      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method)).catch((err: unknown) => {
+      if (opts.auth?.engine) await authorize(rawReq, opts.auth, enginePermission(method, url.pathname)).catch((err: unknown) => {
         rawReq.resume();
         throw err;
       });
@@ -218,7 +244,8 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-      await match.handler(req, res);
+      if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+      else await match.handler(req, res);
     } catch (err) {
       writeError(res, method, err, version, style);
     }
@@ -227,7 +254,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
   return async function dispatch(rawReq: http.IncomingMessage, rawRes: http.ServerResponse, upgradeHead?: Buffer): Promise<void> {
     let res: ApiResponse | undefined;
     try {
-      res = new ApiResponse(rawRes, rawReq, upgradeHead, corsHeaders);
+      res = authz ? new AuthzResponse(rawRes, rawReq, upgradeHead, corsHeaders) : new ApiResponse(rawRes, rawReq, upgradeHead, corsHeaders);
       await serve(rawReq, rawRes, upgradeHead, res);
     } catch (err) {
       // Whatever escaped the error mapping ends this request, never the daemon.

@@ -44,8 +44,28 @@ export interface ExtractRequest {
   signal?: AbortSignal;
 }
 
+/** One of the files the engine writes for a container, at the host path its record names. */
+export interface EtcFileWrite {
+  file: string;
+  data: string;
+}
+
+/**
+ * How writeEtcFiles writes: `fresh` unlinks and makes each file anew (before a start binds them); `inPlace`
+ * rewrites the same inode (a running container's bind mount sees the new content); `placeholder` makes a
+ * missing file empty with mode 0755 and leaves an existing one alone (the data is not used).
+ */
+export type EtcFileWriteMode = 'fresh' | 'inPlace' | 'placeholder';
+
 /** What the file verbs need of the Host. */
 export interface ContainerFilesHost {
+  /**
+   * Writes the files the engine makes for a container's /etc (hosts, hostname, resolv.conf), which the
+   * runtime binds into it, at the paths of the container's record (see EtcFileWriteMode).
+   */
+  writeEtcFiles(files: EtcFileWrite[], mode: EtcFileWriteMode): Promise<void>;
+  /** The text of one of those files, or undefined when it does not exist. */
+  readEtcFile(file: string): Promise<string | undefined>;
   mountRootfs(id: string, lowerDirs: string[]): Promise<string>;
   unmountRootfs(id: string): Promise<void>;
   readFileFromLayers(lowerDirs: string[], path: string): Promise<Buffer | undefined>;

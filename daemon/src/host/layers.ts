@@ -2,6 +2,9 @@
  * The layers part of the Host: image layers unpacked once into folders by chain id, and their tars given
  * back byte for byte (host/linux/layers implements it on overlayfs).
  */
+import type { PathInfo } from '../util/tree.js';
+
+export type { PathInfo } from '../util/tree.js';
 
 /** The unpacked folders of layers, for the container engine's overlay mounts. */
 export interface LayerFolders {
@@ -50,4 +53,16 @@ export interface LayerStore extends LayerFolders {
   openTar(chainId: string): NodeJS.ReadableStream;
   /** Removes a layer (the caller knows that no image uses it any more). */
   remove(chainId: string): Promise<void>;
+
+  // The layers `chainIds` (bottom first) read as one tree, as a container of the image sees its files: upper
+  // layers hide lower ones, whiteouts delete, and a link is never followed on the machine (the builder's COPY
+  // --from, --chown names and destination checks). Paths are relative to the root ('' is the root).
+
+  /** What is at `rel`; undefined when absent. */
+  layerTreeStat(chainIds: string[], rel: string): Promise<PathInfo | undefined>;
+  layerTreeReadlink(chainIds: string[], rel: string): Promise<string>;
+  /** The names in the folder `rel`, sorted. */
+  layerTreeReaddir(chainIds: string[], rel: string): Promise<string[]>;
+  /** The bytes of the regular file `rel`. */
+  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream;
 }

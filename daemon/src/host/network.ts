@@ -54,6 +54,26 @@ export interface VethSpec {
   linkLocal?: string[];
 }
 
+/**
+ * An interface a network plugin made on the host (its Join's SrcName), moved into a container's namespace and
+ * configured there: renamed, its MAC address, IPv4 address, static routes and default route set, brought up.
+ */
+export interface AdoptSpec {
+  /** The container's init pid: its network namespace is /proc/<pid>/ns/net. */
+  pid: number;
+  /** The interface's name on the host. */
+  hostName: string;
+  /** Its name inside the container. */
+  containerInterface: string;
+  address: string;
+  prefixLen: number;
+  macAddress?: string;
+  /** The default route's next hop, when the container gets its default route here. */
+  gateway?: string;
+  /** Routes to a destination (CIDR) through a next hop, or on the link when there is none. */
+  routes?: Array<{ destination: string; nextHop?: string }>;
+}
+
 /** The firewall rules of one bridge. */
 export interface BridgeRules {
   bridge: string;
@@ -133,6 +153,8 @@ export interface NetworkHost {
   removeNat(bridge: string): Promise<void>;
   /** Creates the veth pair, moves the container end into the namespace and configures both ends. */
   attachVeth(spec: VethSpec): Promise<void>;
+  /** Moves a network plugin's interface into a container's namespace and configures it there. */
+  adoptInterface(spec: AdoptSpec): Promise<void>;
   /** Deletes a host interface if it exists. */
   removeInterface(name: string): Promise<void>;
   /** Ends the direct delivery (VethSpec.direct) of frames for `macAddress` on the bridge. Idempotent. */

@@ -10,8 +10,17 @@ export interface LocalDriverOptions {
   o?: string;
 }
 
-/** What the volume service asks of the Host. Every path given lies under the volumes folder of the data root. */
+/**
+ * What the volume service asks of the Host. The Host names where volumes live on its machine: volume `name`'s
+ * folder is `<volumesRoot>/<name>`, its content `<volumesRoot>/<name>/_data` (the Mountpoint the API shows).
+ * Every folder given to the members below lies under `volumesRoot`. What the engine knows of a volume (name,
+ * driver, labels, options) is its own state, never kept in these folders.
+ */
 export interface VolumeHost {
+  /** The folder the local driver's volumes are kept in on the Host's machine (fixed while the Host lives). */
+  readonly volumesRoot: string;
+  /** Names of the volume folders under `volumesRoot` (those made by createVolumeDir and not removed). */
+  listVolumeDirs(): Promise<string[]>;
   /** Creates `<dir>` (0700) and `<dir>/_data` (0755); fails if `<dir>` exists. */
   createVolumeDir(dir: string): Promise<void>;
   /** Removes the volume's folder and everything under it (nothing mounted may remain below it). */

@@ -1,18 +1,16 @@
 /**
- * SHA-256 of a stream of chunks (diff ids of layers, digests of blobs), computed on libuv's thread pool by
- * the layerhash addon (daemon/native/layerfs, built by node-gyp with the layerfs addon) while this thread
- * goes on parsing and writing; in this thread with node:crypto when the addon is not there (or when
- * BERTH_LAYERHASH_ADDON=none).
+ * SHA-256 of a stream of chunks (diff ids of layers, digests of blobs), computed on libuv's thread pool by an
+ * off-thread hasher when one is set (the Linux host's layerhash addon: host/linux/layers/hash.ts, set by the
+ * composition with useOffThreadHasher) while this thread goes on parsing and writing; in this thread with
+ * node:crypto otherwise.
  *
  * The chunks given to `update` are hashed later, in order: they must not change afterwards (stream chunks
  * never do: each is a fresh buffer or a slice of one).
  */
 import { createHash, type Hash } from 'node:crypto';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-interface LayerHashAddon {
+/** SHA-256 on the thread pool: `update` hashes the buffers in order, off this thread. */
+export interface OffThreadHasher {
   create(): object;
   update(hasher: object, buffers: Buffer[]): Promise<void>;
   digest(hasher: object): string;
@@ -23,37 +21,30 @@ const BATCH = 1 << 20;
 /** Bytes waiting for the hasher beyond which `update` asks the caller to wait. */
 const MAX_AHEAD = 8 << 20;
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-/** daemon/ from dist/src/util (compiled) */
-const daemonDir = path.resolve(here, '..', '..', '..');
+let loadHasher: (() => OffThreadHasher | null) | undefined;
+let hasher: OffThreadHasher | null | undefined;
 
-let addon: LayerHashAddon | null | undefined;
+/**
+ * Sets what gives the off-thread hasher (asked once, at the first digest: loading it costs start-up time), or
+ * goes back to hashing in this thread.
+ */
+export function useOffThreadHasher(load: (() => OffThreadHasher | null) | undefined): void {
+  loadHasher = load;
+  hasher = undefined;
+}
 
-function loadAddon(): LayerHashAddon | null {
-  if (addon !== undefined) return addon;
-  addon = null;
-  if (process.env.BERTH_LAYERHASH_ADDON === 'none') return addon;
-  const require = createRequire(import.meta.url);
-  const candidates = [process.env.BERTH_LAYERHASH_ADDON, path.join(daemonDir, 'native', 'layerfs', 'build', 'Release', 'layerhash.node')];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    try {
-      addon = require(candidate) as LayerHashAddon;
-      return addon;
-    } catch {
-      // Not built, or a host without OpenSSL's symbols: hashed in this thread.
-    }
-  }
-  return addon;
+function offThreadHasher(): OffThreadHasher | null {
+  if (hasher === undefined) hasher = loadHasher?.() ?? null;
+  return hasher;
 }
 
 /** True when digests are computed off this thread (tests). */
 export function digestsOffThread(): boolean {
-  return loadAddon() !== null;
+  return offThreadHasher() !== null;
 }
 
 export class StreamDigest {
-  private readonly native: LayerHashAddon | null = loadAddon();
+  private readonly native: OffThreadHasher | null = offThreadHasher();
   private readonly hasher: object | undefined;
   private readonly local: Hash | undefined;
   private pending: Buffer[] = [];

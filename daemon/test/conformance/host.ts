@@ -4,22 +4,25 @@
  * that builds its Host on a sandbox's data root and exec root, and builds it again there (a restart: the
  * Host's object goes away, its containers do not).
  *
- * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, remove), runtime
+ * Parts covered: layers (stage, commit, lookups, the tar given back byte for byte, stacked layers read as
+ * one tree, remove), runtime
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
- * restart), exec, files (archive in and out, stat, changes, export), volumes, network (a bridge and its
- * ports), stats, tools (a decompressor) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
+ * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
+ * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
+ * ports), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import type { Host, LogRecord } from '../../src/host/host.js';
-import { makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from '../runtime-support.js';
+import { killContainers, makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from '../runtime-support.js';
 
 export interface HostFactory {
   /** Builds the Host on the sandbox's roots. */
@@ -30,7 +33,7 @@ export interface HostFactory {
   cleanup?(): Promise<void>;
 }
 
-export type ConformanceGroup = 'layers' | 'runtime' | 'exec' | 'files' | 'volumes' | 'network' | 'stats' | 'tools' | 'probe' | 'recovery';
+export type ConformanceGroup = 'layers' | 'runtime' | 'exec' | 'files' | 'volumes' | 'network' | 'stats' | 'tools' | 'probe' | 'recovery' | 'plugins';
 
 let counter = 0;
 const newId = () => `${process.pid.toString(16)}${(counter++).toString(16).padStart(4, '0')}${randomBytes(4).toString('hex')}`.padEnd(64, 'c');
@@ -145,6 +148,42 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await assert.rejects(host.layers.stage(Readable.from([Buffer.from('not a tar at all, not at all'.repeat(40))])), { name: 'InvalidParameter' });
     });
 
+    test('layers: layers stacked are read as one tree (upper files, links, whiteouts)', { skip: skipped('layers') }, async () => {
+      const pack = tar.pack();
+      pack.entry({ name: 'etc/', type: 'directory', mode: 0o755, mtime: new Date(0) });
+      pack.entry({ name: 'etc/hostname', mode: 0o640, mtime: new Date(0) }, 'conformance\n');
+      pack.entry({ name: 'etc/link', type: 'symlink', linkname: 'hostname', mtime: new Date(0) });
+      pack.entry({ name: '.wh.tmp', mode: 0o644, mtime: new Date(0) }, '');
+      pack.finalize();
+      const staged = await host.layers.stage(pack as unknown as NodeJS.ReadableStream);
+      const upper = `sha256:${createHash('sha256').update(`${chainId} ${staged.diffId}`).digest('hex')}`;
+      await host.layers.commit(staged, upper, chainId);
+      await host.layers.discard(staged);
+      try {
+        const chain = [chainId, upper];
+        const names = await host.layers.layerTreeReaddir(chain, '');
+        assert.ok(names.includes('bin') && names.includes('etc') && !names.includes('tmp'), names.join(' '));
+        assert.deepEqual(names, [...names].sort());
+        const etc = await host.layers.layerTreeReaddir(chain, 'etc');
+        assert.ok(etc.includes('hostname') && etc.includes('link'), etc.join(' '));
+        assert.ok(!(await host.layers.layerTreeReaddir([chainId], 'etc')).includes('hostname'));
+        assert.equal((await host.layers.layerTreeStat(chain, 'etc'))?.type, 'directory');
+        assert.equal(await host.layers.layerTreeStat(chain, 'tmp'), undefined);
+        assert.equal((await host.layers.layerTreeStat([chainId], 'tmp'))?.type, 'directory');
+        const hostname = await host.layers.layerTreeStat(chain, 'etc/hostname');
+        assert.equal(hostname?.type, 'file');
+        assert.equal(hostname?.size, 12);
+        assert.equal(hostname!.mode & 0o7777, 0o640);
+        assert.equal((await host.layers.layerTreeStat(chain, 'etc/link'))?.type, 'symlink');
+        assert.equal(await host.layers.layerTreeReadlink(chain, 'etc/link'), 'hostname');
+        assert.equal((await readAll(host.layers.layerTreeRead(chain, 'etc/hostname'))).toString(), 'conformance\n');
+        assert.deepEqual(await readAll(host.layers.layerTreeRead(chain, 'bin/busybox')), readFileSync(path.join(box.layer, 'bin', 'busybox')));
+        await assert.rejects(readAll(host.layers.layerTreeRead(chain, 'etc/missing')));
+      } finally {
+        await host.layers.remove(upper);
+      }
+    });
+
     test('runtime: output reaches the log and the exit code is the process status', { skip: skipped('runtime') }, async () => {
       const { id, pid, logPath } = await run(['sh', '-c', 'echo hello; echo oops >&2; exit 3']);
       assert.ok(pid > 0);
@@ -208,6 +247,29 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.runtime.cleanup(id);
     });
 
+    test('files: a container\'s /etc files written fresh, in place and as placeholders, and read', { skip: skipped('files') }, async () => {
+      const dir = path.join(box.root, `etc-${randomBytes(4).toString('hex')}`);
+      mkdirSync(dir);
+      const hosts = path.join(dir, 'hosts');
+      const hostname = path.join(dir, 'hostname');
+      assert.equal(await host.files.readEtcFile(hosts), undefined);
+      await host.files.writeEtcFiles([{ file: hosts, data: '' }, { file: hostname, data: '' }], 'placeholder');
+      assert.equal(statSync(hosts).mode & 0o777, 0o755);
+      assert.equal(await host.files.readEtcFile(hosts), '');
+      await host.files.writeEtcFiles([{ file: hosts, data: '10.0.0.2\tone\n' }, { file: hostname, data: 'one\n' }], 'fresh');
+      assert.equal(readFileSync(hostname, 'utf8'), 'one\n');
+      const inode = statSync(hosts).ino;
+      await host.files.writeEtcFiles([{ file: hosts, data: '10.0.0.3\tone\n' }], 'inPlace');
+      assert.equal(statSync(hosts).ino, inode, 'the same inode, seen through a bind mount');
+      assert.equal(await host.files.readEtcFile(hosts), '10.0.0.3\tone\n');
+      // A placeholder never overwrites what a start wrote.
+      await host.files.writeEtcFiles([{ file: hosts, data: '' }], 'placeholder');
+      assert.equal(readFileSync(hosts, 'utf8'), '10.0.0.3\tone\n');
+      // Nothing but those files, in a container's folder.
+      await assert.rejects(host.files.writeEtcFiles([{ file: path.join(dir, 'other'), data: 'x' }], 'fresh'), { name: 'InvalidParameter' });
+      await assert.rejects(host.files.readEtcFile('/etc/hosts'), { name: 'InvalidParameter' });
+    });
+
     test('files: archive in and out, stat, changes and export', { skip: skipped('files') }, async () => {
       const { id, rootfs } = await run(['sleep', '1000']);
       const view = { root: rootfs, mounts: [], readonlyRootfs: false };
@@ -231,17 +293,42 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.runtime.cleanup(id);
     });
 
-    test('volumes: a volume folder is made, measured and removed', { skip: skipped('volumes') }, async () => {
-      // The volume service makes the volumes folder of its data root; each volume's folder is the Host's work.
-      mkdirSync(path.join(box.dataRoot, 'volumes'), { recursive: true });
-      const dir = path.join(box.dataRoot, 'volumes', `v${randomBytes(4).toString('hex')}`);
+    test('volumes: a volume folder is made where the Host says, measured and removed', { skip: skipped('volumes') }, async () => {
+      // The Host names where its volumes live (on its own machine); each volume's folder is made below that.
+      const root = host.volumes.volumesRoot;
+      assert.ok(path.isAbsolute(root), root);
+      const name = `v${randomBytes(4).toString('hex')}`;
+      const dir = path.join(root, name);
       await host.volumes.createVolumeDir(dir);
+      assert.ok((await host.volumes.listVolumeDirs()).includes(name));
       assert.equal(await host.volumes.exists(path.join(dir, '_data')), true);
       assert.equal(await host.volumes.isEmpty(path.join(dir, '_data')), true);
       assert.equal(await host.volumes.isMounted(path.join(dir, '_data')), false);
+      assert.equal(await host.volumes.diskUsage(path.join(dir, '_data')), 0);
       await assert.rejects(host.volumes.createVolumeDir(dir));
       await host.volumes.removeVolumeDir(dir);
       assert.equal(await host.volumes.exists(dir), false);
+      assert.ok(!(await host.volumes.listVolumeDirs()).includes(name));
+    });
+
+    test('volumes: a folder outside the Host\'s volumes folder is refused', { skip: skipped('volumes') }, async () => {
+      await assert.rejects(host.volumes.createVolumeDir(path.join(box.dataRoot, `elsewhere-${randomBytes(4).toString('hex')}`)));
+    });
+
+    test('volumes: an image\'s folder is copied into a volume, which then has a size', { skip: skipped('files') || skipped('volumes') }, async () => {
+      const id = newId();
+      const rootfs = await host.runtime.mountRootfs(id, lowerDirs);
+      const dir = path.join(host.volumes.volumesRoot, `v${randomBytes(4).toString('hex')}`);
+      try {
+        await host.volumes.createVolumeDir(dir);
+        await host.volumes.copyFromRootfs(rootfs, '/bin', path.join(dir, '_data'));
+        assert.equal(await host.volumes.isEmpty(path.join(dir, '_data')), false);
+        assert.ok((await host.volumes.diskUsage(path.join(dir, '_data'))) > 0);
+      } finally {
+        await host.volumes.removeVolumeDir(dir).catch(() => undefined);
+        await host.runtime.unmountRootfs(id);
+        await host.runtime.removeContainerFiles(id);
+      }
     });
 
     test('network: a bridge is made with its address, and removed', { skip: skipped('network') }, async () => {
@@ -298,6 +385,62 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.tools.unpackInto(to, host.tools.packFolder(from));
       assert.equal(readFileSync(path.join(to, 'sub', 'file'), 'utf8'), 'packed\n');
       await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
+    });
+
+    test('plugins: folders, and a plugin run under the OCI runtime until it listens, stopped; one that exits fails with its log', { skip: skipped('plugins') }, async () => {
+      const plugins = host.plugins;
+      const base = path.join(box.root, 'plugins');
+      await plugins.makeDir(path.join(base, 'a', 'b'));
+      writeFileSync(path.join(base, 'a', 'f.txt'), 'text');
+      const entries = (await plugins.entries(path.join(base, 'a'))).sort((x, y) => x.name.localeCompare(y.name));
+      assert.deepEqual(entries, [{ name: 'b', kind: 'dir' }, { name: 'f.txt', kind: 'file' }]);
+      assert.deepEqual(await plugins.entries(path.join(base, 'none')), []);
+      assert.equal(await plugins.kindOf(path.join(base, 'a', 'b')), 'dir');
+      assert.equal(await plugins.kindOf(path.join(base, 'none')), undefined);
+      assert.equal(await plugins.readText(path.join(base, 'a', 'f.txt'), 100), 'text');
+      assert.equal(await plugins.readText(path.join(base, 'a', 'none'), 100), undefined);
+      await assert.rejects(plugins.readText(path.join(base, 'a', 'f.txt'), 2));
+      await plugins.rename(path.join(base, 'a', 'f.txt'), path.join(base, 'a', 'g.txt'));
+      assert.equal(await plugins.kindOf(path.join(base, 'a', 'g.txt')), 'file');
+      await plugins.remove(path.join(base, 'a'));
+      await plugins.remove(path.join(base, 'a'));
+      assert.equal(await plugins.kindOf(path.join(base, 'a')), undefined);
+
+      // A plugin: the tests' volume driver, listening in its socket folder.
+      const rootfs = path.join(base, 'rootfs');
+      cpSync(box.layer, rootfs, { recursive: true, verbatimSymlinks: true });
+      mkdirSync(path.join(rootfs, 'run', 'docker', 'plugins'), { recursive: true });
+      const source = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'plugin', 'volplugin.c');
+      const cc = spawnSync('gcc', ['-static', '-O2', '-o', path.join(rootfs, 'volplugin'), source], { encoding: 'utf8' });
+      assert.equal(cc.status, 0, cc.stderr);
+      const sockets = path.join(base, 'sockets');
+      await plugins.makeDir(sockets);
+      const specOf = (args: string[]) => {
+        const spec = minimalSpec(args) as { root: { path?: string }; mounts: object[] };
+        spec.root.path = rootfs;
+        spec.mounts.push({ destination: '/run/docker/plugins', type: 'bind', source: sockets, options: ['rbind'] });
+        return spec;
+      };
+      const runtimeRoot = path.join(box.execRoot, 'plugins', 'runtime');
+      const id = newId();
+      const run = { id, runtimeRoot, bundle: path.join(box.execRoot, 'plugins', 'bundles', id), logFile: path.join(base, 'plugin.log'), socket: path.join(sockets, 'fixvol.sock'), timeoutMs: 20_000 };
+      try {
+        await plugins.run({ ...run, spec: specOf(['/volplugin']) });
+        assert.equal(await plugins.kindOf(run.socket), 'socket');
+        const exited = plugins.waitExit(id);
+        await plugins.stop(id);
+        await exited;
+        await plugins.stop(id);
+        const broken = newId();
+        await assert.rejects(
+          plugins.run({ ...run, id: broken, bundle: path.join(box.execRoot, 'plugins', 'bundles', broken), socket: path.join(sockets, 'none.sock'), spec: specOf(['/bin/sh', '-c', 'echo broken >&2; exit 3']) }),
+          /exited: .*broken/,
+        );
+        assert.deepEqual(await plugins.waitExit(broken), { code: null, signal: null });
+      } finally {
+        await plugins.stop(id).catch(() => undefined);
+        killContainers(runtimeRoot);
+      }
     });
 
     test('probe: the machine and its runtime', { skip: skipped('probe') }, async () => {

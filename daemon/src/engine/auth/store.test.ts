@@ -6,6 +6,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { AuthStoreReader, AuthStoreWriter, parsePermissions, storeFile } from './store.js';
+import { FsStateStore } from '../../state/fs.js';
 
 const roots: string[] = [];
 after(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true })));
@@ -17,7 +18,7 @@ function dataRoot(): string {
 
 test('auth store: users are added with their SCIM fields, names are unique, removal takes their tokens', async () => {
   const root = dataRoot();
-  const writer = new AuthStoreWriter(root, () => new Date('2026-01-02T03:04:05.000Z'));
+  const writer = new AuthStoreWriter(new FsStateStore(root), () => new Date('2026-01-02T03:04:05.000Z'));
   const alice = await writer.addUser({ userName: 'alice', displayName: 'Alice A', givenName: 'Alice', familyName: 'A', emails: ['a@example.com', 'alice@example.org'], groups: ['ops'] });
   assert.match(alice.id, /^[0-9a-f-]{36}$/);
   assert.deepEqual(alice.emails, [{ value: 'a@example.com', primary: true }, { value: 'alice@example.org', primary: false }]);
@@ -43,8 +44,8 @@ test('auth store: users are added with their SCIM fields, names are unique, remo
 
 test('auth store: a token is shown once, stored as its SHA-256 only, checked and revoked', async () => {
   const root = dataRoot();
-  const writer = new AuthStoreWriter(root);
-  const reader = new AuthStoreReader(root);
+  const writer = new AuthStoreWriter(new FsStateStore(root));
+  const reader = new AuthStoreReader(new FsStateStore(root));
   await writer.addUser({ userName: 'carol' });
   const { token, text } = await writer.createToken('carol', ['networkPoliciesRead', 'scimUsersRead'], 'dashboard');
   assert.match(text, /^berth_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);
@@ -74,10 +75,10 @@ test('auth store: a token is shown once, stored as its SHA-256 only, checked and
 
 test('auth store: an inactive user\'s tokens are refused; permissions are checked by name', async () => {
   const root = dataRoot();
-  const writer = new AuthStoreWriter(root);
+  const writer = new AuthStoreWriter(new FsStateStore(root));
   await writer.addUser({ userName: 'dave', active: false });
   const { text } = await writer.createToken('dave', ['engineRead']);
-  assert.equal(await new AuthStoreReader(root).verify(text), undefined);
+  assert.equal(await new AuthStoreReader(new FsStateStore(root)).verify(text), undefined);
   assert.deepEqual(parsePermissions(['engineRead,scimUsersRead', 'engineRead']), ['engineRead', 'scimUsersRead']);
   assert.throws(() => parsePermissions(['everything']), InvalidParameter);
   assert.throws(() => parsePermissions([]), InvalidParameter);
@@ -87,8 +88,8 @@ test('auth store: an inactive user\'s tokens are refused; permissions are checke
 test('auth store: a user\'s fields are changed, lastModified moves on, deactivation refuses their tokens', async () => {
   const root = dataRoot();
   let now = new Date('2026-01-02T00:00:00.000Z');
-  const writer = new AuthStoreWriter(root, () => now);
-  const reader = new AuthStoreReader(root);
+  const writer = new AuthStoreWriter(new FsStateStore(root), () => now);
+  const reader = new AuthStoreReader(new FsStateStore(root));
   const erin = await writer.addUser({ userName: 'erin', emails: ['e@example.com'] });
   const { text } = await writer.createToken('erin', ['scimUsersRead']);
   assert.ok(await reader.verify(text));
@@ -110,7 +111,7 @@ test('auth store: a user\'s fields are changed, lastModified moves on, deactivat
 
 test('auth store: concurrent writers do not lose each other\'s changes', async () => {
   const root = dataRoot();
-  const writers = [new AuthStoreWriter(root), new AuthStoreWriter(root), new AuthStoreWriter(root)];
+  const writers = [new AuthStoreWriter(new FsStateStore(root)), new AuthStoreWriter(new FsStateStore(root)), new AuthStoreWriter(new FsStateStore(root))];
   await Promise.all(Array.from({ length: 12 }, (_, i) => writers[i % 3]!.addUser({ userName: `user${i}` })));
   assert.equal((await writers[0]!.listUsers()).length, 12);
 });

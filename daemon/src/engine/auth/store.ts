@@ -1,7 +1,7 @@
 /**
  * Users and API tokens, kept in one file of the data root: `<data-root>/auth/store.json`.
  *
- * Format (version 1), written atomically (util/atomic) with mode 0600:
+ * Format (version 1), written atomically through the StateStore with mode 0600:
  *   { "version": 1,
  *     "users":  [{ id, userName, displayName, name: {givenName, familyName}, emails: [{value, primary, display}],
  *                  groups: [{value, display}], active, created, lastModified }],
@@ -14,10 +14,9 @@
  * modification time), so that a token revoked by a subcommand is refused from the next request on.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
-import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 
 export const STORE_VERSION = 1;
 
@@ -58,8 +57,11 @@ interface StoreFile {
 export const TOKEN_PREFIX = 'berth_';
 const TOKEN_TEXT = /^berth_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
+/** The store's name in the StateStore. */
+const STORE_NAME = 'auth/store.json';
+
 export function storeFile(dataRoot: string): string {
-  return path.join(dataRoot, 'auth', 'store.json');
+  return path.join(dataRoot, STORE_NAME);
 }
 
 function sha256(text: string): string {
@@ -108,22 +110,25 @@ export interface NewUser {
 export class AuthStoreWriter {
   readonly file: string;
 
-  constructor(dataRoot: string, private readonly now: () => Date = () => new Date()) {
-    this.file = storeFile(dataRoot);
+  constructor(
+    private readonly state: StateStore,
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    this.file = storeFile(state.root);
   }
 
   async read(): Promise<StoreFile> {
-    return parseStore(await readJSONIfExists<StoreFile>(this.file), this.file);
+    return parseStore(await readJSON<StoreFile>(this.state, STORE_NAME), this.file);
   }
 
   /** Runs `change` on the store under the lock and writes its result atomically. */
   private async update<T>(change: (store: StoreFile) => T): Promise<T> {
-    await fs.mkdir(path.dirname(this.file), { recursive: true, mode: 0o700 });
-    const release = await lock(`${this.file}.lock`);
+    await this.state.makeFolder(path.posix.dirname(STORE_NAME), { mode: 0o700 });
+    const release = await this.state.lock(`${STORE_NAME}.lock`);
     try {
       const store = await this.read();
       const result = change(store);
-      await writeJSONAtomic(this.file, store, { mode: 0o600 });
+      await writeJSON(this.state, STORE_NAME, store, { mode: 0o600 });
       return result;
     } finally {
       await release();
@@ -230,38 +235,6 @@ function findUser(store: StoreFile, ref: string): User {
   return user;
 }
 
-/**
- * Takes the store's lock: a file made exclusively, holding the owner's PID. A lock whose owner is gone (a
- * subcommand killed in the middle) is taken over.
- */
-async function lock(file: string, timeoutMs = 10_000): Promise<() => Promise<void>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      await fs.writeFile(file, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
-      return () => fs.rm(file, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
-    const owner = Number((await fs.readFile(file, 'utf8').catch(() => '')).trim());
-    if (owner > 0 && !alive(owner)) {
-      await fs.rm(file, { force: true });
-      continue;
-    }
-    if (Date.now() > deadline) throw new Error(`${file} is held by process ${owner || 'unknown'}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Who a valid bearer token belongs to, and what it may do. */
 export interface Principal {
   user: User;
@@ -279,20 +252,14 @@ export class AuthStoreReader {
   private tokens = new Map<string, TokenRecord>();
   private loading?: Promise<void>;
 
-  constructor(dataRoot: string) {
-    this.file = storeFile(dataRoot);
+  constructor(private readonly state: StateStore) {
+    this.file = storeFile(state.root);
   }
 
   private async refresh(): Promise<void> {
-    let stamp = 'missing';
-    try {
-      const st = await fs.stat(this.file, { bigint: true });
-      stamp = `${st.ino}:${st.size}:${st.mtimeNs}`;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
+    const stamp = await this.state.stamp(STORE_NAME);
     if (stamp === this.seen) return;
-    const store = parseStore(await readJSONIfExists<StoreFile>(this.file), this.file);
+    const store = parseStore(await readJSON<StoreFile>(this.state, STORE_NAME), this.file);
     this.users = new Map(store.users.map((u) => [u.id, u]));
     this.tokens = new Map(store.tokens.map((t) => [t.id, t]));
     this.seen = stamp;

@@ -6,31 +6,38 @@
  * directly. A step whose inputs (parent image, instruction text with the build args it sees, the content of
  * COPY/ADD sources) were seen before is taken from the build cache.
  *
- * Formats: `<root>/cache.json` holds the build cache index, `{"version": 1, "entries": {<key>: <image id>}}`
- * (the key is sha256 of the parent id, the step's history line and its content hash). `<root>/tmp/` holds
- * the contexts of running builds (removed when a build ends, and at start).
+ * Formats: `<data-root>/build/cache.json`, kept through the StateStore, holds the build cache index,
+ * `{"version": 1, "entries": {<key>: <image id>}}` (the key is sha256 of the parent id, the step's history
+ * line and its content hash). Each running build has a workspace of the daemon's scratch space
+ * (state/scratch.ts) for its context and downloads, removed when the build ends (and all of them at start).
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { InvalidParameter } from '../../errors.js';
+import type { BuildScratch } from '../../state/scratch.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import type { ImageConfig } from '../images/store.js';
-import { applyDockerignore, unpackContext } from './context.js';
+import { applyDockerignore, readText, unpackContext } from './context.js';
 import { parseDockerfile } from './parser.js';
-import { FolderTree, resolveInTree } from './sources.js';
+import { resolveInTree } from './sources.js';
 import { BuildRun } from './run.js';
 import type { BuildContainers, BuildHost, BuildImages, BuildOptions, Emit, PullFunction } from './types.js';
 
 export { BuildStepError, credentialsFor, type BuildContainers, type BuildHost, type BuildImages, type BuildOptions, type Emit, type PullFunction, type RegistryCredentials } from './types.js';
+
+/** The build cache's index in the StateStore. */
+const CACHE = 'build/cache.json';
 
 export class Builder {
   private cache: Map<string, string> | undefined;
   private cacheWrite: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly root: string,
     private readonly deps: {
+      /** Where the build cache's index is kept. */
+      state: StateStore;
+      /** Where builds unpack their contexts. */
+      scratch: BuildScratch;
       images: BuildImages;
       containers: BuildContainers;
       host: BuildHost;
@@ -41,20 +48,19 @@ export class Builder {
 
   /** Removes contexts a crash left behind. */
   async init(): Promise<void> {
-    await fs.rm(path.join(this.root, 'tmp'), { recursive: true, force: true });
-    await fs.mkdir(path.join(this.root, 'tmp'), { recursive: true, mode: 0o700 });
+    await this.deps.scratch.reset();
   }
 
   private async loadCache(): Promise<Map<string, string>> {
     if (this.cache) return this.cache;
-    const file = await readJSONIfExists<{ version: number; entries: Record<string, string> }>(path.join(this.root, 'cache.json')).catch(() => undefined);
+    const file = await readJSON<{ version: number; entries: Record<string, string> }>(this.deps.state, CACHE).catch(() => undefined);
     this.cache = new Map(Object.entries(file?.version === 1 ? file.entries : {}));
     return this.cache;
   }
 
   private saveCache(): Promise<void> {
     const entries = Object.fromEntries(this.cache ?? []);
-    this.cacheWrite = this.cacheWrite.then(() => writeJSONAtomic(path.join(this.root, 'cache.json'), { version: 1, entries })).catch(() => undefined);
+    this.cacheWrite = this.cacheWrite.then(() => writeJSON(this.deps.state, CACHE, { version: 1, entries })).catch(() => undefined);
     return this.cacheWrite;
   }
 
@@ -68,29 +74,26 @@ export class Builder {
    * (bad context, bad Dockerfile) are thrown before anything was emitted.
    */
   async build(input: Readable, opts: BuildOptions, emit: Emit, signal: AbortSignal): Promise<string> {
-    await fs.mkdir(path.join(this.root, 'tmp'), { recursive: true, mode: 0o700 });
-    const workDir = await fs.mkdtemp(path.join(this.root, 'tmp', 'b-'));
-    const contextDir = path.join(workDir, 'context');
-    await fs.mkdir(contextDir);
+    const workspace = await this.deps.scratch.workspace();
     try {
-      await unpackContext(input, contextDir, this.deps.host, signal);
+      await unpackContext(input, workspace, this.deps.host, signal);
       const dockerfileRel = path.posix.normalize(opts.dockerfile.replace(/^\/+/, ''));
       if (dockerfileRel.startsWith('..')) throw new InvalidParameter(`the Dockerfile (${opts.dockerfile}) must be within the build context`);
       let text: string | undefined;
       for (const candidate of opts.dockerfile === 'Dockerfile' ? ['Dockerfile', 'dockerfile'] : [dockerfileRel]) {
-        const real = await resolveInTree(new FolderTree(contextDir), candidate).catch(() => candidate);
-        text = await fs.readFile(path.join(contextDir, real), 'utf8').catch(() => undefined);
+        const real = await resolveInTree(workspace.context, candidate).catch(() => candidate);
+        text = await readText(workspace.context, real).catch(() => undefined);
         if (text !== undefined) break;
       }
       if (text === undefined) throw new InvalidParameter(`Cannot locate specified Dockerfile: ${opts.dockerfile}`);
       // As dockerd: the Dockerfile and .dockerignore themselves go too when the patterns exclude them.
-      await applyDockerignore(contextDir, []);
+      await applyDockerignore(workspace.context, []);
       const parsed = parseDockerfile(text);
-      const run = new BuildRun(this, opts, emit, signal, contextDir, workDir, parsed.escape);
+      const run = new BuildRun(this, opts, emit, signal, workspace, parsed.escape);
       const stages = run.plan(parsed.instructions);
       return await run.execute(stages);
     } finally {
-      await fs.rm(workDir, { recursive: true, force: true }).catch(() => undefined);
+      await workspace.dispose();
     }
   }
 

@@ -1,19 +1,18 @@
 /**
  * The build context: the request body (a tar, plain or compressed with gzip, bzip2 or xz, told apart by its
- * first bytes) unpacked into a private folder under the data root. Entries that would land outside that
+ * first bytes) unpacked into the build's workspace of the daemon's scratch space (state/scratch.ts). Entries that would land outside that
  * folder (`../x`, absolute link targets do not matter: links are never followed when sources are read) are
  * refused. `.dockerignore` patterns are applied afterwards: ignored paths are removed from the folder, so
  * that COPY and ADD cannot see them.
  */
-import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import type tar from 'tar-stream';
-import { tarStream } from '../../util/tar.js';
 import { InvalidParameter, ToolFailure } from '../../errors.js';
 import type { ToolsHost } from '../../host/host.js';
+import type { BuildWorkspace, ScratchTree } from '../../state/scratch.js';
+import type { FileTree } from '../../util/tree.js';
 import { detectCompression } from '../../util/streams.js';
 import { compileLinear, type LinearRegExp } from '../regexp.js';
 
@@ -56,101 +55,21 @@ export function decompressionError(err: unknown): unknown {
   return new InvalidParameter(`the build context could not be decompressed with ${err.tool}: ${err.failure.detail || `exit code ${err.failure.exitCode}`}`, { cause: err });
 }
 
-/** Resolves a tar entry name inside `root`; InvalidParameter when it would land outside. */
-export function entryPath(root: string, name: string): string {
-  const rel = path.posix.normalize(name.replace(/^\/+/, ''));
-  if (rel === '..' || rel.startsWith('../')) {
-    throw new InvalidParameter(`invalid build context: the entry ${JSON.stringify(name)} points outside the context`);
-  }
-  const clean = rel.replace(/\/+$/, '');
-  return clean === '' || clean === '.' ? root : path.join(root, clean);
-}
-
-/** Makes the folders of `rel` below `root`, refusing a path that runs through a link or a file. */
-async function makeParents(root: string, rel: string, entryName: string): Promise<void> {
-  let current = root;
-  for (const part of rel.split(path.sep).filter((p) => p !== '' && p !== '.')) {
-    current = path.join(current, part);
-    const st = await fs.lstat(current).catch(() => undefined);
-    if (!st) {
-      await fs.mkdir(current, { mode: 0o755 });
-      continue;
-    }
-    if (!st.isDirectory()) throw new InvalidParameter(`invalid build context: ${JSON.stringify(entryName)} lies below a link or a file`);
-  }
-}
-
-/** Unpacks a context tar (any supported compression) into `dir` (which exists and is empty). */
-export async function unpackContext(input: Readable, dir: string, tools: BuildTools, signal?: AbortSignal): Promise<void> {
+/**
+ * Unpacks a context tar (any supported compression) into the workspace's context: the decompression here,
+ * the files by the workspace (which refuses entries outside the context, or below a link or a file).
+ */
+export async function unpackContext(input: Readable, workspace: Pick<BuildWorkspace, 'unpackContext'>, tools: BuildTools, signal?: AbortSignal): Promise<void> {
   const compression = detectCompression(await peek(input));
-  const stream = input;
-  const extract = tarStream().extract();
   const decompress = compression === 'gzip' ? zlib.createGunzip() : compression === 'none' ? new PassThrough() : tools.decompressor(compression, signal);
-  const root = path.resolve(dir);
-  const dirModes: Array<[string, number, Date]> = [];
-  extract.on('entry', (header, body, next) => {
-    const done = (err?: unknown) => {
-      if (err) {
-        body.resume();
-        next(err as Error);
-      } else next();
-    };
-    void (async () => {
-      const target = entryPath(root, header.name);
-      if (target === root) {
-        body.resume();
-        return;
-      }
-      // Parents that are links are never written through: each is made here, as a folder, one at a time.
-      await makeParents(root, path.relative(root, path.dirname(target)), header.name);
-      const mode = (header.mode ?? 0o644) & 0o7777;
-      switch (header.type) {
-        case 'directory':
-          await fs.mkdir(target, { recursive: true });
-          dirModes.push([target, mode, header.mtime ?? new Date()]);
-          body.resume();
-          return;
-        case 'file':
-        case 'contiguous-file': {
-          await fs.rm(target, { force: true, recursive: true });
-          await pipeline(body, createWriteStream(target, { flags: 'wx', mode }));
-          await fs.chmod(target, mode);
-          if (header.mtime) await fs.utimes(target, header.mtime, header.mtime);
-          return;
-        }
-        case 'symlink':
-          await fs.rm(target, { force: true, recursive: true });
-          await fs.symlink(header.linkname ?? '', target);
-          body.resume();
-          return;
-        case 'link': {
-          const source = entryPath(root, header.linkname ?? '');
-          await fs.rm(target, { force: true, recursive: true });
-          // The link's target is looked up through folders made here only, never through a link.
-          await makeParents(root, path.relative(root, path.dirname(source)), header.name);
-          const st = await fs.lstat(source).catch(() => undefined);
-          if (!st || !st.isFile()) throw new InvalidParameter(`invalid build context: hard link ${JSON.stringify(header.name)} to a missing file`);
-          await fs.link(source, target);
-          body.resume();
-          return;
-        }
-        default:
-          // Devices, FIFOs and PAX metadata have no place in a build context.
-          body.resume();
-      }
-    })().then(() => done(), done);
-  });
+  const plain = new PassThrough();
   try {
-    await pipeline(stream, decompress, extract, { signal });
+    await Promise.all([pipeline(input, decompress, plain, { signal }), workspace.unpackContext(plain, signal)]);
   } catch (caught) {
     const err = decompressionError(caught);
     if (err instanceof InvalidParameter) throw err;
     if ((err as Error).name === 'AbortError') throw err;
     throw new InvalidParameter(`invalid build context: ${(err as Error).message}`, { cause: err });
-  }
-  for (const [d, mode, mtime] of dirModes.reverse()) {
-    await fs.chmod(d, mode | 0o700).catch(() => undefined);
-    await fs.utimes(d, mtime, mtime).catch(() => undefined);
   }
 }
 
@@ -227,37 +146,38 @@ export function isIgnored(patterns: IgnorePattern[], rel: string): boolean {
  * Removes what `.dockerignore` excludes from the unpacked context. The Dockerfile and `.dockerignore`
  * themselves stay readable for the builder (`keep`), as the CLI always sends them.
  */
-export async function applyDockerignore(dir: string, keep: string[]): Promise<void> {
-  const text = await fs.readFile(path.join(dir, '.dockerignore'), 'utf8').catch(() => undefined);
+export async function applyDockerignore(context: ScratchTree, keep: string[]): Promise<void> {
+  const text = await readText(context, '.dockerignore').catch(() => undefined);
   if (text === undefined) return;
   const patterns = parseDockerignore(text);
   if (patterns.length === 0) return;
   const kept = new Set(keep.map((k) => path.posix.normalize(k).replace(/^\/+/, '')));
   const walk = async (rel: string): Promise<void> => {
-    const names = await fs.readdir(path.join(dir, rel)).catch(() => [] as string[]);
+    const names = await context.readdir(rel).catch(() => [] as string[]);
     for (const name of names) {
       const childRel = rel ? `${rel}/${name}` : name;
-      const full = path.join(dir, childRel);
       if (!kept.has(childRel) && isIgnored(patterns, childRel)) {
         // A folder whose contents an exception brings back is kept, and its other entries tested one by one.
         const hasException = patterns.some((p) => p.exclusion);
-        const st = await fs.lstat(full);
-        if (st.isDirectory() && hasException) {
+        const st = await context.lstat(childRel);
+        if (st?.type === 'directory' && hasException) {
           await walk(childRel);
-          if ((await fs.readdir(full)).length === 0) await fs.rmdir(full);
+          if ((await context.readdir(childRel)).length === 0) await context.removeEmptyFolder(childRel);
           continue;
         }
-        await fs.rm(full, { recursive: true, force: true });
+        await context.remove(childRel);
         continue;
       }
-      const st = await fs.lstat(full);
-      if (st.isDirectory()) await walk(childRel);
+      const st = await context.lstat(childRel);
+      if (st?.type === 'directory') await walk(childRel);
     }
   };
   await walk('');
 }
 
-/** A stream of a context file, for the hash of COPY sources. */
-export function openContextFile(file: string): Readable {
-  return createReadStream(file);
+/** A small file of a tree as text (the Dockerfile, .dockerignore, /etc/passwd). */
+export async function readText(tree: FileTree, rel: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of tree.open(rel)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }

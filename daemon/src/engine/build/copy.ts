@@ -5,7 +5,6 @@
  * archives (plain, gzip, bzip2, xz) into the destination and takes http(s) URLs fetched beforehand.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, promises as fs, createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -14,15 +13,21 @@ import type tar from 'tar-stream';
 import { lazyPack, tarStream } from '../../util/tar.js';
 import { InvalidParameter, errorMessage } from '../../errors.js';
 import { detectCompression } from '../../util/streams.js';
-import { decompressionError, type BuildTools } from './context.js';
-import { cleanRel, expandSource, FolderTree, hashFile, LayersTree, resolveInTree, type SourceTree } from './sources.js';
+import { decompressionError, readText, type BuildTools } from './context.js';
+import { cleanRel, expandSource, hashFile, ImageTree, resolveInTree, type SourceTree } from './sources.js';
 import type { Instruction } from './parser.js';
 import { expandWord, expandWords, type Lookup } from './words.js';
 import type { StageState } from './types.js';
 import { DEFAULT_SHELL, jsonArray } from './helpers.js';
 import type { BuildRun } from './run.js';
 
-export type EntrySource = { file: string } | { content: Buffer } | { archive: string; compression: string };
+/** A file of a tree: the context, an image's layers, or the downloads. */
+export interface TreeFile {
+  tree: SourceTree;
+  rel: string;
+}
+
+export type EntrySource = { file: TreeFile } | { content: Buffer } | { archive: TreeFile; compression: string };
 
 export interface CopyEntry {
   /** Path in the layer, relative to the root ('' never: the root is not written). */
@@ -43,7 +48,7 @@ export interface CopySource {
   /** ADD: archives from here are unpacked (never for URLs, never for --from). */
   unpackArchives?: boolean;
   /** A fetched URL: the file to copy and its name at the destination. */
-  fetched?: { file: string; name: string; mtime: Date };
+  fetched?: Fetched;
   /** A heredoc: inline content with its name. */
   inline?: { name: string; content: Buffer };
 }
@@ -58,18 +63,35 @@ export interface CopyPlan {
 
 const ROOT_DIR_MODE = 0o755;
 
-async function isArchive(file: string): Promise<string | undefined> {
-  const handle = await fs.open(file, 'r');
+/** A downloaded file of ADD, in the build's workspace. */
+export interface Fetched extends TreeFile {
+  name: string;
+  mtime: Date;
+}
+
+/** Up to the first `size` bytes of a file of a tree. */
+async function readHead({ tree, rel }: TreeFile, size: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let length = 0;
+  const stream = tree.open(rel);
   try {
-    const head = Buffer.alloc(512);
-    const { bytesRead } = await handle.read(head, 0, 512, 0);
-    const compression = detectCompression(head.subarray(0, bytesRead));
-    if (compression !== 'none') return compression;
-    if (bytesRead === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'none';
-    return undefined;
+    for await (const chunk of stream) {
+      chunks.push(chunk as Buffer);
+      length += (chunk as Buffer).length;
+      if (length >= size) break;
+    }
   } finally {
-    await handle.close();
+    stream.destroy();
   }
+  return Buffer.concat(chunks).subarray(0, size);
+}
+
+async function isArchive(file: TreeFile): Promise<string | undefined> {
+  const head = await readHead(file, 512);
+  const compression = detectCompression(head);
+  if (compression !== 'none') return compression;
+  if (head.length === 512 && head.subarray(257, 262).toString('latin1') === 'ustar') return 'none';
+  return undefined;
 }
 
 export async function planCopy(opts: {
@@ -98,7 +120,7 @@ export async function planCopy(opts: {
     if (rel === '') return 'dir';
     if (!image) return undefined;
     const st = await image.lstat(await resolveInTree(image, rel).catch(() => rel));
-    return st ? (st.isDirectory() ? 'dir' : 'other') : undefined;
+    return st ? (st.type === 'directory' ? 'dir' : 'other') : undefined;
   };
   const uid = chown?.uid ?? 0;
   const gid = chown?.gid ?? 0;
@@ -136,8 +158,8 @@ export async function planCopy(opts: {
   let kind: CopyPlan['kind'] = resolved.length > 1 ? 'multi' : 'file';
   const hash = createHash('sha256');
 
-  const fileEntry = async (name: string, file: string, st: { mode: number; mtime: Date; size: number }) => {
-    const contentHash = await hashFile(file);
+  const fileEntry = async (name: string, file: TreeFile, st: { mode: number; mtime: Date; size: number }) => {
+    const contentHash = await hashFile(file.tree, file.rel);
     hash.update(`${name}\0file\0${chmod ?? st.mode & 0o7777}\0${uid}:${gid}\0${contentHash}\n`);
     emit({ name, type: 'file', mode: chmod ?? st.mode & 0o7777, uid, gid, mtime: st.mtime, size: st.size, source: { file } });
   };
@@ -148,17 +170,18 @@ export async function planCopy(opts: {
       const childTarget = target ? `${target}/${name}` : name;
       const st = await tree.lstat(childRel);
       if (!st) continue;
-      if (st.isDirectory()) {
+      const mtime = new Date(st.mtimeMs);
+      if (st.type === 'directory') {
         const mode = chmod ?? st.mode & 0o7777;
         hash.update(`${childTarget}\0dir\0${mode}\0${uid}:${gid}\n`);
-        emit({ name: childTarget, type: 'directory', mode, uid, gid, mtime: st.mtime, size: 0 });
+        emit({ name: childTarget, type: 'directory', mode, uid, gid, mtime, size: 0 });
         await copyTree(tree, childRel, childTarget);
-      } else if (st.isSymbolicLink()) {
+      } else if (st.type === 'symlink') {
         const linkname = await tree.readlink(childRel);
         hash.update(`${childTarget}\0symlink\0${linkname}\0${uid}:${gid}\n`);
-        emit({ name: childTarget, type: 'symlink', mode: 0o777, uid, gid, mtime: st.mtime, size: 0, linkname });
-      } else if (st.isFile()) {
-        await fileEntry(childTarget, await tree.hostPath(childRel), st);
+        emit({ name: childTarget, type: 'symlink', mode: 0o777, uid, gid, mtime, size: 0, linkname });
+      } else if (st.type === 'file') {
+        await fileEntry(childTarget, { tree, rel: childRel }, { mode: st.mode, mtime, size: st.size });
       }
     }
   };
@@ -176,32 +199,33 @@ export async function planCopy(opts: {
       const target = destDir ? cleanRel(`${destRel}/${source.fetched.name}`) : destRel;
       if (destDir) await ensureDir(destRel, true);
       else await ensureDir(path.posix.dirname('/' + target).slice(1), false);
-      const st = await fs.stat(source.fetched.file);
-      await fileEntry(target, source.fetched.file, { mode: 0o600, mtime: source.fetched.mtime, size: st.size });
+      const st = await source.fetched.tree.lstat(source.fetched.rel);
+      if (!st) throw new Error(`the download of ${source.fetched.name} is missing`);
+      await fileEntry(target, source.fetched, { mode: 0o600, mtime: source.fetched.mtime, size: st.size });
       continue;
     }
     const real = await resolveInTree(source.tree, rel);
     const st = await source.tree.lstat(real);
     if (!st) throw new InvalidParameter(`${opts.instruction} failed: ${rel} is a link to a missing file`);
-    if (st.isDirectory()) {
+    if (st.type === 'directory') {
       if (resolved.length === 1) kind = 'dir';
       await ensureDir(destRel, true);
       await copyTree(source.tree, real, destRel);
       continue;
     }
-    if (!st.isFile()) throw new InvalidParameter(`${opts.instruction} failed: ${rel} is not a regular file or folder`);
-    const file = await source.tree.hostPath(real);
+    if (st.type !== 'file') throw new InvalidParameter(`${opts.instruction} failed: ${rel} is not a regular file or folder`);
+    const file: TreeFile = { tree: source.tree, rel: real };
     const compression = source.unpackArchives ? await isArchive(file) : undefined;
     if (compression) {
       await ensureDir(destRel, true);
-      const contentHash = await hashFile(file);
+      const contentHash = await hashFile(file.tree, file.rel);
       hash.update(`${destRel}\0archive\0${uid}:${gid}\0${contentHash}\n`);
       emit({ name: `${destRel}\0archive\0${entries.length}`, type: 'archive', mode: 0, uid, gid, mtime: now, size: 0, source: { archive: file, compression } });
       continue;
     }
     const target = destDir ? cleanRel(`${destRel}/${path.posix.basename(rel)}`) : destRel;
     await ensureDir(path.posix.dirname('/' + target).slice(1), destDir);
-    await fileEntry(target, file, st);
+    await fileEntry(target, file, { mode: st.mode, mtime: new Date(st.mtimeMs), size: st.size });
   }
   return { entries, hash: hash.digest('hex'), kind };
 }
@@ -225,7 +249,7 @@ export function packCopy(plan: CopyPlan, destOwner: { uid: number; gid: number }
 async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: number; gid: number } | undefined, tools: BuildTools, signal?: AbortSignal): Promise<void> {
   const entry = (header: Partial<tar.Header> & { name: string }, body?: Buffer): Promise<void> =>
     new Promise((resolve, reject) => pack.entry(header, body ?? '', (err) => (err ? reject(err) : resolve())));
-  const unpackInto = async (archive: string, compression: string, destRel: string) => {
+  const unpackInto = async (archive: TreeFile, compression: string, destRel: string) => {
     const extract = tarStream().extract();
     extract.on('entry', (header, body, next) => {
       void (async () => {
@@ -250,7 +274,7 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
         else if (header.type === 'link') await entry({ ...common, type: 'link', size: 0, linkname: cleanRel(`${destRel}/${path.posix.normalize(header.linkname ?? '')}`) });
       })().then(() => next(), (err: Error) => next(err));
     });
-    await pipeline(createReadStream(archive), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
+    await pipeline(archive.tree.open(archive.rel), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
       throw decompressionError(err);
     });
   };
@@ -260,18 +284,17 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
     if (e.type === 'directory') await entry({ ...header, type: 'directory', size: 0 });
     else if (e.type === 'symlink') await entry({ ...header, type: 'symlink', size: 0, linkname: e.linkname });
     else if (e.type === 'archive') {
-      const src = e.source as { archive: string; compression: string };
+      const src = e.source as { archive: TreeFile; compression: string };
       await unpackInto(src.archive, src.compression, e.name.split('\0')[0]);
     } else if (e.source && 'content' in e.source) await entry({ ...header, type: 'file', size: e.source.content.length }, e.source.content);
     else if (e.source && 'file' in e.source) {
-      const file = e.source.file;
-      const st = await fs.stat(file);
-      if (st.size === 0) {
+      const { tree, rel } = e.source.file;
+      if (e.size === 0) {
         await entry({ ...header, type: 'file', size: 0 });
         continue;
       }
-      const sink = pack.entry({ ...header, type: 'file', size: st.size });
-      await pipeline(createReadStream(file, { end: Math.max(0, st.size - 1), highWaterMark: 256 * 1024 }), sink);
+      const sink = pack.entry({ ...header, type: 'file', size: e.size });
+      await pipeline(tree.open(rel), sink);
     }
   }
   pack.finalize();
@@ -283,7 +306,7 @@ export async function resolveChown(spec: string, image: SourceTree | undefined):
   const readDb = async (file: string): Promise<string[][]> => {
     if (!image) return [];
     try {
-      const text = await fs.readFile(await image.hostPath(await resolveInTree(image, file)), 'utf8');
+      const text = await readText(image, await resolveInTree(image, file));
       return text.split('\n').filter(Boolean).map((l) => l.split(':'));
     } catch {
       return [];
@@ -309,7 +332,7 @@ export async function resolveChown(spec: string, image: SourceTree | undefined):
   return { uid, gid };
 }
 
-export async function fetchUrl(build: BuildRun, url: string): Promise<{ file: string; name: string; mtime: Date }> {
+export async function fetchUrl(build: BuildRun, url: string): Promise<Fetched> {
   let response: Response;
   try {
     response = await fetch(url, { signal: build.signal, redirect: 'follow' });
@@ -317,13 +340,13 @@ export async function fetchUrl(build: BuildRun, url: string): Promise<{ file: st
     throw new InvalidParameter(`ADD failed: cannot download ${url}: ${errorMessage((err as Error).cause ?? err)}`, { cause: err });
   }
   if (!response.ok || !response.body) throw new InvalidParameter(`ADD failed: cannot download ${url}: the server answered ${response.status} ${response.statusText}`);
-  const file = path.join(build.workDir, `download-${createHash('sha256').update(url).digest('hex').slice(0, 16)}-${Date.now()}`);
-  await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), createWriteStream(file, { mode: 0o600 }), { signal: build.signal });
+  const file = `download-${createHash('sha256').update(url).digest('hex').slice(0, 16)}-${Date.now()}`;
+  await build.workspace.saveDownload(file, Readable.fromWeb(response.body as import('node:stream/web').ReadableStream<Uint8Array>), build.signal);
   const lastModified = response.headers.get('last-modified');
   const mtime = lastModified && !Number.isNaN(Date.parse(lastModified)) ? new Date(lastModified) : new Date(0);
   let name = path.posix.basename(new URL(url).pathname);
   if (!name || name === '/') name = '__unnamed__';
-  return { file, name, mtime };
+  return { tree: build.workspace.downloads, rel: file, name, mtime };
 }
 
 export async function copyStep(build: BuildRun, state: StageState, ins: Instruction, lookup: Lookup): Promise<void> {
@@ -332,7 +355,7 @@ export async function copyStep(build: BuildRun, state: StageState, ins: Instruct
   const words = jsonArray(ins.args) ?? expandWords(ins.args, lookup, build.escape);
   const dest = words[words.length - 1];
   const sourceWords = words.slice(0, -1);
-  let tree: FolderTree | LayersTree = new FolderTree(build.contextDir);
+  let tree: SourceTree = build.workspace.context;
   let fromLabel = '';
   if (ins.flags.from) {
     if (isAdd) throw new InvalidParameter('ADD does not take --from; use COPY --from');
@@ -344,7 +367,7 @@ export async function copyStep(build: BuildRun, state: StageState, ins: Instruct
       if (/^\d+$/.test(from)) throw new InvalidParameter(`invalid from flag value ${from}: no stage with that index before this one`);
       chainIds = images.find(from).image.chainIds;
     }
-    tree = new LayersTree(images.lowerDirs(chainIds)) as LayersTree;
+    tree = new ImageTree(build.builder.d.host.layers, chainIds);
     fromLabel = `from ${from} `;
   }
   const image = build.layersTree(state);

@@ -12,7 +12,8 @@ import type { ImageRunConfig } from '../images/types.js';
 import { familiarString, parseNormalizedNamed } from '../reference.js';
 import { packCopy } from './copy.js';
 import { parseInstructionLine, type Instruction } from './parser.js';
-import { LayersTree, resolveInTree } from './sources.js';
+import { ImageTree, resolveInTree } from './sources.js';
+import type { BuildWorkspace } from '../../state/scratch.js';
 import { expandWord, type Lookup } from './words.js';
 import { credentialsFor, type BuildOptions, type Emit, type Stage, type StageState } from './types.js';
 import { ARCH, cloneConfig, DEFAULT_SHELL, envLookup, hashKey, jsonArray, PROXY_ARGS, setEnv, splitArg } from './helpers.js';
@@ -32,8 +33,8 @@ export class BuildRun {
     readonly opts: BuildOptions,
     readonly emit: Emit,
     readonly signal: AbortSignal,
-    readonly contextDir: string,
-    readonly workDir: string,
+    /** The build's scratch: its context and ADD's downloads. */
+    readonly workspace: BuildWorkspace,
     readonly escape: string,
   ) {}
 
@@ -302,8 +303,9 @@ export class BuildRun {
     return [...shell, args];
   }
 
-  layersTree(state: StageState): LayersTree | undefined {
-    return state.chainIds.length > 0 ? new LayersTree(this.builder.d.images.lowerDirs(state.chainIds)) : undefined;
+  /** The stage's image as a tree (read on the Host); undefined for scratch. */
+  layersTree(state: StageState): ImageTree | undefined {
+    return state.chainIds.length > 0 ? new ImageTree(this.builder.d.host.layers, state.chainIds) : undefined;
   }
 
   async workdir(state: StageState, dir: string): Promise<void> {

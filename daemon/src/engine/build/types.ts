@@ -5,6 +5,7 @@ import type { AuthConfig } from '../images/registry/auth.js';
 import type { ImageRecord } from '../images/store.js';
 import type { CreateImageOptions, ImageRunConfig } from '../images/types.js';
 import type { BuildTools } from './context.js';
+import type { LayerTrees } from './sources.js';
 import type { Instruction } from './parser.js';
 
 /** A failed step that carries the code Docker puts in errorDetail (a RUN's exit code). */
@@ -42,6 +43,8 @@ export interface BuildContainers {
 export interface BuildHost extends BuildTools {
   /** The container's writable layer as a layer tar. */
   diffTar(id: string, lowerDirs: string[], signal?: AbortSignal): Readable;
+  /** Images' layers read as trees (COPY --from, --chown names, what exists at a destination). */
+  layers: LayerTrees;
 }
 
 /** Credentials for one registry, as clients send them (X-Registry-Config values): the registry client's AuthConfig. */

@@ -14,12 +14,14 @@ import { fetchRemoteCA, requestJoin } from './dispatcher.js';
 import { connectStore, removeMember } from './etcd.js';
 import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
+import type { ClusterNetworks } from './network/networks.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
 
 export { ETCD_CLIENT_PORT, ETCD_PEER_PORT, splitHostPort };
 export type { ClusterDeps, LocalSwarmStatus, NodeDescription } from './node.js';
+export { withSwarmNetworks } from './network/backend.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
@@ -34,6 +36,16 @@ export class ClusterService extends SwarmNode {
   private lockedCerts?: SwarmKeys;
 
   // -- guards for the API --
+
+  /** The swarm's networks on a manager; undefined elsewhere. */
+  clusterNetworks(): ClusterNetworks | undefined {
+    return this.manager?.networks;
+  }
+
+  /** This node's role in its swarm; undefined outside one. */
+  swarmRole(): 'manager' | 'worker' | undefined {
+    return this.state?.role;
+  }
 
   /** The manager's objects; throws "not a swarm manager" elsewhere. */
   objects(): ClusterObjects {

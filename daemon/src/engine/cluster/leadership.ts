@@ -9,6 +9,7 @@ import { log } from '../../util/log.js';
 import { moveEtcdLeaderAway, within } from './etcd.js';
 import type { ClusterObjects } from './objects.js';
 import type { LogRequests } from './remotelogs.js';
+import type { ClusterNetworks } from './network/networks.js';
 import { Orchestrator } from './orchestrator.js';
 import { heartbeatSeconds } from './status.js';
 import { key, type ClusterStore, type Fence } from './store.js';
@@ -28,6 +29,7 @@ export interface ManagerParts {
   objects: ClusterObjects;
   /** The task logs this manager asked other nodes for. */
   logs: LogRequests;
+  networks: ClusterNetworks;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
   leaderStop?: () => Promise<void>;

@@ -17,6 +17,8 @@ import { connectStore, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
+import { ClusterNetworks } from './network/networks.js';
+import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
@@ -168,10 +170,11 @@ export class SwarmNode {
     const state = this.state!;
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const parts: ManagerParts = { etcd, store, objects, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
+    const networks = new ClusterNetworks(store, () => addressPools(store));
+    const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
+      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
@@ -195,6 +198,16 @@ export class SwarmNode {
     this.agent.start();
   }
 
+  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
+  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
+    const before = this.leaderId;
+    this.leaderId = leader;
+    if (before === leader) return;
+    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
+    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
+    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
+  }
+
   /** The agent's source on a manager: the store itself. */
   protected localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
     return {
@@ -206,12 +219,13 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
       logRequests: () => store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId),
+      networks: () => nodeNetworks(store, nodeId),
     };
   }
 

@@ -66,8 +66,8 @@ export function validateServiceSpec(spec: unknown): Obj {
   for (const ref of [...(cs.Secrets ?? []), ...(cs.Configs ?? [])]) {
     if (!isObject(ref)) throw new InvalidParameter('secret and config references must be objects');
   }
-  const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
-  if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  if (tt.Networks !== undefined && tt.Networks !== null && !Array.isArray(tt.Networks)) throw new InvalidParameter('TaskTemplate.Networks must be a list');
+  if (s.Networks !== undefined && s.Networks !== null && !Array.isArray(s.Networks)) throw new InvalidParameter('Networks must be a list');
   const constraints = tt.Placement?.Constraints;
   if (constraints !== undefined) {
     if (!Array.isArray(constraints)) throw new InvalidParameter('Placement.Constraints must be a list of strings');

@@ -128,7 +128,7 @@ export class ContainerFiles {
     const { host, containers, images } = this.deps;
     const id = record.Id;
     const root = await containers.serialised(id, async () => {
-      if (!record.State.Running && !record.State.Restarting && !record.State.Paused) await ensurePlaceholderFiles(record);
+      if (!record.State.Running && !record.State.Restarting && !record.State.Paused) await ensurePlaceholderFiles(this.deps.host, record);
       const lowerDirs = images.lowerDirs(record.ImageChainIds);
       const merged = await host.mountRootfs(id, lowerDirs);
       this.holds.set(id, (this.holds.get(id) ?? 0) + 1);

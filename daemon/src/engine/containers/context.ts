@@ -4,7 +4,6 @@
  * façade (service.ts) and passed to every verb.
  */
 import { EventEmitter } from 'node:events';
-import path from 'node:path';
 import type { AttachStreams, ContainerRuntimeHost, LayerFolders, ProbeHost } from '../../host/host.js';
 import type { DeviceProbe } from './devices.js';
 import { log } from '../../util/log.js';
@@ -12,11 +11,14 @@ import { errorMessage } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { ImageLookup } from '../images/types.js';
 import type { ContainerNetworking, PlanOptions } from '../networks/types.js';
+import type { EtcFilesHost } from './files.js';
 import type { ContainerRecord, MountPoint } from './model.js';
 import { ContainerStore } from './store.js';
+import type { StateStore } from '../../state/state.js';
 
 export interface ContainerServiceDeps {
-  dataRoot: string;
+  /** The daemon's state: the containers' records are kept under `containers/` in it. */
+  state: StateStore;
   host: ContainerRuntimeHost;
   images: ImageLookup & LayerFolders;
   networking: ContainerNetworking;
@@ -28,6 +30,8 @@ export interface ContainerServiceDeps {
   sandboxes?: ContainerSandboxes;
   /** The machine's device nodes, bind sources and /etc files, as the Host's probe reads them. */
   probe: DeviceProbe & Pick<ProbeHost, 'pathExists' | 'etcFile'>;
+  /** Where the container's own /etc files (hosts, hostname, resolv.conf) are written: the Host's files part. */
+  etcFiles: EtcFilesHost;
 }
 
 /** What the container engine asks of the sandbox service. */
@@ -36,6 +40,8 @@ export interface ContainerSandboxes {
   checkCreate(labels: Record<string, unknown> | null | undefined, hostConfig: Record<string, any>): void;
   /** The container has its network and its process has not run yet: its policy goes in the kernel. */
   connected(record: ContainerRecord): Promise<void>;
+  /** Whether the container has a network policy (its domain rules need the embedded DNS server, on any bridge). */
+  hasPolicy(record: ContainerRecord): Promise<boolean>;
   /** The container's network was released. */
   disconnected(id: string): Promise<void>;
 }
@@ -106,7 +112,7 @@ export class ContainerContext {
   afterSignal: ((record: ContainerRecord, signal: number) => Promise<void>) | undefined;
 
   constructor(readonly deps: ContainerServiceDeps) {
-    this.store = new ContainerStore(path.join(deps.dataRoot, 'containers'));
+    this.store = new ContainerStore(deps.state);
     this.host = deps.host;
     this.images = deps.images;
     this.networking = deps.networking;

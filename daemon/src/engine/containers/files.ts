@@ -1,11 +1,13 @@
 /**
- * The files the engine writes for a container and bind-mounts into it: /etc/hostname, /etc/hosts and
- * /etc/resolv.conf, as Docker writes them.
+ * The files the engine makes for a container and bind-mounts into it: /etc/hostname, /etc/hosts and
+ * /etc/resolv.conf, as Docker writes them. Their content is made here; the Host writes them on its machine at
+ * the paths of the container's record (ContainerFilesHost.writeEtcFiles).
  */
-import { promises as fs } from 'node:fs';
-import type { ProbeHost } from '../../host/host.js';
-import { writeFreshFiles } from '../../util/atomic.js';
+import type { ContainerFilesHost, ProbeHost } from '../../host/host.js';
 import type { ContainerRecord } from './model.js';
+
+/** Where the container's files are written and read: the Host's files part. */
+export type EtcFilesHost = Pick<ContainerFilesHost, 'writeEtcFiles' | 'readEtcFile'>;
 
 const HOSTS_HEADER = [
   '127.0.0.1\tlocalhost',
@@ -83,24 +85,31 @@ export function resolvConf(record: ContainerRecord, hostResolv: string | undefin
 }
 
 /** Rewrites /etc/hosts in place (same inode, so that the container's bind mount sees the new content). */
-export async function writeHostsFile(record: ContainerRecord, address: string | readonly string[] | undefined, hostGateway?: string, links: readonly LinkEntry[] = []): Promise<void> {
+export async function writeHostsFile(
+  files: EtcFilesHost,
+  record: ContainerRecord,
+  address: string | readonly string[] | undefined,
+  hostGateway?: string,
+  links: readonly LinkEntry[] = [],
+): Promise<void> {
   if (record.HostConfig.NetworkMode === 'host') return;
-  await fs.writeFile(record.HostsPath, hostsFile(record, address, hostGateway, links));
+  await files.writeEtcFiles([{ file: record.HostsPath, data: hostsFile(record, address, hostGateway, links) }], 'inPlace');
 }
 
 /** Rewrites resolv.conf in place (same inode: the container's bind mount sees the new content), when it changes. */
-export async function rewriteResolvConf(record: ContainerRecord, machine: EtcFiles, opts: { embeddedDns?: boolean } = {}): Promise<void> {
+export async function rewriteResolvConf(files: EtcFilesHost, record: ContainerRecord, machine: EtcFiles, opts: { embeddedDns?: boolean } = {}): Promise<void> {
   const next = resolvConf(record, await machine.etcFile('resolv.conf'), opts);
-  const current = await fs.readFile(record.ResolvConfPath, 'utf8').catch(() => undefined);
-  if (current !== next) await fs.writeFile(record.ResolvConfPath, next);
+  const current = await files.readEtcFile(record.ResolvConfPath).catch(() => undefined);
+  if (current !== next) await files.writeEtcFiles([{ file: record.ResolvConfPath, data: next }], 'inPlace');
 }
 
 /**
  * Gives the /etc/hosts lines whose first name is `name` the address `address`, or removes them (undefined),
  * in place (same inode: the container's bind mount sees the change).
  */
-export async function replaceHostsEntry(file: string, name: string, address: string | undefined): Promise<void> {
-  const text = await fs.readFile(file, 'utf8');
+export async function replaceHostsEntry(files: EtcFilesHost, file: string, name: string, address: string | undefined): Promise<void> {
+  const text = await files.readEtcFile(file);
+  if (text === undefined) return;
   const out: string[] = [];
   for (const line of text.split('\n')) {
     const [ip, first, ...rest] = line.trim().split(/\s+/);
@@ -112,14 +121,12 @@ export async function replaceHostsEntry(file: string, name: string, address: str
     if (address !== undefined && !ip.includes(':')) out.push(`${address}\t${[first, ...rest].join(' ')}`);
   }
   const next = out.join('\n');
-  if (next !== text) await fs.writeFile(file, next);
+  if (next !== text) await files.writeEtcFiles([{ file, data: next }], 'inPlace');
 }
 
-/**
- * The files are written anew before the runtime bind-mounts them (unlinked first: ext4 flushes a file truncated
- * and rewritten in place when it is closed, milliseconds on the start path), together as one task of the pool.
- */
+/** The files are written anew before the runtime bind-mounts them (the Host's `fresh` writes). */
 export async function writeContainerFiles(
+  files: EtcFilesHost,
   record: ContainerRecord,
   machine: EtcFiles,
   address: string | undefined,
@@ -131,11 +138,14 @@ export async function writeContainerFiles(
   const [hostResolv, machineHosts] = await Promise.all([machine.etcFile('resolv.conf'), hostNetwork ? machine.etcFile('hosts') : undefined]);
   // On the host's network the container sees the machine's /etc/hosts.
   const hosts = hostNetwork ? (machineHosts ?? hostsFile(record, undefined)) : hostsFile(record, address, hostGateway);
-  await writeFreshFiles([
-    { file: record.HostsPath, data: hosts },
-    { file: record.HostnamePath, data: `${hostname}\n` },
-    { file: record.ResolvConfPath, data: resolvConf(record, hostResolv, opts) },
-  ]);
+  await files.writeEtcFiles(
+    [
+      { file: record.HostsPath, data: hosts },
+      { file: record.HostnamePath, data: `${hostname}\n` },
+      { file: record.ResolvConfPath, data: resolvConf(record, hostResolv, opts) },
+    ],
+    'fresh',
+  );
 }
 
 /**
@@ -143,16 +153,7 @@ export async function writeContainerFiles(
  * then, they are empty files of mode 0755, made here for a copy to or from the container; the start writes
  * them anew (writeContainerFiles).
  */
-export async function ensurePlaceholderFiles(record: ContainerRecord): Promise<void> {
-  await Promise.all(
-    [record.HostsPath, record.HostnamePath, record.ResolvConfPath].filter(Boolean).map(async (file) => {
-      try {
-        await fs.writeFile(file, '', { flag: 'wx', mode: 0o755 });
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
-        throw err;
-      }
-      await fs.chmod(file, 0o755);
-    }),
-  );
+export async function ensurePlaceholderFiles(files: EtcFilesHost, record: ContainerRecord): Promise<void> {
+  const paths = [record.HostsPath, record.HostnamePath, record.ResolvConfPath].filter(Boolean);
+  await files.writeEtcFiles(paths.map((file) => ({ file, data: '' })), 'placeholder');
 }

@@ -99,7 +99,7 @@ export async function updateLinkParents(ctx: ContainerContext, child: ContainerR
     for (const link of (parent.HostConfig.Links as string[] | null) ?? []) {
       const { name, alias } = parseLink(link);
       if (name !== child.Name.slice(1)) continue;
-      await replaceHostsEntry(parent.HostsPath, alias, address).catch((err) =>
+      await replaceHostsEntry(ctx.deps.etcFiles, parent.HostsPath, alias, address).catch((err) =>
         log.warn('cannot update the hosts file of a linked container', { id: parent.Id, error: errorMessage(err) }),
       );
     }
@@ -149,7 +149,7 @@ export async function removeLink(ctx: ContainerContext, ref: string): Promise<vo
     parent.HostConfig.Links = kept.length > 0 ? kept : null;
     await ctx.store.save(parent);
     if (parent.State.Running) {
-      await replaceHostsEntry(parent.HostsPath, alias, undefined).catch((err) =>
+      await replaceHostsEntry(ctx.deps.etcFiles, parent.HostsPath, alias, undefined).catch((err) =>
         log.warn('cannot update the hosts file of a container', { id: parent.Id, error: errorMessage(err) }),
       );
     }

@@ -6,6 +6,14 @@ import { planOptions, type ContainerContext } from './context.js';
 import { rewriteResolvConf } from './files.js';
 import type { ContainerRecord } from './model.js';
 
+/** A running container now served by the embedded DNS server resolves through it: its resolv.conf names it. */
+export async function useEmbeddedDns(ctx: ContainerContext, ref: string): Promise<void> {
+  const record = ctx.store.get(ref);
+  await ctx.withLock(record.Id, async () => {
+    if (record.State.Running) await rewriteResolvConf(ctx.deps.etcFiles, record, ctx.deps.probe, { embeddedDns: true });
+  });
+}
+
 /**
  * Changes a container's network configuration (network connect and disconnect), serialised with its
  * other state changes: `change` sees the configuration and whether the container runs, and returns the new
@@ -29,7 +37,7 @@ export async function configureNetworks(ctx: ContainerContext, ref: string, chan
     // A running container that now has the embedded DNS server (it joined a user-defined network) resolves
     // through it, as with Docker: its resolv.conf is written again, in place.
     if (next.Networks && record.State.Running && ctx.networking.servesDns(record.Id)) {
-      await rewriteResolvConf(record, ctx.deps.probe, { embeddedDns: true }).catch((err) =>
+      await rewriteResolvConf(ctx.deps.etcFiles, record, ctx.deps.probe, { embeddedDns: true }).catch((err) =>
         log.warn('cannot point the resolv.conf of a container at the embedded DNS server', { id: record.Id, error: errorMessage(err) }),
       );
     }

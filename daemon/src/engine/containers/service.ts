@@ -14,7 +14,7 @@ import { kill } from './kill.js';
 import { removeLink, runningLinkEnv } from './linking.js';
 import { containersUsingImage, containersUsingVolume, counts, runningContainersUsingVolume } from './list.js';
 import type { ContainerRecord } from './model.js';
-import { configureNetworks } from './netconfig.js';
+import { configureNetworks, useEmbeddedDns } from './netconfig.js';
 import { close, load } from './recovery.js';
 import { remove } from './remove.js';
 import { rename } from './rename.js';
@@ -133,6 +133,11 @@ export class ContainerService implements ImageUsers {
   }
 
   /** Changes a container's network configuration (network connect and disconnect): see netconfig.ts. */
+  /** Points a running container's resolv.conf at the embedded DNS server (which serves it now). */
+  useEmbeddedDns(ref: string): Promise<void> {
+    return useEmbeddedDns(this.ctx, ref);
+  }
+
   configureNetworks(ref: string, change: (current: ContainerNetworkConfig) => Promise<ContainerNetworkChange | undefined>): Promise<void> {
     return configureNetworks(this.ctx, ref, change);
   }

@@ -34,7 +34,8 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
   let connected = false;
   try {
     // Planned again at every start: the network may have gone or changed since create.
-    const plan = ctx.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, planOptions(record.Config, hc));
+    const sandbox = (await ctx.deps.sandboxes?.hasPolicy(record)) ?? false;
+    const plan = ctx.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, { ...planOptions(record.Config, hc), sandbox });
     const onBridge = plan.mode === 'bridge' && (plan.networkName === 'bridge' || (plan.extra ?? []).some((e) => e.networkName === 'bridge'));
     const links = legacyLinks(ctx, record, onBridge);
     let network: 'new' | 'host' | { path: string } = plan.mode === 'host' ? 'host' : 'new';
@@ -56,7 +57,7 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
     // Both settle before going on: a mount that succeeds beside a failure is undone below.
     const [mount, files] = await Promise.allSettled([
       ctx.host.mountRootfs(record.Id, lowerDirs),
-      writeContainerFiles(record, ctx.deps.probe, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
+      writeContainerFiles(ctx.deps.etcFiles, record, ctx.deps.probe, undefined, plan.hostGateway, { embeddedDns: plan.embeddedDns }),
     ]);
     if (mount.status === 'rejected') throw mount.reason;
     mounted = true;
@@ -92,7 +93,7 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
           (record as ContainerRecord & { SandboxKey?: string }).SandboxKey = attachment.sandboxKey;
           record.Ports = attachment.ports;
           const hostsAddresses = [attachment.hostsAddress, attachment.hostsAddress6].filter((a): a is string => !!a);
-          if (hostsAddresses.length > 0 || links.hosts.length > 0) await writeHostsFile(record, hostsAddresses, plan.hostGateway, links.hosts);
+          if (hostsAddresses.length > 0 || links.hosts.length > 0) await writeHostsFile(ctx.deps.etcFiles, record, hostsAddresses, plan.hostGateway, links.hosts);
           // Clients that attached before start get the stream from the first byte on.
           if (pending) {
             ctx.pendingAttach.delete(record.Id);

@@ -1,7 +1,6 @@
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
-import { createFileDurable, syncFolder, writeJSONAtomic } from '../../util/atomic.js';
+import type { StateStore } from '../../state/state.js';
 import { removeLater } from '../../util/later.js';
 import { log } from '../../util/log.js';
 import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
@@ -9,9 +8,12 @@ import { CONTAINER_FORMAT_VERSION, type ContainerRecord } from './model.js';
 /** Prefix of the folders of removed containers being deleted (never an id: ids are hexadecimal). */
 const REMOVING = '.removing-';
 
+/** The store's folder under the data root. */
+const FOLDER = 'containers';
+
 /**
- * Containers in memory, indexed by id and name, persisted one folder per container (see model.ts for the
- * format). Lookups accept a full id, a unique id prefix, or a name with or without its slash.
+ * Containers in memory, indexed by id and name, persisted one folder per container under
+ * `<data-root>/containers/` through the StateStore (see model.ts for the format). Lookups accept a full id, a unique id prefix, or a name with or without its slash.
  */
 export class ContainerStore {
   private readonly byId = new Map<string, ContainerRecord>();
@@ -26,7 +28,12 @@ export class ContainerStore {
   private readonly changing = new WeakMap<ContainerRecord, number>();
   private nextRevision = 1;
 
-  constructor(readonly root: string) {}
+  /** The containers' folder (their engine files are written in each container's, see dir()). */
+  readonly root: string;
+
+  constructor(private readonly state: StateStore) {
+    this.root = path.join(state.root, FOLDER);
+  }
 
   dir(id: string): string {
     return path.join(this.root, id);
@@ -34,7 +41,7 @@ export class ContainerStore {
 
   /** Makes the container's folder when it is missing (its engine files are written there at start). */
   async ensureDir(id: string): Promise<void> {
-    await fs.mkdir(this.dir(id), { recursive: true });
+    await this.state.makeFolder(`${FOLDER}/${id}`);
   }
 
   /**
@@ -42,23 +49,23 @@ export class ContainerStore {
    * interrupted (their folders are still aside): the caller releases what they held, then dropTombstone().
    */
   async load(): Promise<string[]> {
-    await fs.mkdir(this.root, { recursive: true, mode: 0o710 });
     const removed: string[] = [];
-    for (const entry of await fs.readdir(this.root)) {
+    for (const entry of await this.state.list(FOLDER, { mode: 0o710 })) {
       if (entry.startsWith(REMOVING)) {
         const id = entry.slice(REMOVING.length);
         if (/^[0-9a-f]{64}$/.test(id)) removed.push(id);
-        else void fs.rm(path.join(this.root, entry), { recursive: true, force: true }).catch(() => undefined);
+        else void this.state.remove(`${FOLDER}/${entry}`).catch(() => undefined);
         continue;
       }
-      const file = path.join(this.root, entry, 'container.json');
       let record: ContainerRecord;
       try {
-        record = JSON.parse(await fs.readFile(file, 'utf8')) as ContainerRecord;
+        const bytes = await this.state.read(`${FOLDER}/${entry}/container.json`);
+        if (!bytes) throw new Error('container.json is missing');
+        record = JSON.parse(bytes.toString('utf8')) as ContainerRecord;
       } catch (err) {
         // A folder without a readable record is what an interrupted create leaves: it holds nothing of value.
         log.warn('removing incomplete container folder', { id: entry, error: (err as Error).message });
-        await fs.rm(path.join(this.root, entry), { recursive: true, force: true });
+        await this.state.remove(`${FOLDER}/${entry}`);
         continue;
       }
       if (record.FormatVersion !== CONTAINER_FORMAT_VERSION) {
@@ -168,11 +175,11 @@ export class ContainerStore {
   }
 
   /**
-   * Writes a new container's record, durably (one fsync, no rename: see createFileDurable). A crash before it
+   * Writes a new container's record, durably (one fsync, no rename: see StateStore.create). A crash before it
    * returns leaves a folder without a readable record, which load() removes as an unfinished creation.
    */
   async create(record: ContainerRecord): Promise<void> {
-    await createFileDurable(path.join(this.dir(record.Id), 'container.json'), JSON.stringify(record), { mode: 0o600, dirMode: 0o710 });
+    await this.state.create(`${FOLDER}/${record.Id}/container.json`, JSON.stringify(record), { mode: 0o600, dirMode: 0o710 });
   }
 
   /**
@@ -182,7 +189,7 @@ export class ContainerStore {
   async save(record: ContainerRecord): Promise<void> {
     this.touch(record);
     if (!this.byId.has(record.Id)) return; // removed meanwhile: never resurrect it on disk
-    await writeJSONAtomic(path.join(this.dir(record.Id), 'container.json'), record, { durable: false });
+    await this.state.write(`${FOLDER}/${record.Id}/container.json`, JSON.stringify(record), { durable: false });
   }
 
   /**
@@ -194,15 +201,14 @@ export class ContainerStore {
   async remove(record: ContainerRecord, opts: { tombstone?: boolean } = {}): Promise<void> {
     this.byId.delete(record.Id);
     if (this.byName.get(record.Name) === record.Id) this.byName.delete(record.Name);
-    const aside = this.tombstone(record.Id);
+    let moved: boolean;
     try {
-      await fs.rename(this.dir(record.Id), aside);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await fs.rm(this.dir(record.Id), { recursive: true, force: true });
+      moved = await this.state.rename(`${FOLDER}/${record.Id}`, this.tombstone(record.Id));
+    } catch {
+      await this.state.remove(`${FOLDER}/${record.Id}`);
       return;
     }
-    await syncFolder(this.root);
-    if (!opts.tombstone) this.deleteLater(record.Id);
+    if (moved && !opts.tombstone) this.deleteLater(record.Id);
   }
 
   /** Deletes the folder of a removed container kept by remove({ tombstone: true }) or found by load(). */
@@ -211,10 +217,10 @@ export class ContainerStore {
   }
 
   private tombstone(id: string): string {
-    return path.join(this.root, `${REMOVING}${id}`);
+    return `${FOLDER}/${REMOVING}${id}`;
   }
 
   private deleteLater(id: string): void {
-    removeLater(this.tombstone(id), (p) => fs.rm(p, { recursive: true, force: true }), (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
+    removeLater(this.tombstone(id), (name) => this.state.remove(name), (err) => log.warn('cannot delete the files of a removed container', { id, error: (err as Error).message }));
   }
 }

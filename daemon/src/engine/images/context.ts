@@ -8,6 +8,7 @@ import { familiarName, familiarString, looksLikeIdPrefix, parseNormalizedNamed, 
 import type { Distribution } from './registry/index.js';
 import { ImageStore, type ImageRecord } from './store.js';
 import type { LayerStore } from '../../host/host.js';
+import type { StateStore } from '../../state/state.js';
 import type { ImageUsers } from './types.js';
 
 export type Filters = Map<string, string[]>;
@@ -29,11 +30,11 @@ export class ImageContext {
   distribution: Distribution | undefined;
 
   constructor(
-    root: string,
+    state: StateStore,
     readonly layers: LayerStore & { diffDir?(chainId: string): string },
     readonly events: EventBus,
   ) {
-    this.store = new ImageStore(root);
+    this.store = new ImageStore(state);
   }
 
   /** Runs changes of the store one at a time. */

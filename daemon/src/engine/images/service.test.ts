@@ -1,15 +1,18 @@
 import assert from 'node:assert/strict';
-import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { tarBuffer } from '../../../test/fixtures/archives.js';
 import { buildBusyboxArchive } from '../../../test/fixtures/busybox.js';
-import { LinuxLayerStore } from '../../host/linux/layers/store.js';
+import { createFakeHost } from '../../host/fake/index.js';
 import { Conflict, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { ImageService } from './service.js';
+import { FsStateStore } from '../../state/fs.js';
 
 describe('image service: removal while containers use an image', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'berth-images-'));
@@ -20,8 +23,7 @@ describe('image service: removal while containers use an image', () => {
 
   before(async () => {
     await buildBusyboxArchive(archive);
-    const imageRoot = path.join(root, 'image');
-    images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), new EventBus());
+    images = new ImageService(new FsStateStore(root), createFakeHost().layers, new EventBus());
     images.setUsers({ containersUsingImage: (imageId) => using.get(imageId) ?? [] });
     await images.init();
     [id] = await images.load(createReadStream(archive), () => undefined);
@@ -34,7 +36,7 @@ describe('image service: removal while containers use an image', () => {
     assert.equal(forContainer.reference, 'busybox:latest');
     assert.deepEqual(forContainer.config.Cmd, ['sh']);
     const [dir] = images.lowerDirs(forContainer.chainIds);
-    assert.match(dir, /\/image\/layers\/[0-9a-f]{64}\/diff$/);
+    assert.match(dir, /\/layers\/[0-9a-f]{64}\/diff$/);
     await assert.rejects(images.resolveForContainer('nosuch'), NotFound);
     assert.throws(() => images.lowerDirs([`sha256:${'0'.repeat(64)}`]), NotFound);
   });
@@ -63,13 +65,13 @@ describe('image service: removal while containers use an image', () => {
 
 describe('image service: images made from a parent and a diff', () => {
   const root = mkdtempSync(path.join(os.tmpdir(), 'berth-images-'));
+  const layers = createFakeHost().layers;
   const archive = path.join(root, 'busybox.tar');
   let images: ImageService;
 
   before(async () => {
     await buildBusyboxArchive(archive);
-    const imageRoot = path.join(root, 'image');
-    images = new ImageService(imageRoot, new LinuxLayerStore(imageRoot), new EventBus());
+    images = new ImageService(new FsStateStore(root), layers, new EventBus());
     await images.init();
     await images.load(createReadStream(archive), () => undefined);
   });
@@ -88,7 +90,7 @@ describe('image service: images made from a parent and a diff', () => {
     const forContainer = await images.resolveForContainer('derived:1');
     const dirs = images.lowerDirs(forContainer.chainIds);
     assert.equal(dirs.length, 2);
-    assert.equal(readFileSync(path.join(dirs[1], 'srv', 'app'), 'utf8'), 'app\n');
+    assert.equal(await layerFile(layers.openTar(forContainer.chainIds[1]), 'srv/app'), 'app\n');
 
     const empty = await images.createImage({ parent: 'derived:1', config: { Cmd: ['x'] }, createdBy: 'metadata only' });
     assert.equal(images.find(empty).image.chainIds.length, 2);
@@ -116,3 +118,19 @@ describe('image service: images made from a parent and a diff', () => {
     assert.equal(images.lowerDirs((await images.resolveForContainer('busybox')).chainIds).length, 1);
   });
 });
+
+/** The content of one file of a layer tar. */
+async function layerFile(tarStream: NodeJS.ReadableStream, name: string): Promise<string | undefined> {
+  const extract = tar.extract();
+  let found: string | undefined;
+  extract.on('entry', (header, body, next) => {
+    const chunks: Buffer[] = [];
+    body.on('data', (c: unknown) => chunks.push(c as Buffer));
+    body.on('end', () => {
+      if (header.name.replace(/^\.?\//, '') === name) found = Buffer.concat(chunks).toString('utf8');
+      next();
+    });
+  });
+  await pipeline(tarStream, extract);
+  return found;
+}

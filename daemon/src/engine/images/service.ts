@@ -10,13 +10,14 @@ import type { EventBus } from '../events.js';
 import { familiarString, type Reference } from '../reference.js';
 import { ARCH, ImageContext, type DeleteRecord, type Filters, type ProgressMessage } from './context.js';
 import { commitImage, createImage, importRootfs, load } from './create.js';
-import { history, inspect, list } from './list.js';
+import { diskUsage, history, inspect, list } from './list.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { prune, remove } from './remove.js';
 import { save } from './save.js';
 import type { ImageRecord, ImageStore } from './store.js';
 import { tag } from './tag.js';
 import type { LayerStore, ToolsHost } from '../../host/host.js';
+import type { StateStore } from '../../state/state.js';
 import type { CreateImageOptions, ImageForContainer, ImageLookup, ImageRunConfig, ImageUsers } from './types.js';
 
 export type { DeleteRecord, Filters, ProgressMessage } from './context.js';
@@ -25,8 +26,13 @@ export { parseUntil } from './list.js';
 export class ImageService implements ImageLookup {
   private readonly ctx: ImageContext;
 
-  constructor(root: string, layers: LayerStore & { diffDir?(chainId: string): string }, events: EventBus) {
-    this.ctx = new ImageContext(root, layers, events);
+  /** The images' records are kept in `state` (under `image/`), their layers in `layers`. */
+  constructor(
+    private readonly state: StateStore,
+    layers: LayerStore & { diffDir?(chainId: string): string },
+    events: EventBus,
+  ) {
+    this.ctx = new ImageContext(state, layers, events);
   }
 
   get store(): ImageStore {
@@ -38,8 +44,10 @@ export class ImageService implements ImageLookup {
     this.ctx.users = users;
   }
 
-  /** Removes layers that no image uses (what an interrupted load or removal left). */
+  /** Reads the images, then removes layers that no image uses (what an interrupted load or removal left). */
   async init(): Promise<void> {
+    await this.ctx.store.load();
+    await this.ctx.distribution?.init();
     const used = new Set(this.ctx.store.all().flatMap((i) => i.chainIds));
     for (const chainId of this.ctx.layers.chainIds()) if (!used.has(chainId)) await this.ctx.layers.remove(chainId);
   }
@@ -53,7 +61,7 @@ export class ImageService implements ImageLookup {
   useRegistries(options: RegistryOptions, tools: Pick<ToolsHost, 'decompressor'>): Distribution {
     const ctx = this.ctx;
     ctx.distribution = new Distribution(
-      ctx.store.root,
+      this.state,
       options,
       {
         layers: ctx.layers,
@@ -127,6 +135,11 @@ export class ImageService implements ImageLookup {
 
   list(opts: { all?: boolean; filters: Filters; sharedSize?: boolean }): Record<string, unknown>[] {
     return list(this.ctx, opts);
+  }
+
+  /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
+  diskUsage(): ReturnType<typeof diskUsage> {
+    return diskUsage(this.ctx);
   }
 
   inspect(name: string): Record<string, unknown> {

@@ -11,19 +11,23 @@
  *   {"docker.io/library/busybox:latest": "sha256:<image id>"}}}` (the shape of Docker's
  *   repositories.json, plus the version key).
  *
- * All writes are atomic (util/atomic). Layers live in the layer store (host/linux/layers).
+ * All writes are atomic and durable, through the StateStore. Layers live in the Host's layer store.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomic, writeJSONAtomic } from '../../util/atomic.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import { log } from '../../util/log.js';
 import { InvalidParameter } from '../../errors.js';
 import { parseReference, referenceString, type Reference } from '../reference.js';
 import type { ImageRunConfig } from './types.js';
 
 const FORMAT_VERSION = 1;
+
+/** The store's folder under the data root. */
+export const IMAGE_FOLDER = 'image';
+const BLOBS = `${IMAGE_FOLDER}/blobs/sha256`;
+const IMAGEDB = `${IMAGE_FOLDER}/imagedb`;
+const REPOSITORIES = `${IMAGE_FOLDER}/repositories.json`;
 
 /** An image configuration (Docker / OCI image spec), the fields this engine reads. */
 export interface ImageConfig {
@@ -95,27 +99,25 @@ export class ImageStore {
   private readonly images = new Map<string, ImageRecord>();
   /** Full reference text -> image id. */
   private readonly refs = new Map<string, string>();
-  private readonly blobsDir: string;
-  private readonly metaDir: string;
-  private readonly repositoriesFile: string;
+  /** The store's folder (for messages). */
+  readonly root: string;
 
-  constructor(readonly root: string) {
-    this.blobsDir = path.join(root, 'blobs', 'sha256');
-    this.metaDir = path.join(root, 'imagedb');
-    this.repositoriesFile = path.join(root, 'repositories.json');
-    this.load();
+  constructor(private readonly state: StateStore) {
+    this.root = path.join(state.root, IMAGE_FOLDER);
   }
 
-  private load(): void {
-    mkdirSync(this.blobsDir, { recursive: true, mode: 0o700 });
-    mkdirSync(this.metaDir, { recursive: true, mode: 0o700 });
-    for (const name of readdirSync(this.metaDir)) {
+  /** Reads the images and the index of references (once, before the store is used). */
+  async load(): Promise<void> {
+    await this.state.makeFolder(BLOBS, { mode: 0o700 });
+    for (const name of await this.state.list(IMAGEDB, { mode: 0o700 })) {
       const m = /^([a-f0-9]{64})\.json$/.exec(name);
       if (!m) continue;
       try {
-        const meta = JSON.parse(readFileSync(path.join(this.metaDir, name), 'utf8')) as ImageMeta & { version: number };
+        const meta = await readJSON<ImageMeta & { version: number }>(this.state, `${IMAGEDB}/${name}`);
+        if (!meta) throw new Error('its metadata is missing');
         if (meta.version !== FORMAT_VERSION) throw new Error(`unknown version ${meta.version}`);
-        const bytes = readFileSync(path.join(this.blobsDir, m[1]));
+        const bytes = await this.state.read(`${BLOBS}/${m[1]}`);
+        if (!bytes) throw new Error('its configuration is missing');
         if (createHash('sha256').update(bytes).digest('hex') !== m[1]) throw new Error('configuration does not match its digest');
         const config = parseImageConfig(bytes);
         const diffIds = config.rootfs!.diff_ids;
@@ -130,19 +132,17 @@ export class ImageStore {
         log.warn('skipping an unreadable image', { image: m[1], error: (err as Error).message });
       }
     }
-    if (existsSync(this.repositoriesFile)) {
-      try {
-        const index = JSON.parse(readFileSync(this.repositoriesFile, 'utf8')) as { version?: number; Repositories?: Record<string, Record<string, string>> };
-        for (const refs of Object.values(index.Repositories ?? {})) {
-          for (const [ref, id] of Object.entries(refs)) if (this.images.has(id)) this.refs.set(ref, id);
-        }
-      } catch (err) {
-        log.error('cannot read the image repositories index', { file: this.repositoriesFile, error: (err as Error).message });
+    try {
+      const index = await readJSON<{ version?: number; Repositories?: Record<string, Record<string, string>> }>(this.state, REPOSITORIES);
+      for (const refs of Object.values(index?.Repositories ?? {})) {
+        for (const [ref, id] of Object.entries(refs)) if (this.images.has(id)) this.refs.set(ref, id);
       }
+    } catch (err) {
+      log.error('cannot read the image repositories index', { file: path.join(this.state.root, REPOSITORIES), error: (err as Error).message });
     }
     // Blobs of images whose metadata never got written (a crash during load) are debris.
-    for (const name of readdirSync(this.blobsDir)) {
-      if (!this.images.has(`sha256:${name}`)) rmSync(path.join(this.blobsDir, name), { force: true });
+    for (const name of await this.state.list(BLOBS)) {
+      if (!this.images.has(`sha256:${name}`)) await this.state.remove(`${BLOBS}/${name}`);
     }
   }
 
@@ -169,9 +169,9 @@ export class ImageStore {
     const hex = createHash('sha256').update(configBytes).digest('hex');
     const id = `sha256:${hex}`;
     if (this.images.has(id)) return { id, created: false };
-    await writeFileAtomic(path.join(this.blobsDir, hex), configBytes, 0o600);
+    await this.state.write(`${BLOBS}/${hex}`, configBytes, { mode: 0o600 });
     const meta: ImageMeta = { lastTagTime: null, parent };
-    await writeJSONAtomic(path.join(this.metaDir, `${hex}.json`), { version: FORMAT_VERSION, ...meta });
+    await writeJSON(this.state, `${IMAGEDB}/${hex}.json`, { version: FORMAT_VERSION, ...meta });
     const diffIds = config.rootfs!.diff_ids;
     this.images.set(id, { id, config, diffIds, chainIds: chainIdsOf(diffIds), meta });
     return { id, created: true };
@@ -179,7 +179,9 @@ export class ImageStore {
 
   /** The configuration bytes exactly as stored. */
   async configBytes(id: string): Promise<Buffer> {
-    return fs.readFile(path.join(this.blobsDir, id.replace(/^sha256:/, '')));
+    const bytes = await this.state.read(`${BLOBS}/${id.replace(/^sha256:/, '')}`);
+    if (!bytes) throw new Error(`the configuration of image ${id} is missing from ${this.root}`);
+    return bytes;
   }
 
   async remove(id: string): Promise<void> {
@@ -188,15 +190,15 @@ export class ImageStore {
     for (const [ref, target] of [...this.refs]) if (target === id) this.refs.delete(ref);
     await this.saveRefs();
     this.images.delete(id);
-    await fs.rm(path.join(this.metaDir, `${hex}.json`), { force: true });
-    await fs.rm(path.join(this.blobsDir, hex), { force: true });
+    await this.state.remove(`${IMAGEDB}/${hex}.json`);
+    await this.state.remove(`${BLOBS}/${hex}`);
   }
 
   async setLastTagTime(id: string, time: string): Promise<void> {
     const image = this.images.get(id);
     if (!image) return;
     image.meta.lastTagTime = time;
-    await writeJSONAtomic(path.join(this.metaDir, `${id.slice(7)}.json`), { version: FORMAT_VERSION, ...image.meta });
+    await writeJSON(this.state, `${IMAGEDB}/${id.slice(7)}.json`, { version: FORMAT_VERSION, ...image.meta });
   }
 
   // -- references --
@@ -238,6 +240,6 @@ export class ImageStore {
       const name = parseReference(key).name;
       (repositories[name] ??= {})[key] = id;
     }
-    await writeJSONAtomic(this.repositoriesFile, { version: FORMAT_VERSION, Repositories: repositories });
+    await writeJSON(this.state, REPOSITORIES, { version: FORMAT_VERSION, Repositories: repositories });
   }
 }

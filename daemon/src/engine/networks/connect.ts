@@ -9,7 +9,7 @@
  * Below it, the network side of joining: a container's planned networks at its start (connect), and one more
  * network for a running container (connectRunning).
  */
-import { Forbidden, InvalidParameter, NotFound } from '../../errors.js';
+import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointSettings, NetworkPlan } from './types.js';
 import { portMap } from './ports.js';
 import type { NetworkEntry } from './store.js';
@@ -190,6 +190,9 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
         if (plan.ports && plan.ports.length > 0) await publish(ctx, primary.entry, primary.endpoint, plan.ports);
         if (plan.embeddedDns) {
           for (const { entry, endpoint } of joined) if (!ctx.isPredefined(entry)) endpoint.dns = true;
+          // A sandbox on the default bridge alone: its endpoint there carries the mark (a daemon restart serves
+          // it again); the names of the default bridge stay unanswered, as with Docker.
+          if (!joined.some(({ endpoint }) => endpoint.dns)) primary.endpoint.dns = true;
           if (plan.dnsServers) primary.endpoint.dnsServers = plan.dnsServers;
           await ctx.host.startDns(container.id, pid, dnsAnswers(ctx, container.id));
           await Promise.all(joined.map(({ entry }) => ctx.store.save(entry)));
@@ -233,6 +236,9 @@ export function connectRunning(
 ): Promise<Record<string, EndpointSettings>> {
   const entry = ctx.find(networkRef);
   const current = [...ctx.entries.values()].filter((e) => e.endpoints.has(container.id));
+  if (entry.remote || current.some((e) => e.remote)) {
+    throw new NotImplemented('connecting a running container to a network of a plugin driver, or one on such a network to another, is not supported yet: give the network at create (--network)');
+  }
   if (entry.network.Driver !== 'bridge' || current.some((e) => e.network.Driver !== 'bridge')) {
     throw new Forbidden('container cannot be disconnected from host network or connected to host network');
   }

@@ -8,7 +8,9 @@ import type { EventBus } from '../events.js';
 import { machineFacts } from '../machine.js';
 import { ulaPrefix, type Subnet6 } from '../../util/ipv6.js';
 import { NetworkStore, type NetworkEntry } from './store.js';
+import type { StateStore } from '../../state/state.js';
 import type { NetworkHost } from '../../host/host.js';
+import type { NetworkPlugins } from './remote.js';
 import type { IPAMPool, NetworkRecord } from './types.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
@@ -25,6 +27,8 @@ export const DETACHED_KEY = '.detached';
 
 export interface NetworkServiceOptions {
   dataRoot: string;
+  /** The daemon's state, where the network records are kept. */
+  state: StateStore;
   /** Name of the default bridge on the host (`--bridge`). */
   bridgeName: string;
   /** `--bip`: the bridge's address and prefix, e.g. 10.20.0.1/24. */
@@ -65,13 +69,15 @@ export class NetworkContext {
   readonly mtu: number;
   /** The /48 the default IPv6 subnets of new networks come from. */
   readonly ulaPool: Subnet6;
+  /** Network and IPAM drivers of plugins, once the daemon has them. */
+  plugins: NetworkPlugins | undefined;
 
   constructor(
     readonly host: NetworkHost,
     readonly events: EventPublisher,
     readonly opts: NetworkServiceOptions,
   ) {
-    this.store = new NetworkStore(opts.dataRoot);
+    this.store = new NetworkStore(opts.state);
     this.mtu = opts.mtu ?? DEFAULT_MTU;
     this.ulaPool = ulaPrefix(opts.ipv6Seed ?? `${opts.dataRoot}\n${machineFacts().machineId}`);
   }
@@ -91,7 +97,7 @@ export class NetworkContext {
    * start from the running containers' records (recover).
    */
   async saveEndpoints(entry: NetworkEntry): Promise<void> {
-    if (entry.network.Driver === 'bridge') await this.store.save(entry);
+    if (entry.network.Driver === 'bridge' || entry.remote) await this.store.save(entry);
   }
 
   mtuOf(entry: NetworkEntry): number {

@@ -12,9 +12,14 @@ import type { NetworkEntry } from './store.js';
 import type { NetworkRecord, IPAMPool } from './types.js';
 import { ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
 import { setUpBridge } from './bridges.js';
+import { createRemote, destroyRemote } from './remote.js';
 
 export interface NetworkCreateSpec {
   name: string;
+  /** `bridge`, or the name of a network driver plugin. */
+  driver: string;
+  /** The IPAM driver plugin, when one is named (not `default`). */
+  ipamDriver?: string;
   internal: boolean;
   attachable: boolean;
   labels: Record<string, string>;
@@ -25,7 +30,7 @@ export interface NetworkCreateSpec {
   mtu?: number;
   masquerade: boolean;
   /** The IPv4 pool when the client gave one; otherwise the service picks a free range. */
-  pool?: { subnet: Subnet; gateway: number; ipRange?: Subnet; auxiliary: Record<string, string> };
+  pool?: { subnet: Subnet; gateway: number; gatewayGiven: boolean; ipRange?: Subnet; auxiliary: Record<string, string> };
   /** EnableIPv6: the network has an IPv6 subnet too (the client's pool6, else one from the engine's ULA prefix). */
   enableIPv6: boolean;
   /** The IPv6 pool when the client gave one. */
@@ -70,7 +75,6 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
   if (typeof driver !== 'string') throw new InvalidParameter('Driver must be a string');
   if (driver === 'host' || driver === 'null') throw new Forbidden(`only one instance of "${driver}" network is allowed`);
   if (['overlay', 'macvlan', 'ipvlan'].includes(driver)) throw new NotImplemented(`the ${driver} network driver is not supported yet; use bridge`);
-  if (driver !== 'bridge') throw new NotFound(`plugin "${driver}" not found`);
   if (body.EnableIPv4 === false) throw new InvalidParameter('EnableIPv4 cannot be false: a network without IPv4 is not supported');
   if (bool(body.Ingress, 'Ingress')) throw new Forbidden('an ingress network can only be created in swarm mode');
   if (bool(body.ConfigOnly, 'ConfigOnly') || (isObject(body.ConfigFrom) && body.ConfigFrom.Network)) {
@@ -83,6 +87,7 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
   const labels = stringMap(body.Labels, 'Labels');
   const spec: NetworkCreateSpec = {
     name,
+    driver,
     internal: bool(body.Internal, 'Internal'),
     attachable: bool(body.Attachable, 'Attachable'),
     labels,
@@ -112,7 +117,8 @@ export function parseCreateRequest(body: unknown): NetworkCreateSpec {
   if (ipam !== undefined && ipam !== null) {
     if (!isObject(ipam)) throw new InvalidParameter('IPAM must be an object');
     if (ipam.Driver !== undefined && ipam.Driver !== null && ipam.Driver !== '' && ipam.Driver !== 'default') {
-      throw new NotFound(`plugin "${String(ipam.Driver)}" not found`);
+      if (typeof ipam.Driver !== 'string') throw new InvalidParameter('IPAM.Driver must be a string');
+      spec.ipamDriver = ipam.Driver;
     }
     spec.ipamOptions = stringMap(ipam.Options, 'IPAM.Options');
     const configs = ipam.Config ?? [];
@@ -224,15 +230,17 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
   }
   const auxiliary = stringMap(raw.AuxiliaryAddresses ?? raw.AuxAddress, `${field}.AuxiliaryAddresses`);
   for (const [k, v] of Object.entries(auxiliary)) inside(`${field}.AuxiliaryAddresses.${k}`, v);
-  return { subnet, gateway, ipRange, auxiliary };
+  return { subnet, gateway, gatewayGiven: gatewayText !== undefined, ipRange, auxiliary };
 }
 
 /** Creates a user-defined bridge network: its record, its Linux bridge and its firewall rules. */
 export async function create(ctx: NetworkContext, body: unknown): Promise<{ Id: string; Warning: string }> {
   const spec = parseCreateRequest(body);
+  if (spec.driver === 'bridge' && spec.ipamDriver) throw new NotImplemented('an IPAM driver plugin is supported with network driver plugins only');
   return ctx.lock.run(async () => {
     if (ctx.byName(spec.name)) throw new Conflict(`network with name ${spec.name} already exists`);
     const id = newId();
+    if (spec.driver !== 'bridge') return createPluginNetwork(ctx, spec, id);
     const bridge = spec.bridgeName ?? `br-${id.slice(0, 12)}`;
     for (const other of ctx.entries.values()) {
       if (other.bridge === bridge) throw new Conflict(`the bridge ${bridge} is already used by network ${other.network.Name}`);
@@ -322,4 +330,49 @@ async function choosePool6(ctx: NetworkContext, spec: NetworkCreateSpec): Promis
     if (!used.some((u) => overlaps6(u, candidate))) return { Subnet: formatSubnet6(candidate), Gateway: formatIPv6(candidate.base + 1n) };
   }
   throw new Forbidden(`all the IPv6 subnets of ${formatSubnet6(ctx.ulaPool)} are in use: give the network an IPv6 subnet (IPAM.Config)`);
+}
+
+/** A network of a driver plugin (remote.ts): the plugin makes it; the engine keeps its record. */
+async function createPluginNetwork(ctx: NetworkContext, spec: NetworkCreateSpec, id: string): Promise<{ Id: string; Warning: string }> {
+  if (spec.enableIPv6) throw new NotImplemented('IPv6 on networks of plugin drivers is not supported yet');
+  const made = await createRemote(ctx, {
+    id,
+    driverName: spec.driver,
+    ipamName: spec.ipamDriver,
+    options: spec.options,
+    ipamOptions: spec.ipamOptions,
+    pool: spec.pool && {
+      subnet: formatSubnet(spec.pool.subnet),
+      ipRange: spec.pool.ipRange && formatSubnet(spec.pool.ipRange),
+      gateway: spec.pool.gatewayGiven ? formatIPv4(spec.pool.gateway) : undefined,
+    },
+    defaultPool: () => choosePool(ctx, spec),
+  });
+  const network: NetworkRecord = {
+    Name: spec.name,
+    Id: id,
+    Created: rfc3339Nano(nowNano()),
+    Scope: 'local',
+    Driver: made.driver,
+    EnableIPv4: true,
+    EnableIPv6: false,
+    IPAM: { Driver: made.ipamDriver, Options: spec.ipamOptions, Config: [made.pool] },
+    Internal: spec.internal,
+    Attachable: spec.attachable,
+    Ingress: false,
+    ConfigFrom: { Network: '' },
+    ConfigOnly: false,
+    Options: spec.options,
+    Labels: spec.labels,
+  };
+  const entry: NetworkEntry = { network, endpoints: new Map(), remote: made.state };
+  try {
+    await ctx.store.save(entry);
+  } catch (err) {
+    await destroyRemote(ctx, entry).catch(() => undefined);
+    throw err;
+  }
+  ctx.entries.set(id, entry);
+  ctx.events.publish('network', 'create', id, { name: spec.name, type: made.driver });
+  return { Id: id, Warning: '' };
 }

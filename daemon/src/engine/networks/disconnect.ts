@@ -6,6 +6,7 @@ import type { NetworkContext } from './context.js';
 import { parseEndpoint } from './plan.js';
 import { containerNetworks, undirect, unplug } from './endpoint.js';
 import { unpublish } from './publish.js';
+import { leaveRemote } from './remote.js';
 
 /** Validates an endpoint config (network connect of a container that is not running) for the network. */
 export function checkEndpoint(ctx: NetworkContext, networkRef: string, endpointConfig: unknown, field: string): void {
@@ -58,6 +59,7 @@ export function disconnect(ctx: NetworkContext, containerId: string): Promise<vo
       }
       entry.endpoints.delete(containerId);
       await ctx.saveEndpoints(entry);
+      if (ep.remote) await leaveRemote(ctx, entry, ep);
       // Before the address can be given to another container (whose MAC would be the same).
       await undirect(ctx, entry, ep);
       // The veth normally dies with the namespace; the kernel may not have got to it yet. Nobody waits for

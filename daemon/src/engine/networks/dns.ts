@@ -58,6 +58,25 @@ export function servesDns(ctx: NetworkContext, containerId: string): boolean {
   return false;
 }
 
+/**
+ * Serves the embedded DNS server to a running container of the default bridge that has none (a sandbox given
+ * its policy while it runs), its upstreams `dns` when given; its endpoint there carries the mark. True when
+ * it serves it from now on, false when it did already or the container has no bridge endpoint.
+ */
+export function serveDnsNow(ctx: NetworkContext, containerId: string, dns?: readonly string[]): Promise<boolean> {
+  return ctx.lock.run(async () => {
+    if (servesDns(ctx, containerId)) return false;
+    const entry = [...ctx.entries.values()].find((e) => e.network.Driver === 'bridge' && e.endpoints.get(containerId)?.pid);
+    if (!entry) return false;
+    const ep = entry.endpoints.get(containerId)!;
+    await ctx.host.startDns(containerId, ep.pid!, dnsAnswers(ctx, containerId));
+    ep.dns = true;
+    if (dns && dns.length > 0 && !ep.dnsServers) ep.dnsServers = [...dns];
+    await ctx.store.save(entry);
+    return true;
+  });
+}
+
 /** The container name an endpoint's link alias (`alias` or `alias.network`) stands for, if `name` is one. */
 function linkTarget(ep: EndpointRecord, name: string, network: string): string | undefined {
   for (const link of ep.links ?? []) {

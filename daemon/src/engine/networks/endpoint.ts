@@ -11,6 +11,7 @@ import { IPV4, IPV6, pickAddress } from './addresses.js';
 import type { NetworkEntry } from './store.js';
 import type { EndpointRecord, EndpointRequest, EndpointSettings } from './types.js';
 import { ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
+import { joinRemote, leaveRemote } from './remote.js';
 
 function randomInterfaceName(): string {
   return `veth${newId().slice(0, 7)}`;
@@ -81,7 +82,7 @@ export function hostInterfaces(ctx: NetworkContext, containerId: string): string
   return out;
 }
 
-function allocate(ctx: NetworkContext, entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
+export function allocate(ctx: NetworkContext, entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
   const pool = ipv4Pool(entry.network);
   const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;
   const gateway = pool?.Gateway ? parseIPv4(pool.Gateway) : undefined;
@@ -122,6 +123,7 @@ function deliversDirectly(ctx: NetworkContext, entry: NetworkEntry): boolean {
 
 /** Deletes the endpoint's host interface, if it has one (the container's end goes with it), its direct delivery first. */
 export async function unplug(ctx: NetworkContext, entry: NetworkEntry, ep: EndpointRecord): Promise<void> {
+  if (ep.remote) return leaveRemote(ctx, entry, ep);
   if (!ep.hostInterface) return;
   await undirect(ctx, entry, ep);
   await ctx.host.removeInterface(ep.hostInterface);
@@ -156,6 +158,18 @@ export async function join(
   if (request.links) endpoint.links = [...request.links];
   if (request.driverOpts) endpoint.driverOpts = { ...request.driverOpts };
   if (request.linkLocalIPs) endpoint.linkLocalIPs = [...request.linkLocalIPs];
+  if (entry.remote && pid !== undefined) {
+    await joinRemote(ctx, entry, endpoint, request, pid, index, defaultRoute);
+    entry.endpoints.set(container.id, endpoint);
+    try {
+      await ctx.saveEndpoints(entry);
+    } catch (err) {
+      entry.endpoints.delete(container.id);
+      await leaveRemote(ctx, entry, endpoint);
+      throw err;
+    }
+    return endpoint;
+  }
   if (entry.network.Driver !== 'bridge' || pid === undefined) {
     entry.endpoints.set(container.id, endpoint);
     await ctx.saveEndpoints(entry);

@@ -28,10 +28,11 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       }
     }
     if (opts.macAddress) throw new InvalidParameter(`conflicting options: MacAddress cannot be set with network mode ${mode}`);
-    // In the namespace of a container on a user-defined network, the embedded DNS server listens too.
+    // In the namespace of a container the embedded DNS server serves (on a user-defined network, or a sandbox
+    // on the default bridge), it listens for this one too.
     const name = ref.replace(/^\//, '');
     const ownerOnUserNetwork = [...ctx.entries.values()].some(
-      (e) => !ctx.isPredefined(e) && [...e.endpoints.values()].some((ep) => ep.dns && (ep.containerName === name || ep.containerId.startsWith(name))),
+      (e) => [...e.endpoints.values()].some((ep) => ep.dns && (ep.containerName === name || ep.containerId.startsWith(name))),
     );
     if (ownerOnUserNetwork) extras.embeddedDns = true;
     return { ...extras, mode: 'container', container: ref };
@@ -79,7 +80,7 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       continue;
     }
     // A second network: only bridge networks combine, and each is joined once.
-    if (kind !== 'bridge' || target.network.Driver !== 'bridge') {
+    if (kind !== 'bridge' || target.network.Driver !== 'bridge' || entry.network.Driver !== 'bridge') {
       if (isEmptyObject(raw)) continue;
       throw new InvalidParameter(`${field}: a container on network ${name} cannot also be connected to network ${target.network.Name}`);
     }
@@ -92,6 +93,9 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
   const plan: NetworkPlan = { ...extras, mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
   if (extra.length > 0) plan.extra = extra;
   // Ports are published on the bridge networks only; with host networking the container's own sockets are the host's.
+  if (kind === 'bridge' && ports.length > 0 && entry.remote) {
+    throw new InvalidParameter(`ports cannot be published on network ${name}: it is a network of the plugin driver ${entry.network.Driver}`);
+  }
   if (kind === 'bridge' && ports.length > 0) {
     // An IPv6 host address forwards to the container's IPv6 address: its first network must have IPv6.
     const v6Binding = ports.find((p) => isIPv6HostIp(p.hostIp));
@@ -102,7 +106,7 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
     }
     plan.ports = ports;
   }
-  if (kind === 'bridge' && [entry, ...extra.map((e) => ctx.entries.get(e.networkId)!)].some((e) => !ctx.isPredefined(e))) plan.embeddedDns = true;
+  if (kind === 'bridge' && (opts.sandbox || [entry, ...extra.map((e) => ctx.entries.get(e.networkId)!)].some((e) => !ctx.isPredefined(e)))) plan.embeddedDns = true;
   return plan;
 }
 

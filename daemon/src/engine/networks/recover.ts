@@ -9,6 +9,7 @@ import type { LiveContainer } from './types.js';
 import type { NetworkContext } from './context.js';
 import { undirect } from './endpoint.js';
 import { unpublish } from './publish.js';
+import { leaveRemote } from './remote.js';
 import { dnsAnswers } from './dns.js';
 
 export function recover(ctx: NetworkContext, live: ReadonlyMap<string, LiveContainer>): Promise<void> {
@@ -18,9 +19,10 @@ export function recover(ctx: NetworkContext, live: ReadonlyMap<string, LiveConta
       for (const ep of gone) {
         if (ep.ports && ep.ports.length > 0) await unpublish(ctx, entry, ep).catch(() => undefined);
         await undirect(ctx, entry, ep);
+        if (ep.remote) await leaveRemote(ctx, entry, ep);
         entry.endpoints.delete(ep.containerId);
       }
-      if (entry.network.Driver !== 'bridge') {
+      if (entry.network.Driver === 'host' || entry.network.Driver === 'null') {
         for (const [id, c] of live) {
           const settings = Object.values(c.networks).find((n) => n.NetworkID === entry.network.Id);
           if (!settings || entry.endpoints.has(id)) continue;

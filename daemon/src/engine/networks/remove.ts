@@ -4,6 +4,7 @@ import { nowNano, parseTimestamp } from '../../util/json.js';
 import { matchLabels, matchNotLabels } from '../filters.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkContext } from './context.js';
+import { destroyRemote } from './remote.js';
 
 export async function remove(ctx: NetworkContext, ref: string): Promise<void> {
   return ctx.lock.run(async () => {
@@ -17,6 +18,7 @@ export async function remove(ctx: NetworkContext, ref: string): Promise<void> {
 }
 
 async function destroy(ctx: NetworkContext, entry: NetworkEntry): Promise<void> {
+  if (entry.remote) await destroyRemote(ctx, entry);
   if (entry.bridge) {
     await ctx.host.removeNat(entry.bridge);
     await ctx.host.removeBridge(entry.bridge);

@@ -4,10 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { EventBus, type EngineEvent } from '../events.js';
+import { FsStateStore } from '../../state/fs.js';
 import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
 import { DETACHED_KEY, NetworkService, type NetworkServiceOptions } from './service.js';
 import { containerConnector, type ContainerNetworkChange, type ContainerNetworkConfig } from './connect.js';
-import type { BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host/host.js';
+import type { AdoptSpec, BridgeSpec, DnsAnswers, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host/host.js';
 
 /** A NetworkHost that keeps the host's state in memory. */
 class FakeNetworkHost implements NetworkHost {
@@ -60,6 +61,10 @@ class FakeNetworkHost implements NetworkHost {
       this.direct.get(spec.bridge)!.set(spec.macAddress, spec.hostInterface);
     }
   }
+  adopted: AdoptSpec[] = [];
+  async adoptInterface(spec: AdoptSpec) {
+    this.adopted.push(spec);
+  }
   async removeInterface(name: string) {
     this.removed.push(name);
     for (const set of this.ports.values()) set.delete(name);
@@ -107,7 +112,7 @@ async function setup(opts: Partial<NetworkServiceOptions> = {}, host = new FakeN
   const events = new EventBus();
   const seen: EngineEvent[] = [];
   events.subscribe((e) => seen.push(e));
-  const service = new NetworkService(host, events, { dataRoot: root, bridgeName: 'btest0', iptables: true, ...opts });
+  const service = new NetworkService(host, events, { dataRoot: root, state: new FsStateStore(root), bridgeName: 'btest0', iptables: true, ...opts });
   await service.init();
   return { service, host, root, seen };
 }

@@ -9,12 +9,13 @@ import { connect, connectRunning } from './connect.js';
 import { create } from './create.js';
 import { NetworkContext, type EventPublisher, type NetworkServiceOptions } from './context.js';
 import { checkEndpoint, disconnect, disconnectedConfigured, disconnectOne } from './disconnect.js';
-import { servesDns } from './dns.js';
+import { serveDnsNow, servesDns } from './dns.js';
 import { containerNetworks, hostInterfaces, renamed } from './endpoint.js';
 import { inspect, list, type NetworkView } from './inspect.js';
 import { planNetworks, plannedNetworks } from './plan.js';
 import { recover } from './recover.js';
 import { prune, remove } from './remove.js';
+import type { NetworkPlugins } from './remote.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkHost } from '../../host/host.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointSettings, LiveContainer, NetworkPlan, PlanOptions } from './types.js';
@@ -49,6 +50,16 @@ export class NetworkService implements ContainerNetworking {
   /** Removes the default bridge and its firewall rules from the host (used by tests and uninstall). */
   removeDefaultBridge(): Promise<void> {
     return removeDefaultBridge(this.ctx);
+  }
+
+  /** Network and IPAM drivers of plugins (the daemon's plugins, once it has them). */
+  setPlugins(plugins: NetworkPlugins): void {
+    this.ctx.plugins = plugins;
+  }
+
+  /** The names of the networks whose driver or IPAM driver is `driver`. */
+  namesOfDriver(driver: string): string[] {
+    return [...this.ctx.entries.values()].filter((e) => e.network.Driver === driver || e.network.IPAM.Driver === driver).map((e) => e.network.Name);
   }
 
   // ---------------------------------------------------------------- the API's verbs
@@ -120,6 +131,11 @@ export class NetworkService implements ContainerNetworking {
 
   servesDns(containerId: string): boolean {
     return servesDns(this.ctx, containerId);
+  }
+
+  /** The embedded DNS server for a running container that has none yet (see dns.ts serveDnsNow). */
+  serveDns(containerId: string, dns?: readonly string[]): Promise<boolean> {
+    return serveDnsNow(this.ctx, containerId, dns);
   }
 
   /** Validates an endpoint config (network connect of a container that is not running) for the network. */

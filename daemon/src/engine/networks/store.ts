@@ -1,5 +1,5 @@
 /**
- * The network store: one file per network under `<data-root>/network/`.
+ * The network store: one file per network under `<data-root>/network/`, kept through the StateStore.
  *
  * Format (version 1), `<data-root>/network/<network id>.json`, written atomically:
  *   { "version": 1,
@@ -8,14 +8,14 @@
  *     "lastAllocated": "172.17.0.5",                         // where the next dynamic allocation starts
  *     "lastAllocated6": "fd12:3456:789a::5",                 // the same for IPv6 (EnableIPv6)
  *     "engineSubnet6": true,                                 // the engine chose the IPv6 subnet
- *     "bridge": "br-0123456789ab" }                          // the Linux bridge of a bridge network
+ *     "bridge": "br-0123456789ab",                           // the Linux bridge of a bridge network
+ *     "remote": { "ipam": { "poolId", "gateway", "addressSpace" } } } // a plugin driver's network
  * The endpoints double as the address allocator's state, so a restarted daemon never hands out an
  * address a live container holds.
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import { log } from '../../util/log.js';
+import type { RemoteState } from './remote.js';
 import type { EndpointRecord, NetworkRecord } from './types.js';
 
 export const NETWORK_STORE_VERSION = 1;
@@ -30,6 +30,8 @@ export interface NetworkEntry {
   engineSubnet6?: boolean;
   /** Name of the Linux bridge (bridge driver). */
   bridge?: string;
+  /** A plugin driver's network: what it keeps beside the record. */
+  remote?: RemoteState;
 }
 
 interface NetworkFile {
@@ -40,12 +42,15 @@ interface NetworkFile {
   lastAllocated6?: string;
   engineSubnet6?: boolean;
   bridge?: string;
+  remote?: RemoteState;
 }
 
 const ID = /^[0-9a-f]{64}$/;
 
+/** The store's folder under the data root. */
+const FOLDER = 'network';
+
 export class NetworkStore {
-  readonly dir: string;
   /**
    * Per network, its definition (network and bridge) as last written durably. A save that changes only the
    * endpoints or the allocation hint (every container start and exit) is atomic but not fsynced: after a power
@@ -53,17 +58,14 @@ export class NetworkStore {
    */
   private readonly durable = new Map<string, string>();
 
-  constructor(dataRoot: string) {
-    this.dir = path.join(dataRoot, 'network');
-  }
+  constructor(private readonly state: StateStore) {}
 
   async load(): Promise<NetworkEntry[]> {
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const out: NetworkEntry[] = [];
-    for (const name of await fs.readdir(this.dir)) {
+    for (const name of await this.state.list(FOLDER, { mode: 0o700 })) {
       const m = /^([0-9a-f]{64})\.json$/.exec(name);
       if (!m) continue;
-      const file = await readJSONIfExists<NetworkFile>(path.join(this.dir, name));
+      const file = await readJSON<NetworkFile>(this.state, `${FOLDER}/${name}`);
       if (!file) continue;
       if (file.version !== NETWORK_STORE_VERSION || file.network?.Id !== m[1]) {
         log.warn('skipping a network file of an unknown format', { file: name, version: file.version });
@@ -77,6 +79,7 @@ export class NetworkStore {
         lastAllocated6: file.lastAllocated6,
         engineSubnet6: file.engineSubnet6,
         bridge: file.bridge,
+        ...(file.remote ? { remote: file.remote } : {}),
       });
     }
     return out;
@@ -92,17 +95,18 @@ export class NetworkStore {
       lastAllocated6: entry.lastAllocated6,
       engineSubnet6: entry.engineSubnet6,
       bridge: entry.bridge,
+      ...(entry.remote ? { remote: entry.remote } : {}),
     };
     const def = definition(entry.network, entry.bridge);
     const durable = this.durable.get(entry.network.Id) !== def;
-    await writeJSONAtomic(path.join(this.dir, `${entry.network.Id}.json`), file, { durable });
+    await writeJSON(this.state, `${FOLDER}/${entry.network.Id}.json`, file, { durable });
     if (durable) this.durable.set(entry.network.Id, def);
   }
 
   async remove(id: string): Promise<void> {
     if (!ID.test(id)) throw new Error(`invalid network id ${id}`);
     this.durable.delete(id);
-    await fs.rm(path.join(this.dir, `${id}.json`), { force: true });
+    await this.state.remove(`${FOLDER}/${id}.json`);
   }
 }
 

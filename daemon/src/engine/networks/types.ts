@@ -68,6 +68,8 @@ export interface EndpointRecord {
   driverOpts?: Record<string, string>;
   /** IPAMConfig.LinkLocalIPs: further addresses of the container's interface. */
   linkLocalIPs?: string[];
+  /** Joined through a network plugin (which made its interface): it leaves through the plugin too. */
+  remote?: boolean;
 }
 
 /** A container's endpoint in a network as container inspect and list show it (EndpointSettings). */
@@ -153,6 +155,8 @@ export interface PlanOptions {
   publishAllPorts?: boolean;
   exposedPorts?: readonly string[];
   dns?: readonly string[];
+  /** The container is a sandbox: the embedded DNS server serves it on the default bridge too (its answers feed the domain rules). */
+  sandbox?: boolean;
 }
 
 /** What connecting a container gave it. */

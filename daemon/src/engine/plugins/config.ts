@@ -17,11 +17,11 @@ export interface PluginConfig {
   WorkDir?: string;
   User?: { UID?: number; GID?: number };
   Network?: { Type?: string };
-  Linux?: { Capabilities?: string[] | null; AllowAllDevices?: boolean; Devices?: Array<{ Path: string }> | null };
+  Linux?: { Capabilities?: string[] | null; AllowAllDevices?: boolean; Devices?: Array<{ Name?: string; Description?: string; Settable?: string[] | null; Path: string }> | null };
   PropagatedMount?: string;
   IpcHost?: boolean;
   PidHost?: boolean;
-  Mounts?: Array<{ Name?: string; Source?: string | null; Destination: string; Type?: string; Options?: string[] | null }> | null;
+  Mounts?: Array<{ Name?: string; Description?: string; Settable?: string[] | null; Source?: string | null; Destination: string; Type?: string; Options?: string[] | null }> | null;
   Env?: PluginEnv[] | null;
   Args?: { Name?: string; Description?: string; Settable?: string[] | null; Value?: string[] | null };
   [key: string]: unknown;

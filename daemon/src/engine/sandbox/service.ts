@@ -30,11 +30,15 @@ export interface SandboxContainers {
   find(ref: string): ContainerRecord | undefined;
   dir(id: string): string;
   all(): ContainerRecord[];
+  /** Points the running container's resolv.conf at the embedded DNS server. */
+  useEmbeddedDns?(id: string): Promise<void>;
 }
 
 /** What the service asks the networks: the host ends of a container's veths. */
 export interface SandboxNetworking {
   hostInterfaces(containerId: string): string[];
+  /** Serves the embedded DNS server to the running container if it has none (true: it does from now on). */
+  serveDns?(containerId: string, dns?: readonly string[]): Promise<boolean>;
 }
 
 interface PolicyFile {
@@ -116,6 +120,12 @@ export class SandboxService {
     return { generation: 1, installedAt: record.Created, exact, policy: validatePolicy(exact) };
   }
 
+  /** Whether the container has a policy (its label, or one installed since); a policy file that cannot be read counts. */
+  async hasPolicy(record: ContainerRecord): Promise<boolean> {
+    if (record.Config.Labels?.[POLICY_LABEL] !== undefined) return true;
+    return this.installed(record).then((i) => i !== undefined, () => true);
+  }
+
   private record(ref: string): ContainerRecord {
     const record = this.containers.find(ref);
     if (!record) throw new NotFound(`No such container: ${ref}`);
@@ -139,7 +149,12 @@ export class SandboxService {
       const next: Installed = { generation: (previous?.generation ?? 0) + 1, installedAt: new Date().toISOString(), exact: policy, policy: checked };
       const file: PolicyFile = { version: 1, generation: next.generation, installedAt: next.installedAt, policy };
       await writeJSONAtomic(path.join(this.containers.dir(record.Id), FILE), file);
-      if (record.State.Running) await this.enforce(record.Id, checked);
+      if (record.State.Running) {
+        await this.enforce(record.Id, checked);
+        // A container of the default bridge alone had no embedded DNS server: its domain rules need one.
+        const dns = (record.HostConfig as { Dns?: string[] | null }).Dns ?? undefined;
+        if (await this.networking.serveDns?.(record.Id, dns)) await this.containers.useEmbeddedDns?.(record.Id);
+      }
       return this.viewOf(record, next);
     });
   }

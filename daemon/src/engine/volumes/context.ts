@@ -2,25 +2,19 @@
  * The state the volume verbs share (create.ts, remove.ts, mount.ts, list.ts, load.ts): the records, who
  * mounted each volume, the per-volume locks, the plugins' drivers, the Host's volume part and the event bus.
  *
- * Formats: `<data-root>/volumes/<name>/volume.json` holds one VolumeRecord as JSON with `FormatVersion: 1`,
- * written atomically; `<data-root>/volumes/<name>/_data` is the volume's content (the mount point of a
- * volume whose DriverOpts name a filesystem to mount). Who uses a volume is never stored here: the
- * container records say it (VolumeUsers), so a restarted daemon has its reference counts back at once.
+ * A volume is two things: its record, the daemon's own state (records.ts, which describes the format), and for
+ * the local driver its content, a folder the Host makes on its machine and names: `<volumesRoot>/<name>/_data`
+ * (the mount point of a volume whose DriverOpts name a filesystem to mount). Who uses a volume is never
+ * stored: the container records say it (VolumeUsers), so a restarted daemon has its reference counts back at once.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { writeJSONAtomic } from '../../util/atomic.js';
 import { EngineError, errorMessage, NotFound } from '../../errors.js';
 import type { EventBus } from '../events.js';
 import type { VolumeDriverProxy, VolumeDrivers } from './drivers.js';
 import type { VolumeHost } from '../../host/host.js';
+import { VolumeRecords, type VolumeState } from './records.js';
 import { ANONYMOUS_LABEL, type VolumeRecord, type VolumeUsers, type VolumeView } from './types.js';
 
-export const VOLUME_FORMAT_VERSION = 1;
-
-export interface VolumeFile extends VolumeRecord {
-  FormatVersion: number;
-}
 
 const NO_DRIVERS: VolumeDrivers = {
   lookup: async (name) => {
@@ -34,7 +28,7 @@ export function createdAtNow(): string {
 }
 
 export class VolumeContext {
-  readonly root: string;
+  readonly records: VolumeRecords;
   readonly volumes = new Map<string, VolumeRecord>();
   /** Running containers that mounted each volume (the host mount of DriverOpts volumes follows it). */
   readonly active = new Map<string, Set<string>>();
@@ -48,12 +42,17 @@ export class VolumeContext {
   readonly driverScopes = new Map<string, 'local' | 'global'>();
 
   constructor(
-    dataRoot: string,
+    state: VolumeState,
     readonly host: VolumeHost,
     readonly events: EventBus,
     readonly drivers: VolumeDrivers = NO_DRIVERS,
   ) {
-    this.root = path.join(dataRoot, 'volumes');
+    this.records = new VolumeRecords(state);
+  }
+
+  /** Where the Host keeps the local driver's volumes on its machine. */
+  get root(): string {
+    return this.host.volumesRoot;
   }
 
   /** The plugin driver of a volume (the lookup error, with the operation and the volume before it). */
@@ -118,16 +117,9 @@ export class VolumeContext {
     };
   }
 
-  /** Writes the record of a volume of a plugin's driver (a folder with volume.json only). */
+  /** Writes a volume's record and knows it from then on. */
   async record(volume: VolumeRecord): Promise<void> {
-    const dir = this.dir(volume.Name);
-    await fs.mkdir(dir, { mode: 0o700 });
-    try {
-      await writeJSONAtomic(path.join(dir, 'volume.json'), { FormatVersion: VOLUME_FORMAT_VERSION, ...volume } satisfies VolumeFile);
-    } catch (err) {
-      await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
-      throw err;
-    }
+    await this.records.save(volume);
     this.volumes.set(volume.Name, volume);
   }
 }

@@ -1,9 +1,7 @@
 /** Create: a volume of the local driver (its folder and record) or of a plugin's driver (which makes it). */
-import path from 'node:path';
-import { writeJSONAtomic } from '../../util/atomic.js';
 import { newId } from '../../util/ids.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter } from '../../errors.js';
-import { createdAtNow, VOLUME_FORMAT_VERSION, type VolumeContext, type VolumeFile } from './context.js';
+import { createdAtNow, type VolumeContext } from './context.js';
 import { ANONYMOUS_LABEL, type VolumeRecord, type VolumeView } from './types.js';
 import { checkDriver, isStringMap, validateLocalOptions, validateVolumeName, type CreateVolumeRequest } from './validate.js';
 
@@ -57,15 +55,15 @@ export async function create(ctx: VolumeContext, request: CreateVolumeRequest): 
     }
     await validateLocalOptions(options, ctx.host);
     const volume: VolumeRecord = { Name: name, Driver: 'local', CreatedAt: createdAtNow(), Labels: labels, Options: options };
+    // The content's folder first, on the Host: a crash before the record leaves an empty folder, which init() removes.
     const dir = ctx.dir(name);
     await ctx.host.createVolumeDir(dir);
     try {
-      await writeJSONAtomic(path.join(dir, 'volume.json'), { FormatVersion: VOLUME_FORMAT_VERSION, ...volume } satisfies VolumeFile);
+      await ctx.record(volume);
     } catch (err) {
       await ctx.host.removeVolumeDir(dir).catch(() => undefined);
       throw err;
     }
-    ctx.volumes.set(name, volume);
     ctx.events.publish('volume', 'create', name, { driver: volume.Driver });
     return { volume: ctx.view(volume), created: true };
   });

@@ -1,31 +1,27 @@
 /** The volumes at daemon start: the records loaded, and the mounts of running containers rebuilt. */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { readJSONIfExists } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { errorMessage } from '../../errors.js';
-import type { VolumeContext, VolumeFile } from './context.js';
+import type { VolumeContext } from './context.js';
 import { VOLUME_NAME } from './types.js';
 
-/** Loads the stored volumes; a folder without a readable record (a create cut short) is removed. */
+/**
+ * Loads the stored records (those of the former layout moved first). A volume folder of the Host that no
+ * record names, empty and not mounted, is a create cut short: it is removed. One holding files is kept.
+ */
 export async function init(ctx: VolumeContext): Promise<void> {
-  await fs.mkdir(ctx.root, { recursive: true, mode: 0o701 });
   await ctx.host.releaseStaleSubpaths?.().catch((err) => log.warn('stale volume subpath mounts kept', { error: errorMessage(err) }));
-  for (const name of await fs.readdir(ctx.root)) {
-    if (!VOLUME_NAME.test(name)) continue;
-    let record: VolumeFile | undefined;
+  await ctx.records.migrateLegacy();
+  for (const volume of await ctx.records.load()) ctx.volumes.set(volume.Name, volume);
+  for (const name of await ctx.host.listVolumeDirs()) {
+    if (!VOLUME_NAME.test(name) || ctx.volumes.has(name)) continue;
+    const content = ctx.mountpoint(name);
     try {
-      record = await readJSONIfExists<VolumeFile>(path.join(ctx.dir(name), 'volume.json'));
+      if (await ctx.host.isMounted(content)) continue;
+      if (!(await ctx.host.exists(content)) || (await ctx.host.isEmpty(content))) await ctx.host.removeVolumeDir(ctx.dir(name));
+      else log.warn('a volume folder without a record is kept', { name, path: content });
     } catch (err) {
-      log.warn('unreadable volume record', { name, error: errorMessage(err) });
-      continue;
+      log.warn('a volume folder without a record could not be removed', { name, error: errorMessage(err) });
     }
-    if (!record) {
-      if (!(await ctx.host.isMounted(ctx.mountpoint(name)))) await ctx.host.removeVolumeDir(ctx.dir(name)).catch(() => undefined);
-      continue;
-    }
-    const { FormatVersion: _version, ...volume } = record;
-    ctx.volumes.set(name, volume);
   }
 }
 

@@ -1,6 +1,4 @@
 /** Remove and prune: a volume no container uses goes, from its driver too; its record first. */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, NotFound } from '../../errors.js';
 import { matchLabels, matchNotLabels } from '../filters.js';
@@ -48,12 +46,13 @@ async function destroy(ctx: VolumeContext, volume: VolumeRecord): Promise<void> 
   const mountpoint = ctx.mountpoint(volume.Name);
   if (volume.Driver === 'local' && (await ctx.host.isMounted(mountpoint))) await ctx.host.unmount(mountpoint);
   ctx.driverMountpoints.delete(volume.Name);
-  // The record goes first: a crash halfway leaves a folder without a record, which init() removes.
-  await fs.rm(path.join(ctx.dir(volume.Name), 'volume.json'), { force: true });
+  // The record goes first: a crash halfway leaves a folder without a record, which init() removes when empty.
+  await ctx.records.delete(volume.Name);
   ctx.volumes.delete(volume.Name);
   ctx.active.delete(volume.Name);
-  const removal = volume.Driver === 'local' ? ctx.host.removeVolumeDir(ctx.dir(volume.Name)) : fs.rm(ctx.dir(volume.Name), { recursive: true, force: true });
-  await removal.catch((err) => log.warn('volume folder not removed', { name: volume.Name, error: errorMessage(err) }));
+  if (volume.Driver === 'local') {
+    await ctx.host.removeVolumeDir(ctx.dir(volume.Name)).catch((err) => log.warn('volume folder not removed', { name: volume.Name, error: errorMessage(err) }));
+  }
   ctx.events.publish('volume', 'destroy', volume.Name, { driver: volume.Driver });
 }
 

@@ -6,16 +6,22 @@ import { after, describe, test } from 'node:test';
 import { Conflict, InvalidParameter, NotFound } from '../../errors.js';
 import { EventBus } from '../events.js';
 import { isLocalSubpath, planMounts, subpathsOf, type VolumeContainer } from './mounts.js';
-import { VolumeService } from './service.js';
+import { VolumeService, type VolumeState } from './service.js';
+import { FsStateStore } from '../../state/fs.js';
 import type { LocalDriverOptions, VolumeHost } from '../../host/host.js';
 
 /** A volume host on plain folders that records mounts instead of making them. */
 class FakeVolumeHost implements VolumeHost {
+  constructor(readonly volumesRoot: string) {}
+  async listVolumeDirs(): Promise<string[]> {
+    return fs.readdir(this.volumesRoot).catch(() => []);
+  }
   async openBeneath(base: string, subpath: string) {
     return { path: `${base}/${subpath}`, directory: true, close: async () => undefined };
   }
   readonly mounted = new Map<string, LocalDriverOptions>();
   async createVolumeDir(dir: string): Promise<void> {
+    await fs.mkdir(this.volumesRoot, { recursive: true });
     await fs.mkdir(dir);
     await fs.mkdir(path.join(dir, '_data'));
   }
@@ -32,7 +38,7 @@ class FakeVolumeHost implements VolumeHost {
     return this.mounted.has(target);
   }
   async exists(p: string): Promise<boolean> {
-    return p === '/existing';
+    return p === '/existing' || (p.startsWith(`${this.volumesRoot}/`) && (await fs.stat(p).then(() => true, () => false)));
   }
   async isEmpty(dir: string): Promise<boolean> {
     return (await fs.readdir(dir)).length === 0;
@@ -46,6 +52,9 @@ class FakeVolumeHost implements VolumeHost {
   }
 }
 
+/** The daemon's state as files under `root`. */
+const fileState = (root: string): VolumeState => new FsStateStore(root);
+
 const roots: string[] = [];
 after(async () => {
   for (const r of roots) await fs.rm(r, { recursive: true, force: true });
@@ -54,9 +63,9 @@ after(async () => {
 async function service(users: { all?: string[]; running?: string[] } = {}): Promise<{ volumes: VolumeService; host: FakeVolumeHost; events: EventBus; root: string }> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
   roots.push(root);
-  const host = new FakeVolumeHost();
+  const host = new FakeVolumeHost(path.join(root, 'volumes'));
   const events = new EventBus();
-  const volumes = new VolumeService(root, host, events);
+  const volumes = new VolumeService(fileState(root), host, events);
   volumes.setUsers({ containersUsingVolume: () => users.all ?? [], runningContainersUsingVolume: () => users.running ?? [] });
   await volumes.init();
   return { volumes, host, events, root };
@@ -75,7 +84,7 @@ describe('VolumeService', () => {
     const again = await volumes.create({ Name: 'ok-name', Labels: { b: '2' } });
     assert.equal(again.created, false);
     assert.deepEqual(again.volume.Labels, { a: '1' });
-    const reloaded = new VolumeService(root, new FakeVolumeHost(), new EventBus());
+    const reloaded = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
     await reloaded.init();
     assert.deepEqual(await reloaded.inspect('ok-name'), await volumes.inspect('ok-name'));
   });
@@ -120,6 +129,51 @@ describe('VolumeService', () => {
     host.mounted.set(volumes.mountpoint('ram'), { type: 'tmpfs' });
     await volumes.recover();
     assert.ok(!host.mounted.has(volumes.mountpoint('ram')));
+  });
+
+  test('records are the daemon\'s state; the content is where the Host keeps it', async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
+    roots.push(root);
+    const hostRoot = path.join(root, 'elsewhere', 'volumes');
+    const volumes = new VolumeService(fileState(path.join(root, 'daemon')), new FakeVolumeHost(hostRoot), new EventBus());
+    await volumes.init();
+    const { volume } = await volumes.create({ Name: 'apart' });
+    assert.equal(volume.Mountpoint, path.join(hostRoot, 'apart', '_data'));
+    assert.deepEqual(await fs.readdir(path.join(hostRoot, 'apart')), ['_data']);
+    assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), ['apart.json']);
+    await volumes.remove('apart');
+    assert.deepEqual(await fs.readdir(hostRoot), []);
+    assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), []);
+  });
+
+  test('a record of the former layout (volume.json in the volume\'s folder) is moved, its content kept', async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
+    roots.push(root);
+    const old = path.join(root, 'volumes', 'old-vol');
+    await fs.mkdir(path.join(old, '_data'), { recursive: true });
+    await fs.writeFile(path.join(old, '_data', 'kept'), 'data\n');
+    const record = { Name: 'old-vol', Driver: 'local', CreatedAt: '2024-01-02T03:04:05Z', Labels: { l: '1' }, Options: {} };
+    await fs.writeFile(path.join(old, 'volume.json'), JSON.stringify({ FormatVersion: 1, ...record }));
+    // A plugin's volume kept a folder with its record only.
+    await fs.mkdir(path.join(root, 'volumes', 'plug-vol'));
+    await fs.writeFile(path.join(root, 'volumes', 'plug-vol', 'volume.json'), JSON.stringify({ FormatVersion: 1, ...record, Name: 'plug-vol', Driver: 'someplugin' }));
+    // A create cut short: an empty folder and no record; and a folder with files but no record, which is kept.
+    await fs.mkdir(path.join(root, 'volumes', 'half-made', '_data'), { recursive: true });
+    await fs.mkdir(path.join(root, 'volumes', 'stray', '_data'), { recursive: true });
+    await fs.writeFile(path.join(root, 'volumes', 'stray', '_data', 'f'), 'x');
+    const volumes = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
+    await volumes.init();
+    const view = await volumes.inspect('old-vol');
+    assert.deepEqual([view.CreatedAt, view.Labels, view.Mountpoint], [record.CreatedAt, record.Labels, path.join(old, '_data')]);
+    assert.equal(volumes.find('plug-vol')?.Driver, 'someplugin');
+    assert.deepEqual((await fs.readdir(path.join(root, 'volumes'))).sort(), ['old-vol', 'stray']);
+    assert.deepEqual(await fs.readdir(old), ['_data']);
+    assert.equal(await fs.readFile(path.join(old, '_data', 'kept'), 'utf8'), 'data\n');
+    assert.deepEqual((await fs.readdir(path.join(root, 'volume-records'))).sort(), ['old-vol.json', 'plug-vol.json']);
+    // And again after a restart, from the new records.
+    const again = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
+    await again.init();
+    assert.deepEqual(await again.inspect('old-vol'), view);
   });
 
   test('prune takes anonymous volumes only unless all', async () => {

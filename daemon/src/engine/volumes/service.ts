@@ -12,18 +12,20 @@ import { init, recover } from './load.js';
 import { mount, unmount, type MountUse } from './mount.js';
 import { prune, remove } from './remove.js';
 import type { VolumeHost } from '../../host/host.js';
+import type { VolumeState } from './records.js';
 import type { VolumeRecord, VolumeUsers, VolumeView } from './types.js';
 import type { CreateVolumeRequest } from './validate.js';
 
-export { VOLUME_FORMAT_VERSION } from './context.js';
+export { VOLUME_FORMAT_VERSION, type VolumeState } from './records.js';
 export type { MountUse } from './mount.js';
 export { checkDriver, validateLocalOptions, validateVolumeName, type CreateVolumeRequest } from './validate.js';
 
 export class VolumeService {
   private readonly ctx: VolumeContext;
 
-  constructor(dataRoot: string, host: VolumeHost, events: EventBus, drivers?: VolumeDrivers) {
-    this.ctx = new VolumeContext(dataRoot, host, events, drivers);
+  /** `state` keeps the records (the daemon's own state); `host` the local driver's folders on its machine. */
+  constructor(state: VolumeState, host: VolumeHost, events: EventBus, drivers?: VolumeDrivers) {
+    this.ctx = new VolumeContext(state, host, events, drivers);
   }
 
   get root(): string {
@@ -52,7 +54,7 @@ export class VolumeService {
     return this.ctx.mountpoint(name);
   }
 
-  /** Loads the stored volumes; a folder without a readable record (a create cut short) is removed. */
+  /** Loads the stored records; an empty volume folder no record names (a create cut short) is removed. */
   init(): Promise<void> {
     return init(this.ctx);
   }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import tar from 'tar-stream';
 import { Conflict, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
-import type { Host, LayerInfo, LayerStore, NetworkHost, ProbeHost, StagedLayer, VolumeHost } from '../host.js';
+import type { Host, LayerInfo, LayerStore, NetworkHost, PathInfo, ProbeHost, StagedLayer, VolumeHost } from '../host.js';
 
 const LAYERS_ROOT = '/fake/layers';
 
@@ -101,14 +101,93 @@ class MemoryLayers implements LayerStore {
   async remove(chainId: string): Promise<void> {
     this.layers.delete(chainId);
   }
+
+  /** The layers' merged tree, read from their tars (bottom first): later entries replace, whiteouts delete. */
+  private async tree(chainIds: string[]): Promise<Map<string, TreeNode>> {
+    const nodes = new Map<string, TreeNode>([['', { info: { type: 'directory', mode: 0o40755, size: 0, mtimeMs: 0 } }]]);
+    const drop = (rel: string, keepSelf: boolean) => {
+      for (const key of [...nodes.keys()]) if ((!keepSelf && key === rel) || key.startsWith(rel === '' ? '' : `${rel}/`)) if (key !== '') nodes.delete(key);
+    };
+    for (const chainId of chainIds) {
+      const layer = this.layers.get(chainId);
+      if (!layer) throw new NotFound(`layer ${chainId} does not exist`);
+      await readTar(layer.tar, (header, content) => {
+        const rel = path.posix.normalize(header.name).replace(/^\.?\/+/, '').replace(/\/+$/, '');
+        const base = path.posix.basename(rel);
+        const dir = path.posix.dirname(rel) === '.' ? '' : path.posix.dirname(rel);
+        if (base === '.wh..wh..opq') return drop(dir, true);
+        if (base.startsWith('.wh.')) return drop(dir ? `${dir}/${base.slice(4)}` : base.slice(4), false);
+        const type = header.type === 'directory' ? 'directory' : header.type === 'symlink' ? 'symlink' : header.type === 'file' || header.type === 'contiguous-file' ? 'file' : 'other';
+        const kind = type === 'directory' ? 0o40000 : type === 'symlink' ? 0o120000 : type === 'file' ? 0o100000 : 0;
+        if (type !== 'directory') drop(rel, false);
+        nodes.set(rel, { info: { type, mode: kind | ((header.mode ?? 0o644) & 0o7777), size: type === 'file' ? content.length : 0, mtimeMs: header.mtime?.getTime() ?? 0 }, linkname: header.linkname ?? undefined, content });
+      });
+    }
+    return nodes;
+  }
+
+  async layerTreeStat(chainIds: string[], rel: string): Promise<PathInfo | undefined> {
+    return (await this.tree(chainIds)).get(rel)?.info;
+  }
+
+  async layerTreeReadlink(chainIds: string[], rel: string): Promise<string> {
+    const node = (await this.tree(chainIds)).get(rel);
+    if (node?.info.type !== 'symlink') throw new NotFound(`no such link: ${rel}`);
+    return node.linkname ?? '';
+  }
+
+  async layerTreeReaddir(chainIds: string[], rel: string): Promise<string[]> {
+    const prefix = rel === '' ? '' : `${rel}/`;
+    return [...(await this.tree(chainIds)).keys()].filter((key) => key !== '' && key.startsWith(prefix) && !key.slice(prefix.length).includes('/')).map((key) => key.slice(prefix.length)).sort();
+  }
+
+  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream {
+    return Readable.from(
+      (async function* (tree: Promise<Map<string, TreeNode>>) {
+        const node = (await tree).get(rel);
+        if (node?.info.type !== 'file') throw new NotFound(`no such file: ${rel}`);
+        yield node.content;
+      })(this.tree(chainIds)),
+    );
+  }
+}
+
+interface TreeNode {
+  info: PathInfo;
+  linkname?: string;
+  content?: Buffer;
+}
+
+/** Calls `onEntry` with each entry of a tar and its bytes. */
+async function readTar(bytes: Buffer, onEntry: (header: tar.Header, content: Buffer) => void): Promise<void> {
+  const extract = tar.extract();
+  await new Promise<void>((resolve, reject) => {
+    extract.on('entry', (header, body, next) => {
+      const chunks: Buffer[] = [];
+      body.on('data', (c: unknown) => chunks.push(c as Buffer));
+      body.on('end', () => {
+        onEntry(header, Buffer.concat(chunks));
+        next();
+      });
+    });
+    extract.on('finish', resolve);
+    extract.on('error', reject);
+    extract.end(bytes);
+  });
 }
 
 /** Folders as a set of paths: what the volume service sees of them. */
 class MemoryVolumes implements VolumeHost {
+  readonly volumesRoot = '/fake/volumes';
   private readonly dirs = new Set<string>();
   private readonly mounts = new Set<string>();
 
+  async listVolumeDirs(): Promise<string[]> {
+    return [...this.dirs].filter((d) => path.dirname(d) === this.volumesRoot).map((d) => path.basename(d));
+  }
+
   async createVolumeDir(dir: string): Promise<void> {
+    if (path.dirname(dir) !== this.volumesRoot) throw new InvalidParameter(`refusing to touch ${dir}: not a folder of ${this.volumesRoot}`);
     if (this.dirs.has(dir)) throw new Conflict(`${dir} exists already`);
     this.dirs.add(dir);
     this.dirs.add(path.join(dir, '_data'));
@@ -164,6 +243,7 @@ function memoryNetwork(): NetworkHost {
     ensureNat: nothing,
     removeNat: nothing,
     attachVeth: async () => notImplemented('network.attachVeth'),
+    adoptInterface: async () => notImplemented('network.adoptInterface'),
     removeInterface: nothing,
     dropDirectDelivery: nothing,
     bridgePorts: async () => [],
@@ -223,6 +303,7 @@ export function createFakeHost(): Host {
     layers: new MemoryLayers(),
     volumes: new MemoryVolumes(),
     network: memoryNetwork(),
+    plugins: absent('plugins'),
     sandbox: absent('sandbox'),
     stats: absent('stats', ['onlineCpus', 'machineMemory']),
     tools: absent('tools', ['decompressor']),

@@ -11,6 +11,7 @@ import { pipeline } from 'node:stream/promises';
 import type { ContainerFilesHost, Host } from '../host.js';
 import { CgroupStats } from './cgroups/stats.js';
 import { allDevices, blockDevice, devicesFromPath, readBlkioSupport } from './devices.js';
+import { readEtcFile, writeEtcFiles } from './etcfiles.js';
 import { readCapabilityBoundingSet, readMachineId, readRlimits } from './facts.js';
 import { readComponentVersions, readDriverStatus, readHostInfo } from './info.js';
 import { findInitBinary, readInitVersion } from './init.js';
@@ -20,6 +21,7 @@ import { LinuxSandboxHost } from './network/sandbox.js';
 import { findExecutable, type RuntimeName } from './runtime/ociruntime.js';
 import { LinuxContainerRuntime } from './runtime/runtime.js';
 import { LinuxTools } from './tools.js';
+import { LinuxPluginHost } from './plugins.js';
 import { LinuxVolumeHost } from './volumes/index.js';
 
 export interface LinuxHostOptions {
@@ -56,6 +58,9 @@ function lazyContainerFilesHost(load: () => Promise<ContainerFilesHost>): Contai
       throw err;
     }));
   return {
+    // On the start path: written without loading the rest.
+    writeEtcFiles: (files, mode) => writeEtcFiles(files, mode),
+    readEtcFile: (file) => readEtcFile(file),
     mountRootfs: async (id, lowerDirs) => (await get()).mountRootfs(id, lowerDirs),
     unmountRootfs: async (id) => (await get()).unmountRootfs(id),
     readFileFromLayers: async (lowerDirs, file) => (await get()).readFileFromLayers(lowerDirs, file),
@@ -84,6 +89,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     layers: new LinuxLayerStore(path.join(opts.dataRoot, 'image')),
     volumes: new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')),
     network: new LinuxNetworkHost(),
+    plugins: new LinuxPluginHost(findExecutable(runtimeName) ?? runtimeName),
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
     tools: new LinuxTools(),

@@ -20,6 +20,8 @@ export interface LinuxSys {
   mountOverlayAsync?(target: string, options: string, done: (err: NodeJS.ErrnoException | null) => void): void;
   /** A close-on-exec memfd holding a copy of the file, sealed against any change. Absent in older builds. */
   sealedCopy?(file: string): number;
+  /** SO_PEERCRED of a connected unix socket: who connected. Absent in older builds. */
+  peerCredentials?(fd: number): { pid: number; uid: number; gid: number };
   /** A pipe, both ends close-on-exec: [readFd, writeFd]. Absent in older builds, as spawn and waitpid. */
   pipe?(): [number, number];
   /**

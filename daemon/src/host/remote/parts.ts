@@ -39,6 +39,17 @@ type PartSpec<T> = { [K in keyof T]-?: Spec };
 const LOG_OPTIONS: MemberSpec = { kind: 'iterable', flags: ['1.until'] };
 
 const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
+  plugins: {
+    makeDir: 'call',
+    entries: 'retry',
+    kindOf: 'retry',
+    readText: 'retry',
+    rename: 'call',
+    remove: 'call',
+    run: 'call',
+    waitExit: 'retry',
+    stop: 'call',
+  },
   runtime: {
     mountRootfs: 'call',
     unmountRootfs: 'call',
@@ -69,6 +80,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     readFileFromLayers: 'call',
   },
   files: {
+    writeEtcFiles: 'call',
+    readEtcFile: 'retry',
     mountRootfs: 'call',
     unmountRootfs: 'call',
     readFileFromLayers: 'call',
@@ -89,8 +102,14 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     info: 'layers',
     openTar: 'stream',
     remove: 'call',
+    layerTreeStat: 'retry',
+    layerTreeReadlink: 'retry',
+    layerTreeReaddir: 'retry',
+    layerTreeRead: 'stream',
   },
   volumes: {
+    volumesRoot: 'snapshot',
+    listVolumeDirs: 'retry',
     createVolumeDir: 'call',
     removeVolumeDir: 'call',
     mount: 'call',
@@ -115,6 +134,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     ensureNat: 'call',
     removeNat: 'call',
     attachVeth: 'call',
+    adoptInterface: 'call',
     removeInterface: 'call',
     dropDirectDelivery: 'call',
     bridgePorts: 'retry',

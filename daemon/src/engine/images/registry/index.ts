@@ -13,6 +13,7 @@ import { discard, send } from './http.js';
 import { fetchConfig, pullOne, type PullTarget } from './pull.js';
 import { openForPush, pushHeader, pushTag, type PushImage } from './push.js';
 import { BlobMetadata } from './metadata.js';
+import type { StateStore } from '../../../state/state.js';
 import { parseManifest, parsePlatform, sha256Digest, type Platform } from './manifest.js';
 import type { Emit } from './progress.js';
 
@@ -62,14 +63,19 @@ export class Distribution {
   private readonly metadata: BlobMetadata;
 
   constructor(
-    imageRoot: string,
+    state: StateStore,
     options: RegistryOptions,
     private readonly images: RegistryImages,
     private readonly events: EventBus,
   ) {
     this.config = new RegistryConfig(options);
     this.client = new RegistryClient(this.config);
-    this.metadata = new BlobMetadata(imageRoot);
+    this.metadata = new BlobMetadata(state);
+  }
+
+  /** Reads what is remembered of registries' blobs (before the first push). */
+  async init(): Promise<void> {
+    await this.metadata.load();
   }
 
   /**

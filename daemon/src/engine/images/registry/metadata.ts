@@ -9,10 +9,12 @@
  * `{"version": 1, "layers": {"sha256:<diff id>": [{"digest": "sha256:...", "mediaType": "...",
  * "size": N, "repositories": ["127.0.0.1:5000/app", ...]}]}}`, written atomically.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { writeJSONAtomic } from '../../../util/atomic.js';
+import { readJSON, writeJSON, type StateStore } from '../../../state/state.js';
 import { log } from '../../../util/log.js';
+
+/** The file, in the StateStore. */
+const FILE = 'image/distribution.json';
 
 const FORMAT_VERSION = 1;
 /** Repositories remembered per blob (the most recent first). */
@@ -27,19 +29,25 @@ export interface BlobRecord {
 }
 
 export class BlobMetadata {
-  private readonly file: string;
   private readonly layers = new Map<string, BlobRecord[]>();
   private saving: Promise<void> = Promise.resolve();
+  private loading?: Promise<void>;
 
-  constructor(imageRoot: string) {
-    this.file = path.join(imageRoot, 'distribution.json');
-    if (!existsSync(this.file)) return;
+  constructor(private readonly state: StateStore) {}
+
+  /** Reads the file, once (later calls share the first read). */
+  load(): Promise<void> {
+    return (this.loading ??= this.read());
+  }
+
+  private async read(): Promise<void> {
     try {
-      const parsed = JSON.parse(readFileSync(this.file, 'utf8')) as { version?: number; layers?: Record<string, BlobRecord[]> };
+      const parsed = await readJSON<{ version?: number; layers?: Record<string, BlobRecord[]> }>(this.state, FILE);
+      if (!parsed) return;
       if (parsed.version !== FORMAT_VERSION) throw new Error(`unknown version ${parsed.version}`);
       for (const [diffId, records] of Object.entries(parsed.layers ?? {})) this.layers.set(diffId, records);
     } catch (err) {
-      log.warn('ignoring unreadable registry blob metadata', { file: this.file, error: (err as Error).message });
+      log.warn('ignoring unreadable registry blob metadata', { file: path.join(this.state.root, FILE), error: (err as Error).message });
     }
   }
 
@@ -50,6 +58,7 @@ export class BlobMetadata {
 
   /** Records that `repository` holds `blob`, the compressed form of `diffId`. */
   async record(diffId: string, blob: { digest: string; mediaType: string; size: number }, repository: string): Promise<void> {
+    await this.load();
     const records = this.layers.get(diffId) ?? [];
     let record = records.find((r) => r.digest === blob.digest);
     if (!record) {
@@ -63,6 +72,7 @@ export class BlobMetadata {
 
   /** Forgets that `repository` holds the blob (the registry said it does not). */
   async forget(diffId: string, digest: string, repository: string): Promise<void> {
+    await this.load();
     const record = this.layers.get(diffId)?.find((r) => r.digest === digest);
     if (!record) return;
     record.repositories = record.repositories.filter((r) => r !== repository);
@@ -70,7 +80,7 @@ export class BlobMetadata {
   }
 
   private save(): Promise<void> {
-    const run = this.saving.then(() => writeJSONAtomic(this.file, { version: FORMAT_VERSION, layers: Object.fromEntries(this.layers) }));
+    const run = this.saving.then(() => writeJSON(this.state, FILE, { version: FORMAT_VERSION, layers: Object.fromEntries(this.layers) }));
     this.saving = run.catch(() => undefined);
     return run;
   }

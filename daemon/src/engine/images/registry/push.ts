@@ -49,6 +49,7 @@ export async function openForPush(
   auth: AuthConfig | undefined,
   signal: AbortSignal,
 ): Promise<Repository> {
+  await metadata.load();
   const sources = new Set<string>();
   for (const image of images) {
     for (const diffId of image.diffIds) {

@@ -14,7 +14,8 @@ import { packFiles } from './pack.js';
 import { ContainerFilesystem, components } from './resolve.js';
 import { withSubpaths } from './subpath.js';
 import { extractArchive } from './unpack.js';
-import type { ContainerFilesHost, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../host.js';
+import { readEtcFile, writeEtcFiles } from '../etcfiles.js';
+import type { ContainerFilesHost, EtcFileWrite, EtcFileWriteMode, ExtractRequest, FilesystemChange, FilesystemView, PathStat } from '../../host.js';
 
 // Go's os.FileMode bits, which clients decode from the path stat.
 const GO_MODE_DIR = 2 ** 31;
@@ -54,6 +55,14 @@ export function parsePathRequest(p: string): { clean: string; assertDir: boolean
 }
 
 export class LinuxContainerFiles implements ContainerFilesHost {
+  writeEtcFiles(files: EtcFileWrite[], mode: EtcFileWriteMode): Promise<void> {
+    return writeEtcFiles(files, mode);
+  }
+
+  readEtcFile(file: string): Promise<string | undefined> {
+    return readEtcFile(file);
+  }
+
   constructor(private readonly runtime: LinuxContainerRuntime) {}
 
   mountRootfs(id: string, lowerDirs: string[]): Promise<string> {

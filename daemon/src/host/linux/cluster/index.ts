@@ -7,6 +7,8 @@ import { existsSync, mkdirSync, promises as fs, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../cluster.js';
+import type { OverlayHost } from '../../overlay.js';
+import { LinuxOverlayHost } from '../overlay/index.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
 import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
@@ -18,8 +20,10 @@ export class LinuxClusterHost implements ClusterHost {
   private readonly taskDir: string;
   /** On the exec root: the etcd member's copy of the node's TLS key. */
   private readonly runDir: string;
+  readonly overlay: OverlayHost;
 
   constructor(dataRoot: string, execRoot: string) {
+    this.overlay = new LinuxOverlayHost(execRoot);
     this.dir = path.join(dataRoot, 'swarm');
     this.certDir = path.join(this.dir, 'certificates');
     this.etcdDir = path.join(this.dir, 'etcd');

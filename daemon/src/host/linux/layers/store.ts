@@ -28,7 +28,8 @@ import { StreamDigest } from '../../../util/digest.js';
 import { decompressed, drainStream, type Decoded } from '../../../util/streams.js';
 import { rebuildTar, SplitRecorder } from './split.js';
 import { unpackLayer } from './unpack.js';
-import type { LayerInfo, LayerStore, StagedLayer } from '../../host.js';
+import type { LayerInfo, LayerStore, PathInfo, StagedLayer } from '../../host.js';
+import { LayersTree } from './tree.js';
 
 const FORMAT_VERSION = 2;
 /** Output pieces of the layer gunzip: fewer, larger pieces mean fewer trips through the unpacking. */
@@ -203,6 +204,22 @@ export class LinuxLayerStore implements LayerStore {
     this.layers.delete(chainId);
     await fs.rename(dir, trash);
     await fs.rm(trash, { recursive: true, force: true });
+  }
+
+  layerTreeStat(chainIds: string[], rel: string): Promise<PathInfo | undefined> {
+    return new LayersTree(this.lowerDirs(chainIds)).lstat(rel);
+  }
+
+  layerTreeReadlink(chainIds: string[], rel: string): Promise<string> {
+    return new LayersTree(this.lowerDirs(chainIds)).readlink(rel);
+  }
+
+  layerTreeReaddir(chainIds: string[], rel: string): Promise<string[]> {
+    return new LayersTree(this.lowerDirs(chainIds)).readdir(rel);
+  }
+
+  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream {
+    return new LayersTree(this.lowerDirs(chainIds)).open(rel);
   }
 
   lowerDirs(chainIds: string[]): string[] {

@@ -33,10 +33,11 @@ import {
   rulesTaggedFor,
   taggedLines,
 } from './firewall.js';
+import { adoptInterface } from './adopt.js';
 import { netnsAddon } from './netns.js';
 import { CommandError, run } from './run.js';
 import { log } from '../../../util/log.js';
-import type { BridgeRules, BridgeSpec, DnsAnswers, DnsObserver, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host.js';
+import type { AdoptSpec, BridgeRules, BridgeSpec, DnsAnswers, DnsObserver, NetworkHost, PortProto, PublishSpec, VethSpec } from '../../host.js';
 
 export { rulesTaggedFor } from './firewall.js';
 
@@ -414,6 +415,10 @@ export class LinuxNetworkHost implements NetworkHost {
       await this.removeInterface(spec.hostInterface).catch(() => undefined);
       throw err;
     }
+  }
+
+  adoptInterface(spec: AdoptSpec): Promise<void> {
+    return adoptInterface(spec);
   }
 
   async removeInterface(name: string): Promise<void> {

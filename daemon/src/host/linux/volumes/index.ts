@@ -27,7 +27,16 @@ function run(cmd: string, args: string[]): Promise<void> {
 
 export class LinuxVolumeHost implements VolumeHost {
   /** Every folder this host creates, removes or mounts on lies below `volumesRoot`. */
-  constructor(private readonly volumesRoot: string) {}
+  constructor(readonly volumesRoot: string) {}
+
+  async listVolumeDirs(): Promise<string[]> {
+    const entries = await fs.readdir(this.volumesRoot, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    // Folders of this host's own (the subpath holders) start with a dot, which no volume name does.
+    return entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name);
+  }
 
   private inside(p: string): string {
     const resolved = path.resolve(p);
@@ -37,6 +46,7 @@ export class LinuxVolumeHost implements VolumeHost {
 
   async createVolumeDir(dir: string): Promise<void> {
     const target = this.inside(dir);
+    await fs.mkdir(this.volumesRoot, { recursive: true, mode: 0o701 });
     await fs.mkdir(target, { mode: 0o701 });
     try {
       await fs.mkdir(path.join(target, '_data'), { mode: 0o755 });
