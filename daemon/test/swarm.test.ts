@@ -434,6 +434,9 @@ describe('swarm mode on one manager', () => {
     assert.notEqual(wrong.code, 0);
     assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
     assert.equal((await engine.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } })).status, 400);
+    const forced = await engine.request('POST', '/swarm/init', { body: { ForceNewCluster: true, AdvertiseAddr: IP, ListenAddr: `${IP}:2377` } });
+    assert.equal(forced.status, 503);
+    assert.match(forced.json().message, /needs to be unlocked/);
     await engine.dockerOk(['swarm', 'unlock'], { input: `${key}\n` });
     await eventually(async () => (await engine.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 200);
     assert.ok((await running('web', 2)).some((t) => t.ID === web!.ID));
