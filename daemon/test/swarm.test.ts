@@ -468,4 +468,15 @@ describe('swarm mode on one manager', () => {
     assert.equal(r.status, 503);
     assert.equal((await engine.request('POST', '/v1.24/swarm/leave')).status, 406);
   });
+
+  test('swarm init --autolock: the new manager\'s keys are sealed from the start, and the CLI prints the key', async () => {
+    const out = await engine.dockerOk(['swarm', 'init', '--autolock', '--advertise-addr', IP, '--listen-addr', `${IP}:2377`], { timeoutMs: 60_000 });
+    const key = /SWMKEY-1-[A-Za-z0-9+/=]+/.exec(out)?.[0];
+    assert.ok(key, out);
+    assert.equal((await engine.dockerOk(['swarm', 'unlock-key', '-q'])).trim(), key);
+    assert.equal((await engine.request('GET', '/swarm')).json().Spec.EncryptionConfig.AutoLockManagers, true);
+    const nodeKey = path.join(engine.dataRoot, 'swarm', 'certificates', 'swarm-node.key');
+    await eventually(() => readFileSync(nodeKey, 'utf8').startsWith('berth-locked:'), 10_000, 100);
+    await engine.dockerOk(['swarm', 'leave', '--force']);
+  });
 });
