@@ -62,6 +62,8 @@ export class LogRequests {
 
   /** The log of `task`'s container on its own node, as batches of records. */
   async *read(task: Obj, opts: LogReadOptions): AsyncIterable<LogRecord[]> {
+    // A node without a session (down, or gone) cannot answer: its tasks' logs are left out at once.
+    if (!this.store.get('sessions', String(task.NodeID))) return;
     const id = newObjectId(randomBytes(16));
     const lease = this.store.client.lease(10, { autoKeepAlive: true });
     lease.on('lost', () => undefined);
