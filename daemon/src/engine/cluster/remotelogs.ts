@@ -46,17 +46,17 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 /** The requesting manager's side: log requests it made, and the streams nodes send for them. */
 export class LogRequests {
-  private readonly waiting = new Map<string, (req: IncomingMessage) => void>();
+  /** Requests waiting for their node's stream: the node expected, and where the stream goes. */
+  private readonly waiting = new Map<string, { nodeId: string; take: (req: IncomingMessage | undefined) => void }>();
 
   constructor(private readonly store: ClusterStore, private readonly managerAddr: string) {}
 
   /** A node's stream for request `id` (from the dispatcher): false when nobody waits for it. */
   accept(id: string, nodeId: string, req: IncomingMessage): boolean {
-    const wanted = this.store.get('logs', id)?.obj;
-    const take = this.waiting.get(id);
-    if (!take || wanted?.NodeID !== nodeId) return false;
+    const wanted = this.waiting.get(id);
+    if (!wanted || wanted.nodeId !== nodeId) return false;
     this.waiting.delete(id);
-    take(req);
+    wanted.take(req);
     return true;
   }
 
@@ -71,7 +71,7 @@ export class LogRequests {
     const arrived = new Promise<IncomingMessage | undefined>((resolve) => {
       const timer = setTimeout(() => resolve(undefined), CONNECT_TIMEOUT_MS);
       const done = (req: IncomingMessage | undefined) => (clearTimeout(timer), resolve(req));
-      this.waiting.set(id, done);
+      this.waiting.set(id, { nodeId: String(task.NodeID), take: done });
       opts.signal.addEventListener('abort', () => done(undefined), { once: true });
     });
     try {
