@@ -197,15 +197,17 @@ describe('swarm mode on one manager', () => {
     const since = (Date.now() / 1000 - 1).toFixed(3);
     await engine.dockerOk(['swarm', 'update', '--task-history-limit', '1']);
     await engine.dockerOk(['service', 'create', '--detach', '--name', 'flaky', '--restart-delay', '100ms', '--restart-max-attempts', '3', 'busybox', 'sh', '-c', 'exit 3']);
-    const creates = async () => {
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'flakyjob', '--mode', 'replicated-job', '--restart-delay', '100ms', '--restart-max-attempts', '2', 'busybox', 'sh', '-c', 'exit 3']);
+    const creates = async (service: string) => {
       const r = await engine.request('GET', `/events?since=${since}&until=${(Date.now() / 1000).toFixed(3)}&filters=${encodeURIComponent(JSON.stringify({ type: ['container'], event: ['create'] }))}`);
-      return r.text.split('\n').filter((l) => l.trim() && JSON.parse(l).Actor.Attributes['com.docker.swarm.service.name'] === 'flaky').length;
+      return r.text.split('\n').filter((l) => l.trim() && JSON.parse(l).Actor.Attributes['com.docker.swarm.service.name'] === service).length;
     };
-    // The first task and its 3 restarts, then nothing more: the reaper keeps one old task only.
-    await eventually(async () => (await creates()) >= 4, 20_000, 200);
+    // The first task and its 3 restarts (2 for the job), then nothing more: the reaper keeps one old task only.
+    await eventually(async () => (await creates('flaky')) >= 4 && (await creates('flakyjob')) >= 3, 20_000, 200);
     await new Promise((r) => setTimeout(r, 2000));
-    assert.equal(await creates(), 4);
-    await engine.dockerOk(['service', 'rm', 'flaky']);
+    assert.equal(await creates('flaky'), 4);
+    assert.equal(await creates('flakyjob'), 3);
+    await engine.dockerOk(['service', 'rm', 'flaky', 'flakyjob']);
     await engine.dockerOk(['swarm', 'update', '--task-history-limit', '10']);
   });
 

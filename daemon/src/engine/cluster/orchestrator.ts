@@ -88,7 +88,7 @@ export class Orchestrator {
     for (const t of current) groups.set(key(t), [...(groups.get(key(t)) ?? []), t]);
     for (const list of groups.values()) list.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
     // What each slot (node) needs: nothing when done or running, a new task when empty or failed (after the delay).
-    const wants: Array<{ slot?: number; nodeId?: string }> = [];
+    const wants: Array<{ slot?: number; nodeId?: string; restartKey?: string }> = [];
     let active = 0;
     const consider = (list: Obj[], slot: number | undefined, nodeId: string | undefined) => {
       if (list.some((t) => t.Status.State === 'complete')) return;
@@ -97,14 +97,15 @@ export class Orchestrator {
         active++;
         return;
       }
+      const restartKey = `${service.ID}.${iteration}.${slot ?? nodeId}`;
       if (last) {
         const rp = service.Spec.TaskTemplate.RestartPolicy ?? {};
         if (rp.Condition === 'none') return;
-        const failures = list.filter((t) => isTerminal(t.Status.State)).length;
-        if (rp.MaxAttempts > 0 && failures > rp.MaxAttempts) return;
+        // A failed task is replaced up to MaxAttempts times, counted in the store (see restartAt).
+        if (rp.MaxAttempts > 0 && isTerminal(last.Status.State) && this.restartsOf(service, restartKey).length >= rp.MaxAttempts) return;
         if (Date.now() < time(last.Status.Timestamp) + nanos(rp.Delay, 5 * SECOND) / 1e6) return;
       }
-      wants.push({ slot, nodeId });
+      wants.push({ slot, nodeId, restartKey: last && isTerminal(last.Status.State) ? restartKey : undefined });
     };
     if (service.Spec.Mode.GlobalJob) {
       for (const n of nodes.values()) {
@@ -121,7 +122,10 @@ export class Orchestrator {
       // A failed task of a slot that is to run again is done with.
       if (isTerminal(t.Status.State) && t.Status.State !== 'complete' && t.DesiredState === 'complete') await this.desire(t, 'shutdown');
     }
-    for (const w of wants) await this.newTask(service, w.slot, w.nodeId, { DesiredState: 'complete', JobIteration: { Index: iteration } });
+    for (const w of wants) {
+      await this.newTask(service, w.slot, w.nodeId, { DesiredState: 'complete', JobIteration: { Index: iteration } });
+      if (w.restartKey) await this.recordRestart(service, w.restartKey);
+    }
   }
 
   private async newTask(service: Obj, slot: number | undefined, nodeId: string | undefined, extra: Obj = {}): Promise<void> {
