@@ -343,7 +343,10 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events, host.network),
+    containers: taskContainers(containers, events, host.network, (id, o) => {
+      const record = containers.store.find(id);
+      return record ? readLogBatches(host.runtime, record, o) : undefined;
+    }),
     events,
     describe: async () => {
       const info = await host.probe.info();
@@ -351,8 +354,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     },
   });
   closers.push(() => cluster.close());
-  registerSwarmRoutes(router, cluster, (id, o) => {
-    const record = containers.store.find(id);
+  registerSwarmRoutes(router, cluster, (task, o) => {
+    if (task.NodeID && task.NodeID !== cluster.nodeId) return cluster.remoteLogs(task, o);
+    const record = containers.store.find(task.Status?.ContainerStatus?.ContainerID ?? '');
     return record ? readLogBatches(host.runtime, record, o) : undefined;
   });
   // Container statistics from the cgroups.
