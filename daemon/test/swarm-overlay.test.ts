@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Engine, eventually } from './harness.js';
 
@@ -46,6 +47,20 @@ function overlayNamespaces(e: Engine): string[] {
     return [];
   }
   return names.filter((n) => n.startsWith(prefix));
+}
+
+/** The body of GET / on ip:port (one connection, 3 s at most). */
+function httpGet(ip: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: ip, port, path: '/', agent: false, timeout: 3000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
 }
 
 function tearDownNetwork(): void {
@@ -215,6 +230,29 @@ describe('overlay networks across three nodes', () => {
     }
     assert.equal(seen.size, 1);
     await engine(0).dockerOk(['service', 'rm', 'web', 'rr']);
+  });
+
+  test('the routing mesh: a port published in ingress mode answers on every node, one without a task too, spread over the tasks', async () => {
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'mesh', '--replicas', '2', '--constraint', 'node.hostname!=node-3', '--replicas-max-per-node', '1',
+      '-p', '8080:80', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 80 -h /www']);
+    const tasks = await eventually(async () => ((await running('mesh')).length === 2 ? running('mesh') : undefined), 40_000, 250) as Task[];
+    assert.ok(!tasks.some((t) => t.NodeID === nodeIds[2]));
+    const service = (await engine(0).request('GET', '/services/mesh')).json();
+    assert.deepEqual(service.Endpoint.Ports, [{ Protocol: 'tcp', TargetPort: 80, PublishedPort: 8080, PublishMode: 'ingress' }]);
+    const ingress = (await engine(0).request('GET', '/networks/ingress')).json();
+    assert.equal(ingress.Ingress, true);
+    const containers = new Set(tasks.map((t) => t.Status.ContainerStatus!.ContainerID!.slice(0, 12)));
+    for (const node of [nodes[2]!, nodes[0]!]) {
+      const seen = new Set<string>();
+      await eventually(async () => {
+        const body = await httpGet(node.ip, 8080).catch(() => undefined);
+        if (body) seen.add(body.trim());
+        return seen.size === 2;
+      }, 20_000, 50).catch(() => undefined);
+      assert.deepEqual([...seen].sort(), [...containers].sort(), `answers through ${node.name}`);
+    }
+    await engine(0).dockerOk(['service', 'rm', 'mesh']);
+    await eventually(async () => (await httpGet(nodes[2]!.ip, 8080).then(() => false, () => true)), 20_000, 200);
   });
 
   test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {
