@@ -59,6 +59,11 @@ export interface EtcdMemberOptions {
   clusterToken: string;
   /** Start as the one member of the cluster, keeping the data (`--force-new-cluster`): quorum lost for good. */
   forceNewCluster?: boolean;
+  /**
+   * The node's TLS key (PEM) for the member, written where only it reads it, off the data root (the key files
+   * there may be sealed under the swarm's unlock key).
+   */
+  tlsKey?: string;
 }
 
 /** A supervised etcd member. */

@@ -78,6 +78,20 @@ export function validateServiceSpec(spec: unknown): Obj {
       if (!m || !known) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = invalid constraint ${JSON.stringify(c)}: expected node.id, node.hostname, node.role, node.platform.os, node.platform.arch, node.labels.<key> or engine.labels.<key>, then == or !=, then a value`);
     }
   }
+  const prefs = tt.Placement?.Preferences;
+  if (prefs !== undefined && prefs !== null) {
+    if (!Array.isArray(prefs) || prefs.some((p: unknown) => !isObject(p) || !isObject(p.Spread) || typeof p.Spread.SpreadDescriptor !== 'string' || p.Spread.SpreadDescriptor === '')) {
+      throw new InvalidParameter('rpc error: code = InvalidArgument desc = Placement.Preferences must be a list of {"Spread": {"SpreadDescriptor": "node.labels.<key>"}}');
+    }
+  }
+  for (const kind of ['Reservations', 'Limits']) {
+    const r = tt.Resources?.[kind];
+    if (r === undefined || r === null) continue;
+    if (!isObject(r)) throw new InvalidParameter(`Resources.${kind} must be an object`);
+    for (const f of ['NanoCPUs', 'MemoryBytes']) {
+      if (r[f] !== undefined && (!Number.isInteger(r[f]) || r[f] < 0)) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = Resources.${kind}.${f} must be a whole number of at least 0`);
+    }
+  }
   const rp = tt.RestartPolicy;
   if (rp !== undefined) {
     if (!isObject(rp)) throw new InvalidParameter('RestartPolicy must be an object');
