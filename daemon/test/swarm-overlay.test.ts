@@ -8,7 +8,9 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Engine, eventually } from './harness.js';
@@ -253,6 +255,57 @@ describe('overlay networks across three nodes', () => {
     }
     await engine(0).dockerOk(['service', 'rm', 'mesh']);
     await eventually(async () => (await httpGet(nodes[2]!.ip, 8080).then(() => false, () => true)), 20_000, 200);
+  });
+
+  test('docker stack deploy: replicas, two networks, a secret, a config and a published port; stack services, ps and rm', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-stack-'));
+    try {
+      writeFileSync(path.join(dir, 'secret.txt'), 's3cret');
+      writeFileSync(path.join(dir, 'config.txt'), 'conf');
+      writeFileSync(path.join(dir, 'stack.yml'), [
+        'version: "3.8"',
+        'services:',
+        '  web:',
+        '    image: busybox',
+        '    command: ["sh", "-c", "mkdir -p /www && cat /run/secrets/token /conf.txt > /www/index.html && exec httpd -f -p 80 -h /www"]',
+        '    deploy: { replicas: 2 }',
+        '    ports: ["8090:80"]',
+        '    networks: [front, back]',
+        '    secrets: [token]',
+        '    configs: [{ source: conf, target: /conf.txt }]',
+        '    stop_grace_period: 1s',
+        '  api:',
+        '    image: busybox',
+        '    command: ["sleep", "600"]',
+        '    networks: [back]',
+        '    stop_grace_period: 1s',
+        'networks:',
+        '  front: {}',
+        '  back: {}',
+        'secrets:',
+        '  token: { file: ./secret.txt }',
+        'configs:',
+        '  conf: { file: ./config.txt }',
+        '',
+      ].join('\n'));
+      await engine(0).dockerOk(['stack', 'deploy', '--detach=true', '-c', path.join(dir, 'stack.yml'), 'shop']);
+      const nets = await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '--format', '{{.Name}} {{.Driver}} {{.Scope}}']);
+      assert.deepEqual(nets.trim().split('\n').sort(), ['shop_back overlay swarm', 'shop_front overlay swarm']);
+      await eventually(async () => (await running('shop_web')).length === 2 && (await running('shop_api')).length === 1, 40_000, 250);
+      assert.match(await engine(0).dockerOk(['stack', 'services', 'shop']), /shop_web\s+replicated\s+2\/2\s+busybox:latest\s+\*:8090->80\/tcp/);
+      assert.equal((await engine(0).dockerOk(['stack', 'ps', 'shop', '--filter', 'desired-state=running', '--format', '{{.Name}}'])).trim().split('\n').length, 3);
+      // The api task finds web by name on their shared network, and reaches it through its VIP.
+      const [api] = await running('shop_api');
+      const onNode = engines[nodeIds.indexOf(api!.NodeID)]!;
+      const lookup = await onNode.dockerOk(['exec', api!.Status.ContainerStatus!.ContainerID!, 'nslookup', '-type=a', 'web']);
+      assert.match(lookup, /Address:\s*10\.0\.\d+\.\d+/);
+      assert.equal((await httpGet(nodes[2]!.ip, 8090)).trim(), 's3cretconf');
+      await engine(0).dockerOk(['stack', 'rm', 'shop']);
+      await eventually(async () => (await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '-q'])).trim() === '', 20_000, 250);
+      assert.equal((await engine(0).dockerOk(['service', 'ls', '-q'])).trim().split('\n').filter(Boolean).length, 1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {

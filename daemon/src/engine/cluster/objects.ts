@@ -248,7 +248,8 @@ export class ClusterObjects {
         if (!prefixMatch(filters.get('id'), t.ID)) return false;
         if (serviceIds && !serviceIds.includes(t.ServiceID)) return false;
         if (nodeIds && !nodeIds.includes(t.NodeID)) return false;
-        if (!matchLabels(filters.get('label'), t.Labels ?? {})) return false;
+        // As swarmkit's: a task's labels are its service's (`docker stack ps` lists by the stack's label).
+        if (!matchLabels(filters.get('label'), { ...(this.store.get('services', t.ServiceID)?.obj.Spec?.Labels ?? {}), ...(t.Labels ?? {}) })) return false;
         if (filters.get('desired-state') && !filters.get('desired-state')!.includes(t.DesiredState)) return false;
         if (filters.get('name')) {
           const svc = this.store.get('services', t.ServiceID)?.obj;
