@@ -231,7 +231,24 @@ describe('overlay networks across three nodes', () => {
       seen.add(r.body);
     }
     assert.equal(seen.size, 1);
-    await engine(0).dockerOk(['service', 'rm', 'web', 'rr']);
+    await engine(0).dockerOk(['service', 'rm', 'rr']);
+  });
+
+  test('network inspect --verbose shows the peers and services; a task only on an internal overlay has no way out', async () => {
+    const v = (await engine(0).request('GET', '/networks/ov?verbose=true')).json();
+    assert.deepEqual(v.Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2', 'node-3']);
+    assert.equal(v.Services.web.Tasks.length, 1);
+    assert.equal(v.Services.pingers.Tasks.length, 3);
+    assert.equal((await engine(0).request('GET', '/networks/ov')).json().Services, undefined);
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--internal', 'sealed']);
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'inside', '--network', 'sealed', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const [t] = await eventually(async () => ((await running('inside')).length === 1 ? running('inside') : undefined), 40_000, 250) as Task[];
+    const e = engines[nodeIds.indexOf(t!.NodeID)]!;
+    const routes = await e.dockerOk(['exec', t!.Status.ContainerStatus!.ContainerID!, 'ip', 'route']);
+    assert.doesNotMatch(routes, /default/);
+    assert.match(routes, /10\.0\.\d+\.0\/24 dev eth1/);
+    await engine(0).dockerOk(['service', 'rm', 'inside', 'web']);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/sealed')).status === 204, 10_000, 200);
   });
 
   test('the routing mesh: a port published in ingress mode answers on every node, one without a task too, spread over the tasks', async () => {
@@ -299,7 +316,9 @@ describe('overlay networks across three nodes', () => {
       const onNode = engines[nodeIds.indexOf(api!.NodeID)]!;
       const lookup = await onNode.dockerOk(['exec', api!.Status.ContainerStatus!.ContainerID!, 'nslookup', '-type=a', 'web']);
       assert.match(lookup, /Address:\s*10\.0\.\d+\.\d+/);
-      assert.equal((await httpGet(nodes[2]!.ip, 8090)).trim(), 's3cretconf');
+      // The mesh follows the tasks on every node within moments of their start.
+      const body = await eventually(async () => (await httpGet(nodes[2]!.ip, 8090).catch(() => undefined))?.trim(), 10_000, 100);
+      assert.equal(body, 's3cretconf');
       await engine(0).dockerOk(['stack', 'rm', 'shop']);
       await eventually(async () => (await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '-q'])).trim() === '', 20_000, 250);
       assert.equal((await engine(0).dockerOk(['service', 'ls', '-q'])).trim().split('\n').filter(Boolean).length, 1);

@@ -277,6 +277,8 @@ export class Agent {
         const body = containerBody(t, this.nodeId, paths);
         // On swarm networks, names go to the embedded DNS server first (services, tasks.<service>).
         if (t.NetworksAttachments?.length && this.containers.startDns) body.HostConfig.Dns = ['127.0.0.11'];
+        // A task only on internal networks has no way out: no default bridge beside them.
+        if (t.NetworksAttachments?.length && (t.NetworksAttachments as Obj[]).every((a) => a.Network?.Spec?.Internal)) body.HostConfig.NetworkMode = 'none';
         const id = await this.containers.create(body, taskName(t));
         this.report(t, { State: 'starting', Message: 'starting', ContainerStatus: { ContainerID: id } });
         await this.containers.start(id);
