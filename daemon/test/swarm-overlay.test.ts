@@ -6,14 +6,15 @@
  * One swarm (a manager and two workers) serves the whole file.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Engine, eventually } from './harness.js';
+import { overlayNamespaces, removeOverlayNamespaces } from './overlay-netns.js';
 
 const tag = randomBytes(3).toString('hex');
 const BRIDGE = `sob${tag}`;
@@ -39,17 +40,8 @@ function setUpNetwork(): void {
   }
 }
 
-/** The namespaces of overlay networks the daemon of `e` made (host/linux/overlay names them from its exec root). */
-function overlayNamespaces(e: Engine): string[] {
-  const prefix = `bov${createHash('sha256').update(e.execRoot).digest('hex').slice(0, 6)}-`;
-  let names: string[] = [];
-  try {
-    names = readdirSync('/run/netns');
-  } catch {
-    return [];
-  }
-  return names.filter((n) => n.startsWith(prefix));
-}
+/** The namespaces of overlay networks the daemon of `e` made. */
+const overlayNamespacesOf = (e: Engine) => overlayNamespaces(e.execRoot);
 
 /** The body of GET / on ip:port (one connection, 3 s at most). */
 function httpGet(ip: string, port: number): Promise<string> {
@@ -66,7 +58,7 @@ function httpGet(ip: string, port: number): Promise<string> {
 }
 
 function tearDownNetwork(): void {
-  for (const e of engines) for (const ns of overlayNamespaces(e)) spawnSync('ip', ['netns', 'del', ns]);
+  for (const e of engines) removeOverlayNamespaces(e.execRoot);
   for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
   spawnSync('ip', ['link', 'del', BRIDGE]);
 }
@@ -181,7 +173,7 @@ describe('overlay networks across three nodes', () => {
     const ifaces = await engine(1).dockerOk(['exec', from(1).container, 'ip', 'addr', 'show', 'eth1']);
     assert.match(ifaces, /mtu 1450/);
     assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
-    for (const e of engines) assert.equal(overlayNamespaces(e).length, 1);
+    for (const e of engines) assert.equal(overlayNamespacesOf(e).length, 1);
     const inUse = await engine(0).request('DELETE', '/networks/ov');
     assert.equal(inUse.status, 409);
   });
@@ -329,7 +321,7 @@ describe('overlay networks across three nodes', () => {
 
   test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {
     await engine(0).dockerOk(['service', 'rm', 'pingers']);
-    await eventually(() => engines.every((e) => overlayNamespaces(e).length === 0), 20_000, 250);
+    await eventually(() => engines.every((e) => overlayNamespacesOf(e).length === 0), 20_000, 250);
     await engine(0).dockerOk(['network', 'rm', 'ov']);
     assert.equal((await engine(0).request('GET', '/networks/ov')).status, 404);
   });
