@@ -226,6 +226,18 @@ describe('overlay networks across three nodes', () => {
     await engine(0).dockerOk(['service', 'rm', 'rr']);
   });
 
+  test('after a daemon restart, its tasks keep their names and their overlay', async () => {
+    await engine(2).restart();
+    const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
+    const [server] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[0]);
+    const exec = (args: string[]) => engine(2).docker(['exec', client!.Status.ContainerStatus!.ContainerID!, ...args]);
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    await eventually(async () => new RegExp(`Address:\\s*${vip.replace(/\./g, '\\.')}`).test((await exec(['nslookup', '-type=a', 'web'])).stdout), 20_000, 300);
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    const target = server!.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!;
+    assert.equal((await exec(['ping', '-c', '1', '-W', '3', target])).code, 0);
+  });
+
   test('network inspect --verbose shows the peers and services; a task only on an internal overlay has no way out', async () => {
     const v = (await engine(0).request('GET', '/networks/ov?verbose=true')).json();
     assert.deepEqual(v.Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2', 'node-3']);

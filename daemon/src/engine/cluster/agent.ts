@@ -136,6 +136,8 @@ export class Agent {
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
   private readonly plane: OverlayPlane;
+  /** Task containers whose embedded DNS server this process serves (none after a daemon restart). */
+  private readonly dnsServed = new Set<string>();
 
   constructor(
     private readonly nodeId: string,
@@ -149,7 +151,8 @@ export class Agent {
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
     this.unsubscribe.push(this.containers.onExit((id) => {
-      if (this.plane.forget(id)) this.containers.stopDns?.(id);
+      this.plane.forget(id);
+      if (this.dnsServed.delete(id)) this.containers.stopDns?.(id);
       this.kick();
     }));
     this.timer = setInterval(() => this.kick(), 1000);
@@ -210,6 +213,12 @@ export class Agent {
       this.source.networks?.(),
     ).catch((err: unknown) => log.warn('swarm agent: VIP rules could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     for (const t of tasks) {
+      const cid = byTask.get(t.ID);
+      if (!cid || !t.NetworksAttachments?.length || this.busy.has(t.ID) || this.dnsServed.has(cid) || isTerminal(t.Status?.State ?? 'new')) continue;
+      const st = this.containers.state(cid);
+      if (st?.running) await this.serveDns(t, cid, st.pid).catch((err: unknown) => log.warn('swarm agent: the embedded DNS server could not be started', { task: t.ID, error: String(err) }));
+    }
+    for (const t of tasks) {
       if (this.busy.has(t.ID)) continue;
       const cid = byTask.get(t.ID);
       const st = cid ? this.containers.state(cid) : undefined;
@@ -247,6 +256,18 @@ export class Agent {
         }
       }
     }
+  }
+
+  /** Serves the embedded DNS server of a running task container on swarm networks. */
+  private async serveDns(t: Obj, containerId: string, pid: number): Promise<void> {
+    if (!this.containers.startDns || !pid) return;
+    const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
+    const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
+    await this.containers.startDns(containerId, pid, {
+      lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
+      upstreams: () => (upstreams?.length ? upstreams : undefined),
+    });
+    this.dnsServed.add(containerId);
   }
 
   private exited(t: Obj, cid: string, st: { exitCode: number; error: string }): void {
@@ -287,12 +308,7 @@ export class Agent {
           try {
             await this.plane.attach(t, st?.pid ?? 0, this.source.networks?.());
             await this.plane.balance([{ task: t, containerId: id, pid: st?.pid ?? 0 }], this.source.networks?.(), false);
-            const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
-            const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
-            await this.containers.startDns?.(id, st?.pid ?? 0, {
-              lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
-              upstreams: () => (upstreams?.length ? upstreams : undefined),
-            });
+            await this.serveDns(t, id, st?.pid ?? 0);
           } catch (err) {
             await this.containers.remove(id).catch(() => undefined);
             throw err;
