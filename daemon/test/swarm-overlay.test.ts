@@ -1,8 +1,10 @@
 /**
  * Swarm networks across three daemons, each in a network namespace of its own on a test bridge (the netns
- * harness of swarm-join.test.ts): an overlay network made with the real docker CLI, a global service on it
- * whose task on one node reaches the tasks on the others by their overlay addresses (VXLAN between the
- * nodes' namespaces), and the network's sandboxes removed from a node once no task there needs them.
+ * harness of swarm-join.test.ts), with the real docker CLI: overlay networks made, listed, inspected and
+ * removed; a global service whose task on one node reaches the tasks on the others through VXLAN on the
+ * swarm's data path port; service discovery (VIP, dnsrr, tasks.<name>) and VIP balancing following the
+ * tasks; a daemon restart; network inspect --verbose; an internal overlay; the routing mesh answering on a
+ * node without a task; `docker stack deploy`; and each node's sandboxes removed once no task needs them.
  * One swarm (a manager and two workers) serves the whole file.
  */
 import assert from 'node:assert/strict';
@@ -104,7 +106,7 @@ describe('overlay networks across three nodes', () => {
   };
 
   test('a manager and two workers', async () => {
-    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s']);
+    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789']);
     const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
     for (const i of [1, 2]) await engine(i).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[i]!.ip, `${nodes[0]!.ip}:2377`]);
     for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
@@ -174,6 +176,9 @@ describe('overlay networks across three nodes', () => {
     assert.match(ifaces, /mtu 1450/);
     assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
     for (const e of engines) assert.equal(overlayNamespacesOf(e).length, 1);
+    // VXLAN on the swarm's data path port, from the node's address.
+    const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
     const inUse = await engine(0).request('DELETE', '/networks/ov');
     assert.equal(inUse.status, 409);
   });
