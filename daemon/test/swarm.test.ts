@@ -167,7 +167,7 @@ describe('swarm mode on one manager', () => {
       const containers = (await engine.request('GET', '/containers/json?filters=' + encodeURIComponent(JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] })))).json();
       return containers.length === 1;
     }, 20_000, 200);
-    // A name in use, a network that does not exist and ports through the routing mesh are refused.
+    // A name in use, a network that does not exist and an unknown publish mode are refused.
     const conflict = await engine.docker(['service', 'create', '--detach', '--name', 'web', 'busybox', 'true']);
     assert.notEqual(conflict.code, 0);
     assert.match(conflict.stderr, /already exists/);
@@ -175,9 +175,9 @@ describe('swarm mode on one manager', () => {
     const net = await engine.request('POST', '/services/create', { body: { ...spec, TaskTemplate: { ...spec.TaskTemplate, Networks: [{ Target: 'n' }] } } });
     assert.equal(net.status, 404);
     assert.match(net.json().message, /network n not found/);
-    const ingress = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }] } } });
-    assert.equal(ingress.status, 400);
-    assert.match(ingress.json().message, /routing mesh/);
+    const mode = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080, PublishMode: 'mesh' }] } } });
+    assert.equal(mode.status, 400);
+    assert.match(mode.json().message, /invalid PublishMode "mesh"/);
     assert.equal((await engine.request('POST', '/services/create', { body: { Name: 'x', TaskTemplate: { ContainerSpec: {} } } })).status, 400);
   });
 

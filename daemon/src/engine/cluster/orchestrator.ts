@@ -13,6 +13,7 @@ import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './ty
 import { isJob, serviceMode } from './specs.js';
 import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
 import { NetworkAllocator } from './network/attachments.js';
+import { ensureIngressEndpoints } from './network/ingress.js';
 
 const attachments = (list: Obj[]): Obj => (list.length ? { NetworksAttachments: list } : {});
 
@@ -152,6 +153,7 @@ export class Orchestrator {
   }
 
   private async reconcile(): Promise<void> {
+    await ensureIngressEndpoints(this.store, this.fence, (n) => this.addresses.take(n).split('/')[0]!);
     const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
     await this.nodeStates(nodes);
     const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));
