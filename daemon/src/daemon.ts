@@ -13,7 +13,7 @@ import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
 import { SandboxService } from './engine/sandbox/service.js';
 import type { ContainerRecord } from './engine/containers/model.js';
-import { registerSystemRoutes, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ContainerDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
 import { countOpenFds, loadEngineId } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
@@ -49,7 +49,7 @@ import { useOffThreadHasher } from './util/digest.js';
 import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
-import { ClusterService } from './engine/cluster/cluster.js';
+import { ClusterService, withSwarmNetworks } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
@@ -65,7 +65,7 @@ import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
 import { registerScimRoutes } from './api/scim.js';
 import { registerSandboxRoutes } from './api/sandbox.js';
 import { registerAuthRoutes } from './api/auth.js';
-import type { Host, LayerStore } from './host/host.js';
+import type { Host } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
 import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
@@ -120,22 +120,6 @@ export interface Composition {
   onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
   /** The authorization plugins (--authorization-plugin), when any is named. */
   authz?: Authorizer;
-}
-
-/** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
-function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>): ImageDiskUsage {
-  const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
-  const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
-  const all = new Set<string>();
-  const held = new Set<string>();
-  for (const image of images.store.all()) {
-    for (const chainId of image.chainIds) {
-      all.add(chainId);
-      if (inUse.has(image.id)) held.add(chainId);
-    }
-  }
-  const size = (ids: Set<string>) => [...ids].reduce((sum, id) => sum + (layers.info(id)?.diskSize ?? 0), 0);
-  return { layersSize: size(all), reclaimable: size(all) - size(held), items };
 }
 
 /**
@@ -259,7 +243,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  registerNetworkRoutes(router, networks, containerConnector(networks, {
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
@@ -359,7 +343,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events),
+    containers: taskContainers(containers, events, host.network),
     events,
     describe: async () => {
       const info = await host.probe.info();
@@ -398,7 +382,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     firewallBackend: opts.iptables ? 'iptables' : undefined,
     registryConfig: () => distribution.config.info(),
     diskUsage: {
-      images: async () => imageDiskUsage(images, host.layers),
+      images: async () => images.diskUsage(),
       volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(

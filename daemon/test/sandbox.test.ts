@@ -260,6 +260,10 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     const veth = await hostInterface(sbx);
     const view = await service(() => [veth]).view(sbx);
     assert.deepEqual(view.effective.rules.filter((r) => r.domain).map((r) => [r.domain, r.cidr]), [['a.sbx.test', `${net(1, 2)}/32`]]);
+    // A container in the sandbox's namespace resolves through the same server.
+    const joined = await engine.docker(['run', '--rm', '--network', `container:${sbx}`, 'busybox', 'sh', '-c', 'cat /etc/resolv.conf && nslookup a.sbx.test']);
+    assert.equal(joined.code, 0, joined.stderr);
+    assert.match(joined.stdout, /^nameserver 127\.0\.0\.11$/m);
     // The names of the default bridge stay unanswered (Docker's default bridge has no names).
     const other = (await engine.dockerOk(['inspect', '-f', '{{.Name}}', open])).trim().replace(/^\//, '');
     assert.notEqual((await exec(sbx, `nslookup ${other}`)).code, 0);

@@ -29,6 +29,7 @@ export * from './exec.js';
 export * from './files.js';
 export * from './layers.js';
 export * from './network.js';
+export * from './overlay.js';
 export * from './plugins.js';
 export * from './probe.js';
 export * from './runtime.js';

@@ -265,6 +265,9 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       // A placeholder never overwrites what a start wrote.
       await host.files.writeEtcFiles([{ file: hosts, data: '' }], 'placeholder');
       assert.equal(readFileSync(hosts, 'utf8'), '10.0.0.3\tone\n');
+      // Nothing but those files, in a container's folder.
+      await assert.rejects(host.files.writeEtcFiles([{ file: path.join(dir, 'other'), data: 'x' }], 'fresh'), { name: 'InvalidParameter' });
+      await assert.rejects(host.files.readEtcFile('/etc/hosts'), { name: 'InvalidParameter' });
     });
 
     test('files: archive in and out, stat, changes and export', { skip: skipped('files') }, async () => {

@@ -28,10 +28,11 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       }
     }
     if (opts.macAddress) throw new InvalidParameter(`conflicting options: MacAddress cannot be set with network mode ${mode}`);
-    // In the namespace of a container on a user-defined network, the embedded DNS server listens too.
+    // In the namespace of a container the embedded DNS server serves (on a user-defined network, or a sandbox
+    // on the default bridge), it listens for this one too.
     const name = ref.replace(/^\//, '');
     const ownerOnUserNetwork = [...ctx.entries.values()].some(
-      (e) => !ctx.isPredefined(e) && [...e.endpoints.values()].some((ep) => ep.dns && (ep.containerName === name || ep.containerId.startsWith(name))),
+      (e) => [...e.endpoints.values()].some((ep) => ep.dns && (ep.containerName === name || ep.containerId.startsWith(name))),
     );
     if (ownerOnUserNetwork) extras.embeddedDns = true;
     return { ...extras, mode: 'container', container: ref };
