@@ -3,15 +3,16 @@
  * in this repository (fixtures/plugin/authzplugin.c, serving a socket in a folder of the test's own). Every
  * request and response is put to it in Docker's shapes (the method, URI, headers without credentials, the
  * JSON body in base64; the response's status, headers and JSON body); it denies volume creation and the
- * image list's answer, which the docker CLI then shows as Docker words it.
+ * image list's answer, which the docker CLI then shows as Docker words it. The same program as a managed
+ * plugin (`docker.authz/1.0`), enabled before the daemon restarts with the flag naming it.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { eventually, startEngine, type Engine } from './harness.js';
-import { FIXTURE_DIR } from './plugin-support.js';
+import { eventually, startEngine, type Engine, type EngineOptions } from './harness.js';
+import { FIXTURE_DIR, pluginContext } from './plugin-support.js';
 
 let engine: Engine;
 let dir: string;
@@ -110,5 +111,39 @@ describe('authorization plugins', () => {
     assert.deepEqual(Object.keys(seen.body.RequestHeaders).filter((h) => /auth/i.test(h)), []);
     assert.equal(JSON.parse(decode(seen.body.RequestBody)!).Labels.big.length, 60_000);
     await engine.dockerOk(['rm', 'authz-secret']);
+  });
+});
+
+describe('a managed authorization plugin', () => {
+  let managed: Engine | undefined;
+  let context: string | undefined;
+  before(async () => {
+    context = pluginContext('authzplugin.c', 'authzplugin', {
+      Description: 'an authorization plugin for the tests',
+      Interface: { Types: ['docker.authz/1.0'], Socket: 'fixauthz.sock' },
+      Entrypoint: ['/authzplugin', '/run/docker/plugins/fixauthz.sock', '/data/calls.log'],
+      Network: { Type: 'none' },
+    });
+    managed = await startEngine();
+    await managed.dockerOk(['plugin', 'create', 'fixauthz', context], { timeoutMs: 60_000 });
+    await managed.dockerOk(['plugin', 'enable', 'fixauthz'], { timeoutMs: 60_000 });
+    await managed.stop();
+    // The same daemon (its roots), started again naming the plugin.
+    (managed as unknown as { opts: EngineOptions }).opts.args = ['--authorization-plugin', 'fixauthz'];
+    await managed.start();
+  });
+  after(async () => {
+    await managed?.cleanup();
+    if (context) rmSync(context, { recursive: true, force: true });
+  });
+
+  test('is started with the daemon before the first request and denies what it denies', async () => {
+    const cli = await managed!.docker(['volume', 'create', 'authz-managed']);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /authorization denied by plugin fixauthz: volume creation is not allowed/);
+    const p = JSON.parse(await managed!.dockerOk(['plugin', 'inspect', 'fixauthz']))[0];
+    assert.equal(p.Enabled, true);
+    const log = readFileSync(path.join(managed!.dataRoot, 'plugins', p.Id, 'rootfs', 'data', 'calls.log'), 'utf8');
+    assert.match(log, /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
   });
 });
