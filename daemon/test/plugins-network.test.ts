@@ -63,7 +63,7 @@ describe('network and IPAM driver plugins', () => {
     assert.equal(n.Driver, 'fixnet:latest');
     assert.equal(n.IPAM.Driver, 'fixnet:latest');
     assert.deepEqual(n.IPAM.Config, [{ Subnet: '10.231.7.0/24', Gateway: '10.231.7.1' }]);
-    await expectConforms('1.53', 'get', '/networks/{id}', 200, (await engine.request('GET', '/v1.53/networks/pnet')).json());
+    for (const version of ['1.41', '1.53']) await expectConforms(version, 'get', '/networks/{id}', 200, (await engine.request('GET', `/v${version}/networks/pnet`)).json());
     assert.ok(existsSync(`/sys/class/net/fn${id.slice(0, 12)}`), "the plugin's bridge");
     assert.deepEqual(await methods(), ['IpamDriver.GetDefaultAddressSpaces', 'IpamDriver.RequestPool', 'IpamDriver.RequestAddress', 'NetworkDriver.CreateNetwork']);
     const missing = await engine.docker(['network', 'create', '-d', 'nosuch', 'pnone']);
