@@ -4,7 +4,7 @@
  * pool), made with `docker plugin create` and enabled, then `docker network create -d fixnet --ipam-driver
  * fixnet`: the engine calls the IPAM and network driver methods, moves the interface the plugin names in
  * its Join answer into the container (with its gateway and static route), and a container on the network
- * reaches another. The plugin cannot be disabled while a network uses it; network rm deletes the network
+ * reaches another; containers connect and disconnect while running, or before their start. The plugin cannot be disabled while a network uses it; network rm deletes the network
  * and releases its pool.
  */
 import assert from 'node:assert/strict';
@@ -89,6 +89,30 @@ describe('network and IPAM driver plugins', () => {
       'IpamDriver.RequestAddress', 'NetworkDriver.CreateEndpoint', 'NetworkDriver.Join',
       'NetworkDriver.Leave', 'NetworkDriver.DeleteEndpoint', 'IpamDriver.ReleaseAddress',
     ]);
+  });
+
+  test('network connect and disconnect of a running container, and of a created one before its start', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'pb', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['network', 'connect', 'pnet', 'pb']);
+    const b = JSON.parse(await engine.dockerOk(['inspect', 'pb']))[0].NetworkSettings.Networks;
+    assert.deepEqual(Object.keys(b).sort(), ['bridge', 'pnet']);
+    assert.equal(b.pnet.IPAddress, '10.231.7.4');
+    const inB = await engine.dockerOk(['exec', 'pb', 'sh', '-c', 'ip -4 addr show eth1; ping -c 1 -W 5 10.231.7.2'], { timeoutMs: 30_000 });
+    assert.match(inB, /inet 10\.231\.7\.4\/24/);
+    assert.match(inB, /1 packets received/);
+    const before = (await methods()).length;
+    await engine.dockerOk(['network', 'disconnect', 'pnet', 'pb']);
+    assert.deepEqual((await methods()).slice(before), ['NetworkDriver.Leave', 'NetworkDriver.DeleteEndpoint', 'IpamDriver.ReleaseAddress']);
+    const gone = await engine.docker(['exec', 'pb', 'ip', 'link', 'show', 'eth1']);
+    assert.notEqual(gone.code, 0, 'eth1 left with the endpoint');
+    await engine.dockerOk(['rm', '-f', 'pb']);
+
+    await engine.dockerOk(['create', '--name', 'pc', 'busybox', 'sh', '-c', 'ip -4 addr show eth1 && ping -c 1 -W 5 10.231.7.2']);
+    await engine.dockerOk(['network', 'connect', 'pnet', 'pc']);
+    const out = await engine.dockerOk(['start', '-a', 'pc'], { timeoutMs: 30_000 });
+    assert.match(out, /inet 10\.231\.7\.\d+\/24/);
+    assert.match(out, /1 packets received/);
+    await engine.dockerOk(['rm', 'pc']);
   });
 
   test('the plugin is not disabled while a network uses it; network rm deletes the network and its pool', async () => {
