@@ -12,7 +12,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { removeBridge, startEngine, type Engine } from './harness.js';
+import { eventually, removeBridge, startEngine, type Engine } from './harness.js';
 import { pluginContext } from './plugin-support.js';
 
 let engine: Engine;
@@ -113,6 +113,24 @@ describe('network and IPAM driver plugins', () => {
     assert.match(out, /inet 10\.231\.7\.\d+\/24/);
     assert.match(out, /1 packets received/);
     await engine.dockerOk(['rm', 'pc']);
+  });
+
+  test('a daemon restart brings the plugin back before it restarts a container on its network', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'pr', '--restart', 'always', '--network', 'pnet', 'busybox', 'sleep', '1000']);
+    const pid = JSON.parse(await engine.dockerOk(['inspect', 'pr']))[0].State.Pid as number;
+    await engine.stop();
+    process.kill(pid, 'SIGKILL');
+    await eventually(() => !existsSync(`/proc/${pid}`));
+    await engine.start();
+    const state = await eventually(async () => {
+      const s = JSON.parse(await engine.dockerOk(['inspect', 'pr']))[0].State;
+      return s.Running && s.Pid !== pid ? s : undefined;
+    }, 30_000);
+    assert.ok(state.Pid > 0);
+    // The container that ran across the restart kept its interface; the restarted one joined again.
+    const out = await engine.dockerOk(['exec', 'pr', 'ping', '-c', '1', '-W', '5', '10.231.7.2'], { timeoutMs: 30_000 });
+    assert.match(out, /1 packets received/);
+    await engine.dockerOk(['rm', '-f', 'pr']);
   });
 
   test('the plugin is not disabled while a network uses it; network rm deletes the network and its pool', async () => {
