@@ -77,6 +77,16 @@ describe('authorization plugins', () => {
     await eventually(() => calls().some((c) => c.method === 'AuthZPlugin.AuthZRes' && /\/containers\/[0-9a-f]{64}\/wait/.test(c.body.RequestUri)));
   });
 
+  test('exec (a JSON body in the head of an upgrade request) and logs (a stream) go through it', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'authz-exec', 'busybox', 'sh', '-c', 'echo logged; exec sleep 300']);
+    assert.equal(await engine.dockerOk(['exec', 'authz-exec', 'echo', 'from exec'], { timeoutMs: 30_000 }), 'from exec\n');
+    assert.equal(await engine.dockerOk(['logs', 'authz-exec']), 'logged\n');
+    const start = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && /\/exec\/[0-9a-f]{64}\/start$/.test(c.body.RequestUri));
+    assert.ok(start, 'the exec start was put to the plugin');
+    assert.equal(JSON.parse(decode(start.body.RequestBody)!).Detach, false);
+    await engine.dockerOk(['rm', '-f', 'authz-exec']);
+  });
+
   test('a denied request is a 403 with the plugin message, the CLI shows it, nothing is done', async () => {
     const cli = await engine.docker(['volume', 'create', 'authz-vol']);
     assert.notEqual(cli.code, 0);

@@ -104,12 +104,20 @@ export class AuthzResponse extends ApiResponse {
 }
 
 /** Serves a request through the plugins: asked first, then the handler, then its answer asked about. */
-export async function serveAuthorized(authz: Authorizer, raw: IncomingMessage, res: ApiResponse, handler: () => Promise<void> | void): Promise<void> {
+export async function serveAuthorized(
+  authz: Authorizer,
+  raw: IncomingMessage,
+  res: ApiResponse,
+  upgradeHead: Buffer | undefined,
+  handler: () => Promise<void> | void,
+): Promise<void> {
   const held = res instanceof AuthzResponse ? res : undefined;
   try {
     const length = Number(raw.headers['content-length'] ?? NaN);
     const json = mediaType(raw.headers['content-type']) === 'application/json';
-    const body = json && Number.isInteger(length) && length > 0 && length <= MAX_SHOWN_BODY ? await peekBody(raw, length) : undefined;
+    const shown = json && Number.isInteger(length) && length > 0 && length <= MAX_SHOWN_BODY;
+    // An upgrade request's body came with its head (exec start): it is there already, not in the stream.
+    const body = !shown ? undefined : upgradeHead !== undefined ? upgradeHead.subarray(0, length) : await peekBody(raw, length);
     const request: AuthzRequest = {
       RequestMethod: raw.method ?? 'GET',
       RequestUri: raw.url ?? '/',
