@@ -8,11 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { eventually, startEngine, type Engine, type EngineOptions } from './harness.js';
 import { FIXTURE_DIR, pluginContext } from './plugin-support.js';
+import { freePort } from './registry-support.js';
 
 let engine: Engine;
 let dir: string;
@@ -155,5 +157,53 @@ describe('a managed authorization plugin', () => {
     assert.equal(p.Enabled, true);
     const log = readFileSync(path.join(managed!.dataRoot, 'plugins', p.Id, 'rootfs', 'data', 'calls.log'), 'utf8');
     assert.match(log, /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
+  });
+});
+
+describe('an authorization plugin behind a TLS listener', () => {
+  let tlsEngine: Engine | undefined;
+  let certs: string | undefined;
+  let port = 0;
+  const file = (name: string) => path.join(certs!, name);
+  before(async () => {
+    certs = mkdtempSync('/tmp/bpt-');
+    const openssl = (args: string[]) => assert.equal(spawnSync('openssl', args, { cwd: certs, encoding: 'utf8' }).status, 0, `openssl ${args.join(' ')}`);
+    const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+    openssl(['req', '-x509', ...key, '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=authz test CA']);
+    for (const [who, ext] of [['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'], ['alice', 'extendedKeyUsage=clientAuth\n']]) {
+      writeFileSync(file(`${who}.ext`), ext);
+      openssl(['req', ...key, '-keyout', `${who}-key.pem`, '-out', `${who}.csr`, '-subj', `/CN=${who}`]);
+      openssl(['x509', '-req', '-in', `${who}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', `${who}-cert.pem`, '-days', '1', '-extfile', `${who}.ext`]);
+    }
+    port = await freePort();
+    tlsEngine = await startEngine({
+      args: ['-H', `tcp://127.0.0.1:${port}`, '--tlsverify', '--tlscacert', file('ca.pem'), '--tlscert', file('server-cert.pem'), '--tlskey', file('server-key.pem'), '--authorization-plugin', 'fixauthz'],
+      env: { BERTH_PLUGIN_SOCKET_DIRS: path.join(dir, 'sockets'), BERTH_PLUGIN_SPEC_DIRS: '' },
+    });
+  });
+  after(async () => {
+    await tlsEngine?.cleanup();
+    if (certs) rmSync(certs, { recursive: true, force: true });
+  });
+
+  test("the user is the client certificate's common name", async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = https.request(
+        { host: '127.0.0.1', port, path: '/v1.44/version?authz-tls-user', ca: readFileSync(file('ca.pem')), cert: readFileSync(file('alice-cert.pem')), key: readFileSync(file('alice-key.pem')), agent: false },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(status, 200);
+    const seen = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && c.body.RequestUri === '/v1.44/version?authz-tls-user');
+    assert.ok(seen);
+    assert.equal(seen.body.User, 'alice');
+    assert.equal(seen.body.UserAuthNMethod, 'TLS');
+    const local = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && c.body.RequestUri.startsWith('/v1.') && c.body.User === undefined);
+    assert.ok(local, 'a request on the unix socket has no user');
   });
 });
