@@ -157,6 +157,10 @@ describe('a managed authorization plugin', () => {
     assert.equal(p.Enabled, true);
     const log = readFileSync(path.join(managed!.dataRoot, 'plugins', p.Id, 'rootfs', 'data', 'calls.log'), 'utf8');
     assert.match(log, /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
+    // The daemon needs it for every request: it stays enabled.
+    const disable = await managed!.docker(['plugin', 'disable', 'fixauthz']);
+    assert.notEqual(disable.code, 0);
+    assert.match(disable.stderr, /plugin fixauthz:latest is in use/);
   });
 });
 
