@@ -185,7 +185,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
-  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name), ...(plugins.authorizes(name) ? ['--authorization-plugin'] : [])];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = new SandboxService(
