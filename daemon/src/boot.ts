@@ -185,7 +185,7 @@ export async function startDaemon(opts: DaemonOptions, givenHost?: Host): Promis
   try {
     for (const [i, address] of addresses.entries()) {
       await listenOn(servers[i]!, address);
-      log.info('API listening', { address: address.kind === 'unix' ? `unix://${address.path}` : `tcp://${address.host}:${address.port}` });
+      log.info('API listening', { address: address.kind === 'tcp' ? `tcp://${address.host}:${address.port}` : `${address.kind}://${address.path}` });
     }
   } catch (err) {
     closeServers();
@@ -244,7 +244,7 @@ async function startUi(opts: DaemonOptions, addresses: ReturnType<typeof parseLi
   const uiAddress = parseUiAddress(opts.ui!);
   const engineAddress = addresses.find((a) => a.kind === 'unix') ?? addresses.find((a) => a.kind === 'tcp' && !opts.tls);
   if (!engineAddress) throw new Error('--ui needs the engine on a unix socket or a plain TCP address');
-  const engine: EngineEndpoint = engineAddress.kind === 'unix' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
+  const engine: EngineEndpoint = engineAddress.kind !== 'tcp' ? { socketPath: engineAddress.path } : { host: engineAddress.host, port: engineAddress.port };
   const staticDir = process.env.BERTH_UI_ROOT ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'renderer', 'dist');
   // The UI's user holds the UI's own token: its requests reach the engine as the local session's.
   const ui = await startUiServer({ engine, staticDir, host: uiAddress.host, port: uiAddress.port, engineToken });

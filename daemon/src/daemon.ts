@@ -14,7 +14,7 @@ import { containerConnector } from './engine/networks/connect.js';
 import type { SandboxService } from './engine/sandbox/service.js';
 import { composeSandboxes, registerControlRoutes } from './sandboxes.js';
 import type { ContainerRecord } from './engine/containers/model.js';
-import { registerSystemRoutes, type ContainerDiskUsage, type ImageDiskUsage, type SystemBackend } from './api/system.js';
+import { registerSystemRoutes, type ContainerDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
 import { countOpenFds, loadEngineId } from './host/linux/info.js';
 import { fileURLToPath } from 'node:url';
@@ -50,23 +50,20 @@ import { useOffThreadHasher } from './util/digest.js';
 import { loadLayerHasher } from './host/linux/layers/hash.js';
 import { registerBuildRoutes, type BuildBackend } from './api/build.js';
 import { registerSwarmRoutes } from './api/swarm.js';
-import { ClusterService } from './engine/cluster/cluster.js';
+import { ClusterService, withSwarmNetworks } from './engine/cluster/cluster.js';
 import { taskContainers } from './engine/cluster/containers.js';
 import { LinuxClusterHost } from './host/linux/cluster/index.js';
 import { ENGINE_VERSION } from './version.js';
-import { registerPluginRoutes } from './api/plugins.js';
 import { CommitService } from './engine/containers/commit.js';
 import { RUNTIME_MOUNT_POINTS } from './engine/containers/archive.js';
 import { registerVolumeRoutes } from './api/volumes.js';
 import { ContainerVolumes } from './engine/volumes/mounts.js';
 import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
-import { AuthzPlugins, type Authorizer } from './engine/plugins/authz.js';
-import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
-import { PluginManager } from './engine/plugins/manager.js';
-import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
+import type { Authorizer } from './engine/plugins/authz.js';
+import { composePlugins } from './plugins.js';
 import type { AuthStoreReader } from './engine/auth/store.js';
-import type { Host, LayerStore } from './host/host.js';
+import type { Host } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
 import { FsBuildScratch } from './state/fs-scratch.js';
 import { readLogBatches, readLogBlocks } from './engine/containers/logs.js';
@@ -121,22 +118,6 @@ export interface Composition {
   onRequest?(req: http.IncomingMessage, res?: http.ServerResponse): void;
   /** The authorization plugins (--authorization-plugin), when any is named. */
   authz?: Authorizer;
-}
-
-/** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
-function imageDiskUsage(images: ImageService, layers: Pick<LayerStore, 'info'>): ImageDiskUsage {
-  const items = images.list({ all: true, filters: new Map() }) as ImageDiskUsage['items'];
-  const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
-  const all = new Set<string>();
-  const held = new Set<string>();
-  for (const image of images.store.all()) {
-    for (const chainId of image.chainIds) {
-      all.add(chainId);
-      if (inUse.has(image.id)) held.add(chainId);
-    }
-  }
-  const size = (ids: Set<string>) => [...ids].reduce((sum, id) => sum + (layers.info(id)?.diskSize ?? 0), 0);
-  return { layersSize: size(all), reclaimable: size(all) - size(held), items };
 }
 
 /**
@@ -197,23 +178,12 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   setInitBinary(initBinary);
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
-  // Legacy plugins, found by name in dockerd's folders (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS,
-  // colon-separated lists, replace them), serve volume drivers beside the local one.
-  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
-  const legacyPlugins = new LegacyPlugins({
-    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
-    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
-  });
+  // Plugins (plugins.ts): legacy ones, the managed ones, the drivers they serve, authorization.
+  const plugins = composePlugins(opts, { host, events, networks, router, registry: distribution.client, closers });
   // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
-  // Managed plugins under <data-root>/plugins, run with the OCI runtime outside the containers list.
-  const pluginManager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtimePath: host.probe.runtimePath, tools: host.tools, probe: host.probe, events });
-  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(legacyPlugins, pluginManager));
-  pluginManager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
-  networks.setPlugins(new PluginNetworkDrivers(pluginManager, legacyPlugins));
-  closers.push(() => pluginManager.close());
-  pluginManager.registry = distribution.client;
-  registerPluginRoutes(router, pluginManager);
+  const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
   const sandboxes: SandboxService = composeSandboxes(host, networks, events, () => containers);
@@ -255,7 +225,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  registerNetworkRoutes(router, networks, containerConnector(networks, {
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
   }));
@@ -355,7 +325,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events),
+    containers: taskContainers(containers, events, host.network),
     events,
     describe: async () => {
       const info = await host.probe.info();
@@ -383,7 +353,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     hostInfo: () => facts.hostInfo(),
     components: () => facts.components(),
     initBinary: initBinary.name,
-    volumePlugins: () => pluginManager.enabledWith('volumedriver').map((p) => p.Name),
+    volumePlugins: () => plugins.manager.enabledWith('volumedriver').map((p) => p.Name),
     engineId: await loadEngineId(opts.dataRoot),
     dataRoot: opts.dataRoot,
     debug: opts.logLevel === 'debug',
@@ -394,7 +364,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     firewallBackend: opts.iptables ? 'iptables' : undefined,
     registryConfig: () => distribution.config.info(),
     diskUsage: {
-      images: async () => imageDiskUsage(images, host.layers),
+      images: async () => images.diskUsage(),
       volumes: async () => ({ items: (await volumes.usage()).map((v) => ({ ...v })) }),
       containers: async () => ({
         items: await Promise.all(
@@ -421,7 +391,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // restored at start belongs here too, after what it needs (after containers.load when it needs them known).
   await networks.init();
   await images.init();
-  await pluginManager.init();
+  await plugins.manager.init();
   await volumes.init();
   await containers.load();
   await sandboxes.recover();
@@ -432,7 +402,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // The start was such a burst too (and the requests that waited for it were not counted).
   afterBurst?.touch();
   return {
-    authz: opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, pluginManager, legacyPlugins) : undefined,
+    authz: plugins.authz,
     onRequest: afterBurst
       ? (req, res) => {
           afterBurst.touch();

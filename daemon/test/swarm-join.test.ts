@@ -3,7 +3,7 @@
  * of the swarm notes): a worker joins with the real docker CLI (after a token naming another CA is refused
  * before its secret is sent), gets its tasks and only their secrets through the manager's dispatcher, and when
  * its daemon is killed the manager marks it down and moves its task; when it comes back its orphaned task
- * is stopped. A second manager joins with an etcd member of its own.
+ * is stopped. A second manager joins with an etcd member of its own; spread preferences place by a label.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -158,6 +158,23 @@ describe('a swarm of daemons in their own network namespaces', () => {
     }, 20_000, 300);
     assert.match(await m2!.dockerOk(['service', 'ls']), /spread/);
     assert.equal(existsSync(path.join(m2!.dataRoot, 'swarm', 'etcd', 'member')), true);
+  });
+
+  test('a spread preference balances tasks over a label\'s values, not over nodes', async () => {
+    const m2Id = (await m2!.request('GET', '/info')).json().Swarm.NodeID as string;
+    await m1!.dockerOk(['node', 'update', '--label-add', 'zone=a', managerId]);
+    for (const id of [workerId, m2Id]) await m1!.dockerOk(['node', 'update', '--label-add', 'zone=b', id]);
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'zoned', '--replicas', '6', '--placement-pref', 'spread=node.labels.zone', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const list = await eventually(async () => {
+      const l = (await tasks('zoned')).filter((t) => t.Status.State === 'running');
+      return l.length === 6 ? l : undefined;
+    }, 30_000, 200) as Task[];
+    // Zone a has one node, zone b two: half the tasks on node-1 (spread over nodes would put two there).
+    const count = (id: string) => list.filter((t) => t.NodeID === id).length;
+    assert.equal(count(managerId), 3, JSON.stringify(list.map((t) => t.NodeID)));
+    assert.equal(count(workerId) + count(m2Id), 3);
+    await m1!.dockerOk(['service', 'rm', 'zoned']);
+    for (const id of [managerId, workerId, m2Id]) await m1!.dockerOk(['node', 'update', '--label-rm', 'zone', id]);
   });
 
   test('promotion, kill -9 of the leader (another manager takes over, services keep their replicas), demotion', async () => {

@@ -3,12 +3,12 @@
  * the daemon on a loopback address of the test's own), GET /swarm and its join tokens, swarm update (version
  * rule, token rotation), /info and /_ping, nodes (list, filters, update, remove), services (create, scale,
  * restart policy, rolling update and rollback, global mode, remove) whose tasks are ordinary containers,
- * secrets and configs mounted into them, the swarm back after a daemon restart, and leave.
+ * secrets and configs mounted into them, the swarm back after a daemon restart, autolock, and leave.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createHash, randomInt } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -167,14 +167,14 @@ describe('swarm mode on one manager', () => {
       const containers = (await engine.request('GET', '/containers/json?filters=' + encodeURIComponent(JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] })))).json();
       return containers.length === 1;
     }, 20_000, 200);
-    // A name in use, networks (no overlay yet) and ports through the routing mesh are refused.
+    // A name in use, a network that does not exist and ports through the routing mesh are refused.
     const conflict = await engine.docker(['service', 'create', '--detach', '--name', 'web', 'busybox', 'true']);
     assert.notEqual(conflict.code, 0);
     assert.match(conflict.stderr, /already exists/);
     const spec = { Name: 'x', TaskTemplate: { ContainerSpec: { Image: 'busybox' } } };
     const net = await engine.request('POST', '/services/create', { body: { ...spec, TaskTemplate: { ...spec.TaskTemplate, Networks: [{ Target: 'n' }] } } });
-    assert.equal(net.status, 400);
-    assert.match(net.json().message, /overlay networks/);
+    assert.equal(net.status, 404);
+    assert.match(net.json().message, /network n not found/);
     const ingress = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }] } } });
     assert.equal(ingress.status, 400);
     assert.match(ingress.json().message, /routing mesh/);
@@ -191,6 +191,32 @@ describe('swarm mode on one manager', () => {
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await tasksOf('fails', 'running')).length, 0);
     await engine.dockerOk(['service', 'rm', 'fails']);
+  });
+
+  test('reservations: a task that fits nowhere stays pending with Docker\'s message; reserved CPUs are counted', async () => {
+    const node = (await engine.request('GET', '/nodes')).json<Array<{ Description: { Resources: { NanoCPUs: number; MemoryBytes: number } } }>>()[0]!;
+    const { NanoCPUs: cpus, MemoryBytes: memory } = node.Description.Resources;
+    const tooBig = String(memory * 2);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'huge', '--reserve-memory', tooBig, 'busybox', 'sleep', '600']);
+    const [pending] = await eventually(async () => {
+      const list = (await tasksOf('huge')).filter((t) => t.Status.Err);
+      return list.length === 1 ? list : undefined;
+    }, 10_000, 200) as Task[];
+    assert.equal(pending!.Status.State, 'pending');
+    assert.equal(pending!.Status.Err, 'no suitable node (insufficient resources on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'huge']);
+    // Two tasks reserving 60% of the node's CPUs each: one runs, the other waits for room.
+    const r = await engine.request('POST', '/services/create', {
+      body: { Name: 'halves', TaskTemplate: { ContainerSpec: { Image: 'busybox', Args: ['sleep', '600'] }, Resources: { Reservations: { NanoCPUs: Math.floor(cpus * 0.6) } } }, Mode: { Replicated: { Replicas: 2 } } },
+    });
+    assert.equal(r.status, 201, r.text);
+    await running('halves', 1);
+    const waiting = await eventually(async () => (await tasksOf('halves')).find((t) => t.Status.State === 'pending' && t.Status.Err), 10_000, 200);
+    assert.equal(waiting!.Status.Err, 'no suitable node (insufficient resources on 1 node)');
+    await engine.dockerOk(['service', 'rm', 'halves']);
+    const bad = await engine.request('POST', '/services/create', { body: { Name: 'bad', TaskTemplate: { ContainerSpec: { Image: 'busybox' }, Resources: { Reservations: { MemoryBytes: -1 } } } } });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json().message, /Reservations\.MemoryBytes/);
   });
 
   test('a rolling update converges (the CLI\'s progress), and a failing one rolls back', async () => {
@@ -366,6 +392,45 @@ describe('swarm mode on one manager', () => {
     const after = await running('web', 2);
     assert.deepEqual(after.map((t) => t.Status.ContainerStatus!.ContainerID).sort(), before);
     assert.match(await engine.dockerOk(['node', 'ls']), /Ready\s+Active\s+Leader/);
+  });
+
+  test('autolock: keys sealed at rest; after a restart the manager is locked until unlocked with its key', async () => {
+    const out = await engine.dockerOk(['swarm', 'update', '--autolock=true']);
+    const key = /SWMKEY-1-[A-Za-z0-9+/=]+/.exec(out)?.[0];
+    assert.ok(key, out);
+    assert.equal((await engine.dockerOk(['swarm', 'unlock-key', '-q'])).trim(), key);
+    const certDir = path.join(engine.dataRoot, 'swarm', 'certificates');
+    const file = (name: string) => readFileSync(path.join(certDir, name), 'utf8');
+    // The node's TLS key, the root CA's key and the data key are written again, sealed.
+    await eventually(() => ['swarm-node.key', 'swarm-root-ca.key', 'swarm-data.key'].every((f) => file(f).startsWith('berth-locked:')), 10_000, 100);
+    assert.doesNotMatch(file('swarm-node.key') + file('swarm-root-ca.key'), /PRIVATE KEY/);
+    // The store keeps the unlock key sealed: etcd's files do not hold it.
+    const grep = spawnSync('grep', ['-rlF', key.slice('SWMKEY-1-'.length), path.join(engine.dataRoot, 'swarm')], { encoding: 'utf8' });
+    assert.equal(grep.stdout.trim(), '', 'the unlock key is on disk in clear');
+    const [web] = await tasksOf('web');
+    await engine.restart();
+    assert.equal((await engine.request('GET', '/info')).json().Swarm.LocalNodeState, 'locked');
+    assert.equal((await engine.request('GET', '/_ping')).headers.swarm, 'locked');
+    const denied = await engine.docker(['node', 'ls']);
+    assert.notEqual(denied.code, 0);
+    assert.match(denied.stderr, /Swarm is encrypted and needs to be unlocked before it can be used/);
+    const wrong = await engine.docker(['swarm', 'unlock'], { input: `SWMKEY-1-${randomBytes(32).toString('base64')}\n` });
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
+    assert.equal((await engine.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } })).status, 400);
+    await engine.dockerOk(['swarm', 'unlock'], { input: `${key}\n` });
+    await eventually(async () => (await engine.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 200);
+    assert.ok((await running('web', 2)).some((t) => t.ID === web!.ID));
+    // The data key opened: the unlock key, sealed under it in the store, reads back.
+    assert.equal((await engine.dockerOk(['swarm', 'unlock-key', '-q'])).trim(), key);
+    const rotated = (await engine.dockerOk(['swarm', 'unlock-key', '--rotate', '-q'])).trim();
+    assert.match(rotated, /^SWMKEY-1-/);
+    assert.notEqual(rotated, key);
+    await engine.dockerOk(['swarm', 'update', '--autolock=false']);
+    await eventually(() => file('swarm-node.key').includes('PRIVATE KEY') && /^[A-Za-z0-9+/]{43}=$/.test(file('swarm-data.key')), 10_000, 100);
+    const notLocked = await engine.request('POST', '/swarm/unlock', { body: { UnlockKey: rotated } });
+    assert.equal(notLocked.status, 409);
+    assert.match(notLocked.json().message, /swarm is not locked/);
   });
 
   test('swarm leave: refused on the last manager without force; with force the node leaves and its tasks go', async () => {

@@ -54,6 +54,8 @@ hostConformance(
       driver = undefined;
     },
   },
-  // volumes: made where the agent says, under its own data root on the VM's data disk.
-  { skip },
+  // volumes: made where the agent says, under its own data root on the VM's data disk. plugins: the suite builds
+  // its fixture plugin with the host's compiler into the sandbox and runs it with the guest's runtime; that is
+  // left to the host's own runs for now.
+  { skip: skip || ['plugins'] },
 );

@@ -205,7 +205,7 @@ describe('settings, in Chromium', { timeout: 300_000 }, () => {
       const status = base.engine.status;
       w.berth = {
         ...base,
-        engine: { status: async () => ({ ...(await status()), vm: true }) },
+        engine: { status: async () => ({ ...(await status()), vm: true, vmStatus: { state: 'running', driver: 'vfkit', resources: { cpus: 2, memoryMiB: 2048, diskGiB: 64 } } }) },
         settings: {
           get: async () => ({ ...(await base.settings.get()), vm }),
           update: async (patch: { vm?: typeof vm }) => {
@@ -228,6 +228,8 @@ describe('settings, in Chromium', { timeout: 300_000 }, () => {
     assert.equal(await section.getByLabel('CPUs').inputValue(), '2');
     assert.equal(await section.getByLabel('Memory').inputValue(), '2048');
     assert.equal(await section.getByLabel('Disk size').inputValue(), '64');
+    // The VM's state and the resources it runs with, as the main process reports them.
+    assert.equal(await section.getByTestId('vm-state').innerText(), 'State: running · vfkit (Virtualization.framework) · 2 CPUs, 2048 MiB memory, 64 GiB disk');
     await section.getByLabel('CPUs').fill('0');
     await section.getByRole('button', { name: 'Save' }).click();
     await page.getByTestId('vm-error').getByText(/^the VM's CPUs must be a whole number from 1 to 64$/).waitFor({ timeout: 5000 });

@@ -11,6 +11,7 @@ import { CredentialStore, registryAuthHeader, registryOfImage, type SafeStorageL
 import { EngineHost, pingEngine, type DaemonStarter } from './engine-host.js';
 import { defaultSettings, SettingsStore, type SettingsPatch } from './settings.js';
 import { trayTemplate, trayTooltip } from './tray.js';
+import type { VmView } from './vm-engine.js';
 import { guardNavigation, windowOptions } from './window.js';
 
 export interface WindowLike {
@@ -91,6 +92,8 @@ export interface AppOptions {
   platform?: NodeJS.Platform;
   /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
   dockerConfig?: string;
+  /** The VM the engine runs in, once one was started (macOS, Windows, Linux under the test switch). */
+  vmStatus?: () => VmView | undefined;
 }
 
 export interface RunningApp {
@@ -190,8 +193,10 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
   });
   e.ipcMain.handle('berth:engine:status', (event) => {
     fromWindow(event);
-    // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold.
-    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) };
+    // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold;
+    // `vmStatus`: that VM's state and the resources it was started with, once it was started.
+    const vmStatus = opts.vmStatus?.();
+    return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) || !!vmStatus, ...(vmStatus ? { vmStatus } : {}) };
   });
   e.ipcMain.handle('berth:registry:list', (event) => {
     fromWindow(event);

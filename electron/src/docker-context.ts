@@ -32,6 +32,12 @@ export function contextMeta(host: string, name = CONTEXT_NAME): unknown {
   };
 }
 
+/** The context's endpoint for an engine serving `socketPath`: a unix socket, or a Windows named pipe (`\\.\pipe\NAME`). */
+export function contextHostFor(socketPath: string): string {
+  const pipe = /^\\\\\.\\pipe\\(.+)$/.exec(socketPath);
+  return pipe ? `npipe:////./pipe/${pipe[1]}` : `unix://${socketPath}`;
+}
+
 /**
  * Writes (or rewrites, when its endpoint changed) the context for an engine that serves `socketPath`.
  * Atomic: a CLI reading at the same time sees the old file or the new one. Returns the file written, or
@@ -39,7 +45,7 @@ export function contextMeta(host: string, name = CONTEXT_NAME): unknown {
  */
 export async function writeDockerContext(socketPath: string, configDir = dockerConfigDir(), name = CONTEXT_NAME): Promise<string | undefined> {
   const file = contextMetaFile(configDir, name);
-  const content = JSON.stringify(contextMeta(`unix://${socketPath}`, name));
+  const content = JSON.stringify(contextMeta(contextHostFor(socketPath), name));
   const before = await fs.readFile(file, 'utf8').catch(() => undefined);
   if (before === content) return undefined;
   await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });

@@ -14,6 +14,8 @@ export interface EmbeddedDaemon {
   shutdown(): Promise<void>;
   /** The bearer token of the daemon's local session: the app's requests act as the local user's. */
   localToken?: string;
+  /** Where it serves, when not at the settings' socket path (Windows: the named pipe). */
+  socketPath?: string;
 }
 /** Starts the app's own engine on `socketPath`, as the settings say (the VM's resources). */
 export type DaemonStarter = (socketPath: string, settings: Settings) => Promise<EmbeddedDaemon>;
@@ -108,6 +110,7 @@ export class EngineHost {
       let endpoint = await endpointOf(engine);
       if (engine.mode === 'embedded') {
         this.daemon = await this.startEmbedded(engine.socketPath, this.settings());
+        if (this.daemon.socketPath) endpoint = { socketPath: this.daemon.socketPath };
         if (this.daemon.localToken) endpoint = { ...endpoint, token: this.daemon.localToken };
       } else {
         const problem = await this.ping(endpoint);

@@ -25,6 +25,13 @@ describe('bridge allow-list', () => {
       ['POST', '/v1.53/plugins/pull?remote=127.0.0.1:5000/fixvol:1'],
       ['POST', '/v1.53/plugins/127.0.0.1:5000/fixvol:1/enable?timeout=30'],
       ['DELETE', '/v1.53/plugins/fixvol:latest?force=1'],
+      ['GET', '/v1.53/services?status=true'],
+      ['GET', '/v1.53/services/web/logs?stdout=1&follow=1'],
+      ['POST', '/v1.53/services/web/update?version=12'],
+      ['DELETE', '/v1.53/services/abc123'],
+      ['GET', '/v1.53/nodes/n1'],
+      ['POST', '/v1.53/nodes/n1/update?version=3'],
+      ['POST', '/v1.53/swarm/init'],
     ]) assert.doesNotThrow(() => checkRequest(m, p), `${m} ${p}`);
   });
 
@@ -35,7 +42,9 @@ describe('bridge allow-list', () => {
     refused('PUT', '/v1.53/containers/abc/archive?path=/etc', 403);
     refused('POST', '/v1.53/plugins/fixvol/set', 403);
     refused('POST', '/v1.53/plugins/create?name=x', 403);
-    refused('POST', '/v1.53/swarm/init', 403);
+    refused('POST', '/v1.53/swarm/leave', 403);
+    refused('POST', '/v1.53/services/create', 403);
+    refused('POST', '/v1.53/nodes/n1/promote', 403);
     refused('DELETE', '/v1/sandboxes/c1/network-policies', 403);
     refused('GET', '/v2/scim/2.0/Users/u1', 403);
     refused('GET', '/v1.53/containers/abc/export', 403);
@@ -65,6 +74,20 @@ describe('bridge body checks', () => {
     assert.deepEqual(hostAccessOf('POST', '/v1.53/volumes/create', JSON.stringify({ Name: 'v', DriverOpts: { type: 'tmpfs', device: 'tmpfs', o: 'size=64m' } })), []);
     assert.deepEqual(hostAccessOf('GET', '/v1.53/containers/json', undefined), []);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/containers/create', undefined), []);
+  });
+
+  it('names what a service update or a swarm init would grant', () => {
+    const update = (spec: unknown) => hostAccessOf('POST', '/v1.53/services/web/update?version=4', JSON.stringify(spec));
+    // What the Swarm view's scale sends: the spec as it was, with another replica count.
+    assert.deepEqual(update({ Name: 'web', Mode: { Replicated: { Replicas: 3 } }, TaskTemplate: { ContainerSpec: { Image: 'busybox', Mounts: [{ Type: 'volume', Source: 'd', Target: '/d' }] } } }), []);
+    assert.deepEqual(
+      update({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'busybox', Mounts: [{ Type: 'bind', Source: '/', Target: '/host' }], CapabilityAdd: ['SYS_ADMIN'], Privileges: { Seccomp: { Mode: 'unconfined' } } } } }),
+      ["mounts the host's / at /host (read-write)", 'adds the capability SYS_ADMIN', 'turns off or replaces the seccomp profile (unconfined)'],
+    );
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/swarm/init', JSON.stringify({ ListenAddr: '127.0.0.1:2377' })), [
+      'makes this engine a swarm manager, its swarm port listening on 127.0.0.1:2377 for other machines to join',
+    ]);
+    assert.match(hostAccessOf('POST', '/v1.53/swarm/init', undefined)[0]!, /listening on 0\.0\.0\.0:2377/);
   });
 
   it('names privileges, host mounts, host namespaces, devices and lifted confinement', () => {
@@ -128,7 +151,9 @@ describe('bridge to an engine socket', () => {
     assert.deepEqual(JSON.parse(res.body), [{ Id: 'c1', Names: ['/web'] }]);
     const missing = await forwardRequest(endpoint, { method: 'GET', path: '/v1.53/containers/zz/json' });
     assert.equal(missing.status, 404);
-    await assert.rejects(forwardRequest(endpoint, { method: 'POST', path: '/v1.53/swarm/init' }), /not an operation the app may use/);
+    await assert.rejects(forwardRequest(endpoint, { method: 'POST', path: '/v1.53/swarm/leave' }), /not an operation the app may use/);
+    // swarm init goes through only with the user's consent (none given here).
+    await assert.rejects(forwardRequest(endpoint, { method: 'POST', path: '/v1.53/swarm/init' }), /refused without the user's consent: the request makes this engine a swarm manager/);
   });
 
   it('sends a privileged or host-mounting create only after the user allowed it', async () => {

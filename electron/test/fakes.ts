@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { PortLike } from '../src/bridge.js';
+import type { ElectronModules, IpcEvent } from '../src/app.js';
 import type { SafeStorageLike } from '../src/credentials.js';
 
 export class FakePort implements PortLike {
@@ -144,4 +145,89 @@ export function fakeSafeStorage(opts: { available?: boolean; backend?: string } 
     },
   };
   return fake;
+}
+
+/** Electron's main-process objects, faked: they record what the app does with them. */
+export function fakeElectron(opts: { lock?: boolean; userData: string; dialogAnswers?: number[]; safeStorage?: ElectronModules['safeStorage'] }) {
+  const dialogs: Array<{ window: unknown; options: any }> = [];
+  const appHandlers: Record<string, Array<(...a: any[]) => void>> = {};
+  const ipcHandle: Record<string, (event: IpcEvent, ...a: any[]) => unknown> = {};
+  const ipcOn: Record<string, (event: IpcEvent, ...a: any[]) => void> = {};
+  const windows: FakeWindow[] = [];
+  const trays: FakeTray[] = [];
+  let quits = 0;
+  let nextId = 1;
+  class FakeWindow {
+    shown = 0;
+    focused = 0;
+    loaded: string[] = [];
+    destroyed = false;
+    handlers: Record<string, () => void> = {};
+    webContents = { id: nextId++, on: () => undefined, setWindowOpenHandler: () => undefined };
+    constructor(readonly options: any) {
+      windows.push(this);
+    }
+    async loadFile(f: string) {
+      this.loaded.push(f);
+      this.handlers['ready-to-show']?.();
+    }
+    once(ev: string, cb: () => void) {
+      this.handlers[ev] = cb;
+    }
+    on(ev: string, cb: () => void) {
+      this.handlers[ev] = cb;
+    }
+    show() {
+      this.shown++;
+    }
+    focus() {
+      this.focused++;
+    }
+    restore() {}
+    isMinimized() {
+      return false;
+    }
+    isDestroyed() {
+      return this.destroyed;
+    }
+  }
+  class FakeTray {
+    menu: any[] = [];
+    tooltip = '';
+    constructor(readonly icon: string) {
+      trays.push(this);
+    }
+    setContextMenu(m: any) {
+      this.menu = m;
+    }
+    setToolTip(t: string) {
+      this.tooltip = t;
+    }
+    on() {}
+  }
+  const electron: ElectronModules = {
+    app: {
+      requestSingleInstanceLock: () => opts.lock ?? true,
+      quit: () => void quits++,
+      on: (ev: string, cb: (...a: any[]) => void) => void (appHandlers[ev] ??= []).push(cb),
+      whenReady: async () => undefined,
+      getPath: () => opts.userData,
+    },
+    BrowserWindow: FakeWindow as never,
+    Tray: FakeTray as never,
+    Menu: { buildFromTemplate: (t: any) => t },
+    ipcMain: {
+      handle: (ch, fn) => void (ipcHandle[ch] = fn),
+      on: (ch, fn) => void (ipcOn[ch] = fn),
+    },
+    nativeTheme: { themeSource: 'system', shouldUseDarkColors: false },
+    safeStorage: opts.safeStorage,
+    dialog: {
+      showMessageBox: async (window, options) => {
+        dialogs.push({ window, options });
+        return { response: opts.dialogAnswers?.shift() ?? 0 };
+      },
+    },
+  };
+  return { electron, appHandlers, ipcHandle, ipcOn, windows, trays, dialogs, quits: () => quits };
 }

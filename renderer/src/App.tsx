@@ -11,7 +11,7 @@ const ImagesView = lazy(() => import('./views/images').then((m) => ({ default: m
 const VolumesView = lazy(() => import('./views/volumes').then((m) => ({ default: m.VolumesView })));
 const PluginsView = lazy(() => import('./views/plugins').then((m) => ({ default: m.PluginsView })));
 const NetworksView = lazy(() => import('./views/resources').then((m) => ({ default: m.NetworksView })));
-const SwarmView = lazy(() => import('./views/resources').then((m) => ({ default: m.SwarmView })));
+const SwarmView = lazy(() => import('./views/swarm').then((m) => ({ default: m.SwarmView })));
 const EventsView = lazy(() => import('./views/resources').then((m) => ({ default: m.EventsView })));
 const SystemView = lazy(() => import('./views/resources').then((m) => ({ default: m.SystemView })));
 const BuildView = lazy(() => import('./views/build').then((m) => ({ default: m.BuildView })));
@@ -105,7 +105,7 @@ export function App(props: { since?: number }) {
       view = <PluginsView />;
       break;
     case 'swarm':
-      view = <SwarmView />;
+      view = <SwarmView selected={rest[0]} />;
       break;
     case 'events':
       view = <EventsView />;

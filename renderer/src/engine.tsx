@@ -43,6 +43,8 @@ export function keysFor(ev: EngineEvent): string[][] {
     case 'container':
       // exec_* and top events do not change the list.
       if (ev.Action.startsWith('exec_') || ev.Action === 'top' || ev.Action === 'resize' || ev.Action === 'attach') return [];
+      // A swarm task's container on this node: the task's state changed with it.
+      if (ev.Actor.Attributes?.['com.docker.swarm.task.id']) return [['containers'], ['container', ev.Actor.ID], ['swarm']];
       return [['containers'], ['container', ev.Actor.ID], ['policy', ev.Actor.ID], ['volumes'], ['networks'], ['images'], ['df']];
     case 'image':
       return [['images'], ['image'], ['df']];

@@ -73,12 +73,22 @@ export interface AppSettings {
   theme: 'system' | 'light' | 'dark';
 }
 
+/** The app's engine as the main process reports it; `vmStatus` once a VM was started for it (electron/src/vm-engine.ts). */
+export interface EngineStatus {
+  state: string;
+  error: string;
+  mode: string;
+  address: string;
+  vm?: boolean;
+  vmStatus?: { state: string; driver: string; resources: { cpus: number; memoryMiB: number; diskGiB: number }; error?: string; consoleLog?: string };
+}
+
 /** The preload's bridge (see electron/src/preload.cts). */
 export interface BerthBridge {
   request(req: { method: string; path: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string }>;
   version: string;
   settings?: { get(): Promise<AppSettings>; update(patch: unknown): Promise<AppSettings> };
-  engine?: { status(): Promise<{ state: string; error: string; mode: string; address: string; vm?: boolean }> };
+  engine?: { status(): Promise<EngineStatus> };
   registries?: {
     list(): Promise<{ keychain: boolean; logins: Array<{ serveraddress: string; username: string }> }>;
     login(login: { serveraddress: string; username: string; password: string }): Promise<{ ok: boolean; message: string }>;

@@ -17,6 +17,11 @@ test('listen addresses: unix paths, tcp host and port, refusals', () => {
   assert.throws(() => parseListenAddress('unix://relative.sock'), /absolute/);
   assert.throws(() => parseListenAddress('fd://'), /invalid listen address/);
   assert.throws(() => parseListenAddress('tcp://1.2.3.4:99999'));
+  // Windows named pipes, in the docker CLI's two spellings.
+  assert.deepEqual(parseListenAddress('npipe:////./pipe/berth'), { kind: 'npipe', path: '\\\\.\\pipe\\berth' });
+  assert.deepEqual(parseListenAddress('npipe://./pipe/docker_engine'), { kind: 'npipe', path: '\\\\.\\pipe\\docker_engine' });
+  assert.throws(() => parseListenAddress('npipe:////./pipe/'), /invalid named pipe address/);
+  assert.throws(() => parseListenAddress('npipe:///tmp/x'), /invalid named pipe address/);
 });
 
 test('loopback hosts', () => {

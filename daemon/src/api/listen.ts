@@ -3,10 +3,18 @@ import type http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
-export type ListenAddress = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number };
+export type ListenAddress = { kind: 'unix'; path: string } | { kind: 'npipe'; path: string } | { kind: 'tcp'; host: string; port: number };
 
-/** Parses a `-H` value: unix://PATH, tcp://HOST:PORT, or a bare path. */
+/** A Windows named pipe as the docker CLI writes it (`npipe:////./pipe/berth`), as Windows names it (`\\.\pipe\berth`). */
+export function npipePath(text: string): string {
+  const name = /^npipe:\/\/(?:\/\/\.|\.)?\/pipe\/([^/\\]+)$/.exec(text)?.[1];
+  if (!name) throw new Error(`invalid named pipe address ${JSON.stringify(text)}: expected npipe:////./pipe/NAME`);
+  return `\\\\.\\pipe\\${name}`;
+}
+
+/** Parses a `-H` value: unix://PATH, npipe:////./pipe/NAME (Windows), tcp://HOST:PORT, or a bare path. */
 export function parseListenAddress(text: string): ListenAddress {
+  if (text.startsWith('npipe://')) return { kind: 'npipe', path: npipePath(text) };
   if (text.startsWith('unix://')) {
     const p = text.slice('unix://'.length);
     if (!p.startsWith('/')) throw new Error(`invalid unix socket address ${JSON.stringify(text)}: the path must be absolute`);
@@ -19,7 +27,7 @@ export function parseListenAddress(text: string): ListenAddress {
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(text)}`);
     return { kind: 'tcp', host: url.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port };
   }
-  throw new Error(`invalid listen address ${JSON.stringify(text)}: expected unix://PATH or tcp://HOST:PORT`);
+  throw new Error(`invalid listen address ${JSON.stringify(text)}: expected unix://PATH, npipe:////./pipe/NAME or tcp://HOST:PORT`);
 }
 
 export function isLoopbackHost(host: string): boolean {
@@ -58,6 +66,17 @@ export async function listenOn(server: http.Server, address: ListenAddress): Pro
       });
     });
     await fs.chmod(address.path, 0o660);
+    return;
+  }
+  // A named pipe has no file to clear or to give a mode (Windows keeps it while the server listens).
+  if (address.kind === 'npipe') {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(address.path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
     return;
   }
   await new Promise<void>((resolve, reject) => {

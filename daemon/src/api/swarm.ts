@@ -120,10 +120,9 @@ export function registerSwarmRoutes(router: Router, cluster?: ClusterService, re
     req.raw.resume();
     res.json(200, cluster.unlockKey());
   });
-  router.post('/swarm/unlock', (req) => {
-    req.raw.resume();
-    cluster.requireMember();
-    throw new InvalidParameter('swarm is not locked');
+  router.post('/swarm/unlock', async (req, res) => {
+    await cluster.unlock(await objectBody(req));
+    res.status(200);
   });
 
   // Nodes.

@@ -3,6 +3,7 @@
  * a manager runs, and the files a task's containers mount (secrets and configs). The engine's cluster code
  * (engine/cluster) never spawns processes nor touches files itself; host/linux/cluster implements this.
  */
+import type { OverlayHost } from './overlay.js';
 
 /** What this node keeps of its swarm membership across daemon restarts. */
 export interface NodeState {
@@ -58,6 +59,11 @@ export interface EtcdMemberOptions {
   clusterToken: string;
   /** Start as the one member of the cluster, keeping the data (`--force-new-cluster`): quorum lost for good. */
   forceNewCluster?: boolean;
+  /**
+   * The node's TLS key (PEM) for the member, written where only it reads it, off the data root (the key files
+   * there may be sealed under the swarm's unlock key).
+   */
+  tlsKey?: string;
 }
 
 /** A supervised etcd member. */
@@ -70,6 +76,9 @@ export interface EtcdMember {
 }
 
 export interface ClusterHost {
+  /** The data plane of the swarm's overlay networks on this node. */
+  readonly overlay: OverlayHost;
+
   /** The node's saved membership, or undefined outside a swarm. */
   loadState(): Promise<NodeState | undefined>;
   saveState(state: NodeState): Promise<void>;

@@ -16,6 +16,7 @@ import type { ExecHost } from './exec.js';
 import type { ContainerFilesHost } from './files.js';
 import type { LayerStore } from './layers.js';
 import type { NetworkHost } from './network.js';
+import type { PluginHost } from './plugins.js';
 import type { ProbeHost } from './probe.js';
 import type { ContainerRuntimeHost } from './runtime.js';
 import type { SandboxHost } from './sandbox.js';
@@ -28,6 +29,8 @@ export * from './exec.js';
 export * from './files.js';
 export * from './layers.js';
 export * from './network.js';
+export * from './overlay.js';
+export * from './plugins.js';
 export * from './probe.js';
 export * from './runtime.js';
 export * from './sandbox.js';
@@ -49,6 +52,8 @@ export interface Host {
   readonly volumes: VolumeHost;
   /** Bridges, veths, NAT and port rules, the embedded DNS. */
   readonly network: NetworkHost;
+  /** Managed plugins' folders and processes, legacy plugins' discovery files. */
+  readonly plugins: PluginHost;
   /** Egress network policies of sandboxes, in the kernel. */
   readonly sandbox: SandboxHost;
   /** Readings of containers' cgroups. */

@@ -9,19 +9,20 @@
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
  * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
  * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
- * ports), stats, tools (a decompressor) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
+ * ports), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import tar from 'tar-stream';
 import type { Host, LogRecord } from '../../src/host/host.js';
-import { makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from '../runtime-support.js';
+import { killContainers, makeSandbox, minimalSpec, readUntil, type RuntimeSandbox } from '../runtime-support.js';
 
 export interface HostFactory {
   /** Builds the Host on the sandbox's roots. */
@@ -32,7 +33,7 @@ export interface HostFactory {
   cleanup?(): Promise<void>;
 }
 
-export type ConformanceGroup = 'layers' | 'runtime' | 'exec' | 'files' | 'volumes' | 'network' | 'stats' | 'tools' | 'probe' | 'recovery';
+export type ConformanceGroup = 'layers' | 'runtime' | 'exec' | 'files' | 'volumes' | 'network' | 'stats' | 'tools' | 'probe' | 'recovery' | 'plugins';
 
 let counter = 0;
 const newId = () => `${process.pid.toString(16)}${(counter++).toString(16).padStart(4, '0')}${randomBytes(4).toString('hex')}`.padEnd(64, 'c');
@@ -264,6 +265,9 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       // A placeholder never overwrites what a start wrote.
       await host.files.writeEtcFiles([{ file: hosts, data: '' }], 'placeholder');
       assert.equal(readFileSync(hosts, 'utf8'), '10.0.0.3\tone\n');
+      // Nothing but those files, in a container's folder.
+      await assert.rejects(host.files.writeEtcFiles([{ file: path.join(dir, 'other'), data: 'x' }], 'fresh'), { name: 'InvalidParameter' });
+      await assert.rejects(host.files.readEtcFile('/etc/hosts'), { name: 'InvalidParameter' });
     });
 
     test('files: archive in and out, stat, changes and export', { skip: skipped('files') }, async () => {
@@ -381,6 +385,62 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await host.tools.unpackInto(to, host.tools.packFolder(from));
       assert.equal(readFileSync(path.join(to, 'sub', 'file'), 'utf8'), 'packed\n');
       await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
+    });
+
+    test('plugins: folders, and a plugin run under the OCI runtime until it listens, stopped; one that exits fails with its log', { skip: skipped('plugins') }, async () => {
+      const plugins = host.plugins;
+      const base = path.join(box.root, 'plugins');
+      await plugins.makeDir(path.join(base, 'a', 'b'));
+      writeFileSync(path.join(base, 'a', 'f.txt'), 'text');
+      const entries = (await plugins.entries(path.join(base, 'a'))).sort((x, y) => x.name.localeCompare(y.name));
+      assert.deepEqual(entries, [{ name: 'b', kind: 'dir' }, { name: 'f.txt', kind: 'file' }]);
+      assert.deepEqual(await plugins.entries(path.join(base, 'none')), []);
+      assert.equal(await plugins.kindOf(path.join(base, 'a', 'b')), 'dir');
+      assert.equal(await plugins.kindOf(path.join(base, 'none')), undefined);
+      assert.equal(await plugins.readText(path.join(base, 'a', 'f.txt'), 100), 'text');
+      assert.equal(await plugins.readText(path.join(base, 'a', 'none'), 100), undefined);
+      await assert.rejects(plugins.readText(path.join(base, 'a', 'f.txt'), 2));
+      await plugins.rename(path.join(base, 'a', 'f.txt'), path.join(base, 'a', 'g.txt'));
+      assert.equal(await plugins.kindOf(path.join(base, 'a', 'g.txt')), 'file');
+      await plugins.remove(path.join(base, 'a'));
+      await plugins.remove(path.join(base, 'a'));
+      assert.equal(await plugins.kindOf(path.join(base, 'a')), undefined);
+
+      // A plugin: the tests' volume driver, listening in its socket folder.
+      const rootfs = path.join(base, 'rootfs');
+      cpSync(box.layer, rootfs, { recursive: true, verbatimSymlinks: true });
+      mkdirSync(path.join(rootfs, 'run', 'docker', 'plugins'), { recursive: true });
+      const source = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'plugin', 'volplugin.c');
+      const cc = spawnSync('gcc', ['-static', '-O2', '-o', path.join(rootfs, 'volplugin'), source], { encoding: 'utf8' });
+      assert.equal(cc.status, 0, cc.stderr);
+      const sockets = path.join(base, 'sockets');
+      await plugins.makeDir(sockets);
+      const specOf = (args: string[]) => {
+        const spec = minimalSpec(args) as { root: { path?: string }; mounts: object[] };
+        spec.root.path = rootfs;
+        spec.mounts.push({ destination: '/run/docker/plugins', type: 'bind', source: sockets, options: ['rbind'] });
+        return spec;
+      };
+      const runtimeRoot = path.join(box.execRoot, 'plugins', 'runtime');
+      const id = newId();
+      const run = { id, runtimeRoot, bundle: path.join(box.execRoot, 'plugins', 'bundles', id), logFile: path.join(base, 'plugin.log'), socket: path.join(sockets, 'fixvol.sock'), timeoutMs: 20_000 };
+      try {
+        await plugins.run({ ...run, spec: specOf(['/volplugin']) });
+        assert.equal(await plugins.kindOf(run.socket), 'socket');
+        const exited = plugins.waitExit(id);
+        await plugins.stop(id);
+        await exited;
+        await plugins.stop(id);
+        const broken = newId();
+        await assert.rejects(
+          plugins.run({ ...run, id: broken, bundle: path.join(box.execRoot, 'plugins', 'bundles', broken), socket: path.join(sockets, 'none.sock'), spec: specOf(['/bin/sh', '-c', 'echo broken >&2; exit 3']) }),
+          /exited: .*broken/,
+        );
+        assert.deepEqual(await plugins.waitExit(broken), { code: null, signal: null });
+      } finally {
+        await plugins.stop(id).catch(() => undefined);
+        killContainers(runtimeRoot);
+      }
     });
 
     test('probe: the machine and its runtime', { skip: skipped('probe') }, async () => {

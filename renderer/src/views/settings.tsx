@@ -9,7 +9,7 @@ import { useEffect, useState, type FormEvent } from 'react';
 import { QueryState } from '../App';
 import { useAction } from '../engine';
 import { useTheme, type ThemeChoice } from '../theme';
-import type { AppSettings, BerthBridge } from '../transport';
+import type { AppSettings, BerthBridge, EngineStatus } from '../transport';
 
 /** Electron prefixes the main process's error with the channel's name; the user needs the reason only. */
 function reason(err: unknown): Error {
@@ -219,6 +219,7 @@ function VmSettingsForm(props: { bridge: Required<BerthBridge> }) {
           }}
         >
           <p className="muted small">The bundled engine runs its containers in a small Linux VM. Changes apply when the engine next starts.</p>
+          <VmState status={status.data.vmStatus} />
           {field('cpus', 'CPUs', '')}
           {field('memoryMiB', 'Memory', 'MiB')}
           {field('diskGiB', 'Disk size', 'GiB')}
@@ -316,5 +317,27 @@ function RegistrySettings(props: { bridge: Required<BerthBridge> }) {
         </form>
       </QueryState>
     </>
+  );
+}
+
+const DRIVER_NAMES: Record<string, string> = { vfkit: 'vfkit (Virtualization.framework)', wsl2: 'WSL 2', qemu: 'QEMU' };
+
+/** The VM's state and the resources it runs with (they differ from the form's after a change, until the next start). */
+function VmState(props: { status?: NonNullable<EngineStatus['vmStatus']> }) {
+  const vm = props.status;
+  if (!vm) return <p className="small" data-testid="vm-state">State: stopped (not started yet)</p>;
+  const r = vm.resources;
+  return (
+    <div className="small" data-testid="vm-state">
+      <p>
+        State: <strong>{vm.state}</strong> · {DRIVER_NAMES[vm.driver] ?? vm.driver} · {r.cpus} CPUs, {r.memoryMiB} MiB memory, {r.diskGiB} GiB disk
+      </p>
+      {vm.error && (
+        <div className="error inline" role="alert">
+          {vm.error}
+          {vm.consoleLog && <span className="muted"> (the guest's console: {vm.consoleLog})</span>}
+        </div>
+      )}
+    </div>
   );
 }

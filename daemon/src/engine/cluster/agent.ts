@@ -9,7 +9,10 @@
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
+import type { DnsAnswers } from '../../host/network.js';
+import { lookupService } from './network/dns.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
+import { OverlayPlane, type NodeNetworks } from './network/plane.js';
 
 /** What the agent needs of the container engine. */
 export interface TaskContainers {
@@ -23,6 +26,9 @@ export interface TaskContainers {
   taskContainers(): Array<{ id: string; taskId: string }>;
   /** Calls `fn` when a container exits. */
   onExit(fn: (containerId: string) => void): () => void;
+  /** Serves the embedded DNS server (127.0.0.11) in the running container's namespace with these answers. */
+  startDns?(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
+  stopDns?(containerId: string): void;
 }
 
 /** Where the agent's assignments come from and where its reports go (the store on a manager, a dispatcher on a worker). */
@@ -34,6 +40,8 @@ export interface AgentSource {
   config(id: string): Obj | undefined;
   onChange(fn: () => void): () => void;
   report(taskId: string, status: Obj): Promise<void>;
+  /** The swarm networks this node must build, with their peers (none when absent). */
+  networks?(): NodeNetworks | undefined;
 }
 
 export const TASK_LABEL = 'com.docker.swarm.task.id';
@@ -127,17 +135,23 @@ export class Agent {
   private readonly filesRemoved = new Set<string>();
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
+  private readonly plane: OverlayPlane;
 
   constructor(
     private readonly nodeId: string,
     private readonly source: AgentSource,
     private readonly containers: TaskContainers,
     private readonly host: ClusterHost,
-  ) {}
+  ) {
+    this.plane = new OverlayPlane(host.overlay);
+  }
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
-    this.unsubscribe.push(this.containers.onExit(() => this.kick()));
+    this.unsubscribe.push(this.containers.onExit((id) => {
+      if (this.plane.forget(id)) this.containers.stopDns?.(id);
+      this.kick();
+    }));
     this.timer = setInterval(() => this.kick(), 1000);
     this.timer.unref();
     this.kick();
@@ -156,6 +170,7 @@ export class Agent {
     while ((this.passes.busy || this.busy.size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     for (const c of this.containers.taskContainers()) await this.containers.remove(c.id).catch(() => undefined);
     for (const id of await this.host.taskFileIds()) await this.host.removeTaskFiles(id).catch(() => undefined);
+    await this.plane.removeAll();
   }
 
   kick(): void {
@@ -173,6 +188,8 @@ export class Agent {
 
   private async reconcile(): Promise<void> {
     if (!this.source.ready()) return;
+    await this.plane.reconcile(this.source.networks?.()).catch((err: unknown) =>
+      log.warn('swarm agent: the overlay networks could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     const tasks = this.source.tasks().filter((t) => t.NodeID === this.nodeId && stateRank(t.Status?.State) >= stateRank('assigned'));
     const byTask = new Map<string, string>();
     for (const c of this.containers.taskContainers()) byTask.set(c.taskId, c.id);
@@ -188,6 +205,10 @@ export class Agent {
         .finally(() => this.busy.delete(taskId));
     }
     for (const id of await this.host.taskFileIds()) if (!wanted.has(id) && !byTask.has(id) && !this.busy.has(id)) await this.host.removeTaskFiles(id);
+    await this.plane.balance(
+      tasks.filter((t) => t.NetworksAttachments?.length && byTask.has(t.ID)).map((t) => ({ task: t, containerId: byTask.get(t.ID)!, pid: this.containers.state(byTask.get(t.ID)!)?.pid ?? 0 })),
+      this.source.networks?.(),
+    ).catch((err: unknown) => log.warn('swarm agent: VIP rules could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     for (const t of tasks) {
       if (this.busy.has(t.ID)) continue;
       const cid = byTask.get(t.ID);
@@ -253,10 +274,28 @@ export class Agent {
           files.push({ name: `config:${ref.ConfigID}:${name}`, data: Buffer.from(c.Spec.Data ?? '', 'base64'), mode: ref.File?.Mode ?? 0o444 });
         }
         const paths = files.length ? await this.host.writeTaskFiles(t.ID, files) : new Map<string, string>();
-        const id = await this.containers.create(containerBody(t, this.nodeId, paths), taskName(t));
+        const body = containerBody(t, this.nodeId, paths);
+        // On swarm networks, names go to the embedded DNS server first (services, tasks.<service>).
+        if (t.NetworksAttachments?.length && this.containers.startDns) body.HostConfig.Dns = ['127.0.0.11'];
+        const id = await this.containers.create(body, taskName(t));
         this.report(t, { State: 'starting', Message: 'starting', ContainerStatus: { ContainerID: id } });
         await this.containers.start(id);
         const st = this.containers.state(id);
+        if (t.NetworksAttachments?.length) {
+          try {
+            await this.plane.attach(t, st?.pid ?? 0, this.source.networks?.());
+            await this.plane.balance([{ task: t, containerId: id, pid: st?.pid ?? 0 }], this.source.networks?.(), false);
+            const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
+            const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
+            await this.containers.startDns?.(id, st?.pid ?? 0, {
+              lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
+              upstreams: () => (upstreams?.length ? upstreams : undefined),
+            });
+          } catch (err) {
+            await this.containers.remove(id).catch(() => undefined);
+            throw err;
+          }
+        }
         this.report(t, { State: 'running', Message: 'started', ContainerStatus: { ContainerID: id, PID: st?.pid ?? 0, ExitCode: 0 } });
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);

@@ -4,80 +4,53 @@
  * member, store, leadership, dispatcher, agent; a worker's session) are SwarmNode's, in node.ts.
  */
 import { randomBytes } from 'node:crypto';
-import { InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
+import { Conflict, InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { NodeState } from '../../host/cluster.js';
 import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { isLocked, SWARM_LOCKED, unlockKeys, type SwarmKeys } from './autolock.js';
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
 import { connectStore, removeMember } from './etcd.js';
 import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
+import type { ClusterNetworks } from './network/networks.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
 
 export { ETCD_CLIENT_PORT, ETCD_PEER_PORT, splitHostPort };
-export type { ClusterDeps, NodeDescription } from './node.js';
+export type { ClusterDeps, LocalSwarmStatus, NodeDescription } from './node.js';
+export { withSwarmNetworks } from './network/backend.js';
 
 export const NOT_A_MANAGER = 'This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.';
 export const NOT_IN_SWARM = 'This node is not part of a swarm';
 export const WORKER_NOT_MANAGER = 'This node is not a swarm manager. Worker nodes can\'t be used to view or modify cluster state. Please run this command on a manager node or promote the current node to a manager.';
 const ALREADY_IN_SWARM = 'This node is already part of a swarm. Use "docker swarm leave" to leave this swarm and join another one.';
 
-/** The local node's swarm state, as /info and /_ping report it. */
-export interface LocalSwarmStatus {
-  NodeID: string;
-  NodeAddr: string;
-  LocalNodeState: 'inactive' | 'pending' | 'active' | 'error' | 'locked';
-  ControlAvailable: boolean;
-  Error: string;
-  RemoteManagers: Array<{ NodeID: string; Addr: string }> | null;
-  [key: string]: unknown;
-}
-
 const isObject = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** The API's side of swarm mode: the lifecycle operations and the guards; the running parts are SwarmNode's. */
 export class ClusterService extends SwarmNode {
-  // -- state for /info and /_ping --
-
-  status(): LocalSwarmStatus {
-    if (!this.state) return { NodeID: '', NodeAddr: '', LocalNodeState: this.phase === 'pending' ? 'pending' : 'inactive', ControlAvailable: false, Error: this.error, RemoteManagers: null };
-    const s: LocalSwarmStatus = {
-      NodeID: this.state.nodeId,
-      NodeAddr: this.state.advertiseAddr,
-      LocalNodeState: this.phase === 'inactive' ? 'pending' : this.phase,
-      ControlAvailable: this.state.role === 'manager' && !!this.manager,
-      Error: this.error,
-      RemoteManagers: this.remoteManagers(),
-    };
-    if (this.manager) {
-      const nodes = this.manager.store.list('nodes');
-      s.Nodes = nodes.length;
-      s.Managers = nodes.filter((n) => n.obj.Spec?.Role === 'manager').length;
-      const cluster = this.clusterEntry();
-      if (cluster) s.Cluster = this.clusterView(cluster.obj, cluster.modRev);
-      if (s.Managers === 2) s.Warnings = ['WARNING: Running Swarm in a two-manager configuration. This configuration provides no fault tolerance, and poses a high risk to lose control over the cluster. Refer to https://docs.docker.com/engine/swarm/admin_guide/ to configure the Swarm for fault-tolerance.'];
-    }
-    return s;
-  }
-
-  private remoteManagers(): Array<{ NodeID: string; Addr: string }> {
-    if (this.manager) {
-      return this.manager.store
-        .list('nodes')
-        .filter((n) => n.obj.ManagerStatus)
-        .map((n) => ({ NodeID: n.obj.ID, Addr: n.obj.ManagerStatus.Addr }));
-    }
-    return this.worker?.managers() ?? this.state!.managers.map((Addr) => ({ NodeID: '', Addr }));
-  }
+  /** A locked manager's keys as read from disk, sealed under the unlock key. */
+  private lockedCerts?: SwarmKeys;
 
   // -- guards for the API --
+
+  /** The swarm's networks on a manager; undefined elsewhere. */
+  clusterNetworks(): ClusterNetworks | undefined {
+    return this.manager?.networks;
+  }
+
+  /** This node's role in its swarm; undefined outside one. */
+  swarmRole(): 'manager' | 'worker' | undefined {
+    return this.state?.role;
+  }
 
   /** The manager's objects; throws "not a swarm manager" elsewhere. */
   objects(): ClusterObjects {
     if (this.manager) return this.manager.objects;
+    if (this.phase === 'locked') throw new Unavailable(SWARM_LOCKED);
     if (this.state) throw new NotInSwarm(WORKER_NOT_MANAGER);
     throw new NotInSwarm(NOT_A_MANAGER);
   }
@@ -92,25 +65,6 @@ export class ClusterService extends SwarmNode {
 
   // -- the swarm object --
 
-  private clusterEntry() {
-    return this.manager?.store.get('cluster', 'default');
-  }
-
-  private clusterView(c: Obj, version: number): Obj {
-    return {
-      ID: c.ID,
-      Version: { Index: version },
-      CreatedAt: c.CreatedAt,
-      UpdatedAt: c.UpdatedAt,
-      Spec: c.Spec,
-      TLSInfo: c.TLSInfo,
-      RootRotationInProgress: false,
-      DataPathPort: c.DataPathPort ?? 4789,
-      DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
-      SubnetSize: c.SubnetSize ?? 24,
-    };
-  }
-
   inspect(): Obj {
     this.objects();
     const e = this.clusterEntry();
@@ -121,7 +75,8 @@ export class ClusterService extends SwarmNode {
   unlockKey(): Obj {
     this.objects();
     const e = this.clusterEntry();
-    return { UnlockKey: e?.obj.Spec?.EncryptionConfig?.AutoLockManagers ? e.obj.UnlockKey ?? '' : '' };
+    const sealed = e?.obj.Spec?.EncryptionConfig?.AutoLockManagers ? e.obj.UnlockKey : undefined;
+    return { UnlockKey: sealed ? sealer(this.certs!.dataKey).open(sealed).toString() : '' };
   }
 
   async update(version: string | undefined, body: unknown, flags: { worker: boolean; manager: boolean; unlockKey: boolean }): Promise<void> {
@@ -131,10 +86,11 @@ export class ClusterService extends SwarmNode {
     const e = this.clusterEntry()!;
     const c = structuredClone(e.obj);
     c.Spec = mergeSwarmSpec(c.Spec, body);
-    if (body.EncryptionConfig?.AutoLockManagers) throw new InvalidParameter('autolock is not supported by this engine yet');
     if (flags.worker) c.JoinTokens.Worker = newJoinToken(c.TLSInfo.TrustRoot);
     if (flags.manager) c.JoinTokens.Manager = newJoinToken(c.TLSInfo.TrustRoot);
-    if (flags.unlockKey) c.UnlockKey = newUnlockKey();
+    // The unlock key is kept while autolock is on (a new one when asked), sealed under the data key.
+    if (!c.Spec.EncryptionConfig?.AutoLockManagers) delete c.UnlockKey;
+    else if (!c.UnlockKey || flags.unlockKey) c.UnlockKey = sealer(this.certs!.dataKey).seal(Buffer.from(newUnlockKey()));
     c.UpdatedAt = now();
     await store.update('cluster', 'default', Number(version), c);
   }
@@ -147,7 +103,6 @@ export class ClusterService extends SwarmNode {
       if (this.state && req.ForceNewCluster === true && this.state.role === 'manager') return this.forceNewCluster();
       if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');
-      if (req.AutoLockManagers || req.Spec?.EncryptionConfig?.AutoLockManagers) throw new InvalidParameter('autolock is not supported by this engine yet');
       const { listen, advertise } = addresses(req, this.deps.host);
       const nodeId = newObjectId(randomBytes(16));
       const clusterId = newObjectId(randomBytes(16));
@@ -158,7 +113,7 @@ export class ClusterService extends SwarmNode {
         const { key: nodeKey, csr } = await host.createKeyAndRequest();
         const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host] });
         this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key, dataKey: newDataKey() };
-        await host.saveCertificates(this.certs);
+        await this.saveCerts(this.certs);
         const state: NodeState = {
           nodeId,
           clusterId,
@@ -177,11 +132,13 @@ export class ClusterService extends SwarmNode {
           initialState: 'new',
           initialCluster: `${nodeId}=https://${joinHostPort(advertise.host, ETCD_PEER_PORT)}`,
           clusterToken: clusterId,
+          tlsKey: nodeKey,
         });
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
         const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
+        if (req.AutoLockManagers === true) spec.EncryptionConfig = { ...spec.EncryptionConfig, AutoLockManagers: true };
         const cluster: Obj = {
           ID: clusterId,
           CreatedAt: t,
@@ -193,6 +150,7 @@ export class ClusterService extends SwarmNode {
           DataPathPort: Number(req.DataPathPort) || 4789,
           DefaultAddrPool: Array.isArray(req.DefaultAddrPool) && req.DefaultAddrPool.length ? req.DefaultAddrPool : ['10.0.0.0/8'],
           SubnetSize: Number(req.SubnetSize) || 24,
+          ...(spec.EncryptionConfig?.AutoLockManagers ? { UnlockKey: sealer(this.certs.dataKey).seal(Buffer.from(newUnlockKey())) } : {}),
         };
         await store.create('cluster', 'default', cluster);
         await store.create('nodes', nodeId, nodeObject(await this.deps.describe(), this.certs?.ca, nodeId, 'manager', state, req.Availability));
@@ -231,6 +189,7 @@ export class ClusterService extends SwarmNode {
       initialCluster: `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
       clusterToken: state.clusterId,
       forceNewCluster: true,
+      tlsKey: this.certs!.key,
     });
     try {
       await etcd.ready();
@@ -288,7 +247,7 @@ export class ClusterService extends SwarmNode {
               description: d,
             });
             this.certs = { ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
-            await host.saveCertificates(this.certs);
+            await this.saveCerts(this.certs);
             const state: NodeState = {
               nodeId: answer.nodeId,
               clusterId: answer.clusterId,
@@ -357,6 +316,8 @@ export class ClusterService extends SwarmNode {
       await this.deps.host.wipe();
       this.state = undefined;
       this.certs = undefined;
+      this.lockedCerts = undefined;
+      this.currentUnlockKey = undefined;
       this.phase = 'inactive';
       this.deps.events.publish('node', 'remove', nodeId, {});
     });
@@ -385,7 +346,19 @@ export class ClusterService extends SwarmNode {
       return;
     }
     this.state = state;
+    if (state.role === 'manager' && isLocked(certs)) {
+      // Autolock: the keys stay sealed until the unlock key comes (POST /swarm/unlock).
+      this.lockedCerts = certs;
+      this.phase = 'locked';
+      log.info('swarm: this manager is locked; unlock it with "docker swarm unlock"');
+      return;
+    }
     this.certs = certs;
+    this.rejoin(state);
+  }
+
+  /** The node goes back into its swarm, in the background: the daemon serves its API meanwhile. */
+  private rejoin(state: NodeState): void {
     this.phase = 'pending';
     const run = async () => {
       if (state.role === 'manager') {
@@ -397,6 +370,7 @@ export class ClusterService extends SwarmNode {
           initialState: 'existing',
           initialCluster: `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
           clusterToken: state.clusterId,
+          tlsKey: this.certs!.key,
         });
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
@@ -406,12 +380,25 @@ export class ClusterService extends SwarmNode {
       }
       this.phase = 'active';
     };
-    // The daemon serves its API meanwhile: the swarm comes back in the background.
     void this.serial(run).catch((err: unknown) => {
       this.phase = 'error';
       this.error = err instanceof Error ? err.message : String(err);
       log.warn('swarm: could not rejoin the swarm', { error: this.error });
     });
+  }
+
+  /** `POST /swarm/unlock`: a locked manager's keys opened with the unlock key, and the node back in its swarm. */
+  async unlock(body: unknown): Promise<void> {
+    if (this.phase !== 'locked' || !this.lockedCerts || !this.state) {
+      if (!this.state) throw new NotInSwarm(NOT_IN_SWARM);
+      throw new Conflict('swarm is not locked');
+    }
+    const key = isObject(body) ? body.UnlockKey : undefined;
+    if (typeof key !== 'string') throw new InvalidParameter('invalid key string');
+    this.certs = unlockKeys(this.lockedCerts, key);
+    this.lockedCerts = undefined;
+    this.currentUnlockKey = key.trim();
+    this.rejoin(this.state);
   }
 
   async close(): Promise<void> {

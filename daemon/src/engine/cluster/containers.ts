@@ -1,10 +1,12 @@
 /** The agent's view of the container engine: task containers are ordinary containers, found by their label. */
 import type { EventBus } from '../events.js';
+import type { DnsAnswers, NetworkHost } from '../../host/network.js';
 import type { ContainerService } from '../containers/service.js';
 import { TASK_LABEL, type TaskContainers } from './agent.js';
 
-export function taskContainers(containers: ContainerService, events: EventBus): TaskContainers {
+export function taskContainers(containers: ContainerService, events: EventBus, dns?: Pick<NetworkHost, 'startDns' | 'stopDns'>): TaskContainers {
   return {
+    ...(dns ? { startDns: (id: string, pid: number, answers: DnsAnswers) => dns.startDns(id, pid, answers), stopDns: (id: string) => dns.stopDns(id) } : {}),
     create: async (body, name) => (await containers.create(body, name)).Id,
     start: (id) => containers.start(id),
     stop: (id, timeoutSeconds) => containers.stop(id, { timeoutSeconds }),

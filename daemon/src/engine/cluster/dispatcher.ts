@@ -19,6 +19,7 @@ import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
+import { nodeNetworks } from './network/attachments.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
@@ -239,7 +240,7 @@ export class DispatcherServer {
     }
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs };
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, ...nodeNetworks(store, nodeId) };
   }
 
   private async join(body: Obj): Promise<Obj> {

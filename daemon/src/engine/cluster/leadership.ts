@@ -8,6 +8,7 @@ import type { EtcdMember } from '../../host/cluster.js';
 import { log } from '../../util/log.js';
 import { moveEtcdLeaderAway, within } from './etcd.js';
 import type { ClusterObjects } from './objects.js';
+import type { ClusterNetworks } from './network/networks.js';
 import { Orchestrator } from './orchestrator.js';
 import { heartbeatSeconds } from './status.js';
 import { key, type ClusterStore, type Fence } from './store.js';
@@ -25,6 +26,7 @@ export interface ManagerParts {
   etcd: EtcdMember;
   store: ClusterStore;
   objects: ClusterObjects;
+  networks: ClusterNetworks;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
   leaderStop?: () => Promise<void>;

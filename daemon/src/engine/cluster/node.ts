@@ -10,13 +10,17 @@ import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
 import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { ClusterObjects } from './objects.js';
+import { ClusterNetworks } from './network/networks.js';
+import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
+import type { Obj } from './types.js';
 
 export interface NodeDescription {
   hostname: string;
@@ -35,6 +39,17 @@ export interface ClusterDeps {
   describe(): Promise<NodeDescription>;
 }
 
+/** The local node's swarm state, as /info and /_ping report it. */
+export interface LocalSwarmStatus {
+  NodeID: string;
+  NodeAddr: string;
+  LocalNodeState: 'inactive' | 'pending' | 'active' | 'error' | 'locked';
+  ControlAvailable: boolean;
+  Error: string;
+  RemoteManagers: Array<{ NodeID: string; Addr: string }> | null;
+  [key: string]: unknown;
+}
+
 export class SwarmNode {
   protected state?: NodeState;
   protected certs?: NodeCertificates & ManagerKeys;
@@ -42,9 +57,12 @@ export class SwarmNode {
   protected worker?: WorkerSession;
   protected agent?: Agent;
   protected dispatcher?: DispatcherServer;
-  protected phase: 'inactive' | 'pending' | 'active' | 'error' = 'inactive';
+  protected phase: 'inactive' | 'pending' | 'active' | 'error' | 'locked' = 'inactive';
   protected error = '';
   protected leaderId?: string;
+  /** The swarm's unlock key while autolock is on: this manager's keys are written sealed under it. */
+  protected currentUnlockKey?: string;
+  private keysSaved: Promise<unknown> = Promise.resolve();
   private promoting = false;
   private demoting = false;
   /** One lifecycle operation (init, join, leave, update) at a time. */
@@ -58,18 +76,100 @@ export class SwarmNode {
     return run;
   }
 
+  // -- state for /info and /_ping --
+
+  status(): LocalSwarmStatus {
+    if (!this.state) return { NodeID: '', NodeAddr: '', LocalNodeState: this.phase === 'pending' ? 'pending' : 'inactive', ControlAvailable: false, Error: this.error, RemoteManagers: null };
+    const s: LocalSwarmStatus = {
+      NodeID: this.state.nodeId,
+      NodeAddr: this.state.advertiseAddr,
+      LocalNodeState: this.phase === 'inactive' ? 'pending' : this.phase,
+      ControlAvailable: this.state.role === 'manager' && !!this.manager,
+      Error: this.error,
+      RemoteManagers: this.remoteManagers(),
+    };
+    if (this.manager) {
+      const nodes = this.manager.store.list('nodes');
+      s.Nodes = nodes.length;
+      s.Managers = nodes.filter((n) => n.obj.Spec?.Role === 'manager').length;
+      const cluster = this.clusterEntry();
+      if (cluster) s.Cluster = this.clusterView(cluster.obj, cluster.modRev);
+      if (s.Managers === 2) s.Warnings = ['WARNING: Running Swarm in a two-manager configuration. This configuration provides no fault tolerance, and poses a high risk to lose control over the cluster. Refer to https://docs.docker.com/engine/swarm/admin_guide/ to configure the Swarm for fault-tolerance.'];
+    }
+    return s;
+  }
+
+  private remoteManagers(): Array<{ NodeID: string; Addr: string }> {
+    if (this.manager) {
+      return this.manager.store
+        .list('nodes')
+        .filter((n) => n.obj.ManagerStatus)
+        .map((n) => ({ NodeID: n.obj.ID, Addr: n.obj.ManagerStatus.Addr }));
+    }
+    return this.worker?.managers() ?? this.state!.managers.map((Addr) => ({ NodeID: '', Addr }));
+  }
+
+
+  protected clusterEntry() {
+    return this.manager?.store.get('cluster', 'default');
+  }
+
+  protected clusterView(c: Obj, version: number): Obj {
+    return {
+      ID: c.ID,
+      Version: { Index: version },
+      CreatedAt: c.CreatedAt,
+      UpdatedAt: c.UpdatedAt,
+      Spec: c.Spec,
+      TLSInfo: c.TLSInfo,
+      RootRotationInProgress: false,
+      DataPathPort: c.DataPathPort ?? 4789,
+      DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
+      SubnetSize: c.SubnetSize ?? 24,
+    };
+  }
+
+  /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
+  protected saveCerts(certs: SwarmKeys): Promise<void> {
+    const key = this.currentUnlockKey;
+    const save = () => this.deps.host.saveCertificates(key && certs.dataKey ? lockKeys(certs, key) : certs);
+    const run = this.keysSaved.then(save, save);
+    this.keysSaved = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Follows the swarm's autolock setting and unlock key: this manager's keys on disk are written again. */
+  private followAutolock(store: ClusterStore, seal: Sealer): void {
+    const c = store.get('cluster', 'default')?.obj;
+    if (!c) return;
+    let key: string | undefined;
+    try {
+      key = c.Spec?.EncryptionConfig?.AutoLockManagers && c.UnlockKey ? seal.open(c.UnlockKey).toString() : undefined;
+    } catch (err) {
+      log.warn('swarm: the unlock key in the store cannot be opened', { error: String(err) });
+      return;
+    }
+    if (key === this.currentUnlockKey) return;
+    this.currentUnlockKey = key;
+    const certs = this.certs;
+    if (certs) void this.saveCerts(certs).catch((err: unknown) => log.warn('swarm: could not write this node\'s keys', { error: String(err) }));
+  }
+
   /** A manager's parts once its store is reachable: session, leadership, dispatcher and agent. */
   protected async startManager(store: ClusterStore, etcd: EtcdMember): Promise<void> {
     const state = this.state!;
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
-    const parts: ManagerParts = { etcd, store, objects };
+    const networks = new ClusterNetworks(store, () => addressPools(store));
+    const parts: ManagerParts = { etcd, store, objects, networks };
     this.manager = parts;
     store.onChange((kind, id, entry) => {
-      if (kind === 'leader' && id === 'current') this.leaderId = entry?.obj?.NodeID;
+      if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
+      if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
+    this.followAutolock(store, seal);
     // This node's own session: its node is ready while the lease lives.
     parts.session = await holdSession(store, state.nodeId, state.advertiseAddr, () => this.manager);
     parts.leaderStop = campaign(parts, state.nodeId);
@@ -87,6 +187,16 @@ export class SwarmNode {
     this.agent.start();
   }
 
+  /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
+  private leaderChanged(store: ClusterStore, leader: string | undefined): void {
+    const before = this.leaderId;
+    this.leaderId = leader;
+    if (before === leader) return;
+    const name = (nodeId: string) => store.get('nodes', nodeId)?.obj?.Description?.Hostname ?? '';
+    if (before) this.deps.events.publish('node', 'update', before, { 'leader.new': 'false', 'leader.old': 'true', name: name(before) });
+    if (leader) this.deps.events.publish('node', 'update', leader, { 'leader.new': 'true', 'leader.old': 'false', name: name(leader) });
+  }
+
   /** The agent's source on a manager: the store itself. */
   protected localSource(store: ClusterStore, nodeId: string, seal: Sealer): AgentSource {
     return {
@@ -98,11 +208,12 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
+      networks: () => nodeNetworks(store, nodeId),
     };
   }
 
@@ -122,6 +233,7 @@ export class SwarmNode {
       initialState: 'existing',
       initialCluster: answer.initialCluster!,
       clusterToken: state.clusterId,
+      tlsKey: this.certs!.key,
     });
     try {
       await etcd.ready();
@@ -156,12 +268,12 @@ export class SwarmNode {
       // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
       this.certs = { ca: previous.ca, cert: answer.cert, key: nodeKey, dataKey: answer.dataKey };
       try {
-        await this.deps.host.saveCertificates(this.certs);
+        await this.saveCerts(this.certs);
         await this.becomeManager(answer);
         log.info('swarm: this node is now a manager');
       } catch (err) {
         this.certs = previous;
-        await this.deps.host.saveCertificates(previous).catch(() => undefined);
+        await this.saveCerts(previous).catch(() => undefined);
         this.startWorker();
         throw err;
       }
@@ -205,7 +317,8 @@ export class SwarmNode {
       await m.etcd.stop();
       await this.deps.host.wipeEtcd();
       this.certs = { ca: this.certs!.ca, cert: answer.cert, key: nodeKey };
-      await this.deps.host.saveCertificates(this.certs);
+      this.currentUnlockKey = undefined;
+      await this.saveCerts(this.certs);
       state.role = 'worker';
       state.managers = others;
       state.etcdEndpoints = [];

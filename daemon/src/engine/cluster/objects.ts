@@ -10,10 +10,18 @@ import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { checkLabels, checkName, isJob, isObject, lookup, parseVersion, serviceMode, validateNodeSpec, validateServiceSpec } from './specs.js';
+import { NetworkAllocator } from './network/attachments.js';
+import { resolveServiceNetworks } from './network/networks.js';
 
 export type Filters = Map<string, string[]>;
 
 export class ClusterObjects {
+  private allocator?: NetworkAllocator;
+
+  private get addresses(): NetworkAllocator {
+    return (this.allocator ??= new NetworkAllocator(this.store));
+  }
+
   constructor(
     private readonly store: ClusterStore,
     private readonly events: EventBus,
@@ -126,6 +134,7 @@ export class ClusterObjects {
   }
 
   private checkReferences(spec: Obj): void {
+    resolveServiceNetworks(this.store, spec);
     const cs = spec.TaskTemplate.ContainerSpec;
     for (const [field, kind] of [['Secrets', 'secrets'], ['Configs', 'configs']] as const) {
       for (const ref of cs[field] ?? []) {
@@ -152,6 +161,8 @@ export class ClusterObjects {
       Endpoint: { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } },
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const vips = this.addresses.serviceVips(service);
+    if (vips.length) service.Endpoint.VirtualIPs = vips;
     const rev = await this.store.create('services', id, service, { name: spec.Name });
     const jobStatus = isJob(spec) ? { JobStatus: { JobIteration: { Index: rev }, LastExecution: now() } } : {};
     await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev }, ...jobStatus }));
@@ -183,6 +194,8 @@ export class ClusterObjects {
     if (isJob(spec)) service.JobStatus = { JobIteration: { Index: e.modRev }, LastExecution: now() };
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    const vips = this.addresses.serviceVips(service, old.Endpoint?.VirtualIPs);
+    if (vips.length) service.Endpoint.VirtualIPs = vips;
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
     if (changesTasks && !isJob(spec)) {
       service.UpdateStatus = rollback

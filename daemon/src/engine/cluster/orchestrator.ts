@@ -12,6 +12,9 @@ import type { ClusterStore, Entry, Fence } from './store.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { isJob, serviceMode } from './specs.js';
 import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
+import { NetworkAllocator } from './network/attachments.js';
+
+const attachments = (list: Obj[]): Obj => (list.length ? { NetworksAttachments: list } : {});
 
 const SECOND = 1_000_000_000;
 
@@ -25,8 +28,12 @@ export class Orchestrator {
   private readonly passes = new Passes(() => this.reconcile(), () => !this.stopped);
   /** When each service's last update batch began (ms), for UpdateConfig.Delay. */
   private readonly lastBatch = new Map<string, number>();
+  /** Addresses of new tasks on their services' networks. */
+  private readonly addresses: NetworkAllocator;
 
-  constructor(private readonly store: ClusterStore, private readonly fence: Fence) {}
+  constructor(private readonly store: ClusterStore, private readonly fence: Fence) {
+    this.addresses = new NetworkAllocator(store);
+  }
 
   start(): void {
     this.unsubscribe = this.store.onChange((kind) => {
@@ -129,6 +136,7 @@ export class Orchestrator {
       ServiceID: service.ID,
       ServiceAnnotations: { Name: service.Spec.Name },
       ...(service.Endpoint?.Ports ? { Endpoint: { Spec: service.Spec.EndpointSpec, Ports: service.Endpoint.Ports } } : {}),
+      ...attachments(this.addresses.taskAttachments(service)),
       ...(slot !== undefined ? { Slot: slot } : {}),
       ...(nodeId ? { NodeID: nodeId } : {}),
       Status: { Timestamp: t, State: 'pending', Message: 'pending task scheduling' },

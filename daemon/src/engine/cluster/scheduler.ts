@@ -41,7 +41,55 @@ export function constraintsMatch(constraints: unknown, n: Obj): boolean {
   return true;
 }
 
-/** Places pending tasks on usable nodes: constraints first, then the fewest tasks of the service, then of all. */
+/** A task's reservations: NanoCPUs and MemoryBytes (0 when none). */
+function reservations(t: Obj): { cpu: number; memory: number } {
+  const r = t.Spec?.Resources?.Reservations ?? {};
+  return { cpu: Number(r.NanoCPUs) || 0, memory: Number(r.MemoryBytes) || 0 };
+}
+
+/** Whether node `n` has room left for `t`'s reservations beside those of the tasks it runs. */
+function hasResources(n: Obj, t: Obj, active: Obj[]): boolean {
+  const want = reservations(t);
+  if (want.cpu === 0 && want.memory === 0) return true;
+  let cpu = Number(n.Description?.Resources?.NanoCPUs) || 0;
+  let memory = Number(n.Description?.Resources?.MemoryBytes) || 0;
+  for (const a of active) {
+    if (a.NodeID !== n.ID) continue;
+    const used = reservations(a);
+    cpu -= used.cpu;
+    memory -= used.memory;
+  }
+  return want.cpu <= cpu && want.memory <= memory;
+}
+
+/** The value a spread preference groups node `n` by (nodes without the label make a group of their own). */
+function spreadValue(descriptor: string, n: Obj): string {
+  const d = descriptor.trim();
+  const lower = d.toLowerCase();
+  if (lower.startsWith('node.labels.')) return n.Spec?.Labels?.[d.slice('node.labels.'.length)] ?? '';
+  if (lower.startsWith('engine.labels.')) return n.Description?.Engine?.Labels?.[d.slice('engine.labels.'.length)] ?? '';
+  if (lower === 'node.id') return n.ID;
+  if (lower === 'node.hostname') return n.Description?.Hostname ?? '';
+  if (lower === 'node.role') return n.Spec?.Role ?? '';
+  return '';
+}
+
+/** Why no node took a task, as swarmkit words it: each filter's count, the most failures first. */
+function explainFailures(counts: Array<[number, (n: number) => string]>): string {
+  return counts
+    .filter(([n]) => n > 0)
+    .sort((a, b) => b[0] - a[0])
+    .map(([n, say]) => say(n))
+    .join('; ');
+}
+
+const nodes_ = (n: number) => `${n} node${n > 1 ? 's' : ''}`;
+
+/**
+ * Places pending tasks on usable nodes: the filters (ready and active, resources left for the task's
+ * reservations, constraints, max replicas per node), then the spread preferences (the group of nodes with the
+ * fewest tasks of the service at each level), then the fewest tasks of the service, then of all.
+ */
 export async function schedule(store: ClusterStore, fence: Fence, nodes: Map<string, Obj>): Promise<void> {
   const setTask = (id: string, change: (t: Obj) => Obj | undefined) => store.mutate('tasks', id, change, fence);
   const tasks = store.list('tasks').map((e) => e.obj);
@@ -51,32 +99,49 @@ export async function schedule(store: ClusterStore, fence: Fence, nodes: Map<str
     const service = store.get('services', t.ServiceID)?.obj;
     if (!service) continue;
     const constraints = t.Spec?.Placement?.Constraints;
+    const ofService = (nodeId: string) => active.filter((a) => a.NodeID === nodeId && a.ServiceID === t.ServiceID).length;
     let chosen: Obj | undefined;
     let explain = '';
     if (t.NodeID) {
       const n = nodes.get(t.NodeID);
-      if (nodeUsable(n) || (n && n.Status?.State === 'ready' && n.Spec?.Availability === 'pause' && false)) chosen = n;
-      else explain = '1 node not available for new tasks';
+      if (!nodeUsable(n)) explain = '1 node not available for new tasks';
+      else if (!hasResources(n!, t, active)) explain = 'insufficient resources on 1 node';
+      else chosen = n;
     } else {
       const usable = [...nodes.values()].filter(nodeUsable);
-      const fits = usable.filter((n) => constraintsMatch(constraints, n));
+      const sized = usable.filter((n) => hasResources(n, t, active));
+      const fits = sized.filter((n) => constraintsMatch(constraints, n));
       const maxReplicas = t.Spec?.Placement?.MaxReplicas ?? 0;
-      const room = fits.filter((n) => !maxReplicas || active.filter((a) => a.NodeID === n.ID && a.ServiceID === t.ServiceID).length < maxReplicas);
-      const notReady = nodes.size - usable.length;
-      const parts = [];
-      if (notReady > 0) parts.push(`${notReady} node${notReady > 1 ? 's' : ''} not available for new tasks`);
-      if (usable.length - fits.length > 0) parts.push(`scheduling constraints not satisfied on ${usable.length - fits.length} node${usable.length - fits.length > 1 ? 's' : ''}`);
-      if (fits.length - room.length > 0) parts.push(`max replicas per node limit exceed`);
-      explain = parts.join('; ');
+      const room = fits.filter((n) => !maxReplicas || ofService(n.ID) < maxReplicas);
+      explain = explainFailures([
+        [nodes.size - usable.length, (n) => `${nodes_(n)} not available for new tasks`],
+        [usable.length - sized.length, (n) => `insufficient resources on ${nodes_(n)}`],
+        [sized.length - fits.length, (n) => `scheduling constraints not satisfied on ${nodes_(n)}`],
+        [fits.length - room.length, () => 'max replicas per node limit exceed'],
+      ]);
+      // Spread preferences: at each level, the group (of all usable nodes) with the fewest tasks of the service.
+      const spreads: string[] = (t.Spec?.Placement?.Preferences ?? []).map((p: Obj) => p?.Spread?.SpreadDescriptor).filter((d: unknown) => typeof d === 'string');
+      const groupCount = new Map<string, number>();
+      const groupKey = (n: Obj, level: number) => JSON.stringify(spreads.slice(0, level + 1).map((d) => spreadValue(d, n)));
+      for (const n of usable) {
+        for (let level = 0; level < spreads.length; level++) {
+          const k = groupKey(n, level);
+          groupCount.set(k, (groupCount.get(k) ?? 0) + ofService(n.ID));
+        }
+      }
       // Nodes where tasks of this service failed 5 times in the last 5 minutes come last (an image missing there).
       const since = Date.now() - 5 * 60_000;
       const failing = (n: Obj) =>
         tasks.filter((x) => x.NodeID === n.ID && x.ServiceID === t.ServiceID && ['failed', 'rejected'].includes(x.Status.State) && time(x.Status.Timestamp) >= since).length >= 5;
       room.sort((a, b) => {
+        for (let level = 0; level < spreads.length; level++) {
+          const d = (groupCount.get(groupKey(a, level)) ?? 0) - (groupCount.get(groupKey(b, level)) ?? 0);
+          if (d !== 0) return d;
+        }
         const fa = failing(a);
         if (fa !== failing(b)) return fa ? 1 : -1;
-        const sa = active.filter((x) => x.NodeID === a.ID && x.ServiceID === t.ServiceID).length;
-        const sb = active.filter((x) => x.NodeID === b.ID && x.ServiceID === t.ServiceID).length;
+        const sa = ofService(a.ID);
+        const sb = ofService(b.ID);
         if (sa !== sb) return sa - sb;
         return active.filter((x) => x.NodeID === a.ID).length - active.filter((x) => x.NodeID === b.ID).length;
       });

@@ -66,8 +66,8 @@ export function validateServiceSpec(spec: unknown): Obj {
   for (const ref of [...(cs.Secrets ?? []), ...(cs.Configs ?? [])]) {
     if (!isObject(ref)) throw new InvalidParameter('secret and config references must be objects');
   }
-  const networks = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(s.Networks) ? s.Networks : [])];
-  if (networks.length > 0) throw new InvalidParameter('services attached to networks need overlay networks, which this engine does not have yet: create the service without --network (its tasks then use the default bridge)');
+  if (tt.Networks !== undefined && tt.Networks !== null && !Array.isArray(tt.Networks)) throw new InvalidParameter('TaskTemplate.Networks must be a list');
+  if (s.Networks !== undefined && s.Networks !== null && !Array.isArray(s.Networks)) throw new InvalidParameter('Networks must be a list');
   const constraints = tt.Placement?.Constraints;
   if (constraints !== undefined) {
     if (!Array.isArray(constraints)) throw new InvalidParameter('Placement.Constraints must be a list of strings');
@@ -76,6 +76,20 @@ export function validateServiceSpec(spec: unknown): Obj {
       const key = m?.[1]?.toLowerCase() ?? '';
       const known = ['node.id', 'node.hostname', 'node.role', 'node.platform.os', 'node.platform.arch'].includes(key) || key.startsWith('node.labels.') || key.startsWith('engine.labels.');
       if (!m || !known) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = invalid constraint ${JSON.stringify(c)}: expected node.id, node.hostname, node.role, node.platform.os, node.platform.arch, node.labels.<key> or engine.labels.<key>, then == or !=, then a value`);
+    }
+  }
+  const prefs = tt.Placement?.Preferences;
+  if (prefs !== undefined && prefs !== null) {
+    if (!Array.isArray(prefs) || prefs.some((p: unknown) => !isObject(p) || !isObject(p.Spread) || typeof p.Spread.SpreadDescriptor !== 'string' || p.Spread.SpreadDescriptor === '')) {
+      throw new InvalidParameter('rpc error: code = InvalidArgument desc = Placement.Preferences must be a list of {"Spread": {"SpreadDescriptor": "node.labels.<key>"}}');
+    }
+  }
+  for (const kind of ['Reservations', 'Limits']) {
+    const r = tt.Resources?.[kind];
+    if (r === undefined || r === null) continue;
+    if (!isObject(r)) throw new InvalidParameter(`Resources.${kind} must be an object`);
+    for (const f of ['NanoCPUs', 'MemoryBytes']) {
+      if (r[f] !== undefined && (!Number.isInteger(r[f]) || r[f] < 0)) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = Resources.${kind}.${f} must be a whole number of at least 0`);
     }
   }
   const rp = tt.RestartPolicy;

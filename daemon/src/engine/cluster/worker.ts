@@ -8,6 +8,7 @@ import https from 'node:https';
 import type { ClientRequest } from 'node:http';
 import { InvalidParameter } from '../../errors.js';
 import type { AgentSource } from './agent.js';
+import type { NodeNetworks } from './network/plane.js';
 import type { NodeCertificates } from '../../host/cluster.js';
 import { caDigest, parseJoinToken } from './tokens.js';
 import type { Obj } from './types.js';
@@ -107,7 +108,7 @@ export interface WorkerSessionOptions {
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
 export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj> } = { tasks: [], secrets: new Map(), configs: new Map() };
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks } = { tasks: [], secrets: new Map(), configs: new Map() };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
@@ -208,6 +209,7 @@ export class WorkerSession implements AgentSource {
       tasks: Array.isArray(msg.Tasks) ? msg.Tasks : [],
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
+      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks } } : {}),
     };
     this.received = true;
     for (const l of this.listeners) l();
@@ -234,6 +236,10 @@ export class WorkerSession implements AgentSource {
 
   tasks(): Obj[] {
     return this.current.tasks;
+  }
+
+  networks(): NodeNetworks | undefined {
+    return this.current.networks;
   }
 
   secret(id: string): Obj | undefined {

@@ -212,3 +212,19 @@ export function history(ctx: ImageContext, name: string): Record<string, unknown
   return entries;
 }
 
+
+/** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
+export function diskUsage(ctx: ImageContext): { layersSize: number; reclaimable: number; items: Array<Record<string, unknown> & { Size: number; Containers: number }> } {
+  const items = list(ctx, { all: true, filters: new Map() }) as Array<Record<string, unknown> & { Size: number; Containers: number }>;
+  const inUse = new Set(items.filter((i) => i.Containers > 0).map((i) => i.Id as string));
+  const all = new Set<string>();
+  const held = new Set<string>();
+  for (const image of ctx.store.all()) {
+    for (const chainId of image.chainIds) {
+      all.add(chainId);
+      if (inUse.has(image.id)) held.add(chainId);
+    }
+  }
+  const size = (ids: Set<string>) => [...ids].reduce((sum, id) => sum + (ctx.layers.info(id)?.diskSize ?? 0), 0);
+  return { layersSize: size(all), reclaimable: size(all) - size(held), items };
+}

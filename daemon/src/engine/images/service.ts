@@ -10,7 +10,7 @@ import type { EventBus } from '../events.js';
 import { familiarString, type Reference } from '../reference.js';
 import { ARCH, ImageContext, type DeleteRecord, type Filters, type ProgressMessage } from './context.js';
 import { commitImage, createImage, importRootfs, load } from './create.js';
-import { history, inspect, list } from './list.js';
+import { diskUsage, history, inspect, list } from './list.js';
 import { Distribution, type AuthConfig, type PullRequest, type RegistryOptions } from './registry/index.js';
 import { prune, remove } from './remove.js';
 import { save } from './save.js';
@@ -135,6 +135,11 @@ export class ImageService implements ImageLookup {
 
   list(opts: { all?: boolean; filters: Filters; sharedSize?: boolean }): Record<string, unknown>[] {
     return list(this.ctx, opts);
+  }
+
+  /** Disk use of images for /system/df: each layer counted once; reclaimable is what no image in use holds. */
+  diskUsage(): ReturnType<typeof diskUsage> {
+    return diskUsage(this.ctx);
   }
 
   inspect(name: string): Record<string, unknown> {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,27 @@ function serve(socketPath: string, handler: (method: string, body: any, req: htt
   servers.push(server);
   return new Promise((resolve) => server.listen(socketPath, () => resolve()));
 }
+
+
+/** The plugin part's discovery reads, on this machine's files (as host/linux does them). */
+const machineFiles: ConstructorParameters<typeof LegacyPlugins>[0]['files'] = {
+  kindOf: async (p) => {
+    try {
+      const st = statSync(p);
+      return st.isDirectory() ? 'dir' : st.isFile() ? 'file' : st.isSocket() ? 'socket' : 'other';
+    } catch {
+      return undefined;
+    }
+  },
+  readText: async (file) => (existsSync(file) ? readFileSync(file, 'utf8') : undefined),
+  entries: async (dir) => {
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir).map((name) => {
+      const st = statSync(path.join(dir, name));
+      return { name, kind: st.isDirectory() ? 'dir' : st.isFile() ? 'file' : st.isSocket() ? 'socket' : 'other' };
+    });
+  },
+};
 
 describe('PluginClient', () => {
   test('POSTs /Interface.Method with a JSON body in the plugins media type', async () => {
@@ -86,7 +107,7 @@ describe('LegacyPlugins', () => {
     await serve(path.join(tmp, 'far.sock'), handler);
     writeFileSync(path.join(specDir, 'byspec.spec'), `unix://${path.join(tmp, 'far.sock')}`);
     writeFileSync(path.join(specDir, 'byjson.json'), JSON.stringify({ Name: 'byjson', Addr: `unix://${path.join(tmp, 'far.sock')}` }));
-    const plugins = new LegacyPlugins({ socketDirs: [socketDir], specDirs: [specDir] });
+    const plugins = new LegacyPlugins({ files: machineFiles, socketDirs: [socketDir], specDirs: [specDir] });
     assert.deepEqual(await plugins.names(), ['byjson', 'byspec', 'flat', 'nested']);
     for (const name of ['flat', 'nested', 'byspec', 'byjson']) assert.equal((await plugins.get(name, 'VolumeDriver')).name, name);
     await plugins.get('flat', 'VolumeDriver');

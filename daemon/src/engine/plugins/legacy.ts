@@ -4,9 +4,9 @@
  * (`{"Name", "Addr"}`) in the plugin configuration folders. The first use of one activates it
  * (`POST /Plugin.Activate`, answering the interfaces it implements); the answer is kept while the daemon runs.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { EngineError, errorMessage, NotFound } from '../../errors.js';
+import type { PluginHost } from '../../host/host.js';
 import { parsePluginAddress, PluginClient, type PluginAddress } from './client.js';
 
 /** Where dockerd looks for legacy plugins. */
@@ -14,6 +14,8 @@ export const DEFAULT_SOCKET_DIRS = ['/run/docker/plugins'];
 export const DEFAULT_SPEC_DIRS = ['/etc/docker/plugins', '/usr/lib/docker/plugins'];
 
 export interface LegacyPluginDirs {
+  /** The Host's plugin part: the folders are the machine's. */
+  files: Pick<PluginHost, 'entries' | 'kindOf' | 'readText'>;
   socketDirs: string[];
   specDirs: string[];
   /** How long calls keep retrying a plugin that refuses connections (milliseconds). */
@@ -31,9 +33,8 @@ const PLUGIN_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
 export class PluginNotImplementing extends EngineError {}
 
-async function isSocket(p: string): Promise<boolean> {
-  return fs.stat(p).then((s) => s.isSocket(), () => false);
-}
+/** The largest `.spec` or `.json` file read. */
+const MAX_SPEC_BYTES = 64 << 10;
 
 export class LegacyPlugins {
   private readonly active = new Map<string, ActivePlugin>();
@@ -41,22 +42,30 @@ export class LegacyPlugins {
 
   constructor(private readonly dirs: LegacyPluginDirs) {}
 
+  private async isSocket(p: string): Promise<boolean> {
+    return (await this.dirs.files.kindOf(p).catch(() => undefined)) === 'socket';
+  }
+
+  private read(file: string): Promise<string | undefined> {
+    return this.dirs.files.readText(file, MAX_SPEC_BYTES).catch(() => undefined);
+  }
+
   /** Finds where a plugin listens, or undefined when no socket or spec file names it. */
   async locate(name: string): Promise<PluginAddress | undefined> {
     if (!PLUGIN_NAME.test(name)) return undefined;
     for (const dir of this.dirs.socketDirs) {
       for (const p of [path.join(dir, `${name}.sock`), path.join(dir, name, `${name}.sock`)]) {
-        if (await isSocket(p)) return { socketPath: p };
+        if (await this.isSocket(p)) return { socketPath: p };
       }
     }
     for (const dir of this.dirs.specDirs) {
       for (const base of [path.join(dir, name), path.join(dir, name, name)]) {
-        const spec = await fs.readFile(`${base}.spec`, 'utf8').catch(() => undefined);
+        const spec = await this.read(`${base}.spec`);
         if (spec !== undefined) {
           if (spec.trim() === '') throw new EngineError(`plugin ${name}: ${base}.spec is empty`);
           return parsePluginAddress(spec);
         }
-        const json = await fs.readFile(`${base}.json`, 'utf8').catch(() => undefined);
+        const json = await this.read(`${base}.json`);
         if (json !== undefined) {
           let addr: unknown;
           try {
@@ -76,16 +85,16 @@ export class LegacyPlugins {
   async names(): Promise<string[]> {
     const out = new Set<string>();
     for (const dir of this.dirs.socketDirs) {
-      for (const entry of await fs.readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      for (const entry of await this.dirs.files.entries(dir).catch(() => [])) {
         if (entry.name.endsWith('.sock')) out.add(entry.name.slice(0, -5));
-        else if (entry.isDirectory() && (await isSocket(path.join(dir, entry.name, `${entry.name}.sock`)))) out.add(entry.name);
+        else if (entry.kind === 'dir' && (await this.isSocket(path.join(dir, entry.name, `${entry.name}.sock`)))) out.add(entry.name);
       }
     }
     for (const dir of this.dirs.specDirs) {
-      for (const entry of await fs.readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      for (const entry of await this.dirs.files.entries(dir).catch(() => [])) {
         const m = /^(.*)\.(spec|json)$/.exec(entry.name);
         if (m) out.add(m[1]);
-        else if (entry.isDirectory()) out.add(entry.name);
+        else if (entry.kind === 'dir') out.add(entry.name);
       }
     }
     return [...out].filter((n) => PLUGIN_NAME.test(n)).sort();

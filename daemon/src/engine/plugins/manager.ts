@@ -6,16 +6,13 @@
  * The manager waits for the plugin's socket there, restarts a plugin that dies while enabled, stops them
  * when the daemon stops, and starts the enabled ones again when it starts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound, ToolFailure } from '../../errors.js';
+import type { PluginHost } from '../../host/host.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient } from '../images/registry/client.js';
@@ -30,8 +27,8 @@ export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv,
 export interface PluginManagerOptions {
   dataRoot: string;
   execRoot: string;
-  /** The OCI runtime binary (crun or runc). */
-  runtimePath: string;
+  /** The Host's plugin part: the plugins' folders, and their processes under the OCI runtime. */
+  host: PluginHost;
   events: EventBus;
   /** The Host's tar: plugin roots packed for a push, plugin contexts and layers unpacked. */
   tools: PluginTools;
@@ -39,18 +36,12 @@ export interface PluginManagerOptions {
   probe: PluginDevices;
 }
 
-class Running {
-  stopping = false;
-  exited: Promise<void>;
-  constructor(readonly child: ChildProcess) {
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-  }
-}
-
 export class PluginManager {
   readonly root: string;
   private readonly plugins = new Map<string, PluginRecord>();
-  private readonly running = new Map<string, Running>();
+  /** The plugins this manager runs (their processes are the Host's). */
+  private readonly running = new Set<string>();
+  private readonly stopping = new Set<string>();
   private readonly runtimeRoot: string;
   private closed = false;
   /** Says which volumes use a plugin (a plugin with volumes is not disabled unless forced). */
@@ -74,14 +65,14 @@ export class PluginManager {
 
   /** Loads the stored plugins and starts those that were enabled. */
   async init(): Promise<void> {
-    await fs.mkdir(this.root, { recursive: true, mode: 0o700 });
-    for (const id of await fs.readdir(this.root)) {
+    await this.opts.host.makeDir(this.root);
+    for (const { name: id } of await this.opts.host.entries(this.root)) {
       // A create or pull cut short leaves its staging folder.
-      if (/^tmp-[0-9a-f]{64}$/.test(id)) await fs.rm(path.join(this.root, id), { recursive: true, force: true }).catch(() => undefined);
+      if (/^tmp-[0-9a-f]{64}$/.test(id)) await this.opts.host.remove(path.join(this.root, id)).catch(() => undefined);
       if (!/^[0-9a-f]{64}$/.test(id)) continue;
       const record = await readJSONIfExists<PluginRecord>(path.join(this.dir(id), 'config.json')).catch(() => undefined);
       if (!record) {
-        await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+        await this.opts.host.remove(this.dir(id)).catch(() => undefined);
         continue;
       }
       this.plugins.set(id, record);
@@ -130,10 +121,10 @@ export class PluginManager {
     const id = randomBytes(32).toString('hex');
     const dir = this.dir(id);
     const staging = path.join(this.root, `tmp-${id}`);
-    await fs.mkdir(staging, { recursive: true, mode: 0o700 });
+    await this.opts.host.makeDir(staging);
     try {
       await extractTar(tar, staging, this.opts.tools);
-      const text = await fs.readFile(path.join(staging, 'config.json'), 'utf8').catch(() => undefined);
+      const text = await this.opts.host.readText(path.join(staging, 'config.json'), 4 << 20);
       if (text === undefined) throw new InvalidParameter('the plugin context holds no config.json');
       let raw: unknown;
       try {
@@ -142,18 +133,17 @@ export class PluginManager {
         throw new InvalidParameter(`invalid plugin config: ${errorMessage(err)}`);
       }
       const config = checkConfig(raw);
-      const rootfs = await fs.stat(path.join(staging, 'rootfs')).catch(() => undefined);
-      if (!rootfs?.isDirectory()) throw new InvalidParameter('the plugin context holds no rootfs folder');
+      if ((await this.opts.host.kindOf(path.join(staging, 'rootfs'))) !== 'dir') throw new InvalidParameter('the plugin context holds no rootfs folder');
       if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
-      await fs.rename(staging, dir);
+      await this.opts.host.rename(staging, dir);
       const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: '', Config: config };
       await this.save(record);
       this.plugins.set(id, record);
       this.opts.events.publish('plugin', 'create', id, { name });
       return record;
     } catch (err) {
-      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
-      await fs.rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      await this.opts.host.remove(staging).catch(() => undefined);
+      await this.opts.host.remove(dir).catch(() => undefined);
       throw err;
     }
   }
@@ -186,11 +176,11 @@ export class PluginManager {
     if (key(granted) !== key(asked)) throw new InvalidParameter('the privileges granted do not match those the plugin asks for: ask GET /plugins/privileges again');
     emit({ status: `Pulling from ${fetched.ref.path}`, id: fetched.ref.tag ?? 'latest' });
     const staging = path.join(this.root, `tmp-${randomBytes(32).toString('hex')}`);
-    await fs.mkdir(path.join(staging, 'rootfs'), { recursive: true, mode: 0o700 });
+    await this.opts.host.makeDir(path.join(staging, 'rootfs'));
     try {
       await unpackLayers(fetched, path.join(staging, 'rootfs'), emit, this.opts.tools);
     } catch (err) {
-      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      await this.opts.host.remove(staging).catch(() => undefined);
       throw err;
     }
     return { staging, config, digest: fetched.digest };
@@ -208,13 +198,13 @@ export class PluginManager {
     const id = randomBytes(32).toString('hex');
     try {
       if (this.find(name)) throw new Conflict(`plugin ${JSON.stringify(name)} already exists`);
-      await fs.rename(staging, this.dir(id));
+      await this.opts.host.rename(staging, this.dir(id));
       const record: PluginRecord = { Id: id, Name: name, Enabled: false, Settings: settingsFrom(config), PluginReference: normalizePluginName(remote), Config: config };
       await this.save(record);
       this.plugins.set(id, record);
     } catch (err) {
-      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
-      await fs.rm(this.dir(id), { recursive: true, force: true }).catch(() => undefined);
+      await this.opts.host.remove(staging).catch(() => undefined);
+      await this.opts.host.remove(this.dir(id)).catch(() => undefined);
       throw err;
     }
     emit({ status: `Digest: ${digest}` });
@@ -236,16 +226,16 @@ export class PluginManager {
     const old = path.join(staging, 'rootfs-old');
     try {
       if (this.plugins.get(p.Id) !== p || p.Enabled) throw new Conflict(`plugin ${p.Name} changed during the upgrade`);
-      await fs.rename(rootfs, old);
-      await fs.rename(path.join(staging, 'rootfs'), rootfs).catch(async (err) => {
-        await fs.rename(old, rootfs);
+      await this.opts.host.rename(rootfs, old);
+      await this.opts.host.rename(path.join(staging, 'rootfs'), rootfs).catch(async (err) => {
+        await this.opts.host.rename(old, rootfs);
         throw err;
       });
       p.Config = config;
       p.PluginReference = normalizePluginName(remote);
       await this.save(p);
     } finally {
-      await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      await this.opts.host.remove(staging).catch(() => undefined);
     }
     emit({ status: `Digest: ${digest}` });
     emit({ status: `Status: Downloaded newer plugin for ${remote}` });
@@ -286,10 +276,10 @@ export class PluginManager {
     if (p.Enabled && this.usersOf(p.Name).length > 0 && !force) throw new EngineError(`plugin ${p.Name} is in use`);
     p.Enabled = false;
     await this.stop(p);
-    await fs.rm(path.join(this.dir(p.Id), 'config.json'), { force: true });
+    await this.opts.host.remove(path.join(this.dir(p.Id), 'config.json'));
     this.plugins.delete(p.Id);
-    await fs.rm(this.dir(p.Id), { recursive: true, force: true });
-    await fs.rm(this.socketDir(p.Id), { recursive: true, force: true }).catch(() => undefined);
+    await this.opts.host.remove(this.dir(p.Id));
+    await this.opts.host.remove(this.socketDir(p.Id)).catch(() => undefined);
     this.opts.events.publish('plugin', 'remove', p.Id, { name: p.Name });
   }
 
@@ -325,63 +315,55 @@ export class PluginManager {
   /** Runs the plugin and waits for its socket. */
   private async start(p: PluginRecord, timeoutMs: number): Promise<void> {
     if (this.running.has(p.Id)) return;
+    const host = this.opts.host;
     const sockets = this.socketDir(p.Id);
-    const bundle = path.join(this.opts.execRoot, 'plugins', 'bundles', p.Id);
-    await fs.mkdir(sockets, { recursive: true, mode: 0o700 });
-    await fs.mkdir(bundle, { recursive: true, mode: 0o700 });
-    await fs.mkdir(this.runtimeRoot, { recursive: true, mode: 0o700 });
-    if (p.Config.PropagatedMount) await fs.mkdir(path.join(this.dir(p.Id), 'propagated-mount'), { recursive: true });
-    await fs.rm(path.join(sockets, p.Config.Interface.Socket), { force: true });
-    await writeJSONAtomic(path.join(bundle, 'config.json'), await pluginSpec(p, { plugin: this.dir(p.Id), sockets: this.socketDir(p.Id) }, this.opts.probe));
-    await this.runtime(['delete', '--force', p.Id]).catch(() => undefined);
-    const logFile = path.join(this.dir(p.Id), 'plugin.log');
-    const out = await fs.open(logFile, 'a');
-    const child = spawn(this.opts.runtimePath, [`--root=${this.runtimeRoot}`, 'run', '--bundle', bundle, p.Id], { stdio: ['ignore', out.fd, out.fd], detached: true });
-    await out.close();
-    const run = new Running(child);
-    this.running.set(p.Id, run);
-    child.once('exit', (code, signal) => {
-      if (this.running.get(p.Id) === run) this.running.delete(p.Id);
-      if (run.stopping || this.closed) return;
-      const current = this.plugins.get(p.Id);
-      if (!current?.Enabled) return;
-      log.warn('plugin exited; restarting it', { plugin: p.Name, code, signal });
-      setTimeout(() => {
-        if (this.closed || !this.plugins.get(p.Id)?.Enabled) return;
-        this.start(current, 30_000).catch((err) => log.warn('plugin restart failed', { plugin: p.Name, error: errorMessage(err) }));
-      }, 500);
-    });
+    await host.makeDir(sockets);
+    if (p.Config.PropagatedMount) await host.makeDir(path.join(this.dir(p.Id), 'propagated-mount'));
     const socket = path.join(sockets, p.Config.Interface.Socket);
-    const deadline = Date.now() + timeoutMs;
-    let exited = false;
-    void run.exited.then(() => (exited = true));
-    for (;;) {
-      if (await canConnect(socket)) return;
-      if (exited || Date.now() > deadline) {
-        run.stopping = true;
-        await this.kill(p.Id, run);
-        const logText = await fs.readFile(logFile, 'utf8').catch(() => '');
-        const tail = logText.trim().split('\n').slice(-5).join('; ');
-        throw new EngineError(`plugin ${p.Name} ${exited ? 'exited' : `did not listen on ${p.Config.Interface.Socket} within ${timeoutMs} ms`}${tail ? `: ${tail}` : ''}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
+    await host.remove(socket);
+    const spec = await pluginSpec(p, { plugin: this.dir(p.Id), sockets }, this.opts.probe);
+    this.running.add(p.Id);
+    try {
+      await host.run({
+        id: p.Id,
+        runtimeRoot: this.runtimeRoot,
+        bundle: path.join(this.opts.execRoot, 'plugins', 'bundles', p.Id),
+        spec,
+        logFile: path.join(this.dir(p.Id), 'plugin.log'),
+        socket,
+        timeoutMs,
+      });
+    } catch (err) {
+      this.running.delete(p.Id);
+      throw new EngineError(`plugin ${p.Name} ${errorMessage(err)}`, { cause: err });
     }
+    void host.waitExit(p.Id).then(
+      (exit) => this.exited(p, exit),
+      () => this.running.delete(p.Id),
+    );
   }
 
-  private async kill(id: string, run: Running): Promise<void> {
-    await this.runtime(['kill', id, 'TERM']).catch(() => undefined);
-    const timer = setTimeout(() => void this.runtime(['kill', id, 'KILL']).catch(() => undefined), 5000);
-    await Promise.race([run.exited, new Promise((r) => setTimeout(r, 10_000))]);
-    clearTimeout(timer);
-    await this.runtime(['delete', '--force', id]).catch(() => undefined);
+  /** A plugin's run ended: one that is still enabled (and not being stopped) is started again. */
+  private exited(p: PluginRecord, exit: { code: number | null; signal: string | null }): void {
+    if (!this.running.delete(p.Id) || this.stopping.has(p.Id) || this.closed) return;
+    const current = this.plugins.get(p.Id);
+    if (!current?.Enabled) return;
+    log.warn('plugin exited; restarting it', { plugin: p.Name, code: exit.code, signal: exit.signal });
+    setTimeout(() => {
+      if (this.closed || !this.plugins.get(p.Id)?.Enabled) return;
+      this.start(current, 30_000).catch((err) => log.warn('plugin restart failed', { plugin: p.Name, error: errorMessage(err) }));
+    }, 500);
   }
 
   private async stop(p: PluginRecord): Promise<void> {
-    const run = this.running.get(p.Id);
-    if (!run) return;
-    run.stopping = true;
-    await this.kill(p.Id, run);
-    this.running.delete(p.Id);
+    if (!this.running.has(p.Id)) return;
+    this.stopping.add(p.Id);
+    try {
+      await this.opts.host.stop(p.Id);
+    } finally {
+      this.running.delete(p.Id);
+      this.stopping.delete(p.Id);
+    }
   }
 
   /** Stops every running plugin (the daemon stops); they start again with it. */
@@ -389,25 +371,6 @@ export class PluginManager {
     this.closed = true;
     for (const p of this.plugins.values()) await this.stop(p).catch(() => undefined);
   }
-
-  private runtime(args: string[]): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(this.opts.runtimePath, [`--root=${this.runtimeRoot}`, ...args], { stdio: 'ignore' });
-      child.once('error', reject);
-      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${args[0]} exited with ${code}`))));
-    });
-  }
-}
-
-function canConnect(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const c = net.connect(socket);
-    c.once('connect', () => {
-      c.destroy();
-      resolve(true);
-    });
-    c.once('error', () => resolve(false));
-  });
 }
 
 /** Unpacks a tar stream into `dir` with the Host's tar (which refuses members that leave the folder). */

@@ -303,6 +303,7 @@ export function createFakeHost(): Host {
     layers: new MemoryLayers(),
     volumes: new MemoryVolumes(),
     network: memoryNetwork(),
+    plugins: absent('plugins'),
     sandbox: absent('sandbox'),
     stats: absent('stats', ['onlineCpus', 'machineMemory']),
     tools: absent('tools', ['decompressor']),

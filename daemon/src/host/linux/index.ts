@@ -21,6 +21,7 @@ import { LinuxSandboxHost } from './network/sandbox.js';
 import { findExecutable, type RuntimeName } from './runtime/ociruntime.js';
 import { LinuxContainerRuntime } from './runtime/runtime.js';
 import { LinuxTools } from './tools.js';
+import { LinuxPluginHost } from './plugins.js';
 import { LinuxVolumeHost } from './volumes/index.js';
 
 export interface LinuxHostOptions {
@@ -88,6 +89,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     layers: new LinuxLayerStore(path.join(opts.dataRoot, 'image')),
     volumes: new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')),
     network: new LinuxNetworkHost(),
+    plugins: new LinuxPluginHost(findExecutable(runtimeName) ?? runtimeName),
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
     tools: new LinuxTools(),

@@ -39,6 +39,17 @@ type PartSpec<T> = { [K in keyof T]-?: Spec };
 const LOG_OPTIONS: MemberSpec = { kind: 'iterable', flags: ['1.until'] };
 
 const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
+  plugins: {
+    makeDir: 'call',
+    entries: 'retry',
+    kindOf: 'retry',
+    readText: 'retry',
+    rename: 'call',
+    remove: 'call',
+    run: 'call',
+    waitExit: 'retry',
+    stop: 'call',
+  },
   runtime: {
     mountRootfs: 'call',
     unmountRootfs: 'call',

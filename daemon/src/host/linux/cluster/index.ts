@@ -3,10 +3,12 @@
  * data in <data-root>/swarm/etcd, and the files of its tasks' secrets and configs on the exec root's tmpfs
  * (<exec-root>/swarm/tasks/<task id>), so that secrets never reach a disk.
  */
-import { existsSync, promises as fs } from 'node:fs';
+import { existsSync, mkdirSync, promises as fs, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../cluster.js';
+import type { OverlayHost } from '../../overlay.js';
+import { LinuxOverlayHost } from '../overlay/index.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
 import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
@@ -16,12 +18,17 @@ export class LinuxClusterHost implements ClusterHost {
   private readonly certDir: string;
   private readonly etcdDir: string;
   private readonly taskDir: string;
+  /** On the exec root: the etcd member's copy of the node's TLS key. */
+  private readonly runDir: string;
+  readonly overlay: OverlayHost;
 
   constructor(dataRoot: string, execRoot: string) {
+    this.overlay = new LinuxOverlayHost(execRoot);
     this.dir = path.join(dataRoot, 'swarm');
     this.certDir = path.join(this.dir, 'certificates');
     this.etcdDir = path.join(this.dir, 'etcd');
     this.taskDir = path.join(execRoot, 'swarm', 'tasks');
+    this.runDir = path.join(execRoot, 'swarm');
   }
 
   async loadState(): Promise<NodeState | undefined> {
@@ -41,6 +48,7 @@ export class LinuxClusterHost implements ClusterHost {
   async wipe(): Promise<void> {
     await fs.rm(this.dir, { recursive: true, force: true });
     await fs.rm(this.taskDir, { recursive: true, force: true });
+    await fs.rm(path.join(this.runDir, 'etcd-node.key'), { force: true });
   }
 
   createRootCA = createRootCA;
@@ -83,11 +91,18 @@ export class LinuxClusterHost implements ClusterHost {
   }
 
   startEtcd(opts: EtcdMemberOptions): EtcdMember {
-    return new EtcdProcess(opts, { dataDir: this.etcdDir, ...this.certificateFiles() });
+    const files = { dataDir: this.etcdDir, ...this.certificateFiles() };
+    if (opts.tlsKey !== undefined) {
+      mkdirSync(this.runDir, { recursive: true, mode: 0o700 });
+      files.key = path.join(this.runDir, 'etcd-node.key');
+      writeFileSync(files.key, opts.tlsKey, { mode: 0o600 });
+    }
+    return new EtcdProcess(opts, files);
   }
 
   async wipeEtcd(): Promise<void> {
     await fs.rm(this.etcdDir, { recursive: true, force: true });
+    await fs.rm(path.join(this.runDir, 'etcd-node.key'), { force: true });
   }
 
   async hasEtcdData(): Promise<boolean> {

@@ -37,6 +37,17 @@ describe('LinuxVolumeHost', () => {
     assert.ok(!existsSync(dir));
   });
 
+  test('lists its volume folders (not its own dot-folders), and none before its root exists', async () => {
+    assert.deepEqual(await new LinuxVolumeHost(path.join(root, 'not-yet')).listVolumeDirs(), []);
+    await host.createVolumeDir(path.join(volumesRoot, 'listed'));
+    await fs.mkdir(path.join(volumesRoot, '.subpaths'), { recursive: true });
+    await fs.writeFile(path.join(volumesRoot, 'a-file'), '');
+    assert.deepEqual(await host.listVolumeDirs(), ['listed']);
+    await host.removeVolumeDir(path.join(volumesRoot, 'listed'));
+    await fs.rm(path.join(volumesRoot, 'a-file'));
+    assert.deepEqual(await host.listVolumeDirs(), []);
+  });
+
   test('mounts a tmpfs and refuses to remove a mounted volume', async () => {
     const dir = path.join(volumesRoot, 'ram');
     await host.createVolumeDir(dir);

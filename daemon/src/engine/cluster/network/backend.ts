@@ -1,0 +1,100 @@
+/**
+ * The network routes' backend with swarm networks beside the local ones: `Driver: overlay` creates a swarm
+ * network through the cluster (on a manager), list and inspect show both (local first; `scope` picks), and
+ * remove and the name check reach the one that holds the network.
+ */
+import { Conflict, Forbidden, NotFound, Unavailable } from '../../../errors.js';
+import { compileLinear } from '../../regexp.js';
+import { networkResource, type ClusterNetworks } from './networks.js';
+import type { Obj } from '../types.js';
+
+/** What the network routes call (api/networks.ts NetworkBackend, declared here as the engine sees it). */
+export interface NetworksBackend {
+  list(filters: ReadonlyMap<string, string[]>): object[];
+  inspect(ref: string, opts: { scope?: string }): object;
+  create(body: unknown): Promise<{ Id: string; Warning?: string }>;
+  remove(ref: string): Promise<void>;
+  prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
+}
+
+/** What the backend needs of the cluster: its networks when this node is a manager, and whether it is in a swarm at all. */
+export interface SwarmNetworksSource {
+  clusterNetworks(): ClusterNetworks | undefined;
+  /** 'manager', 'worker' or undefined outside a swarm. */
+  swarmRole(): 'manager' | 'worker' | undefined;
+}
+
+function matches(values: string[] | undefined, text: string, what: string): boolean {
+  if (!values?.length) return true;
+  return values.some((v) => v === text || compileLinear(v, `filter '${what}'`).test(text));
+}
+
+function listed(n: Obj, filters: ReadonlyMap<string, string[]>): boolean {
+  const f = (k: string) => filters.get(k);
+  if (f('driver')?.length && !f('driver')!.includes('overlay')) return false;
+  if (f('scope')?.length && !f('scope')!.includes('swarm')) return false;
+  if (f('type')?.length && !f('type')!.includes('custom')) return false;
+  if (f('dangling')?.some((v) => v === 'true' || v === '1')) return false;
+  if (!matches(f('id'), n.Id, 'id') || !matches(f('name'), n.Name, 'name')) return false;
+  for (const l of f('label') ?? []) {
+    const eq = l.indexOf('=');
+    if (eq < 0 ? !(l in n.Labels) : n.Labels[l.slice(0, eq)] !== l.slice(eq + 1)) return false;
+  }
+  return true;
+}
+
+/** `cluster` is asked for at each call (the daemon makes the cluster after the routes). */
+export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNetworksSource): NetworksBackend {
+  const swarm: SwarmNetworksSource = { clusterNetworks: () => cluster().clusterNetworks(), swarmRole: () => cluster().swarmRole() };
+  const localHas = (ref: string): boolean => {
+    try {
+      local.inspect(ref, {});
+      return true;
+    } catch (err) {
+      if (err instanceof NotFound) return false;
+      throw err;
+    }
+  };
+  return {
+    list(filters) {
+      const out = local.list(filters);
+      const networks = swarm.clusterNetworks();
+      if (!networks) return out;
+      const views = networks.all().map(networkResource).filter((n) => listed(n, filters));
+      return [...out, ...views].sort((a, b) => String((a as Obj).Name).localeCompare(String((b as Obj).Name)));
+    },
+    inspect(ref, opts) {
+      if (opts.scope === 'swarm') {
+        const e = swarm.clusterNetworks()?.find(ref);
+        if (!e) throw new NotFound(`network ${ref} not found`);
+        return networkResource(e.obj);
+      }
+      try {
+        return local.inspect(ref, opts);
+      } catch (err) {
+        if (!(err instanceof NotFound) || opts.scope === 'local') throw err;
+        const e = swarm.clusterNetworks()?.find(ref);
+        if (!e) throw err;
+        return networkResource(e.obj);
+      }
+    },
+    async create(body) {
+      const b = (body ?? {}) as Obj;
+      if (b.Driver !== 'overlay') return local.create(body);
+      const role = swarm.swarmRole();
+      if (!role) throw new Unavailable('This node is not a swarm manager. Use "docker swarm init" or "docker swarm join" to connect this node to swarm and try again.');
+      const networks = swarm.clusterNetworks();
+      if (role !== 'manager' || !networks) throw new Forbidden('Cannot create a multi-host network from a worker node. Please create the network from a manager node.');
+      if (typeof b.Name === 'string' && b.Name !== '' && localHas(b.Name)) throw new Conflict(`network with name ${b.Name} already exists`);
+      const subnets = local.list(new Map()).flatMap((n) => ((n as Obj).IPAM?.Config ?? []).map((c: Obj) => c.Subnet as string).filter(Boolean));
+      return networks.create(body, subnets);
+    },
+    async remove(ref) {
+      if (localHas(ref)) return local.remove(ref);
+      const networks = swarm.clusterNetworks();
+      if (!networks?.find(ref)) throw new NotFound(`network ${ref} not found`);
+      return networks.remove(ref);
+    },
+    ...(local.prune ? { prune: (filters: ReadonlyMap<string, string[]>) => local.prune!(filters) } : {}),
+  };
+}

@@ -1,0 +1,190 @@
+/**
+ * Swarm-scoped networks (driver `overlay`) in the cluster store, under `networks/<id>`: created, listed,
+ * inspected and removed through a manager. The leader's managers choose the subnet (from the swarm's
+ * DefaultAddrPool in blocks of SubnetSize unless the client gave one) and the VXLAN id when the network is
+ * made; the data plane is built on a node only when a task there needs the network.
+ *
+ * Stored shape (version 1): { ID, Name, Created, Labels, Options, Internal, Attachable, Ingress, Subnet,
+ * Gateway, IPRange?, VNI, MTU }.
+ */
+import { randomBytes } from 'node:crypto';
+import { Conflict, Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../../errors.js';
+import { parseCreateRequest } from '../../networks/create.js';
+import { formatIPv4, formatSubnet } from '../../networks/ipv4.js';
+import type { ClusterStore, Entry } from '../store.js';
+import { lookup } from '../specs.js';
+import { newObjectId, now, type Obj } from '../types.js';
+import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
+
+/** VXLAN costs 50 bytes of the underlay's 1500. */
+export const OVERLAY_MTU = 1450;
+export const VXLAN_OPTION = 'com.docker.network.driver.overlay.vxlanid_list';
+
+/** The network as the Engine API's network list and inspect show it. */
+export function networkResource(n: Obj): Obj {
+  return {
+    Name: n.Name,
+    Id: n.ID,
+    Created: n.Created,
+    Scope: 'swarm',
+    Driver: 'overlay',
+    EnableIPv4: true,
+    EnableIPv6: false,
+    IPAM: { Driver: 'default', Options: null, Config: [{ Subnet: n.Subnet, Gateway: n.Gateway, ...(n.IPRange ? { IPRange: n.IPRange } : {}) }] },
+    Internal: !!n.Internal,
+    Attachable: !!n.Attachable,
+    Ingress: !!n.Ingress,
+    ConfigFrom: { Network: '' },
+    ConfigOnly: false,
+    Containers: {},
+    Options: { ...(n.Options ?? {}), [VXLAN_OPTION]: String(n.VNI) },
+    Labels: n.Labels ?? {},
+    Peers: null,
+  };
+}
+
+/** The network as swarm objects carry it (a task's NetworksAttachments[].Network). */
+export function swarmNetwork(n: Obj, version: number): Obj {
+  return {
+    ID: n.ID,
+    Version: { Index: version },
+    CreatedAt: n.Created,
+    UpdatedAt: n.Created,
+    Spec: {
+      Name: n.Name,
+      Labels: n.Labels ?? {},
+      DriverConfiguration: { Name: 'overlay', ...(n.Options && Object.keys(n.Options).length ? { Options: n.Options } : {}) },
+      Internal: !!n.Internal,
+      Attachable: !!n.Attachable,
+      Ingress: !!n.Ingress,
+      IPAMOptions: { Driver: { Name: 'default' }, Configs: [{ Subnet: n.Subnet, Gateway: n.Gateway }] },
+      Scope: 'swarm',
+    },
+    DriverState: { Name: 'overlay', Options: { [VXLAN_OPTION]: String(n.VNI) } },
+    IPAMOptions: { Driver: { Name: 'default' }, Configs: [{ Subnet: n.Subnet, Gateway: n.Gateway }] },
+  };
+}
+
+export class ClusterNetworks {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly store: ClusterStore,
+    /** The swarm's address pools and block size (the cluster object's DefaultAddrPool and SubnetSize). */
+    private readonly pools: () => { pools: string[]; size: number },
+  ) {}
+
+  entry(ref: string): Entry {
+    return lookup(this.store, 'networks', ref, (o) => o.Name, 'network');
+  }
+
+  find(ref: string): Entry | undefined {
+    try {
+      return this.entry(ref);
+    } catch {
+      return undefined;
+    }
+  }
+
+  all(): Obj[] {
+    return this.store.list('networks').map((e) => e.obj);
+  }
+
+  /**
+   * Creates an overlay network from a network create body (Driver `overlay`); a subnet it chooses keeps clear
+   * of `localSubnets` (those of the manager's own networks).
+   */
+  create(body: unknown, localSubnets: string[] = []): Promise<{ Id: string; Warning: string }> {
+    const b = (body ?? {}) as Obj;
+    if (b.EnableIPv6 === true) throw new NotImplemented('IPv6 on overlay networks is not supported yet');
+    if (b.Ingress === true) throw new NotImplemented('the ingress network (the routing mesh) is not supported yet');
+    if (b.Scope !== undefined && b.Scope !== '' && b.Scope !== 'swarm') throw new InvalidParameter(`invalid Scope ${JSON.stringify(b.Scope)}: an overlay network is swarm-scoped`);
+    // The same checks as a bridge network's (name, labels, options, IPAM), then what only overlays have.
+    const spec = parseCreateRequest({ ...b, Driver: 'bridge', Scope: undefined, Ingress: false, EnableIPv6: false });
+    const encrypted = spec.options.encrypted;
+    if (encrypted !== undefined) throw new NotImplemented('encrypted overlay networks (--opt encrypted) are not supported yet');
+    const run = this.queue.then(async () => {
+      if (this.find(spec.name)?.obj.Name === spec.name) throw new Conflict(`network with name ${spec.name} already exists`);
+      const taken = this.all().map((n) => n.Subnet as string);
+      let subnet: string;
+      let gateway: string;
+      let ipRange: string | undefined;
+      if (spec.pool) {
+        subnet = formatSubnet(spec.pool.subnet);
+        if (taken.some((t) => t === subnet)) throw new Forbidden(`the subnet ${subnet} is used by another swarm network`);
+        gateway = formatIPv4(spec.pool.gateway);
+        ipRange = spec.pool.ipRange ? formatSubnet(spec.pool.ipRange) : undefined;
+      } else {
+        const { pools, size } = this.pools();
+        subnet = allocateSubnet(pools, size, [...taken, ...localSubnets]);
+        gateway = defaultGateway(subnet);
+      }
+      const id = newObjectId(randomBytes(16));
+      const network: Obj = {
+        ID: id,
+        Name: spec.name,
+        Created: now(),
+        Labels: spec.labels,
+        Options: spec.options,
+        Internal: spec.internal,
+        Attachable: spec.attachable,
+        Ingress: false,
+        Subnet: subnet,
+        Gateway: gateway,
+        ...(ipRange ? { IPRange: ipRange } : {}),
+        VNI: allocateVni(this.all().map((n) => n.VNI as number)),
+        MTU: spec.mtu ?? OVERLAY_MTU,
+      };
+      await this.store.create('networks', id, network, { name: spec.name });
+      return { Id: id, Warning: '' };
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Removes the network; refused while a service uses it. */
+  async remove(ref: string): Promise<void> {
+    const e = this.entry(ref);
+    const users = this.store.list('services').filter((s) => serviceNetworks(s.obj.Spec).some((n) => n.Target === e.obj.ID));
+    if (users.length > 0) {
+      throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by service ${users[0]!.obj.ID}`);
+    }
+    await this.store.remove('networks', e.obj.ID, { name: e.obj.Name });
+  }
+}
+
+/** A service's network attachments (TaskTemplate.Networks, or the older top-level Networks). */
+export function serviceNetworks(spec: Obj | undefined): Array<{ Target: string; Aliases?: string[] }> {
+  return spec?.TaskTemplate?.Networks ?? spec?.Networks ?? [];
+}
+
+/**
+ * Checks a service spec's networks and names them by id, as swarmkit stores them: the older top-level
+ * Networks move into TaskTemplate.Networks; each Target (an id, a name or an id prefix) must be a swarm
+ * network of the store.
+ */
+export function resolveServiceNetworks(store: ClusterStore, spec: Obj): void {
+  const tt = spec.TaskTemplate;
+  const refs = [...(Array.isArray(tt.Networks) ? tt.Networks : []), ...(Array.isArray(spec.Networks) ? spec.Networks : [])];
+  delete spec.Networks;
+  if (refs.length === 0) {
+    delete tt.Networks;
+    return;
+  }
+  const seen = new Set<string>();
+  tt.Networks = refs.map((ref: unknown) => {
+    const r = ref as Obj;
+    if (r === null || typeof r !== 'object' || typeof r.Target !== 'string' || r.Target === '') throw new InvalidParameter('each network attachment must be an object with a Target');
+    if (r.Aliases !== undefined && (!Array.isArray(r.Aliases) || r.Aliases.some((a: unknown) => typeof a !== 'string'))) throw new InvalidParameter('network Aliases must be a list of strings');
+    let e: Entry;
+    try {
+      e = lookup(store, 'networks', r.Target, (o) => o.Name, 'network');
+    } catch (err) {
+      if (err instanceof NotFound) throw new NotFound(`network ${r.Target} not found`);
+      throw err;
+    }
+    if (seen.has(e.obj.ID)) throw new InvalidParameter(`rpc error: code = InvalidArgument desc = service cannot have multiple attachments to the same network ${e.obj.Name}`);
+    seen.add(e.obj.ID);
+    return { Target: e.obj.ID, ...(r.Aliases?.length ? { Aliases: r.Aliases } : {}), ...(r.DriverOpts ? { DriverOpts: r.DriverOpts } : {}) };
+  });
+}

@@ -1,0 +1,119 @@
+/**
+ * The node's side of swarm networks: builds, through the Host, the overlay networks its tasks need with
+ * their peers as the managers describe them (nodeNetworks), removes those no task needs any more, and joins
+ * a task's container to its networks once it runs (one interface per network: eth1, eth2... beside the
+ * default bridge's eth0, which keeps the container's way out).
+ */
+import { log } from '../../../util/log.js';
+import type { OverlayHost } from '../../../host/overlay.js';
+import type { Obj } from '../types.js';
+import { macOf } from './allocator.js';
+import type { NodeNetwork } from './attachments.js';
+import { vipsOf } from './dns.js';
+
+export interface NodeNetworks {
+  DataPathPort: number;
+  LocalAddr: string;
+  Networks: NodeNetwork[];
+}
+
+export class OverlayPlane {
+  /** Networks built, with the peers last programmed (JSON). */
+  private readonly built = new Map<string, { spec: string; peers: string }>();
+  private cleaned = false;
+  /** Task containers' VIP rules as last applied (JSON), by container id. */
+  private readonly balanced = new Map<string, string>();
+
+  constructor(private readonly host: OverlayHost) {}
+
+  /** Brings the node's overlay networks to `want`. */
+  async reconcile(want: NodeNetworks | undefined): Promise<void> {
+    if (!want) return;
+    const wanted = new Set(want.Networks.map((n) => n.ID));
+    if (!this.cleaned) {
+      // Sandboxes an earlier run of the daemon left: rebuilt from scratch when needed.
+      this.cleaned = true;
+      for (const id of await this.host.overlays()) if (!wanted.has(id)) await this.host.removeOverlay(id);
+    }
+    for (const [id] of this.built) {
+      if (wanted.has(id)) continue;
+      this.built.delete(id);
+      await this.host.removeOverlay(id);
+    }
+    if (!want.LocalAddr) return;
+    for (const n of want.Networks) {
+      const spec = {
+        networkId: n.ID,
+        vni: n.VNI,
+        port: want.DataPathPort,
+        localAddr: want.LocalAddr,
+        subnet: n.Subnet,
+        gateway: n.Gateway,
+        prefixLen: Number(n.Subnet.split('/')[1]),
+        mtu: n.MTU,
+      };
+      const specText = JSON.stringify(spec);
+      const peersText = JSON.stringify(n.Peers);
+      const had = this.built.get(n.ID);
+      if (had?.spec !== specText) {
+        if (had) await this.host.removeOverlay(n.ID);
+        await this.host.ensureOverlay(spec);
+        this.built.set(n.ID, { spec: specText, peers: '' });
+      }
+      if (this.built.get(n.ID)!.peers !== peersText) {
+        await this.host.setOverlayPeers(n.ID, n.Peers);
+        this.built.get(n.ID)!.peers = peersText;
+      }
+    }
+  }
+
+  /** Joins the running container of task `t` (init pid `pid`) to the task's networks. */
+  async attach(t: Obj, pid: number, networks: NodeNetworks | undefined): Promise<void> {
+    const attachments: Obj[] = t.NetworksAttachments ?? [];
+    let index = 1;
+    for (const a of attachments) {
+      const id = a.Network?.ID as string;
+      const n = networks?.Networks.find((x) => x.ID === id);
+      if (!n) throw new Error(`network ${a.Network?.Spec?.Name ?? id} is not available on this node`);
+      if (!this.built.has(id)) await this.reconcile(networks);
+      const [address, prefix] = String(a.Addresses?.[0] ?? '').split('/');
+      if (!address) continue;
+      await this.host.attachOverlay({ networkId: id, pid, ifname: `eth${index++}`, address, prefixLen: Number(prefix), macAddress: macOf(address), mtu: n.MTU });
+    }
+  }
+
+  /**
+   * Brings the VIP rules of running task containers up to date with the services' running tasks. With
+   * `complete` (the default) the list is every task container of the node: others are forgotten.
+   */
+  async balance(list: Array<{ task: Obj; containerId: string; pid: number }>, networks: NodeNetworks | undefined, complete = true): Promise<void> {
+    if (complete) {
+      const present = new Set(list.map((x) => x.containerId));
+      for (const id of this.balanced.keys()) if (!present.has(id)) this.balanced.delete(id);
+    }
+    if (!networks) return;
+    for (const { task, containerId, pid } of list) {
+      if (!pid) continue;
+      const ids = (task.NetworksAttachments ?? []).map((a: Obj) => a.Network?.ID as string);
+      const vips = vipsOf(networks, ids);
+      const text = JSON.stringify(vips);
+      const had = this.balanced.get(containerId);
+      if (had === text) continue;
+      await this.host.balanceVips(pid, vips);
+      this.balanced.set(containerId, text);
+    }
+  }
+
+  /** Forgets a container that exited; true when it was a task container joined to swarm networks. */
+  forget(containerId: string): boolean {
+    return this.balanced.delete(containerId);
+  }
+
+  /** Removes every network this node built (the node left the swarm). */
+  async removeAll(): Promise<void> {
+    for (const id of await this.host.overlays()) {
+      await this.host.removeOverlay(id).catch((err: unknown) => log.warn('swarm networks: could not remove an overlay', { network: id, error: String(err) }));
+    }
+    this.built.clear();
+  }
+}

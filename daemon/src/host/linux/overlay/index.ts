@@ -1,0 +1,168 @@
+/**
+ * Overlay networks on this machine (OverlayHost): each network is a namespace of its own (`ip netns`, named
+ * from a digest of the daemon's exec root and the network's id, so that daemons sharing /run/netns never
+ * collide), holding `br0` (the gateway's address) and `vxlan0`. The VXLAN device is made in the daemon's own
+ * namespace and then moved into the network's, so that its UDP socket listens on the node's address there
+ * (the kernel keeps a VXLAN socket in the namespace the device was created in). The device answers ARP from
+ * its neighbour table (`proxy`) and learns nothing: every remote endpoint is a permanent neighbour and
+ * forwarding entry the engine gives (setOverlayPeers).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { CommandError, run } from '../network/run.js';
+import type { OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
+
+const NETNS_DIR = '/run/netns';
+const ID = /^[a-z0-9]{1,64}$/;
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
+
+interface FdbEntry { mac: string; dst?: string; flags?: string[] }
+interface NeighEntry { dst: string; lladdr?: string; state?: string[] }
+
+function checkId(id: string): void {
+  if (!ID.test(id)) throw new Error(`invalid overlay network id ${JSON.stringify(id)}`);
+}
+
+export class LinuxOverlayHost implements OverlayHost {
+  private readonly prefix: string;
+
+  constructor(execRoot: string) {
+    this.prefix = `bov${createHash('sha256').update(execRoot).digest('hex').slice(0, 6)}-`;
+  }
+
+  /** The name of the network's namespace under /run/netns. */
+  namespace(networkId: string): string {
+    checkId(networkId);
+    return this.prefix + networkId;
+  }
+
+  private async links(ns: string): Promise<string[]> {
+    try {
+      const out = await run('ip', ['-n', ns, '-j', 'link', 'show']);
+      return (JSON.parse(out || '[]') as Array<{ ifname: string }>).map((l) => l.ifname);
+    } catch {
+      return [];
+    }
+  }
+
+  async ensureOverlay(spec: OverlaySpec): Promise<void> {
+    const ns = this.namespace(spec.networkId);
+    if (!IPV4.test(spec.localAddr) || !IPV4.test(spec.gateway)) throw new Error('overlay addresses must be IPv4');
+    const present = await this.links(ns);
+    if (present.includes('br0') && present.includes('vxlan0')) return;
+    await this.removeOverlay(spec.networkId);
+    await run('ip', ['netns', 'add', ns]);
+    try {
+      const vx = `vx-${spec.vni}`;
+      await run('ip', ['link', 'del', vx]).catch(() => undefined);
+      // A network removed a moment ago may still hold the VNI while its namespace is torn down.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await run('ip', ['link', 'add', vx, 'mtu', String(spec.mtu), 'type', 'vxlan', 'id', String(spec.vni), 'dstport', String(spec.port),
+            'local', spec.localAddr, 'proxy', 'nolearning']);
+          break;
+        } catch (err) {
+          if (attempt >= 20 || !(err instanceof CommandError) || !/exists/i.test(err.stderr)) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      await run('ip', ['link', 'set', vx, 'netns', ns]);
+      await run('ip', ['-n', ns, '-batch', '-'], [
+        'link set lo up',
+        `link add br0 mtu ${spec.mtu} type bridge`,
+        `addr add ${spec.gateway}/${spec.prefixLen} dev br0`,
+        `link set ${vx} name vxlan0`,
+        'link set vxlan0 master br0',
+        'link set vxlan0 up',
+        'link set br0 up',
+      ].join('\n') + '\n');
+    } catch (err) {
+      await this.removeOverlay(spec.networkId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  async setOverlayPeers(networkId: string, peers: OverlayPeer[]): Promise<void> {
+    const ns = this.namespace(networkId);
+    for (const p of peers) {
+      if (!IPV4.test(p.address) || !IPV4.test(p.node) || !MAC.test(p.mac)) throw new Error(`invalid overlay peer ${JSON.stringify(p)}`);
+    }
+    const [fdbOut, neighOut] = await Promise.all([
+      run('bridge', ['-n', ns, '-j', 'fdb', 'show', 'dev', 'vxlan0']),
+      run('ip', ['-n', ns, '-j', '-4', 'neigh', 'show', 'dev', 'vxlan0']),
+    ]);
+    const fdb = (JSON.parse(fdbOut || '[]') as FdbEntry[]).filter((e) => e.dst && e.mac !== '00:00:00:00:00:00');
+    const neigh = (JSON.parse(neighOut || '[]') as NeighEntry[]).filter((e) => e.lladdr);
+    const { ipCommands, bridgeCommands } = peerCommands(peers, fdb, neigh);
+    if (bridgeCommands.length) await run('bridge', ['-n', ns, '-force', '-batch', '-'], bridgeCommands.join('\n') + '\n');
+    if (ipCommands.length) await run('ip', ['-n', ns, '-force', '-batch', '-'], ipCommands.join('\n') + '\n');
+  }
+
+  async attachOverlay(spec: OverlayAttachment): Promise<void> {
+    const ns = this.namespace(spec.networkId);
+    if (!IPV4.test(spec.address) || !MAC.test(spec.macAddress) || !/^[A-Za-z0-9_.-]{1,15}$/.test(spec.ifname)) throw new Error('invalid overlay attachment');
+    const hostEnd = `veo${randomBytes(5).toString('hex')}`;
+    await run('ip', ['-n', ns, 'link', 'add', hostEnd, 'mtu', String(spec.mtu), 'type', 'veth', 'peer', 'name', spec.ifname,
+      'address', spec.macAddress, 'mtu', String(spec.mtu), 'netns', String(spec.pid)]);
+    await run('ip', ['-n', ns, 'link', 'set', hostEnd, 'master', 'br0', 'up']);
+    await run('nsenter', ['-t', String(spec.pid), '-n', 'ip', '-batch', '-'], [
+      `addr add ${spec.address}/${spec.prefixLen} dev ${spec.ifname}`,
+      `link set ${spec.ifname} up`,
+    ].join('\n') + '\n');
+  }
+
+  async balanceVips(pid: number, vips: VipBackends[]): Promise<void> {
+    for (const v of vips) if (![v.vip, ...v.backends].every((a) => IPV4.test(a))) throw new Error(`invalid VIP rule ${JSON.stringify(v)}`);
+    await run('nsenter', ['-t', String(pid), '-n', 'nft', '-f', '-'], vipRuleset(vips));
+  }
+
+  async removeOverlay(networkId: string): Promise<void> {
+    const ns = this.namespace(networkId);
+    try {
+      await fs.access(`${NETNS_DIR}/${ns}`);
+    } catch {
+      return;
+    }
+    await run('ip', ['netns', 'del', ns]);
+  }
+
+  async overlays(): Promise<string[]> {
+    const names = await fs.readdir(NETNS_DIR).catch(() => [] as string[]);
+    return names.filter((n) => n.startsWith(this.prefix)).map((n) => n.slice(this.prefix.length));
+  }
+}
+
+/** The `ip` and `bridge` batch lines that turn the entries present into exactly those of `peers`. */
+export function peerCommands(peers: OverlayPeer[], fdb: FdbEntry[], neigh: NeighEntry[]): { ipCommands: string[]; bridgeCommands: string[] } {
+  const ipCommands: string[] = [];
+  const bridgeCommands: string[] = [];
+  const wantFdb = new Map(peers.map((p) => [p.mac, p.node]));
+  const wantNeigh = new Map(peers.map((p) => [p.address, p.mac]));
+  const haveFdb = new Map(fdb.map((e) => [e.mac, e.dst!]));
+  const haveNeigh = new Map(neigh.map((e) => [e.dst, e.lladdr!]));
+  for (const [mac, dst] of haveFdb) if (wantFdb.get(mac) !== dst) bridgeCommands.push(`fdb del ${mac} dev vxlan0 dst ${dst} self`);
+  for (const [mac, node] of wantFdb) if (haveFdb.get(mac) !== node) bridgeCommands.push(`fdb append ${mac} dev vxlan0 dst ${node} self permanent`);
+  for (const [ip, mac] of haveNeigh) if (!wantNeigh.has(ip)) ipCommands.push(`neigh del ${ip} dev vxlan0`);
+  for (const [ip, mac] of wantNeigh) if (haveNeigh.get(ip) !== mac) ipCommands.push(`neigh replace ${ip} lladdr ${mac} dev vxlan0 nud permanent`);
+  return { ipCommands, bridgeCommands };
+}
+
+const VIP_TABLE = 'berth_vip';
+
+/**
+ * The nftables script that replaces a container's VIP table: in the nat hook of its own output, each VIP
+ * is DNATed to one of its backends picked by `numgen random` (a VIP without backends is left alone: nothing
+ * answers it). Applied atomically by `nft -f`.
+ */
+export function vipRuleset(vips: VipBackends[]): string {
+  const lines = [`table ip ${VIP_TABLE}`, `delete table ip ${VIP_TABLE}`];
+  const rules = vips.filter((v) => v.backends.length > 0).map((v) => {
+    const map = v.backends.map((b, i) => `${i} : ${b}`).join(', ');
+    return `    ip daddr ${v.vip} dnat to numgen random mod ${v.backends.length} map { ${map} }`;
+  });
+  if (rules.length > 0) {
+    lines.push(`table ip ${VIP_TABLE} {`, '  chain output {', '    type nat hook output priority -100; policy accept;', ...rules, '  }', '}');
+  }
+  return lines.join('\n') + '\n';
+}

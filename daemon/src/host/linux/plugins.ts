@@ -1,0 +1,155 @@
+/**
+ * The plugins part of this machine's Host (host/plugins.ts): plugin folders with node's fs, and plugins run
+ * with the OCI runtime binary (`<runtime> --root=<runtimeRoot> run --bundle <bundle> <id>`, in the foreground
+ * of a child process whose exit is the plugin's).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs, type Dirent, type Stats } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { EngineError, InvalidParameter } from '../../errors.js';
+import { writeJSONAtomic } from '../../util/atomic.js';
+import type { PathKind, PluginExit, PluginHost, PluginRunSpec } from '../plugins.js';
+
+interface Running {
+  child: ChildProcess;
+  exited: Promise<PluginExit>;
+  runtimeRoot: string;
+}
+
+function kind(s: Stats | Dirent): PathKind {
+  return s.isDirectory() ? 'dir' : s.isFile() ? 'file' : s.isSocket() ? 'socket' : 'other';
+}
+
+const missing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR';
+
+function canConnect(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = net.connect(socket);
+    c.once('connect', () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => resolve(false));
+  });
+}
+
+export class LinuxPluginHost implements PluginHost {
+  private readonly running = new Map<string, Running>();
+
+  constructor(private readonly runtimePath: string) {}
+
+  async makeDir(dir: string): Promise<void> {
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  }
+
+  async entries(dir: string): Promise<Array<{ name: string; kind: PathKind }>> {
+    let list: Dirent[];
+    try {
+      list = await fs.readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      if (missing(err)) return [];
+      throw err;
+    }
+    const out: Array<{ name: string; kind: PathKind }> = [];
+    for (const entry of list) {
+      // A symlink is what it points at.
+      const k = entry.isSymbolicLink() ? await this.kindOf(path.join(dir, entry.name)) : kind(entry);
+      if (k) out.push({ name: entry.name, kind: k });
+    }
+    return out;
+  }
+
+  async kindOf(p: string): Promise<PathKind | undefined> {
+    try {
+      return kind(await fs.stat(p));
+    } catch (err) {
+      if (missing(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async readText(file: string, maxBytes: number): Promise<string | undefined> {
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(file, 'r');
+    } catch (err) {
+      if (missing(err)) return undefined;
+      throw err;
+    }
+    try {
+      const { size } = await handle.stat();
+      if (size > maxBytes) throw new InvalidParameter(`${path.basename(file)} is larger than ${maxBytes} bytes`);
+      return await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await fs.rename(from, to);
+  }
+
+  async remove(p: string): Promise<void> {
+    await fs.rm(p, { recursive: true, force: true });
+  }
+
+  private runtime(root: string, args: string[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.runtimePath, [`--root=${root}`, ...args], { stdio: 'ignore' });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${args[0]} exited with ${code}`))));
+    });
+  }
+
+  async run(spec: PluginRunSpec): Promise<void> {
+    if (this.running.has(spec.id)) throw new EngineError('it runs already');
+    await fs.mkdir(spec.runtimeRoot, { recursive: true, mode: 0o700 });
+    await fs.mkdir(spec.bundle, { recursive: true, mode: 0o700 });
+    await writeJSONAtomic(path.join(spec.bundle, 'config.json'), spec.spec);
+    await this.runtime(spec.runtimeRoot, ['delete', '--force', spec.id]).catch(() => undefined);
+    const out = await fs.open(spec.logFile, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(this.runtimePath, [`--root=${spec.runtimeRoot}`, 'run', '--bundle', spec.bundle, spec.id], { stdio: ['ignore', out.fd, out.fd], detached: true });
+    } finally {
+      await out.close();
+    }
+    let ended = false;
+    const exited = new Promise<PluginExit>((resolve) => {
+      child.once('exit', (code, signal) => resolve({ code, signal }));
+      child.once('error', () => resolve({ code: null, signal: null }));
+    }).then((exit) => {
+      ended = true;
+      if (this.running.get(spec.id)?.child === child) this.running.delete(spec.id);
+      return exit;
+    });
+    this.running.set(spec.id, { child, exited, runtimeRoot: spec.runtimeRoot });
+    const deadline = Date.now() + spec.timeoutMs;
+    for (;;) {
+      if (await canConnect(spec.socket)) return;
+      if (ended || Date.now() > deadline) {
+        await this.stop(spec.id);
+        const logText = await fs.readFile(spec.logFile, 'utf8').catch(() => '');
+        const tail = logText.trim().split('\n').slice(-5).join('; ');
+        throw new EngineError(`${ended ? 'exited' : `did not listen on ${path.basename(spec.socket)} within ${spec.timeoutMs} ms`}${tail ? `: ${tail}` : ''}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  waitExit(id: string): Promise<PluginExit> {
+    return this.running.get(id)?.exited ?? Promise.resolve({ code: null, signal: null });
+  }
+
+  async stop(id: string): Promise<void> {
+    const run = this.running.get(id);
+    if (!run) return;
+    await this.runtime(run.runtimeRoot, ['kill', id, 'TERM']).catch(() => undefined);
+    const timer = setTimeout(() => void this.runtime(run.runtimeRoot, ['kill', id, 'KILL']).catch(() => undefined), 5000);
+    await Promise.race([run.exited, new Promise((r) => setTimeout(r, 10_000))]);
+    clearTimeout(timer);
+    await this.runtime(run.runtimeRoot, ['delete', '--force', id]).catch(() => undefined);
+    if (this.running.get(id) === run) this.running.delete(id);
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The data plane of swarm overlay networks on one node (host/linux/overlay implements it). Each network a
+ * task of this node needs gets a sandbox of its own (a network namespace) holding a bridge and a VXLAN
+ * device with the network's VNI; task containers join that bridge through a veth. The VXLAN's UDP socket
+ * stays in the node's namespace (where the device was made), on the swarm's data path port. Peers are not
+ * learned by flooding: the engine programs every remote endpoint (address, MAC, node) from the cluster store.
+ */
+
+/** One overlay network as this node builds it. */
+export interface OverlaySpec {
+  /** The network's id (the cluster's). */
+  networkId: string;
+  /** The VXLAN network identifier. */
+  vni: number;
+  /** The UDP port VXLAN traffic goes to and comes from (the swarm's DataPathPort). */
+  port: number;
+  /** This node's address on the underlay (the VTEP's source address). */
+  localAddr: string;
+  /** The network's subnet in CIDR notation, and its gateway (the bridge's address in the sandbox). */
+  subnet: string;
+  gateway: string;
+  prefixLen: number;
+  /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
+  mtu: number;
+}
+
+/** An endpoint of the network on another node. */
+export interface OverlayPeer {
+  address: string;
+  mac: string;
+  /** The underlay address of the node that holds it. */
+  node: string;
+}
+
+/** A container's interface on an overlay network. */
+export interface OverlayAttachment {
+  networkId: string;
+  /** The container's init pid: its network namespace is /proc/<pid>/ns/net. */
+  pid: number;
+  /** Name of the interface inside the container. */
+  ifname: string;
+  address: string;
+  prefixLen: number;
+  macAddress: string;
+  mtu: number;
+}
+
+/** A service's virtual IP and the addresses of its running tasks. */
+export interface VipBackends {
+  vip: string;
+  backends: string[];
+}
+
+export interface OverlayHost {
+  /** Creates the network's sandbox, bridge and VXLAN device, or brings existing ones to the spec. Idempotent. */
+  ensureOverlay(spec: OverlaySpec): Promise<void>;
+  /** Replaces the network's forwarding and neighbour entries with exactly `peers`. */
+  setOverlayPeers(networkId: string, peers: OverlayPeer[]): Promise<void>;
+  /** Joins a running container to the network's bridge (its end of the veth configured and up). */
+  attachOverlay(spec: OverlayAttachment): Promise<void>;
+  /**
+   * Replaces the VIP rules of the container whose init pid is `pid`: a connection it opens to a VIP goes to
+   * one of that VIP's backends, chosen at random per connection (nftables DNAT in the container's
+   * namespace). An empty list removes them.
+   */
+  balanceVips(pid: number, vips: VipBackends[]): Promise<void>;
+  /** Removes the network's sandbox with everything in it. Idempotent. */
+  removeOverlay(networkId: string): Promise<void>;
+  /** Ids of the networks whose sandboxes exist on this node (left over by an earlier run too). */
+  overlays(): Promise<string[]>;
+}

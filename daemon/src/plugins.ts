@@ -1,0 +1,43 @@
+/**
+ * The plugins' part of the composition (daemon.ts): legacy plugins found by name in dockerd's folders
+ * (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS, colon-separated lists, replace them), the managed
+ * plugins under <data-root>/plugins (run by the Host outside the containers list), the network and IPAM
+ * drivers they serve, their routes, and the authorization plugins the daemon names.
+ */
+import { registerPluginRoutes } from './api/plugins.js';
+import type { Router } from './api/router.js';
+import type { EventBus } from './engine/events.js';
+import type { RegistryClient } from './engine/images/registry/client.js';
+import type { NetworkService } from './engine/networks/service.js';
+import { AuthzPlugins } from './engine/plugins/authz.js';
+import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
+import { PluginManager } from './engine/plugins/manager.js';
+import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
+import type { Host } from './host/host.js';
+
+export interface PluginParts {
+  legacy: LegacyPlugins;
+  manager: PluginManager;
+  /** Set when the daemon names authorization plugins. */
+  authz?: AuthzPlugins;
+}
+
+export function composePlugins(
+  opts: { dataRoot: string; execRoot: string; authorizationPlugins?: string[] },
+  deps: { host: Host; events: EventBus; networks: NetworkService; router: Router; registry: RegistryClient; closers: Array<() => Promise<void> | void> },
+): PluginParts {
+  const { host } = deps;
+  const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
+  const legacy = new LegacyPlugins({
+    files: host.plugins,
+    socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
+    specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
+  });
+  const manager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, host: host.plugins, tools: host.tools, probe: host.probe, events: deps.events });
+  manager.registry = deps.registry;
+  deps.closers.push(() => manager.close());
+  deps.networks.setPlugins(new PluginNetworkDrivers(manager, legacy));
+  registerPluginRoutes(deps.router, manager);
+  const authz = opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, manager, legacy) : undefined;
+  return { legacy, manager, authz };
+}

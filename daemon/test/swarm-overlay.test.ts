@@ -1,0 +1,226 @@
+/**
+ * Swarm networks across three daemons, each in a network namespace of its own on a test bridge (the netns
+ * harness of swarm-join.test.ts): an overlay network made with the real docker CLI, a global service on it
+ * whose task on one node reaches the tasks on the others by their overlay addresses (VXLAN between the
+ * nodes' namespaces), and the network's sandboxes removed from a node once no task there needs them.
+ * One swarm (a manager and two workers) serves the whole file.
+ */
+import assert from 'node:assert/strict';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { Engine, eventually } from './harness.js';
+
+const tag = randomBytes(3).toString('hex');
+const BRIDGE = `sob${tag}`;
+const SUBNET = `10.${randomInt(200, 250)}.${randomInt(0, 250)}`;
+const nodes = [1, 2, 3].map((i) => ({ ns: `so${tag}${i}`, veth: `sov${tag}${i}`, ip: `${SUBNET}.${10 + i}`, name: `node-${i}` }));
+
+function run(cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr}`);
+}
+
+function setUpNetwork(): void {
+  run('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
+  run('ip', ['addr', 'add', `${SUBNET}.1/24`, 'dev', BRIDGE]);
+  run('ip', ['link', 'set', BRIDGE, 'up']);
+  for (const n of nodes) {
+    run('ip', ['netns', 'add', n.ns]);
+    run('ip', ['link', 'add', n.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n.ns]);
+    run('ip', ['link', 'set', n.veth, 'master', BRIDGE, 'up']);
+    run('ip', ['-n', n.ns, 'addr', 'add', `${n.ip}/24`, 'dev', 'eth0']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'eth0', 'up']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'lo', 'up']);
+  }
+}
+
+/** The namespaces of overlay networks the daemon of `e` made (host/linux/overlay names them from its exec root). */
+function overlayNamespaces(e: Engine): string[] {
+  const prefix = `bov${createHash('sha256').update(e.execRoot).digest('hex').slice(0, 6)}-`;
+  let names: string[] = [];
+  try {
+    names = readdirSync('/run/netns');
+  } catch {
+    return [];
+  }
+  return names.filter((n) => n.startsWith(prefix));
+}
+
+function tearDownNetwork(): void {
+  for (const e of engines) for (const ns of overlayNamespaces(e)) spawnSync('ip', ['netns', 'del', ns]);
+  for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
+  spawnSync('ip', ['link', 'del', BRIDGE]);
+}
+
+function nodeEngine(i: number): Engine {
+  const n = nodes[i]!;
+  return new Engine({
+    verbose: process.env.BERTH_TEST_VERBOSE === '1',
+    wrapper: ['nsenter', `--net=/run/netns/${n.ns}`, 'unshare', '--uts', '--', 'sh', '-c', `hostname ${n.name} && exec "$0" "$@"`],
+  });
+}
+
+const engines: Engine[] = [];
+
+before(async () => {
+  setUpNetwork();
+  for (let i = 0; i < 3; i++) engines.push(nodeEngine(i));
+  await Promise.all(engines.map(async (e) => {
+    await e.start();
+    await e.loadBusybox();
+  }));
+});
+
+after(async () => {
+  for (const e of engines) await e.cleanup().catch(() => undefined);
+  tearDownNetwork();
+});
+
+interface Task {
+  ID: string;
+  NodeID: string;
+  Status: { State: string; ContainerStatus?: { ContainerID?: string } };
+  NetworksAttachments?: Array<{ Network: { ID: string }; Addresses: string[] }>;
+}
+
+describe('overlay networks across three nodes', () => {
+  const engine = (i: number) => engines[i]!;
+  const nodeIds: string[] = [];
+
+  const running = async (service: string): Promise<Task[]> => {
+    const r = await engine(0).request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }))}`);
+    return r.json<Task[]>().filter((t) => t.Status.State === 'running');
+  };
+
+  test('a manager and two workers', async () => {
+    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s']);
+    const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
+    for (const i of [1, 2]) await engine(i).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[i]!.ip, `${nodes[0]!.ip}:2377`]);
+    for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
+    await eventually(async () => {
+      const list = (await engine(0).request('GET', '/nodes')).json<Array<{ Status: { State: string } }>>();
+      return list.length === 3 && list.every((n) => n.Status.State === 'ready');
+    }, 20_000, 200);
+  });
+
+  test('docker network create -d overlay: a swarm network from the default pool, listed and inspected', async () => {
+    const id = (await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', '--label', 'team=blue', 'ov'])).trim();
+    const n = (await engine(0).request('GET', `/networks/${id}`)).json();
+    assert.equal(n.Name, 'ov');
+    assert.equal(n.Driver, 'overlay');
+    assert.equal(n.Scope, 'swarm');
+    assert.equal(n.Attachable, true);
+    assert.deepEqual(n.Labels, { team: 'blue' });
+    assert.equal(n.IPAM.Config[0].Subnet, '10.0.0.0/24');
+    assert.equal(n.IPAM.Config[0].Gateway, '10.0.0.1');
+    assert.match(n.Options['com.docker.network.driver.overlay.vxlanid_list'], /^\d+$/);
+    const second = (await engine(0).request('POST', '/networks/create', { body: { Name: 'ov2', Driver: 'overlay', IPAM: { Config: [{ Subnet: '10.99.0.0/24' }] } } }));
+    assert.equal(second.status, 201, second.text);
+    const ls = await engine(0).dockerOk(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}} {{.Scope}}']);
+    assert.deepEqual(ls.trim().split('\n').sort(), ['ov swarm', 'ov2 swarm']);
+    assert.equal((await engine(0).request('GET', '/networks/ov2')).json().IPAM.Config[0].Gateway, '10.99.0.1');
+    const dup = await engine(0).request('POST', '/networks/create', { body: { Name: 'ov', Driver: 'overlay' } });
+    assert.equal(dup.status, 409);
+    const encrypted = await engine(0).request('POST', '/networks/create', { body: { Name: 'secret', Driver: 'overlay', Options: { encrypted: '' } } });
+    assert.equal(encrypted.status, 501);
+    assert.match(encrypted.json().message, /encrypted/);
+    const fromWorker = await engine(1).request('POST', '/networks/create', { body: { Name: 'w', Driver: 'overlay' } });
+    assert.equal(fromWorker.status, 403);
+    assert.match(fromWorker.json().message, /manager node/);
+    await engine(0).dockerOk(['network', 'rm', 'ov2']);
+  });
+
+  test('a task on one node reaches the tasks on the others through the overlay', async () => {
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'pingers', '--mode', 'global', '--network', 'ov', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const tasks = await eventually(async () => {
+      const list = await running('pingers');
+      return list.length === 3 ? list : undefined;
+    }, 40_000, 250) as Task[];
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    const address = (t: Task) => t.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!;
+    const byNode = (i: number) => tasks.find((t) => t.NodeID === nodeIds[i])!;
+    const addresses = tasks.map(address);
+    assert.equal(new Set(addresses).size, 3);
+    for (const a of addresses) assert.match(a, /^10\.0\.0\.\d+$/);
+    const service = (await engine(0).request('GET', '/services/pingers')).json();
+    assert.equal(service.Endpoint.VirtualIPs.length, 1);
+    assert.equal(service.Endpoint.VirtualIPs[0].NetworkID, networkId);
+    assert.ok(!addresses.includes(service.Endpoint.VirtualIPs[0].Addr.split('/')[0]));
+    // From the worker node-2's task to node-1's and node-3's tasks, and back from node-3.
+    const from = (i: number) => ({ e: engine(i), container: byNode(i).Status.ContainerStatus!.ContainerID! });
+    const ping = async (src: { e: Engine; container: string }, dst: string) =>
+      src.e.docker(['exec', src.container, 'ping', '-c', '1', '-W', '3', dst]);
+    for (const [src, dst] of [[1, 0], [1, 2], [2, 0]] as const) {
+      const r = await eventually(async () => {
+        const out = await ping(from(src), address(byNode(dst)));
+        return out.code === 0 ? out : undefined;
+      }, 10_000, 300).catch(() => undefined);
+      assert.ok(r, `node-${src + 1}'s task did not reach node-${dst + 1}'s task at ${address(byNode(dst))}`);
+      assert.match(r.stdout, /1 packets received/);
+    }
+    // Its interface on the overlay: the network's MTU and the address the task was given.
+    const ifaces = await engine(1).dockerOk(['exec', from(1).container, 'ip', 'addr', 'show', 'eth1']);
+    assert.match(ifaces, /mtu 1450/);
+    assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
+    for (const e of engines) assert.equal(overlayNamespaces(e).length, 1);
+    const inUse = await engine(0).request('DELETE', '/networks/ov');
+    assert.equal(inUse.status, 409);
+  });
+
+  test('service discovery: the name answers the VIP (spread over the tasks) or, in dnsrr, the tasks; tasks.<name> the tasks; a stopped task leaves at once', async () => {
+    const web = ['service', 'create', '--detach', '--network', 'ov', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 80 -h /www'];
+    await engine(0).dockerOk([...web.slice(0, 2), '--name', 'web', '--replicas', '2', ...web.slice(2)]);
+    await engine(0).dockerOk([...web.slice(0, 2), '--name', 'rr', '--endpoint-mode', 'dnsrr', '--replicas', '2', ...web.slice(2)]);
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    const addressesOf = (list: Task[]) => list.map((t) => t.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!).sort();
+    const webTasks = await eventually(async () => ((await running('web')).length === 2 ? running('web') : undefined), 40_000, 250) as Task[];
+    const rrTasks = await eventually(async () => ((await running('rr')).length === 2 ? running('rr') : undefined), 40_000, 250) as Task[];
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    assert.equal((await engine(0).request('GET', '/services/rr')).json().Endpoint.VirtualIPs, undefined);
+    // The client: the pingers task on node-3.
+    const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
+    const exec = (args: string[]) => engine(2).docker(['exec', client!.Status.ContainerStatus!.ContainerID!, ...args]);
+    const resolved = async (name: string) => {
+      const r = await exec(['nslookup', '-type=a', name]);
+      return [...r.stdout.matchAll(/Address:\s*(10\.0\.0\.\d+)/g)].map((m) => m[1]!).sort();
+    };
+    await eventually(async () => JSON.stringify(await resolved('web')) === JSON.stringify([vip]), 10_000, 300);
+    assert.deepEqual(await resolved('tasks.web'), addressesOf(webTasks));
+    assert.deepEqual(await resolved('rr'), addressesOf(rrTasks));
+    assert.deepEqual(await resolved('tasks.rr'), addressesOf(rrTasks));
+    // Through the VIP, connections go to both tasks (busybox's static wget crashes here: nc speaks HTTP).
+    const get = async (address: string) => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${address} 80`]);
+      return { code: r.code, body: r.stdout.split(/\r?\n\r?\n/)[1]?.trim() ?? '', stderr: r.stderr };
+    };
+    const hostnames = new Set<string>();
+    await eventually(async () => {
+      const r = await get(vip);
+      if (r.code === 0 && r.body) hostnames.add(r.body);
+      return hostnames.size === 2;
+    }, 20_000, 50);
+    // One task stopped: it leaves the VIP's set and the answers within about a second.
+    await engine(0).dockerOk(['service', 'scale', '--detach', 'web=1']);
+    const left = await eventually(async () => ((await running('web')).length === 1 ? running('web') : undefined), 20_000, 100) as Task[];
+    const stoppedAt = Date.now();
+    await eventually(async () => JSON.stringify(await resolved('tasks.web')) === JSON.stringify(addressesOf(left)), 5_000, 100);
+    assert.ok(Date.now() - stoppedAt < 2_000, `tasks.web still listed the stopped task after ${Date.now() - stoppedAt} ms`);
+    const seen = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const r = await get(vip);
+      assert.equal(r.code, 0, r.stderr);
+      seen.add(r.body);
+    }
+    assert.equal(seen.size, 1);
+    await engine(0).dockerOk(['service', 'rm', 'web', 'rr']);
+  });
+
+  test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {
+    await engine(0).dockerOk(['service', 'rm', 'pingers']);
+    await eventually(() => engines.every((e) => overlayNamespaces(e).length === 0), 20_000, 250);
+    await engine(0).dockerOk(['network', 'rm', 'ov']);
+    assert.equal((await engine(0).request('GET', '/networks/ov')).status, 404);
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The Swarm view in Chromium against a real berthd (`--ui`) that becomes a one-node swarm: the empty state
+ * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
+ * service made with the docker CLI shows without a reload (service events, and the container events of its
+ * tasks), with its mode, replicas, image and published port; its tasks and logs; scale and remove from the
+ * view; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
+
+const harness = await loadHarness();
+/** A loopback address of this test's own: etcd and the swarm port listen there, beside other tests' daemons. */
+const IP = `127.${randomInt(100, 250)}.${randomInt(1, 250)}.${randomInt(2, 250)}`;
+const PORT = randomInt(20_000, 30_000);
+
+async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
+  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
+}
+
+async function shots(page: Page, name: string): Promise<void> {
+  for (const width of [1280, 800]) {
+    await page.setViewportSize({ width, height: 800 });
+    for (const theme of ['light', 'dark'] as const) {
+      await setTheme(page, theme);
+      await screenshot(page, `${name}-${width}-${theme}`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await setTheme(page, 'light');
+}
+
+describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
+  let engine: Engine;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    let loginUrl: string;
+    ({ engine, loginUrl } = await startEngineWithUi(harness));
+    await engine.loadBusybox();
+    browser = await launchChromium();
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: 'light' });
+    page = await ctx.newPage();
+    await page.goto(loginUrl);
+    await page.getByRole('heading', { name: 'Containers' }).waitFor();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await engine?.docker(['swarm', 'leave', '--force'], { timeoutMs: 60_000 }).catch(() => undefined);
+    await engine?.cleanup();
+  });
+
+  const service = (name: string) => page.getByRole('table', { name: 'Services' }).locator(`tr[data-service="${name}"]`);
+  const nodeRow = () => page.getByRole('table', { name: 'Nodes' }).locator('tbody tr').first();
+  /** The Replicas cell of a service's row once it says `running/desired`. */
+  const replicas = (row: ReturnType<typeof service>, text: string) => row.getByTestId('replicas').filter({ hasText: new RegExp(`^${text}$`) });
+  const replicasOf = async (name: string) => JSON.parse(await engine.dockerOk(['service', 'inspect', name]))[0].Spec.Mode.Replicated.Replicas as number;
+
+  it('says when the engine is not in a swarm, and makes it one from there', async () => {
+    await page.getByRole('link', { name: 'Swarm' }).click();
+    await page.getByRole('heading', { name: 'Swarm' }).waitFor();
+    const empty = page.getByTestId('swarm-empty');
+    await empty.getByText('This engine is not in a swarm.').waitFor({ timeout: 10_000 });
+    await shots(page, 'swarm-empty');
+    await empty.getByLabel('Advertise address').fill(IP);
+    await empty.getByRole('button', { name: 'Initialize swarm' }).click();
+    await nodeRow().waitFor({ timeout: 60_000 });
+    assert.match(await nodeRow().innerText(), /this node[\s\S]*\bmanager\b[\s\S]*\bactive\b[\s\S]*\bready\b[\s\S]*\bLeader\b[\s\S]*Drain/);
+    const info = (await engine.request('GET', '/info')).json();
+    assert.equal(info.Swarm.LocalNodeState, 'active');
+    assert.equal(info.Swarm.NodeAddr, IP);
+  });
+
+  it('shows a service made with the CLI, its tasks and logs, without a reload', async () => {
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'web', '--replicas', '2', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'echo hello from $HOSTNAME; exec sleep 600'], {
+      timeoutMs: 60_000,
+    });
+    // A port published in host mode binds on the node: one task per node (global) can have it.
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'edge', '--mode', 'global', '--stop-grace-period', '1s', '--publish', `mode=host,published=${PORT},target=80`, 'busybox', 'httpd', '-f', '-p', '80'], {
+      timeoutMs: 60_000,
+    });
+    const row = service('web');
+    await row.waitFor({ timeout: 10_000 });
+    await replicas(row, '2/2').waitFor({ timeout: 60_000 });
+    assert.match(await row.innerText(), /^web\treplicated\t2\/2\tbusybox(:latest)?\t—/);
+    await replicas(service('edge'), '1/1').waitFor({ timeout: 60_000 });
+    assert.match(await service('edge').innerText(), new RegExp(`^edge\\tglobal\\t1/1\\tbusybox(:latest)?\\t\\*:${PORT}->80/tcp\\t`));
+    assert.doesNotMatch(await service('edge').innerText(), /Scale/);
+    await row.getByRole('link', { name: 'web' }).click();
+    const detail = page.getByRole('region', { name: 'Service web' });
+    const tasks = detail.getByRole('table', { name: 'Tasks' }).locator('tbody tr');
+    await detail.getByRole('table', { name: 'Tasks' }).getByText('running').nth(1).waitFor({ timeout: 10_000 });
+    assert.equal(await tasks.count(), 2);
+    const hostname = JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Description.Hostname as string;
+    assert.match(await tasks.first().innerText(), new RegExp(`^web\\.1 \\w+\\t${hostname}\\trunning\\trunning`));
+    await detail.getByTestId('service-logs').getByText(/^hello from /).nth(1).waitFor({ timeout: 20_000 });
+    await shots(page, 'swarm-service');
+  });
+
+  it('scales a service from the view', async () => {
+    const row = service('web');
+    await row.getByLabel('Replicas of web').fill('3');
+    await row.getByRole('button', { name: 'Scale' }).click();
+    await replicas(row, '3/3').waitFor({ timeout: 60_000 });
+    assert.equal(await replicasOf('web'), 3);
+    // A change made elsewhere shows too.
+    await engine.dockerOk(['service', 'scale', '--detach', 'web=1']);
+    await replicas(row, '1/1').waitFor({ timeout: 60_000 });
+    assert.equal(await row.getByLabel('Replicas of web').inputValue(), '1');
+  });
+
+  it('drains the node (its tasks stop) and activates it again', async () => {
+    await nodeRow().getByRole('button', { name: 'Drain' }).click();
+    await nodeRow().getByText('drain', { exact: true }).waitFor({ timeout: 20_000 });
+    assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Availability, 'drain');
+    await replicas(service('web'), '0/1').waitFor({ timeout: 60_000 });
+    await replicas(service('edge'), '0/0').waitFor({ timeout: 60_000 });
+    await shots(page, 'swarm-drained');
+    await nodeRow().getByRole('button', { name: 'Activate' }).click();
+    await nodeRow().getByText('active', { exact: true }).waitFor({ timeout: 20_000 });
+    await replicas(service('web'), '1/1').waitFor({ timeout: 60_000 });
+  });
+
+  it("shows the engine's refusal to demote the last manager", async () => {
+    await nodeRow().getByRole('button', { name: 'Demote' }).click();
+    await page.getByRole('alert').getByText(/demote the last manager/).waitFor({ timeout: 20_000 });
+    assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Role, 'manager');
+    await page.getByRole('alert').getByRole('button', { name: 'Dismiss' }).click();
+  });
+
+  it('removes a service after confirmation', async () => {
+    await service('web').getByRole('button', { name: 'Remove' }).click();
+    await page.getByRole('dialog', { name: 'Remove web?' }).getByRole('button', { name: 'Remove' }).click();
+    await service('web').waitFor({ state: 'detached', timeout: 30_000 });
+    assert.equal((await engine.dockerOk(['service', 'ls', '--format', '{{.Name}}'])).trim(), 'edge');
+    await engine.dockerOk(['service', 'rm', 'edge']);
+    await page.getByText('No services.', { exact: false }).waitFor({ timeout: 10_000 });
+  });
+});
