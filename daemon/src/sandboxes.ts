@@ -35,6 +35,10 @@ export function composeSandboxes(host: Pick<Host, 'sandbox' | 'network'>, networ
     if (event.Type === 'network' && event.Action === 'connect' && container) {
       void sandboxes.networkChanged(container).catch((err: unknown) => log.warn('a sandbox policy could not follow a network connect', { id: container, error: errorMessage(err) }));
     }
+    // A container that came or went on a bridge: the sandboxes hand their frames to the ones there now.
+    if (event.Type === 'network' && (event.Action === 'connect' || event.Action === 'disconnect')) {
+      void sandboxes.peersChanged().catch((err: unknown) => log.warn('the sandboxes could not follow a network change', { error: errorMessage(err) }));
+    }
   });
   return sandboxes;
 }
