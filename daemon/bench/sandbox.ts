@@ -20,7 +20,7 @@
  * The policy denies by default and holds 300 CIDR denials, 300 domain rules, 399 CIDR allowances with ports
  * and, last, the allowance of the server's network: every packet of the sandbox goes through all of it.
  *
- *   node daemon/dist/bench/sandbox.js [--mb 1024] [--connections 500] [--repeat 15] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/sandbox.js [--mb 512] [--connections 300] [--repeat 21] [--json] [--check] [--verbose]
  *
  * It starts a real berthd in a temporary root and removes everything it started when it ends.
  */
@@ -65,9 +65,9 @@ const [host, port, n] = process.argv.slice(1);
 `;
 
 const USAGE = `usage: node daemon/dist/bench/sandbox.js [options]   (as root)
-      --mb N           megabytes per transfer (1024)
-      --connections N  connections per round of the setup loop (500)
-      --repeat N       interleaved rounds; the median of their pairs counts (15)
+      --mb N           megabytes per transfer (512)
+      --connections N  connections per round of the setup loop (300)
+      --repeat N       interleaved rounds; the median of their pairs counts (21)
 ${COMMON_USAGE}`;
 
 function parseOptions(argv: string[]): Options | undefined {
@@ -79,9 +79,9 @@ function parseOptions(argv: string[]): Options | undefined {
   });
   if (values.help) return undefined;
   return {
-    mb: positiveInt(values, 'mb', 1024),
-    connections: positiveInt(values, 'connections', 500),
-    repeat: positiveInt(values, 'repeat', 15),
+    mb: positiveInt(values, 'mb', 512),
+    connections: positiveInt(values, 'connections', 300),
+    repeat: positiveInt(values, 'repeat', 21),
     ...commonOptions(values),
   };
 }
@@ -204,10 +204,14 @@ async function main(): Promise<number> {
     for (let round = 0; round < opts.repeat; round++) {
       const states = round % 2 === 0 ? kinds : [...kinds].reverse();
       const figures = {} as Figures;
+      // The connection loops, then the transfers back to back: a pair's two transfers are a moment apart.
       for (const state of states) {
         await setState(state);
-        const connectionMs = p50(await connections(state, opts.connections));
-        figures[state] = { connectionMs, mibPerSecond: await transfer(state) };
+        figures[state] = { connectionMs: p50(await connections(state, opts.connections)), mibPerSecond: NaN };
+      }
+      for (const state of states) {
+        await setState(state);
+        figures[state].mibPerSecond = await transfer(state);
       }
       rounds.push(figures);
       if (opts.verbose) process.stderr.write(`round ${round + 1}: ${JSON.stringify(figures)}\n`);
