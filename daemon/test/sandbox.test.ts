@@ -325,7 +325,7 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
     await engine.dockerOk(['network', 'connect', `sbxtwo${tag}`, sbx]);
     const table = `berth_sbx_${sbx.slice(0, 12)}`;
-    await eventually(() => (spawnSync('nft', ['list', 'table', 'netdev', table], { encoding: 'utf8' }).stdout.match(/hook ingress/g) ?? []).length === 2 || undefined);
+    await eventually(() => (spawnSync('nft', ['list', 'table', 'netdev', table], { encoding: 'utf8' }).stdout.match(/jump rules/g) ?? []).length === 2 || undefined);
     // The server is on the new interface's own subnet: reached through eth1, refused there (and served to a
     // container of that network without a policy).
     const get = `timeout 8 wget -q -O - http://${webIp}/hostname`;
