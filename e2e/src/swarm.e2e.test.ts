@@ -3,7 +3,7 @@
  * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
  * service made with the docker CLI shows without a reload (service events, and the container events of its
  * tasks), with its mode, replicas, image and published port; its tasks and logs; scale and remove from the
- * view; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ * view, and rolled back; secrets and configs listed; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -99,6 +99,14 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     const hostname = JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Description.Hostname as string;
     assert.match(await tasks.first().innerText(), new RegExp(`^web\\.1 \\w+\\t${hostname}\\trunning\\trunning`));
     await detail.getByTestId('service-logs').getByText(/^hello from /).nth(1).waitFor({ timeout: 20_000 });
+    // Secrets and configs made with the CLI are listed (secret and config events).
+    await engine.dockerOk(['secret', 'create', '--label', 'team=web', 'db_password', '-'], { input: 's3cret' });
+    await engine.dockerOk(['config', 'create', 'web_conf', '-'], { input: 'listen 80\n' });
+    const secret = page.getByRole('table', { name: 'Secrets' }).locator('tr[data-name="db_password"]');
+    await secret.waitFor({ timeout: 10_000 });
+    assert.match(await secret.innerText(), /^db_password\t\w{12}\t.*\tteam=web$/);
+    await page.getByRole('table', { name: 'Configs' }).locator('tr[data-name="web_conf"]').waitFor({ timeout: 10_000 });
+    assert.doesNotMatch(await page.locator('main').innerText(), /s3cret/);
     await shots(page, 'swarm-service');
   });
 
@@ -124,6 +132,14 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await nodeRow().getByRole('button', { name: 'Activate' }).click();
     await nodeRow().getByText('active', { exact: true }).waitFor({ timeout: 20_000 });
     await replicas(service('web'), '1/1').waitFor({ timeout: 60_000 });
+  });
+
+  it('rolls a service back to its previous spec', async () => {
+    // The last update (the CLI's scale to 1) has the view's scale to 3 as its previous spec.
+    const detail = page.getByRole('region', { name: 'Service web' });
+    await detail.getByRole('button', { name: 'Roll back' }).click();
+    await replicas(service('web'), '3/3').waitFor({ timeout: 60_000 });
+    assert.equal(await replicasOf('web'), 3);
   });
 
   it("shows the engine's refusal to demote the last manager", async () => {

@@ -84,6 +84,7 @@ export const ALLOWED: Array<[string, RegExp]> = [
   ['POST', new RegExp(`^${V}/networks/${ID}/(connect|disconnect)$`)],
   ['DELETE', new RegExp(`^${V}/networks/${ID}$`)],
   ['GET', new RegExp(`^${V}/(nodes|services|tasks)(/${ID})?$`)],
+  ['GET', new RegExp(`^${V}/(secrets|configs)$`)],
   ['GET', new RegExp(`^${V}/services/${ID}/logs$`)],
   ['POST', new RegExp(`^${V}/swarm/init$`)],
   ['POST', new RegExp(`^${V}/(services|nodes)/${ID}/update$`)],

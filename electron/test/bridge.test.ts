@@ -32,6 +32,8 @@ describe('bridge allow-list', () => {
       ['GET', '/v1.53/nodes/n1'],
       ['POST', '/v1.53/nodes/n1/update?version=3'],
       ['POST', '/v1.53/swarm/init'],
+      ['GET', '/v1.53/secrets'],
+      ['GET', '/v1.53/configs'],
     ]) assert.doesNotThrow(() => checkRequest(m, p), `${m} ${p}`);
   });
 
@@ -44,6 +46,8 @@ describe('bridge allow-list', () => {
     refused('POST', '/v1.53/plugins/create?name=x', 403);
     refused('POST', '/v1.53/swarm/leave', 403);
     refused('POST', '/v1.53/services/create', 403);
+    refused('GET', '/v1.53/secrets/s1', 403);
+    refused('POST', '/v1.53/secrets/create', 403);
     refused('POST', '/v1.53/nodes/n1/promote', 403);
     refused('DELETE', '/v1/sandboxes/c1/network-policies', 403);
     refused('GET', '/v2/scim/2.0/Users/u1', 403);
