@@ -2,8 +2,8 @@
  * The Swarm view in Chromium against a real berthd (`--ui`) that becomes a one-node swarm: the empty state
  * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
  * service made with the docker CLI shows without a reload (service events, and the container events of its
- * tasks), with its mode, replicas, image and published port; its tasks and logs; scale and remove from the
- * view, and rolled back; secrets and configs listed; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ * tasks), with its mode, replicas, image and published port; its tasks and logs; create, scale and remove
+ * from the view, and rolled back; secrets and configs listed; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -122,6 +122,28 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     assert.equal(await row.getByLabel('Replicas of web').inputValue(), '1');
   });
 
+  it('creates a service from the view', async () => {
+    await page.getByRole('button', { name: 'New service…' }).click();
+    const form = page.getByRole('form', { name: 'New service' });
+    await form.getByLabel('Name').fill('api');
+    await form.getByLabel('Image').fill('busybox:latest');
+    await form.getByLabel('Replicas').fill('1');
+    await form.getByLabel('Published ports').fill(`${PORT + 1}:80`);
+    await form.getByLabel('Command').fill('httpd -f -p 80');
+    await shots(page, 'swarm-create');
+    await form.getByRole('button', { name: 'Create' }).click();
+    await replicas(service('api'), '1/1').waitFor({ timeout: 60_000 });
+    // The new service is the one shown.
+    await page.getByRole('region', { name: 'Service api' }).waitFor({ timeout: 10_000 });
+    const spec = JSON.parse(await engine.dockerOk(['service', 'inspect', 'api']))[0].Spec;
+    assert.deepEqual(spec.TaskTemplate.ContainerSpec.Args, ['httpd', '-f', '-p', '80']);
+    assert.deepEqual(spec.Mode, { Replicated: { Replicas: 1 } });
+    assert.deepEqual(spec.EndpointSpec.Ports.map((p: any) => [p.PublishedPort, p.TargetPort, p.Protocol, p.PublishMode]), [[PORT + 1, 80, 'tcp', 'host']]);
+    await engine.dockerOk(['service', 'rm', 'api']);
+    await service('api').waitFor({ state: 'detached', timeout: 10_000 });
+    await service('web').getByRole('link', { name: 'web' }).click();
+  });
+
   it('drains the node (its tasks stop) and activates it again', async () => {
     await nodeRow().getByRole('button', { name: 'Drain' }).click();
     await nodeRow().getByText('drain', { exact: true }).waitFor({ timeout: 20_000 });
@@ -147,6 +169,7 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await page.getByRole('alert').getByText(/demote the last manager/).waitFor({ timeout: 20_000 });
     assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Role, 'manager');
     await page.getByRole('alert').getByRole('button', { name: 'Dismiss' }).click();
+    assert.equal(await page.getByRole('alert').count(), 0, 'no other error was shown');
   });
 
   it('removes a service after confirmation', async () => {

@@ -88,7 +88,7 @@ export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type:
       ? 'a volume'
       : /\/plugins\/pull$/.test(route)
         ? 'a plugin'
-        : /\/services\/[^/]+\/update$/.test(route)
+        : /\/services\/(create|[^/]+\/update)$/.test(route)
           ? 'a service'
           : 'a container';
   return {

@@ -88,6 +88,7 @@ export const ALLOWED: Array<[string, RegExp]> = [
   ['GET', new RegExp(`^${V}/services/${ID}/logs$`)],
   ['POST', new RegExp(`^${V}/swarm/init$`)],
   ['POST', new RegExp(`^${V}/(services|nodes)/${ID}/update$`)],
+  ['POST', new RegExp(`^${V}/services/create$`)],
   ['DELETE', new RegExp(`^${V}/services/${ID}$`)],
   ['GET', new RegExp(`^${V}/plugins(/privileges)?$`)],
   ['POST', new RegExp(`^${V}/plugins/pull$`)],

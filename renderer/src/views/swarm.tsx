@@ -1,6 +1,6 @@
 /**
  * Swarm mode as a manager sees it: services (mode, replicas running of desired, image, published ports) with
- * scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
+ * create (swarm-create.tsx), scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
  * leader) with drain and activate, promote and demote; secrets and configs (swarm-service.tsx). Outside a swarm, an empty state that offers `swarm init` on this node.
  * Everything is refreshed by events: service and node events, and the container events of this node's tasks
  * (the engine emits no task events, as Docker does not: the state of tasks on other nodes shows when a
@@ -10,6 +10,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
 import { Confirm, QueryState, navigate } from '../App';
 import { NARROW, onEngineEvent, useAction, useMediaQuery, usePending, useTransport } from '../engine';
+import { CreateService } from './swarm-create';
 import { nodeName, ServiceDetail, SwarmObjects } from './swarm-service';
 
 interface SwarmInfo {
@@ -139,6 +140,20 @@ function useTaskSettle(): void {
   }, [qc]);
 }
 
+/**
+ * An update sends the version it read just before; when the object changed in between (a node's status, an
+ * orchestrator's write), the engine refuses it as out of sequence: read it again and send the change again.
+ */
+async function withFreshVersion(update: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await update();
+    } catch (err) {
+      if (attempt >= 3 || !/update out of sequence/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
 type ServiceVerb = { verb: 'scale'; id: string; replicas: number } | { verb: 'remove'; id: string };
 type NodeVerb = { id: string; availability?: 'active' | 'drain' | 'pause'; role?: 'manager' | 'worker' };
 
@@ -159,18 +174,21 @@ function SwarmManager(props: { selected?: string; self?: string }) {
         if (props.selected === v.id) navigate('swarm');
         return;
       }
-      // The version read just before: a change made meanwhile elsewhere makes the engine refuse this one.
-      const current = await t.request<Service>('GET', `/services/${encodeURIComponent(v.id)}`);
-      const spec = { ...current.Spec, Mode: { Replicated: { Replicas: v.replicas } } };
-      await t.request('POST', `/services/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      await withFreshVersion(async () => {
+        const current = await t.request<Service>('GET', `/services/${encodeURIComponent(v.id)}`);
+        const spec = { ...current.Spec, Mode: { Replicated: { Replicas: v.replicas } } };
+        await t.request('POST', `/services/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      });
     },
     { mutationKey: ['service-verb'] },
   );
   const nodeVerb = useAction(
     async (v: NodeVerb) => {
-      const current = await t.request<Node>('GET', `/nodes/${encodeURIComponent(v.id)}`);
-      const spec = { ...current.Spec, ...(v.availability ? { Availability: v.availability } : {}), ...(v.role ? { Role: v.role } : {}) };
-      await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      await withFreshVersion(async () => {
+        const current = await t.request<Node>('GET', `/nodes/${encodeURIComponent(v.id)}`);
+        const spec = { ...current.Spec, ...(v.availability ? { Availability: v.availability } : {}), ...(v.role ? { Role: v.role } : {}) };
+        await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      });
     },
     { mutationKey: ['node-verb'] },
   );
@@ -182,10 +200,13 @@ function SwarmManager(props: { selected?: string; self?: string }) {
 
   return (
     <>
-      <h2>Services</h2>
+      <div className="page-head">
+        <h2>Services</h2>
+        <CreateService onCreated={(id) => navigate('swarm', id)} />
+      </div>
       <QueryState error={services.error} loading={services.isLoading}>
         {rows.length === 0 ? (
-          <p className="empty">No services. Create one with docker service create.</p>
+          <p className="empty">No services. Create one here, or with docker service create.</p>
         ) : (
           <table className="list" aria-label="Services">
             <thead>
