@@ -114,7 +114,7 @@ export interface AppOptions {
   /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
   dockerConfig?: string;
   /** The VM the engine runs in, once one was started (macOS, Windows, Linux under the test switch). */
-  vmStatus?: () => VmView | undefined;
+  vmStatus?: () => VmView | undefined | Promise<VmView | undefined>;
 }
 
 export interface RunningApp {
@@ -212,11 +212,11 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
     }
     return next;
   });
-  e.ipcMain.handle('berth:engine:status', (event) => {
+  e.ipcMain.handle('berth:engine:status', async (event) => {
     fromWindow(event);
     // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold;
     // `vmStatus`: that VM's state and the resources it was started with, once it was started.
-    const vmStatus = opts.vmStatus?.();
+    const vmStatus = await opts.vmStatus?.();
     return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) || !!vmStatus, ...(vmStatus ? { vmStatus } : {}) };
   });
   e.ipcMain.handle('berth:registry:list', (event) => {
