@@ -24,6 +24,12 @@ async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
 async function shots(page: Page, name: string): Promise<void> {
   for (const width of [1280, 800]) {
     await page.setViewportSize({ width, height: 800 });
+    // Usable at both widths: nothing scrolls sideways.
+    const overflow = await page.evaluate(() => {
+      const main = document.querySelector('main')!;
+      return Math.max(document.documentElement.scrollWidth - window.innerWidth, main.scrollWidth - main.clientWidth);
+    });
+    assert.ok(overflow <= 0, `${name} at ${width} px scrolls sideways by ${overflow} px`);
     for (const theme of ['light', 'dark'] as const) {
       await setTheme(page, theme);
       await screenshot(page, `${name}-${width}-${theme}`);
