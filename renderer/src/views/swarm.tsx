@@ -2,9 +2,9 @@
  * Swarm mode as a manager sees it: services (mode, replicas running of desired, image, published ports) with
  * create (swarm-create.tsx), scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
  * leader) with drain and activate, promote and demote; secrets and configs (swarm-service.tsx). Outside a swarm, an empty state that offers `swarm init` on this node.
- * Everything is refreshed by events: service and node events, and the container events of this node's tasks
- * (the engine emits no task events, as Docker does not: the state of tasks on other nodes shows when a
- * service or node event, or a reload, refreshes the list).
+ * Everything is refreshed by events: service, node (a node's state and the leader changing too), secret and
+ * config events, and the container events of this node's tasks (the engine emits no task events, as Docker
+ * does not: the state of tasks on other nodes shows when one of those events, or a reload, refreshes the list).
  */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
