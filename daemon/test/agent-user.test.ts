@@ -192,7 +192,7 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     const inspected = JSON.parse((await docker(['volume', 'inspect', 'av-one'])).stdout)[0];
     assert.equal(inspected.Mountpoint, path.join(agentVolumes, 'av-one', '_data'), 'the Mountpoint is where the agent keeps it');
     assert.deepEqual(inspected.Labels, { kind: 'named' });
-    assert.ok(existsSync(path.join(home, 'data', 'volume-records', 'av-one.json')), 'the record is the daemon\'s own state');
+    assert.ok(existsSync(path.join(home, 'data', 'volume-records', 'av-one', 'volume.json')), 'the record is the daemon\'s own state');
     assert.ok(!existsSync(path.join(home, 'data', 'volumes', 'av-one')), 'no volume folder in the daemon\'s data root');
 
     // Written by one container, read by another.
@@ -219,7 +219,7 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     const removed = await docker(['volume', 'rm', 'av-one']);
     assert.equal(removed.code, 0, removed.stderr);
     assert.ok(!existsSync(path.join(agentVolumes, 'av-one')));
-    assert.ok(!existsSync(path.join(home, 'data', 'volume-records', 'av-one.json')));
+    assert.ok(!existsSync(path.join(home, 'data', 'volume-records', 'av-one', 'volume.json')));
   });
 
   test('volumes made by run (-v name:/path, with the image\'s content copied in), and prune', async () => {

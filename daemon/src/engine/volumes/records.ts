@@ -2,8 +2,9 @@
  * The volumes' records: what the daemon knows of each volume (name, driver, labels, options, creation time),
  * its own state, kept apart from the volume's content (a folder on the Host's machine, VolumeHost).
  *
- * Formats: `volume-records/<name>.json` in the daemon's state holds one VolumeRecord as JSON with
- * `FormatVersion: 1`, written atomically. Before it, the record was `volumes/<name>/volume.json` inside the
+ * Formats: `volume-records/<name>/volume.json` in the daemon's state holds one VolumeRecord as JSON with
+ * `FormatVersion: 1`, written atomically (a folder per volume, so that a name of 255 characters, the longest
+ * allowed, still leaves room for the file's own name and its temporary one). Before it, the record was `volumes/<name>/volume.json` inside the
  * volume's own folder of the data root; such a record is moved here at start (migrateLegacy), the volume's
  * content staying where it is.
  */
@@ -33,24 +34,24 @@ export class VolumeRecords {
   constructor(private readonly state: VolumeState) {}
 
   private file(name: string): string {
-    return `${RECORDS}/${name}.json`;
+    return `${RECORDS}/${name}/volume.json`;
   }
 
   /** Writes (or replaces) a volume's record. */
   async save(volume: VolumeRecord): Promise<void> {
+    await this.state.makeFolder(`${RECORDS}/${volume.Name}`);
     await this.state.write(this.file(volume.Name), JSON.stringify({ FormatVersion: VOLUME_FORMAT_VERSION, ...volume } satisfies VolumeFile));
   }
 
   async delete(name: string): Promise<void> {
-    await this.state.remove(this.file(name));
+    await this.state.remove(`${RECORDS}/${name}`);
   }
 
   /** Every stored record; one that cannot be read is left out (and said in the log). */
   async load(): Promise<VolumeRecord[]> {
     const out: VolumeRecord[] = [];
-    for (const entry of await this.state.list(RECORDS)) {
-      const name = entry.replace(/\.json$/, '');
-      if (name === entry || !VOLUME_NAME.test(name)) continue;
+    for (const name of await this.state.list(RECORDS)) {
+      if (!VOLUME_NAME.test(name)) continue;
       try {
         const bytes = await this.state.read(this.file(name));
         if (bytes) out.push(parse(bytes));

@@ -140,7 +140,7 @@ describe('VolumeService', () => {
     const { volume } = await volumes.create({ Name: 'apart' });
     assert.equal(volume.Mountpoint, path.join(hostRoot, 'apart', '_data'));
     assert.deepEqual(await fs.readdir(path.join(hostRoot, 'apart')), ['_data']);
-    assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), ['apart.json']);
+    assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), ['apart']);
     await volumes.remove('apart');
     assert.deepEqual(await fs.readdir(hostRoot), []);
     assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), []);
@@ -169,7 +169,7 @@ describe('VolumeService', () => {
     assert.deepEqual((await fs.readdir(path.join(root, 'volumes'))).sort(), ['old-vol', 'stray']);
     assert.deepEqual(await fs.readdir(old), ['_data']);
     assert.equal(await fs.readFile(path.join(old, '_data', 'kept'), 'utf8'), 'data\n');
-    assert.deepEqual((await fs.readdir(path.join(root, 'volume-records'))).sort(), ['old-vol.json', 'plug-vol.json']);
+    assert.deepEqual((await fs.readdir(path.join(root, 'volume-records'))).sort(), ['old-vol', 'plug-vol']);
     // And again after a restart, from the new records.
     const again = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
     await again.init();
