@@ -145,8 +145,18 @@ describe('a swarm of daemons in their own network namespaces', () => {
   test('kill -9 of the worker\'s daemon: it is marked down and its task moves; back, its orphaned task stops', async () => {
     const old = (await tasks('spread')).find((t) => t.NodeID === workerId)!;
     const started = Date.now();
+    const since = Math.floor(started / 1000) - 1;
     await w1!.crash();
     await eventually(async () => (await nodeState(workerId)) === 'down', 15_000, 200);
+    // The managers say so on their event streams, as dockerd does.
+    const stateEvents = async () =>
+      (await m1!.request('GET', `/events?since=${since}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ type: ['node'], node: [workerId] }))}`)).text
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+        .filter((e) => e.Action === 'update' && e.Actor.Attributes['state.new'])
+        .map((e) => `${e.Actor.Attributes['state.old']}->${e.Actor.Attributes['state.new']}`);
+    assert.deepEqual(await eventually(async () => ((await stateEvents()).length ? stateEvents() : undefined), 5000, 200), ['ready->down']);
     const moved = await eventually(async () => {
       const list = (await tasks('spread')).filter((t) => t.Status.State === 'running');
       return list.length === 3 && list.every((t) => t.NodeID === managerId) ? list : undefined;

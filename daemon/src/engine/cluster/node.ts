@@ -173,8 +173,10 @@ export class SwarmNode {
     const networks = new ClusterNetworks(store, () => addressPools(store));
     const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     this.manager = parts;
+    const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
+      if (kind === 'nodes') this.nodeStateChanged(nodeStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
@@ -196,6 +198,15 @@ export class SwarmNode {
     await this.dispatcher.listen();
     this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+  }
+
+  /** A node whose state changed (ready, down: the leader follows the sessions): a node update event with `state.old`/`state.new`, as dockerd sends it. */
+  private nodeStateChanged(states: Map<string, string | undefined>, id: string, node: { Status?: { State?: string }; Description?: { Hostname?: string } } | undefined): void {
+    if (!node) return void states.delete(id);
+    const before = states.get(id);
+    const state = node.Status?.State;
+    states.set(id, state);
+    if (before && state && before !== state) this.deps.events.publish('node', 'update', id, { name: node.Description?.Hostname ?? '', 'state.new': state, 'state.old': before });
   }
 
   /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
