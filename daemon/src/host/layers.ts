@@ -63,6 +63,6 @@ export interface LayerStore extends LayerFolders {
   layerTreeReadlink(chainIds: string[], rel: string): Promise<string>;
   /** The names in the folder `rel`, sorted. */
   layerTreeReaddir(chainIds: string[], rel: string): Promise<string[]>;
-  /** The bytes of the regular file `rel`. */
-  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream;
+  /** The bytes of the regular file `rel` (the call fails when it is not one). */
+  layerTreeRead(chainIds: string[], rel: string): Promise<NodeJS.ReadableStream>;
 }

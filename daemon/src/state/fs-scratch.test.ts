@@ -48,9 +48,9 @@ test('a context is unpacked into a workspace and read back by relative paths; di
   assert.equal((await ws.context.lstat('dir'))!.mode & 0o777, 0o750);
   assert.equal((await ws.context.lstat('link'))?.type, 'symlink');
   assert.equal(await ws.context.readlink('link'), 'dir/a.txt');
-  assert.equal(await text(ws.context.open('hard')), 'a\n');
+  assert.equal(await text(await ws.context.open('hard')), 'a\n');
   await ws.saveDownload('download-1', Readable.from([Buffer.from('fetched')]));
-  assert.equal(await text(ws.downloads.open('download-1')), 'fetched');
+  assert.equal(await text(await ws.downloads.open('download-1')), 'fetched');
   await assert.rejects(ws.saveDownload('../escape', Readable.from([Buffer.from('x')])), { name: 'InvalidParameter' });
   await ws.context.remove('dir');
   assert.equal(await ws.context.lstat('dir/a.txt'), undefined);

@@ -52,8 +52,17 @@ export class FolderTree implements ScratchTree {
     return (await fs.readdir(this.at(rel))).sort();
   }
 
-  open(rel: string): Readable {
-    return createReadStream(this.at(rel), { highWaterMark: 256 * 1024 });
+  async open(rel: string): Promise<Readable> {
+    const stream = createReadStream(this.at(rel), { highWaterMark: 256 * 1024 });
+    // Opened before it is given: a missing file is refused here, not on the stream.
+    await new Promise<void>((resolve, reject) => {
+      stream.once('open', () => {
+        stream.off('error', reject);
+        resolve();
+      });
+      stream.once('error', reject);
+    });
+    return stream;
   }
 
   async remove(rel: string): Promise<void> {

@@ -21,8 +21,8 @@ export interface FileTree {
   readlink(rel: string): Promise<string>;
   /** The names in a folder, sorted. */
   readdir(rel: string): Promise<string[]>;
-  /** The bytes of a regular file. */
-  open(rel: string): Readable;
+  /** The bytes of a regular file (refused at once when the path is not one). */
+  open(rel: string): Promise<Readable>;
 }
 
 /** The PathInfo of an fs.Stats (or anything shaped like one). */

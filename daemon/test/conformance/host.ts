@@ -176,9 +176,10 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
         assert.equal(hostname!.mode & 0o7777, 0o640);
         assert.equal((await host.layers.layerTreeStat(chain, 'etc/link'))?.type, 'symlink');
         assert.equal(await host.layers.layerTreeReadlink(chain, 'etc/link'), 'hostname');
-        assert.equal((await readAll(host.layers.layerTreeRead(chain, 'etc/hostname'))).toString(), 'conformance\n');
-        assert.deepEqual(await readAll(host.layers.layerTreeRead(chain, 'bin/busybox')), readFileSync(path.join(box.layer, 'bin', 'busybox')));
-        await assert.rejects(readAll(host.layers.layerTreeRead(chain, 'etc/missing')));
+        assert.equal((await readAll(await host.layers.layerTreeRead(chain, 'etc/hostname'))).toString(), 'conformance\n');
+        assert.deepEqual(await readAll(await host.layers.layerTreeRead(chain, 'bin/busybox')), readFileSync(path.join(box.layer, 'bin', 'busybox')));
+        await assert.rejects(host.layers.layerTreeRead(chain, 'etc/missing'), { name: 'NotFound' });
+        await assert.rejects(host.layers.layerTreeRead(chain, 'etc'), { name: 'NotFound' });
       } finally {
         await host.layers.remove(upper);
       }

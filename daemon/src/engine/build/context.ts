@@ -178,6 +178,6 @@ export async function applyDockerignore(context: ScratchTree, keep: string[]): P
 /** A small file of a tree as text (the Dockerfile, .dockerignore, /etc/passwd). */
 export async function readText(tree: FileTree, rel: string): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of tree.open(rel)) chunks.push(chunk as Buffer);
+  for await (const chunk of await tree.open(rel)) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString('utf8');
 }

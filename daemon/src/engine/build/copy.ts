@@ -73,7 +73,7 @@ export interface Fetched extends TreeFile {
 async function readHead({ tree, rel }: TreeFile, size: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let length = 0;
-  const stream = tree.open(rel);
+  const stream = await tree.open(rel);
   try {
     for await (const chunk of stream) {
       chunks.push(chunk as Buffer);
@@ -274,7 +274,7 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
         else if (header.type === 'link') await entry({ ...common, type: 'link', size: 0, linkname: cleanRel(`${destRel}/${path.posix.normalize(header.linkname ?? '')}`) });
       })().then(() => next(), (err: Error) => next(err));
     });
-    await pipeline(archive.tree.open(archive.rel), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
+    await pipeline(await archive.tree.open(archive.rel), decompressor(compression, tools, signal), extract, { signal }).catch((err: unknown) => {
       throw decompressionError(err);
     });
   };
@@ -294,7 +294,7 @@ async function writeCopy(pack: tar.Pack, plan: CopyPlan, destOwner: { uid: numbe
         continue;
       }
       const sink = pack.entry({ ...header, type: 'file', size: e.size });
-      await pipeline(tree.open(rel), sink);
+      await pipeline(await tree.open(rel), sink);
     }
   }
   pack.finalize();

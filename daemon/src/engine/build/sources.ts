@@ -36,8 +36,8 @@ export class ImageTree implements SourceTree {
     return this.layers.layerTreeReaddir(this.chainIds, rel);
   }
 
-  open(rel: string): Readable {
-    const stream = this.layers.layerTreeRead(this.chainIds, rel);
+  async open(rel: string): Promise<Readable> {
+    const stream = await this.layers.layerTreeRead(this.chainIds, rel);
     return stream instanceof Readable ? stream : new Readable().wrap(stream);
   }
 }
@@ -125,6 +125,6 @@ export async function expandSource(tree: SourceTree, pattern: string): Promise<s
 /** The sha256 (hex) of a file of a tree. */
 export async function hashFile(tree: SourceTree, rel: string): Promise<string> {
   const hash = createHash('sha256');
-  for await (const chunk of tree.open(rel)) hash.update(chunk as Buffer);
+  for await (const chunk of await tree.open(rel)) hash.update(chunk as Buffer);
   return hash.digest('hex');
 }

@@ -141,14 +141,10 @@ class MemoryLayers implements LayerStore {
     return [...(await this.tree(chainIds)).keys()].filter((key) => key !== '' && key.startsWith(prefix) && !key.slice(prefix.length).includes('/')).map((key) => key.slice(prefix.length)).sort();
   }
 
-  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream {
-    return Readable.from(
-      (async function* (tree: Promise<Map<string, TreeNode>>) {
-        const node = (await tree).get(rel);
-        if (node?.info.type !== 'file') throw new NotFound(`no such file: ${rel}`);
-        yield node.content;
-      })(this.tree(chainIds)),
-    );
+  async layerTreeRead(chainIds: string[], rel: string): Promise<NodeJS.ReadableStream> {
+    const node = (await this.tree(chainIds)).get(rel);
+    if (node?.info.type !== 'file') throw new NotFound(`no such file: ${rel}`);
+    return Readable.from([node.content ?? Buffer.alloc(0)]);
   }
 }
 

@@ -105,7 +105,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     layerTreeStat: 'retry',
     layerTreeReadlink: 'retry',
     layerTreeReaddir: 'retry',
-    layerTreeRead: 'stream',
+    layerTreeRead: 'call',
   },
   volumes: {
     volumesRoot: 'snapshot',

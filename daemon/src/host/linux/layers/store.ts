@@ -218,7 +218,7 @@ export class LinuxLayerStore implements LayerStore {
     return new LayersTree(this.lowerDirs(chainIds)).readdir(rel);
   }
 
-  layerTreeRead(chainIds: string[], rel: string): NodeJS.ReadableStream {
+  layerTreeRead(chainIds: string[], rel: string): Promise<NodeJS.ReadableStream> {
     return new LayersTree(this.lowerDirs(chainIds)).open(rel);
   }
 

@@ -5,8 +5,8 @@
  */
 import { createReadStream, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import { NotFound } from '../../../errors.js';
 import { pathInfoOf, type FileTree, type PathInfo } from '../../../util/tree.js';
 
 function isWhiteout(st: Stats): boolean {
@@ -84,15 +84,10 @@ export class LayersTree implements FileTree {
     return [...names].sort();
   }
 
-  /** The file's bytes; the stream fails when the path is not a regular file of the tree. */
-  open(rel: string): Readable {
-    const out = new PassThrough({ highWaterMark: 256 * 1024 });
-    void this.locate(rel)
-      .then((found) => {
-        if (!found || !found.st.isFile()) throw new Error(`no such file: ${rel}`);
-        return pipeline(createReadStream(path.join(found.dir, rel), { highWaterMark: 256 * 1024 }), out);
-      })
-      .catch((err: Error) => out.destroy(err));
-    return out;
+  /** The file's bytes; refused when the path is not a regular file of the tree. */
+  async open(rel: string): Promise<Readable> {
+    const found = await this.locate(rel);
+    if (!found || !found.st.isFile()) throw new NotFound(`no such file: ${rel}`);
+    return createReadStream(path.join(found.dir, rel), { highWaterMark: 256 * 1024 });
   }
 }
