@@ -9,6 +9,7 @@
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
+import type { ContainerLogReader, LogShipper } from './remotelogs.js';
 import type { DnsAnswers } from '../../host/network.js';
 import { lookupService } from './network/dns.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
@@ -26,6 +27,8 @@ export interface TaskContainers {
   taskContainers(): Array<{ id: string; taskId: string }>;
   /** Calls `fn` when a container exits. */
   onExit(fn: (containerId: string) => void): () => void;
+  /** The log of a container (undefined when it has none). */
+  readLog?: ContainerLogReader;
   /** Serves the embedded DNS server (127.0.0.11) in the running container's namespace with these answers. */
   startDns?(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
   stopDns?(containerId: string): void;
@@ -40,6 +43,8 @@ export interface AgentSource {
   config(id: string): Obj | undefined;
   onChange(fn: () => void): () => void;
   report(taskId: string, status: Obj): Promise<void>;
+  /** The log requests of managers for this node's tasks (see remotelogs.ts). */
+  logRequests?(): Obj[];
   /** The swarm networks this node must build, with their peers (none when absent). */
   networks?(): NodeNetworks | undefined;
 }
@@ -144,12 +149,20 @@ export class Agent {
     private readonly source: AgentSource,
     private readonly containers: TaskContainers,
     private readonly host: ClusterHost,
+    /** Ships the logs managers ask of this node's tasks. */
+    private readonly shipper?: LogShipper,
   ) {
     this.plane = new OverlayPlane(host.overlay);
   }
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
+    const shipper = this.shipper;
+    if (shipper) {
+      const requests = () => shipper.update(this.source.logRequests?.() ?? []);
+      this.unsubscribe.push(this.source.onChange(requests), () => shipper.stop());
+      requests();
+    }
     this.unsubscribe.push(this.containers.onExit((id) => {
       this.plane.forget(id);
       if (this.dnsServed.delete(id)) this.containers.stopDns?.(id);

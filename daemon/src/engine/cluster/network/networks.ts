@@ -102,6 +102,7 @@ export class ClusterNetworks {
     if (b.Scope !== undefined && b.Scope !== '' && b.Scope !== 'swarm') throw new InvalidParameter(`invalid Scope ${JSON.stringify(b.Scope)}: an overlay network is swarm-scoped`);
     // The same checks as a bridge network's (name, labels, options, IPAM), then what only overlays have.
     const spec = parseCreateRequest({ ...b, Driver: 'bridge', Scope: undefined, Ingress: false, EnableIPv6: false });
+    if (spec.ipamDriver) throw new NotFound(`plugin "${spec.ipamDriver}" not found`);
     const encrypted = spec.options.encrypted;
     if (encrypted !== undefined) throw new NotImplemented('encrypted overlay networks (--opt encrypted) are not supported yet');
     const run = this.queue.then(async () => {
