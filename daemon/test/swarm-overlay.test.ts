@@ -176,6 +176,9 @@ describe('overlay networks across three nodes', () => {
     assert.match(ifaces, /mtu 1450/);
     assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
     for (const e of engines) assert.equal(overlayNamespacesOf(e).length, 1);
+    // A worker lists and inspects the swarm networks its tasks use.
+    assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}} {{.Scope}}'])).trim(), 'ov swarm');
+    assert.equal((await engine(1).request('GET', '/networks/ov')).json().Id, networkId);
     // VXLAN on the swarm's data path port, from the node's address.
     const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
     assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
