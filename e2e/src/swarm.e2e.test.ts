@@ -2,8 +2,8 @@
  * The Swarm view in Chromium against a real berthd (`--ui`) that becomes a one-node swarm: the empty state
  * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
  * service made with the docker CLI shows without a reload (service events, and the container events of its
- * tasks), with its mode, replicas, image and published port; its tasks and logs; scale and remove from the
- * view; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ * tasks), with its mode, replicas, image and published port; its tasks and logs; create, scale and remove
+ * from the view, and rolled back; secrets and configs listed; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -24,6 +24,12 @@ async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
 async function shots(page: Page, name: string): Promise<void> {
   for (const width of [1280, 800]) {
     await page.setViewportSize({ width, height: 800 });
+    // Usable at both widths: nothing scrolls sideways.
+    const overflow = await page.evaluate(() => {
+      const main = document.querySelector('main')!;
+      return Math.max(document.documentElement.scrollWidth - window.innerWidth, main.scrollWidth - main.clientWidth);
+    });
+    assert.ok(overflow <= 0, `${name} at ${width} px scrolls sideways by ${overflow} px`);
     for (const theme of ['light', 'dark'] as const) {
       await setTheme(page, theme);
       await screenshot(page, `${name}-${width}-${theme}`);
@@ -99,6 +105,14 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     const hostname = JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Description.Hostname as string;
     assert.match(await tasks.first().innerText(), new RegExp(`^web\\.1 \\w+\\t${hostname}\\trunning\\trunning`));
     await detail.getByTestId('service-logs').getByText(/^hello from /).nth(1).waitFor({ timeout: 20_000 });
+    // Secrets and configs made with the CLI are listed (secret and config events).
+    await engine.dockerOk(['secret', 'create', '--label', 'team=web', 'db_password', '-'], { input: 's3cret' });
+    await engine.dockerOk(['config', 'create', 'web_conf', '-'], { input: 'listen 80\n' });
+    const secret = page.getByRole('table', { name: 'Secrets' }).locator('tr[data-name="db_password"]');
+    await secret.waitFor({ timeout: 10_000 });
+    assert.match(await secret.innerText(), /^db_password\t\w{12}\t.*\tteam=web$/);
+    await page.getByRole('table', { name: 'Configs' }).locator('tr[data-name="web_conf"]').waitFor({ timeout: 10_000 });
+    assert.doesNotMatch(await page.locator('main').innerText(), /s3cret/);
     await shots(page, 'swarm-service');
   });
 
@@ -114,6 +128,28 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     assert.equal(await row.getByLabel('Replicas of web').inputValue(), '1');
   });
 
+  it('creates a service from the view', async () => {
+    await page.getByRole('button', { name: 'New service…' }).click();
+    const form = page.getByRole('form', { name: 'New service' });
+    await form.getByLabel('Name').fill('api');
+    await form.getByLabel('Image').fill('busybox:latest');
+    await form.getByLabel('Replicas').fill('1');
+    await form.getByLabel('Published ports').fill(`${PORT + 1}:80`);
+    await form.getByLabel('Command').fill('httpd -f -p 80');
+    await shots(page, 'swarm-create');
+    await form.getByRole('button', { name: 'Create' }).click();
+    await replicas(service('api'), '1/1').waitFor({ timeout: 60_000 });
+    // The new service is the one shown.
+    await page.getByRole('region', { name: 'Service api' }).waitFor({ timeout: 10_000 });
+    const spec = JSON.parse(await engine.dockerOk(['service', 'inspect', 'api']))[0].Spec;
+    assert.deepEqual(spec.TaskTemplate.ContainerSpec.Args, ['httpd', '-f', '-p', '80']);
+    assert.deepEqual(spec.Mode, { Replicated: { Replicas: 1 } });
+    assert.deepEqual(spec.EndpointSpec.Ports.map((p: any) => [p.PublishedPort, p.TargetPort, p.Protocol, p.PublishMode]), [[PORT + 1, 80, 'tcp', 'host']]);
+    await engine.dockerOk(['service', 'rm', 'api']);
+    await service('api').waitFor({ state: 'detached', timeout: 10_000 });
+    await service('web').getByRole('link', { name: 'web' }).click();
+  });
+
   it('drains the node (its tasks stop) and activates it again', async () => {
     await nodeRow().getByRole('button', { name: 'Drain' }).click();
     await nodeRow().getByText('drain', { exact: true }).waitFor({ timeout: 20_000 });
@@ -126,11 +162,20 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await replicas(service('web'), '1/1').waitFor({ timeout: 60_000 });
   });
 
+  it('rolls a service back to its previous spec', async () => {
+    // The last update (the CLI's scale to 1) has the view's scale to 3 as its previous spec.
+    const detail = page.getByRole('region', { name: 'Service web' });
+    await detail.getByRole('button', { name: 'Roll back' }).click();
+    await replicas(service('web'), '3/3').waitFor({ timeout: 60_000 });
+    assert.equal(await replicasOf('web'), 3);
+  });
+
   it("shows the engine's refusal to demote the last manager", async () => {
     await nodeRow().getByRole('button', { name: 'Demote' }).click();
     await page.getByRole('alert').getByText(/demote the last manager/).waitFor({ timeout: 20_000 });
     assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Role, 'manager');
     await page.getByRole('alert').getByRole('button', { name: 'Dismiss' }).click();
+    assert.equal(await page.getByRole('alert').count(), 0, 'no other error was shown');
   });
 
   it('removes a service after confirmation', async () => {

@@ -69,12 +69,33 @@ export interface ElectronModules {
  */
 export function hostAccessDialog(ask: Parameters<ConfirmHostAccess>[0]): { type: 'warning'; title: string; message: string; detail: string; buttons: string[]; defaultId: number; cancelId: number; noLink: boolean } {
   const route = ask.path.split('?')[0]!;
-  const what = /\/exec$/.test(route) ? 'a command' : /\/volumes\/create$/.test(route) ? 'a volume' : /\/plugins\/pull$/.test(route) ? 'a plugin' : 'a container';
+  const bullets = ask.reasons.map((r) => `• ${r}`).join('\n');
+  if (/\/swarm\/init$/.test(route)) {
+    return {
+      type: 'warning',
+      title: 'Berth',
+      message: 'Make this engine a swarm manager?',
+      detail: `The app asks the engine to start swarm mode:\n${bullets}\n\nMachines that reach that address with a join token can then run services here. Allow it only if you asked for it.`,
+      buttons: ['Cancel', 'Allow'],
+      defaultId: 0,
+      cancelId: 0,
+      noLink: true,
+    };
+  }
+  const what = /\/exec$/.test(route)
+    ? 'a command'
+    : /\/volumes\/create$/.test(route)
+      ? 'a volume'
+      : /\/plugins\/pull$/.test(route)
+        ? 'a plugin'
+        : /\/services\/(create|[^/]+\/update)$/.test(route)
+          ? 'a service'
+          : 'a container';
   return {
     type: 'warning',
     title: 'Berth',
     message: `Allow ${what} with access to the host?`,
-    detail: `The app asks the engine for ${what} that:\n${ask.reasons.map((r) => `• ${r}`).join('\n')}\n\nIt could read or change anything on this computer. Allow it only if you asked for it.`,
+    detail: `The app asks the engine for ${what} that:\n${bullets}\n\nIt could read or change anything on this computer. Allow it only if you asked for it.`,
     buttons: ['Cancel', 'Allow'],
     defaultId: 0,
     cancelId: 0,
@@ -93,7 +114,7 @@ export interface AppOptions {
   /** The docker CLI's configuration folder ($DOCKER_CONFIG or ~/.docker), where the `berth` context goes; absent, none is written. */
   dockerConfig?: string;
   /** The VM the engine runs in, once one was started (macOS, Windows, Linux under the test switch). */
-  vmStatus?: () => VmView | undefined;
+  vmStatus?: () => VmView | undefined | Promise<VmView | undefined>;
 }
 
 export interface RunningApp {
@@ -191,11 +212,11 @@ export async function startApp(e: ElectronModules, opts: AppOptions): Promise<Ru
     }
     return next;
   });
-  e.ipcMain.handle('berth:engine:status', (event) => {
+  e.ipcMain.handle('berth:engine:status', async (event) => {
     fromWindow(event);
     // `vm`: whether the bundled engine runs in a VM here (macOS, Windows), whose resources the settings hold;
     // `vmStatus`: that VM's state and the resources it was started with, once it was started.
-    const vmStatus = opts.vmStatus?.();
+    const vmStatus = await opts.vmStatus?.();
     return { state: engine.state, error: engine.error, mode: engine.mode, address: engine.address, vm: usesVm(opts.platform ?? process.platform) || !!vmStatus, ...(vmStatus ? { vmStatus } : {}) };
   });
   e.ipcMain.handle('berth:registry:list', (event) => {

@@ -61,7 +61,7 @@ function hostConfigAccess(hostConfig: unknown): string[] {
 
 /**
  * What a service's tasks would get beyond a default container's isolation (the ContainerSpec of a service
- * update: the app's scale sends the spec back whole, and page script could put anything in it).
+ * create or update: the app's scale sends the spec back whole, and page script could put anything in it).
  */
 function containerSpecAccess(spec: unknown): string[] {
   const out = hostConfigAccess({ Mounts: listsOf(spec, 'Mounts') });
@@ -92,7 +92,7 @@ export function hostAccessOf(method: string, path: string, body: string | undefi
       ? 'exec'
       : route === '/volumes/create'
         ? 'volume'
-        : /^\/services\/[^/]+\/update$/.test(route)
+        : /^\/services\/(create|[^/]+\/update)$/.test(route)
           ? 'service'
           : undefined;
   if (!looked) return [];

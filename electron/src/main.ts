@@ -37,5 +37,5 @@ void startApp({ app, BrowserWindow, Tray, Menu, ipcMain, nativeTheme, shell, dia
   trayIcon: path.join(electronDir, 'assets', 'tray.png'),
   startDaemon,
   dockerConfig: dockerConfigDir(),
-  vmStatus: () => vm?.status,
+  vmStatus: () => vm?.refresh(),
 });

@@ -32,6 +32,7 @@ export interface VmView {
 /** The parts of daemon/src/vm/driver.ts's VmDriver used here. */
 interface Driver {
   start(): Promise<{ agentEndpoint?: string; consoleLog?: string; pid?: number }>;
+  status(): Promise<{ state: string }>;
   stop(opts?: { timeoutMs?: number }): Promise<void>;
   forwardPort?(fwd: unknown): Promise<void>;
   unforwardPort?(fwd: unknown): Promise<void>;
@@ -105,6 +106,7 @@ export interface VmEngineOptions {
 export class VmEngine {
   private view: VmView;
   private listeners = new Set<(view: VmView) => void>();
+  private driver?: Driver;
 
   constructor(private readonly opts: VmEngineOptions) {
     this.view = { state: 'stopped', driver: opts.plan.driver, resources: opts.plan.resources };
@@ -112,6 +114,18 @@ export class VmEngine {
 
   get status(): VmView {
     return { ...this.view };
+  }
+
+  /**
+   * The VM's state now: one that stopped by itself (a crash, a power-off in the guest) shows as an error. Asked
+   * when the settings page asks for the engine's status; nothing here polls.
+   */
+  async refresh(): Promise<VmView> {
+    if (this.view.state === 'running' && this.driver) {
+      const now = await this.driver.status().catch(() => undefined);
+      if (now?.state === 'stopped') this.set({ state: 'error', error: `the VM stopped by itself${this.view.consoleLog ? `; its console log is ${this.view.consoleLog}` : ''}` });
+    }
+    return this.status;
   }
 
   onChange(cb: (view: VmView) => void): () => void {
@@ -137,6 +151,7 @@ export class VmEngine {
       await fs.mkdir(plan.execRoot, { recursive: true, mode: 0o700 });
       const config = { name: 'berth', stateDir: plan.stateDir, image: this.opts.image, resources: plan.resources, shares: plan.shares, guestDataRoot: plan.guestDataRoot };
       driver = new mods.drivers[plan.driver](config, plan.driver === 'qemu' && this.opts.accel ? { accel: this.opts.accel } : {});
+      this.driver = driver;
       const vm = await driver.start();
       this.view.consoleLog = vm.consoleLog;
       if (!vm.agentEndpoint) throw new Error(`the ${plan.driver} VM started without an agent endpoint`);
@@ -150,6 +165,7 @@ export class VmEngine {
     } catch (err) {
       await daemon?.shutdown().catch(() => undefined);
       await driver?.stop({ timeoutMs: 2000 }).catch(() => undefined);
+      this.driver = undefined;
       this.set({ state: 'error', error: (err as Error).message });
       throw err;
     }
@@ -164,6 +180,7 @@ export class VmEngine {
           stopPorts();
           await started.shutdown();
           await vmDriver.stop();
+          this.driver = undefined;
           this.set({ state: 'stopped' });
         } catch (err) {
           this.set({ state: 'error', error: (err as Error).message });

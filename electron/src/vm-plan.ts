@@ -6,8 +6,8 @@
  *
  * - macOS: vfkit; everything under ~/.berth (no space in its paths: the guest's kernel command line names
  *   them); the engine on a unix socket under the user's home (the settings' socket path); the home folder
- *   shared at its own path (bind mounts of the user's folders), and the daemon's containers and volumes
- *   folders (both sides write there).
+ *   shared at its own path (bind mounts of the user's folders), and the daemon's containers folder (both
+ *   sides write there; volumes are the guest's own, on its data disk).
  * - Windows: WSL2; the app's user data folder; the engine on the named pipe `\\.\pipe\berth`
  *   (`npipe:////./pipe/berth` for the docker CLI); WSL2 mounts the drives itself (`C:\` at /mnt/c), so the
  *   guest's path of the data root is its drive path.
@@ -90,7 +90,7 @@ export function vmEnginePlan(driver: VmDriverKind, facts: HostFacts, socketPath:
     listen: `unix://${socketPath}`,
     socketPath,
     contextHost: `unix://${socketPath}`,
-    shares: [facts.home, path.join(dataRoot, 'containers'), path.join(dataRoot, 'volumes')].map((dir) => ({ hostPath: dir, guestPath: dir })),
+    shares: [facts.home, path.join(dataRoot, 'containers')].map((dir) => ({ hostPath: dir, guestPath: dir })),
     resources,
     args: flags(`unix://${socketPath}`, dataRoot, execRoot, path.join(execRoot, 'berthd.pid')),
   };

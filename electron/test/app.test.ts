@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
+import { hostAccessDialog, startApp, type ElectronModules, type IpcEvent } from '../src/app.js';
 import { contextMetaFile } from '../src/docker-context.js';
 import { fakeElectron, fakeEngine, FakePort, fakeSafeStorage } from './fakes.js';
 
@@ -360,5 +360,17 @@ describe('main process', () => {
     assert.equal(pulls(), 1);
     assert.equal(f.dialogs.length, 1);
     await app.quit();
+  });
+});
+
+describe('the host access dialog', () => {
+  it('names what is asked for: a service update, a swarm init', () => {
+    const service = hostAccessDialog({ method: 'POST', path: '/v1.53/services/web/update?version=3', reasons: ["mounts the host's / at /host (read-write)"] });
+    assert.equal(service.message, 'Allow a service with access to the host?');
+    assert.match(service.detail, /• mounts the host's \/ at \/host \(read-write\)/);
+    const init = hostAccessDialog({ method: 'POST', path: '/v1.53/swarm/init', reasons: ['makes this engine a swarm manager, its swarm port listening on 0.0.0.0:2377 for other machines to join'] });
+    assert.equal(init.message, 'Make this engine a swarm manager?');
+    assert.match(init.detail, /listening on 0\.0\.0\.0:2377/);
+    assert.deepEqual([init.buttons, init.defaultId, init.cancelId], [['Cancel', 'Allow'], 0, 0]);
   });
 });

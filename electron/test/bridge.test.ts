@@ -32,6 +32,9 @@ describe('bridge allow-list', () => {
       ['GET', '/v1.53/nodes/n1'],
       ['POST', '/v1.53/nodes/n1/update?version=3'],
       ['POST', '/v1.53/swarm/init'],
+      ['GET', '/v1.53/secrets'],
+      ['POST', '/v1.53/services/create'],
+      ['GET', '/v1.53/configs'],
     ]) assert.doesNotThrow(() => checkRequest(m, p), `${m} ${p}`);
   });
 
@@ -43,7 +46,8 @@ describe('bridge allow-list', () => {
     refused('POST', '/v1.53/plugins/fixvol/set', 403);
     refused('POST', '/v1.53/plugins/create?name=x', 403);
     refused('POST', '/v1.53/swarm/leave', 403);
-    refused('POST', '/v1.53/services/create', 403);
+    refused('GET', '/v1.53/secrets/s1', 403);
+    refused('POST', '/v1.53/secrets/create', 403);
     refused('POST', '/v1.53/nodes/n1/promote', 403);
     refused('DELETE', '/v1/sandboxes/c1/network-policies', 403);
     refused('GET', '/v2/scim/2.0/Users/u1', 403);
@@ -84,6 +88,11 @@ describe('bridge body checks', () => {
       update({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'busybox', Mounts: [{ Type: 'bind', Source: '/', Target: '/host' }], CapabilityAdd: ['SYS_ADMIN'], Privileges: { Seccomp: { Mode: 'unconfined' } } } } }),
       ["mounts the host's / at /host (read-write)", 'adds the capability SYS_ADMIN', 'turns off or replaces the seccomp profile (unconfined)'],
     );
+    // A create is looked at as an update is.
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/services/create', JSON.stringify({ Name: 'web', TaskTemplate: { ContainerSpec: { Image: 'busybox', Args: ['httpd'] } } })), []);
+    assert.deepEqual(hostAccessOf('POST', '/v1.53/services/create', JSON.stringify({ TaskTemplate: { ContainerSpec: { Image: 'busybox', Mounts: [{ Type: 'bind', Source: '/etc', Target: '/e', ReadOnly: true }] } } })), [
+      "mounts the host's /etc at /e (read-only)",
+    ]);
     assert.deepEqual(hostAccessOf('POST', '/v1.53/swarm/init', JSON.stringify({ ListenAddr: '127.0.0.1:2377' })), [
       'makes this engine a swarm manager, its swarm port listening on 127.0.0.1:2377 for other machines to join',
     ]);

@@ -31,7 +31,6 @@ describe('the VM engine of each platform', () => {
       [
         ['/Users/ada', '/Users/ada'],
         ['/Users/ada/.berth/data/containers', '/Users/ada/.berth/data/containers'],
-        ['/Users/ada/.berth/data/volumes', '/Users/ada/.berth/data/volumes'],
       ],
     );
     // No path the guest's kernel command line names has a space (Application Support has one).

@@ -57,6 +57,8 @@ export function keysFor(ev: EngineEvent): string[][] {
     case 'service':
     case 'node':
     case 'task':
+    case 'secret':
+    case 'config':
       return [['swarm']];
     default:
       return [];

@@ -1,21 +1,22 @@
 /**
  * Swarm mode as a manager sees it: services (mode, replicas running of desired, image, published ports) with
- * scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
- * leader) with drain and activate, promote and demote. Outside a swarm, an empty state that offers `swarm init` on this node.
- * Everything is refreshed by events: service and node events, and the container events of this node's tasks
- * (the engine emits no task events, as Docker does not: the state of tasks on other nodes shows when a
- * service or node event, or a reload, refreshes the list).
+ * create (swarm-create.tsx), scale and remove; a service's tasks (node, state, error) and its logs; nodes (role, availability, state,
+ * leader) with drain and activate, promote and demote; secrets and configs (swarm-service.tsx). Outside a swarm, an empty state that offers `swarm init` on this node.
+ * Everything is refreshed by events: service, node (a node's state and the leader changing too), secret and
+ * config events, and the container events of this node's tasks (the engine emits no task events, as Docker
+ * does not: the state of tasks on other nodes shows when one of those events, or a reload, refreshes the list).
  */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
-import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { useEffect, useState, type FormEvent } from 'react';
 import { Confirm, QueryState, navigate } from '../App';
-import { NARROW, onEngineEvent, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
-import { frameDemuxer, lineSplitter } from '../transport';
+import { NARROW, onEngineEvent, useAction, useMediaQuery, usePending, useTransport } from '../engine';
+import { CreateService } from './swarm-create';
+import { nodeName, ServiceDetail, SwarmObjects } from './swarm-service';
 
 interface SwarmInfo {
   Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean; NodeID?: string; Error?: string };
 }
-interface Service {
+export interface Service {
   ID: string;
   Version: { Index: number };
   Spec: {
@@ -25,8 +26,10 @@ interface Service {
   };
   Endpoint?: { Ports?: Array<{ PublishedPort?: number; TargetPort?: number; Protocol?: string; PublishMode?: string }> };
   ServiceStatus?: { RunningTasks?: number; DesiredTasks?: number; CompletedTasks?: number };
+  PreviousSpec?: object;
+  UpdateStatus?: { State?: string; Message?: string };
 }
-interface Node {
+export interface Node {
   ID: string;
   Version: { Index: number };
   Spec: { Role?: string; Availability?: string; Name?: string; Labels?: Record<string, string> };
@@ -34,7 +37,7 @@ interface Node {
   Status?: { State?: string; Addr?: string };
   ManagerStatus?: { Leader?: boolean; Reachability?: string };
 }
-interface Task {
+export interface Task {
   ID: string;
   Slot?: number;
   NodeID?: string;
@@ -59,7 +62,6 @@ export function servicePorts(s: Service): string {
 }
 
 const imageOf = (s: Service) => String(s.Spec.TaskTemplate?.ContainerSpec?.Image ?? '').split('@')[0];
-const nodeName = (n: Node | undefined) => n?.Description?.Hostname ?? n?.Spec.Name ?? '';
 
 export function SwarmView(props: { selected?: string }) {
   const t = useTransport();
@@ -138,6 +140,20 @@ function useTaskSettle(): void {
   }, [qc]);
 }
 
+/**
+ * An update sends the version it read just before; when the object changed in between (a node's status, an
+ * orchestrator's write), the engine refuses it as out of sequence: read it again and send the change again.
+ */
+async function withFreshVersion(update: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await update();
+    } catch (err) {
+      if (attempt >= 3 || !/update out of sequence/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
 type ServiceVerb = { verb: 'scale'; id: string; replicas: number } | { verb: 'remove'; id: string };
 type NodeVerb = { id: string; availability?: 'active' | 'drain' | 'pause'; role?: 'manager' | 'worker' };
 
@@ -158,18 +174,21 @@ function SwarmManager(props: { selected?: string; self?: string }) {
         if (props.selected === v.id) navigate('swarm');
         return;
       }
-      // The version read just before: a change made meanwhile elsewhere makes the engine refuse this one.
-      const current = await t.request<Service>('GET', `/services/${encodeURIComponent(v.id)}`);
-      const spec = { ...current.Spec, Mode: { Replicated: { Replicas: v.replicas } } };
-      await t.request('POST', `/services/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      await withFreshVersion(async () => {
+        const current = await t.request<Service>('GET', `/services/${encodeURIComponent(v.id)}`);
+        const spec = { ...current.Spec, Mode: { Replicated: { Replicas: v.replicas } } };
+        await t.request('POST', `/services/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      });
     },
     { mutationKey: ['service-verb'] },
   );
   const nodeVerb = useAction(
     async (v: NodeVerb) => {
-      const current = await t.request<Node>('GET', `/nodes/${encodeURIComponent(v.id)}`);
-      const spec = { ...current.Spec, ...(v.availability ? { Availability: v.availability } : {}), ...(v.role ? { Role: v.role } : {}) };
-      await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      await withFreshVersion(async () => {
+        const current = await t.request<Node>('GET', `/nodes/${encodeURIComponent(v.id)}`);
+        const spec = { ...current.Spec, ...(v.availability ? { Availability: v.availability } : {}), ...(v.role ? { Role: v.role } : {}) };
+        await t.request('POST', `/nodes/${encodeURIComponent(v.id)}/update?version=${current.Version.Index}`, { body: spec });
+      });
     },
     { mutationKey: ['node-verb'] },
   );
@@ -181,10 +200,13 @@ function SwarmManager(props: { selected?: string; self?: string }) {
 
   return (
     <>
-      <h2>Services</h2>
+      <div className="page-head">
+        <h2>Services</h2>
+        <CreateService onCreated={(id) => navigate('swarm', id)} />
+      </div>
       <QueryState error={services.error} loading={services.isLoading}>
         {rows.length === 0 ? (
-          <p className="empty">No services. Create one with docker service create.</p>
+          <p className="empty">No services. Create one here, or with docker service create.</p>
         ) : (
           <table className="list" aria-label="Services">
             <thead>
@@ -293,6 +315,7 @@ function SwarmManager(props: { selected?: string; self?: string }) {
           </tbody>
         </table>
       </QueryState>
+      <SwarmObjects />
       {confirm && (
         <Confirm
           title={`Remove ${confirm.Spec.Name}?`}
@@ -306,101 +329,6 @@ function SwarmManager(props: { selected?: string; self?: string }) {
           <p>Its tasks are stopped on every node.</p>
         </Confirm>
       )}
-    </>
-  );
-}
-
-/** The newest task of each slot first (a slot's history follows), as `docker service ps` orders them. */
-function orderTasks(tasks: Task[]): Task[] {
-  return [...tasks].sort((a, b) => (a.Slot ?? 0) - (b.Slot ?? 0) || String(b.CreatedAt ?? '').localeCompare(String(a.CreatedAt ?? '')));
-}
-
-function ServiceDetail(props: { service: Service; tasks: Task[]; nodes: Map<string, Node> }) {
-  const s = props.service;
-  return (
-    <div className="panel" aria-label={`Service ${s.Spec.Name}`} role="region">
-      <h2>
-        {s.Spec.Name} <span className="muted small">{shortId(s.ID)}</span>
-      </h2>
-      <table className="list" aria-label="Tasks">
-        <thead>
-          <tr>
-            <th>Task</th>
-            <th>Node</th>
-            <th>State</th>
-            <th>Desired</th>
-            <th>Error</th>
-          </tr>
-        </thead>
-        <tbody>
-          {orderTasks(props.tasks).map((k) => (
-            <tr key={k.ID} data-task={k.ID}>
-              <td className="mono">
-                {s.Spec.Name}.{k.Slot ?? shortId(k.NodeID ?? '')}
-                <span className="muted small"> {shortId(k.ID)}</span>
-              </td>
-              <td>{nodeName(props.nodes.get(k.NodeID ?? '')) || '—'}</td>
-              <td>
-                <span className={`badge ${k.Status?.State === 'running' ? 'running' : k.Status?.State === 'failed' || k.Status?.State === 'rejected' ? 'paused' : 'exited'}`}>{k.Status?.State}</span>
-              </td>
-              <td>{k.DesiredState}</td>
-              <td className="small">{k.Status?.Err ?? ''}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      {props.tasks.length === 0 && <p className="muted">No tasks yet.</p>}
-      <h2>Logs</h2>
-      <ServiceLogs id={s.ID} tty={!!s.Spec.TaskTemplate?.ContainerSpec?.TTY} />
-    </div>
-  );
-}
-
-const MAX_LINES = 2000;
-
-/** The service's logs (its tasks' on this manager), followed while the panel is open. */
-function ServiceLogs(props: { id: string; tty: boolean }) {
-  const t = useTransport();
-  const [lines, setLines] = useState<Array<{ stream: string; text: string }>>([]);
-  const [error, setError] = useState<string | null>(null);
-  const box = useRef<HTMLPreElement>(null);
-  useEffect(() => {
-    const abort = new AbortController();
-    let batch: Array<{ stream: string; text: string }> = [];
-    let scheduled = false;
-    const flush = () => {
-      scheduled = false;
-      const add = batch;
-      batch = [];
-      setLines((old) => old.concat(add).slice(-MAX_LINES));
-    };
-    const push = (stream: string) =>
-      lineSplitter((text) => {
-        batch.push({ stream, text });
-        if (!scheduled) {
-          scheduled = true;
-          requestAnimationFrame(flush);
-        }
-      });
-    const out = push('stdout');
-    const err = push('stderr');
-    setLines([]);
-    setError(null);
-    const demux = props.tty ? out : frameDemuxer((stream, b) => (stream === 'stderr' ? err : out)(b));
-    t.stream('GET', `/services/${encodeURIComponent(props.id)}/logs?stdout=1&stderr=1&follow=1&tail=500`, demux, { signal: abort.signal }).catch((e: Error) => {
-      if (!abort.signal.aborted) setError(e.message);
-    });
-    return () => abort.abort();
-  }, [t, props.id, props.tty]);
-  useEffect(() => {
-    if (box.current) box.current.scrollTop = box.current.scrollHeight;
-  }, [lines]);
-  return (
-    <>
-      {error && <div className="error inline">{error}</div>}
-      <pre className="service-logs" ref={box} data-testid="service-logs" tabIndex={0}>
-        {lines.length === 0 ? <span className="muted">No output yet: lines appear here as the service's tasks write them.</span> : lines.map((l, i) => <div key={i} className={l.stream}>{l.text}</div>)}
-      </pre>
     </>
   );
 }

@@ -15,6 +15,7 @@ import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
+import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, nodeNetworks } from './network/attachments.js';
@@ -129,6 +130,15 @@ export class SwarmNode {
     };
   }
 
+  /** The log of a task on another node, streamed to this manager's dispatcher (undefined off a manager). */
+  remoteLogs(task: Obj, opts: LogReadOptions): AsyncIterable<LogRecord[]> | undefined {
+    return this.manager?.logs.read(task, opts);
+  }
+
+  private logShipper(): LogShipper {
+    return new LogShipper(() => this.certs!, this.deps.containers.readLog);
+  }
+
   /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
   protected saveCerts(certs: SwarmKeys): Promise<void> {
     const key = this.currentUnlockKey;
@@ -161,10 +171,12 @@ export class SwarmNode {
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const networks = new ClusterNetworks(store, () => addressPools(store));
-    const parts: ManagerParts = { etcd, store, objects, networks };
+    const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     this.manager = parts;
+    const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
+      if (kind === 'nodes') this.nodeStateChanged(nodeStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
@@ -180,11 +192,21 @@ export class SwarmNode {
       listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
+      logs: parts.logs,
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+  }
+
+  /** A node whose state changed (ready, down: the leader follows the sessions): a node update event with `state.old`/`state.new`, as dockerd sends it. */
+  private nodeStateChanged(states: Map<string, string | undefined>, id: string, node: { Status?: { State?: string }; Description?: { Hostname?: string } } | undefined): void {
+    if (!node) return void states.delete(id);
+    const before = states.get(id);
+    const state = node.Status?.State;
+    states.set(id, state);
+    if (before && state && before !== state) this.deps.events.publish('node', 'update', id, { name: node.Description?.Hostname ?? '', 'state.new': state, 'state.old': before });
   }
 
   /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */
@@ -213,6 +235,7 @@ export class SwarmNode {
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
+      logRequests: () => store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId),
       networks: () => nodeNetworks(store, nodeId),
     };
   }
@@ -353,7 +376,7 @@ export class SwarmNode {
       },
     });
     this.worker.start();
-    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
   }
 
