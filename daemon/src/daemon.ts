@@ -11,7 +11,8 @@ import { registerEventsRoutes } from './api/events.js';
 import { registerNetworkRoutes } from './api/networks.js';
 import { NetworkService } from './engine/networks/service.js';
 import { containerConnector } from './engine/networks/connect.js';
-import { SandboxService } from './engine/sandbox/service.js';
+import type { SandboxService } from './engine/sandbox/service.js';
+import { composeSandboxes, registerControlRoutes } from './sandboxes.js';
 import type { ContainerRecord } from './engine/containers/model.js';
 import { registerSystemRoutes, type ContainerDiskUsage, type SystemBackend } from './api/system.js';
 import { containerSummary } from './engine/containers/views.js';
@@ -61,10 +62,7 @@ import { VolumeService } from './engine/volumes/service.js';
 import { PluginVolumeDrivers } from './engine/volumes/drivers.js';
 import type { Authorizer } from './engine/plugins/authz.js';
 import { composePlugins } from './plugins.js';
-import { AuthStoreWriter, type AuthStoreReader } from './engine/auth/store.js';
-import { registerScimRoutes } from './api/scim.js';
-import { registerSandboxRoutes } from './api/sandbox.js';
-import { registerAuthRoutes } from './api/auth.js';
+import type { AuthStoreReader } from './engine/auth/store.js';
 import type { Host } from './host/host.js';
 import { FsStateStore } from './state/fs.js';
 import { FsBuildScratch } from './state/fs-scratch.js';
@@ -185,26 +183,10 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));
-  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name)];
+  plugins.manager.usersOf = (name) => [...volumes.namesOfDriver(name), ...networks.namesOfDriver(name), ...(plugins.authorizes(name) ? ['--authorization-plugin'] : [])];
   registerVolumeRoutes(router, volumes);
   // Sandboxes: egress network policies of containers, enforced in the kernel and fed by the embedded DNS.
-  const sandboxes: SandboxService = new SandboxService(
-    {
-      find: (ref): ContainerRecord | undefined => containers.store.find(ref),
-      dir: (id) => containers.store.dir(id),
-      all: () => containers.store.all(),
-      useEmbeddedDns: (id) => containers.useEmbeddedDns(id),
-    },
-    networks,
-    host.sandbox,
-  );
-  host.network.observeDns?.((id, name, records) => sandboxes.dnsAnswer(id, name, records));
-  events.subscribe((event) => {
-    const container = event.Actor.Attributes.container;
-    if (event.Type === 'network' && event.Action === 'connect' && container) {
-      void sandboxes.networkChanged(container).catch((err: unknown) => log.warn('a sandbox policy could not follow a network connect', { id: container, error: err instanceof Error ? err.message : String(err) }));
-    }
-  });
+  const sandboxes: SandboxService = composeSandboxes(host, networks, events, () => containers);
   const containers: ContainerService = new ContainerService({
     sandboxes,
     state,
@@ -343,7 +325,10 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const cluster = new ClusterService({
     // The swarm's state, certificates and etcd member live on this machine, whatever Host runs the containers.
     host: new LinuxClusterHost(opts.dataRoot, opts.execRoot),
-    containers: taskContainers(containers, events, host.network),
+    containers: taskContainers(containers, events, host.network, (id, o) => {
+      const record = containers.store.find(id);
+      return record ? readLogBatches(host.runtime, record, o) : undefined;
+    }),
     events,
     describe: async () => {
       const info = await host.probe.info();
@@ -351,8 +336,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     },
   });
   closers.push(() => cluster.close());
-  registerSwarmRoutes(router, cluster, (id, o) => {
-    const record = containers.store.find(id);
+  registerSwarmRoutes(router, cluster, (task, o) => {
+    if (task.NodeID && task.NodeID !== cluster.nodeId) return cluster.remoteLogs(task, o);
+    const record = containers.store.find(task.Status?.ContainerStatus?.ContainerID ?? '');
     return record ? readLogBatches(host.runtime, record, o) : undefined;
   });
   // Container statistics from the cgroups.
@@ -392,10 +378,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     },
   });
 
-  // The SCIM user lookup in the users and API tokens (made by `berthd user` and `berthd token`).
-  registerScimRoutes(router, { user: (id) => authStore.user(id) });
-  registerSandboxRoutes(router, sandboxes);
-  registerAuthRoutes(router, new AuthStoreWriter(state));
+  registerControlRoutes(router, { sandboxes, authStore, state });
 
   // Once no request has come or ended for a second, the memory a burst of requests made the daemon commit
   // goes back to the kernel: V8's heap pages it no longer uses (the old generation grew with what the burst

@@ -11,7 +11,7 @@ import type { RegistryClient } from './engine/images/registry/client.js';
 import type { NetworkService } from './engine/networks/service.js';
 import { AuthzPlugins } from './engine/plugins/authz.js';
 import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/plugins/legacy.js';
-import { PluginManager } from './engine/plugins/manager.js';
+import { normalizePluginName, PluginManager } from './engine/plugins/manager.js';
 import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
 import type { Host } from './host/host.js';
 
@@ -20,6 +20,8 @@ export interface PluginParts {
   manager: PluginManager;
   /** Set when the daemon names authorization plugins. */
   authz?: AuthzPlugins;
+  /** Whether the managed plugin of that full name is one of the daemon's authorization plugins (it stays enabled). */
+  authorizes(name: string): boolean;
 }
 
 export function composePlugins(
@@ -39,5 +41,6 @@ export function composePlugins(
   deps.networks.setPlugins(new PluginNetworkDrivers(manager, legacy));
   registerPluginRoutes(deps.router, manager);
   const authz = opts.authorizationPlugins?.length ? new AuthzPlugins(opts.authorizationPlugins, manager, legacy) : undefined;
-  return { legacy, manager, authz };
+  const authorizing = new Set((opts.authorizationPlugins ?? []).map(normalizePluginName));
+  return { legacy, manager, authz, authorizes: (name) => authorizing.has(name) };
 }

@@ -3,15 +3,18 @@
  * in this repository (fixtures/plugin/authzplugin.c, serving a socket in a folder of the test's own). Every
  * request and response is put to it in Docker's shapes (the method, URI, headers without credentials, the
  * JSON body in base64; the response's status, headers and JSON body); it denies volume creation and the
- * image list's answer, which the docker CLI then shows as Docker words it.
+ * image list's answer, which the docker CLI then shows as Docker words it. The same program as a managed
+ * plugin (`docker.authz/1.0`), enabled before the daemon restarts with the flag naming it.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { eventually, startEngine, type Engine } from './harness.js';
-import { FIXTURE_DIR } from './plugin-support.js';
+import { eventually, startEngine, type Engine, type EngineOptions } from './harness.js';
+import { FIXTURE_DIR, pluginContext } from './plugin-support.js';
+import { freePort } from './registry-support.js';
 
 let engine: Engine;
 let dir: string;
@@ -76,6 +79,16 @@ describe('authorization plugins', () => {
     await eventually(() => calls().some((c) => c.method === 'AuthZPlugin.AuthZRes' && /\/containers\/[0-9a-f]{64}\/wait/.test(c.body.RequestUri)));
   });
 
+  test('exec (a JSON body in the head of an upgrade request) and logs (a stream) go through it', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'authz-exec', 'busybox', 'sh', '-c', 'echo logged; exec sleep 300']);
+    assert.equal(await engine.dockerOk(['exec', 'authz-exec', 'echo', 'from exec'], { timeoutMs: 30_000 }), 'from exec\n');
+    assert.equal(await engine.dockerOk(['logs', 'authz-exec']), 'logged\n');
+    const start = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && /\/exec\/[0-9a-f]{64}\/start$/.test(c.body.RequestUri));
+    assert.ok(start, 'the exec start was put to the plugin');
+    assert.equal(JSON.parse(decode(start.body.RequestBody)!).Detach, false);
+    await engine.dockerOk(['rm', '-f', 'authz-exec']);
+  });
+
   test('a denied request is a 403 with the plugin message, the CLI shows it, nothing is done', async () => {
     const cli = await engine.docker(['volume', 'create', 'authz-vol']);
     assert.notEqual(cli.code, 0);
@@ -110,5 +123,91 @@ describe('authorization plugins', () => {
     assert.deepEqual(Object.keys(seen.body.RequestHeaders).filter((h) => /auth/i.test(h)), []);
     assert.equal(JSON.parse(decode(seen.body.RequestBody)!).Labels.big.length, 60_000);
     await engine.dockerOk(['rm', 'authz-secret']);
+  });
+});
+
+describe('a managed authorization plugin', () => {
+  let managed: Engine | undefined;
+  let context: string | undefined;
+  before(async () => {
+    context = pluginContext('authzplugin.c', 'authzplugin', {
+      Description: 'an authorization plugin for the tests',
+      Interface: { Types: ['docker.authz/1.0'], Socket: 'fixauthz.sock' },
+      Entrypoint: ['/authzplugin', '/run/docker/plugins/fixauthz.sock', '/data/calls.log'],
+      Network: { Type: 'none' },
+    });
+    managed = await startEngine();
+    await managed.dockerOk(['plugin', 'create', 'fixauthz', context], { timeoutMs: 60_000 });
+    await managed.dockerOk(['plugin', 'enable', 'fixauthz'], { timeoutMs: 60_000 });
+    await managed.stop();
+    // The same daemon (its roots), started again naming the plugin.
+    (managed as unknown as { opts: EngineOptions }).opts.args = ['--authorization-plugin', 'fixauthz'];
+    await managed.start();
+  });
+  after(async () => {
+    await managed?.cleanup();
+    if (context) rmSync(context, { recursive: true, force: true });
+  });
+
+  test('is started with the daemon before the first request and denies what it denies', async () => {
+    const cli = await managed!.docker(['volume', 'create', 'authz-managed']);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /authorization denied by plugin fixauthz: volume creation is not allowed/);
+    const p = JSON.parse(await managed!.dockerOk(['plugin', 'inspect', 'fixauthz']))[0];
+    assert.equal(p.Enabled, true);
+    const log = readFileSync(path.join(managed!.dataRoot, 'plugins', p.Id, 'rootfs', 'data', 'calls.log'), 'utf8');
+    assert.match(log, /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
+    // The daemon needs it for every request: it stays enabled.
+    const disable = await managed!.docker(['plugin', 'disable', 'fixauthz']);
+    assert.notEqual(disable.code, 0);
+    assert.match(disable.stderr, /plugin fixauthz:latest is in use/);
+  });
+});
+
+describe('an authorization plugin behind a TLS listener', () => {
+  let tlsEngine: Engine | undefined;
+  let certs: string | undefined;
+  let port = 0;
+  const file = (name: string) => path.join(certs!, name);
+  before(async () => {
+    certs = mkdtempSync('/tmp/bpt-');
+    const openssl = (args: string[]) => assert.equal(spawnSync('openssl', args, { cwd: certs, encoding: 'utf8' }).status, 0, `openssl ${args.join(' ')}`);
+    const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+    openssl(['req', '-x509', ...key, '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=authz test CA']);
+    for (const [who, ext] of [['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n'], ['alice', 'extendedKeyUsage=clientAuth\n']]) {
+      writeFileSync(file(`${who}.ext`), ext);
+      openssl(['req', ...key, '-keyout', `${who}-key.pem`, '-out', `${who}.csr`, '-subj', `/CN=${who}`]);
+      openssl(['x509', '-req', '-in', `${who}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', `${who}-cert.pem`, '-days', '1', '-extfile', `${who}.ext`]);
+    }
+    port = await freePort();
+    tlsEngine = await startEngine({
+      args: ['-H', `tcp://127.0.0.1:${port}`, '--tlsverify', '--tlscacert', file('ca.pem'), '--tlscert', file('server-cert.pem'), '--tlskey', file('server-key.pem'), '--authorization-plugin', 'fixauthz'],
+      env: { BERTH_PLUGIN_SOCKET_DIRS: path.join(dir, 'sockets'), BERTH_PLUGIN_SPEC_DIRS: '' },
+    });
+  });
+  after(async () => {
+    await tlsEngine?.cleanup();
+    if (certs) rmSync(certs, { recursive: true, force: true });
+  });
+
+  test("the user is the client certificate's common name", async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = https.request(
+        { host: '127.0.0.1', port, path: '/v1.44/version?authz-tls-user', ca: readFileSync(file('ca.pem')), cert: readFileSync(file('alice-cert.pem')), key: readFileSync(file('alice-key.pem')), agent: false },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(status, 200);
+    const seen = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && c.body.RequestUri === '/v1.44/version?authz-tls-user');
+    assert.ok(seen);
+    assert.equal(seen.body.User, 'alice');
+    assert.equal(seen.body.UserAuthNMethod, 'TLS');
+    const local = calls().find((c) => c.method === 'AuthZPlugin.AuthZReq' && c.body.RequestUri.startsWith('/v1.') && c.body.User === undefined);
+    assert.ok(local, 'a request on the unix socket has no user');
   });
 });

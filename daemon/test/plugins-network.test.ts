@@ -4,7 +4,7 @@
  * pool), made with `docker plugin create` and enabled, then `docker network create -d fixnet --ipam-driver
  * fixnet`: the engine calls the IPAM and network driver methods, moves the interface the plugin names in
  * its Join answer into the container (with its gateway and static route), and a container on the network
- * reaches another. The plugin cannot be disabled while a network uses it; network rm deletes the network
+ * reaches another; containers connect and disconnect while running, or before their start. The plugin cannot be disabled while a network uses it; network rm deletes the network
  * and releases its pool.
  */
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { removeBridge, startEngine, type Engine } from './harness.js';
+import { eventually, removeBridge, startEngine, type Engine } from './harness.js';
 import { pluginContext } from './plugin-support.js';
 
 let engine: Engine;
@@ -63,7 +63,7 @@ describe('network and IPAM driver plugins', () => {
     assert.equal(n.Driver, 'fixnet:latest');
     assert.equal(n.IPAM.Driver, 'fixnet:latest');
     assert.deepEqual(n.IPAM.Config, [{ Subnet: '10.231.7.0/24', Gateway: '10.231.7.1' }]);
-    await expectConforms('1.53', 'get', '/networks/{id}', 200, (await engine.request('GET', '/v1.53/networks/pnet')).json());
+    for (const version of ['1.41', '1.53']) await expectConforms(version, 'get', '/networks/{id}', 200, (await engine.request('GET', `/v${version}/networks/pnet`)).json());
     assert.ok(existsSync(`/sys/class/net/fn${id.slice(0, 12)}`), "the plugin's bridge");
     assert.deepEqual(await methods(), ['IpamDriver.GetDefaultAddressSpaces', 'IpamDriver.RequestPool', 'IpamDriver.RequestAddress', 'NetworkDriver.CreateNetwork']);
     const missing = await engine.docker(['network', 'create', '-d', 'nosuch', 'pnone']);
@@ -89,6 +89,48 @@ describe('network and IPAM driver plugins', () => {
       'IpamDriver.RequestAddress', 'NetworkDriver.CreateEndpoint', 'NetworkDriver.Join',
       'NetworkDriver.Leave', 'NetworkDriver.DeleteEndpoint', 'IpamDriver.ReleaseAddress',
     ]);
+  });
+
+  test('network connect and disconnect of a running container, and of a created one before its start', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'pb', 'busybox', 'sleep', '300']);
+    await engine.dockerOk(['network', 'connect', 'pnet', 'pb']);
+    const b = JSON.parse(await engine.dockerOk(['inspect', 'pb']))[0].NetworkSettings.Networks;
+    assert.deepEqual(Object.keys(b).sort(), ['bridge', 'pnet']);
+    assert.equal(b.pnet.IPAddress, '10.231.7.4');
+    const inB = await engine.dockerOk(['exec', 'pb', 'sh', '-c', 'ip -4 addr show eth1; ping -c 1 -W 5 10.231.7.2'], { timeoutMs: 30_000 });
+    assert.match(inB, /inet 10\.231\.7\.4\/24/);
+    assert.match(inB, /1 packets received/);
+    const before = (await methods()).length;
+    await engine.dockerOk(['network', 'disconnect', 'pnet', 'pb']);
+    assert.deepEqual((await methods()).slice(before), ['NetworkDriver.Leave', 'NetworkDriver.DeleteEndpoint', 'IpamDriver.ReleaseAddress']);
+    const gone = await engine.docker(['exec', 'pb', 'ip', 'link', 'show', 'eth1']);
+    assert.notEqual(gone.code, 0, 'eth1 left with the endpoint');
+    await engine.dockerOk(['rm', '-f', 'pb']);
+
+    await engine.dockerOk(['create', '--name', 'pc', 'busybox', 'sh', '-c', 'ip -4 addr show eth1 && ping -c 1 -W 5 10.231.7.2']);
+    await engine.dockerOk(['network', 'connect', 'pnet', 'pc']);
+    const out = await engine.dockerOk(['start', '-a', 'pc'], { timeoutMs: 30_000 });
+    assert.match(out, /inet 10\.231\.7\.\d+\/24/);
+    assert.match(out, /1 packets received/);
+    await engine.dockerOk(['rm', 'pc']);
+  });
+
+  test('a daemon restart brings the plugin back before it restarts a container on its network', async () => {
+    await engine.dockerOk(['run', '-d', '--name', 'pr', '--restart', 'always', '--network', 'pnet', 'busybox', 'sleep', '1000']);
+    const pid = JSON.parse(await engine.dockerOk(['inspect', 'pr']))[0].State.Pid as number;
+    await engine.stop();
+    process.kill(pid, 'SIGKILL');
+    await eventually(() => !existsSync(`/proc/${pid}`));
+    await engine.start();
+    const state = await eventually(async () => {
+      const s = JSON.parse(await engine.dockerOk(['inspect', 'pr']))[0].State;
+      return s.Running && s.Pid !== pid ? s : undefined;
+    }, 30_000);
+    assert.ok(state.Pid > 0);
+    // The container that ran across the restart kept its interface; the restarted one joined again.
+    const out = await engine.dockerOk(['exec', 'pr', 'ping', '-c', '1', '-W', '5', '10.231.7.2'], { timeoutMs: 30_000 });
+    assert.match(out, /1 packets received/);
+    await engine.dockerOk(['rm', '-f', 'pr']);
   });
 
   test('the plugin is not disabled while a network uses it; network rm deletes the network and its pool', async () => {

@@ -113,6 +113,10 @@ describe('plugin upgrade', () => {
       await engine.dockerOk(['plugin', 'rm', name]);
     }
 
+    for (const version of ['1.26', '1.53']) {
+      const asked = await engine.request('GET', `/v${version}/plugins/privileges?remote=${encodeURIComponent(three)}`);
+      await expectConforms(version, 'get', '/plugins/privileges', 200, asked.json());
+    }
     await engine.dockerOk(['plugin', 'install', '--grant-all-permissions', one, 'VOLPLUGIN_GREETING=ciao'], { timeoutMs: 120_000 });
     const before = await inspect(one);
     assert.equal(before.Enabled, true);

@@ -291,6 +291,32 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     }
   });
 
+  test('what the policy allows to a container of the sandbox\'s network is handed to its veth; the table follows who is there', async () => {
+    const subnet = (await engine.dockerOk(['network', 'inspect', '-f', '{{(index .IPAM.Config 0).Subnet}}', `sbxnet${tag}`])).trim();
+    const peer = await run([]);
+    const sbx = await run(['--label', `berth.network-policy=${JSON.stringify({ defaultAction: 'deny', rules: [{ action: 'allow', cidr: subnet, protocol: 'tcp', ports: [80] }] })}`]);
+    const table = `berth_sbx_${sbx.slice(0, 12)}`;
+    const peers = () => {
+      const listed = JSON.parse(spawnSync('nft', ['-j', 'list', 'map', 'netdev', table, 'peers'], { encoding: 'utf8' }).stdout) as { nftables: Array<{ map?: { elem?: Array<[string, string]> } }> };
+      return new Map(listed.nftables.flatMap((x) => x.map?.elem ?? []).map(([mac, dev]) => [mac.toLowerCase(), dev]));
+    };
+    const macOf = async (id: string) => (await engine.dockerOk(['inspect', '-f', `{{.NetworkSettings.Networks.sbxnet${tag}.MacAddress}}`, id])).trim().toLowerCase();
+    const ipOf = async (id: string) => (await engine.dockerOk(['inspect', '-f', `{{.NetworkSettings.Networks.sbxnet${tag}.IPAddress}}`, id])).trim();
+    assert.equal(peers().get(await macOf(peer)), await hostInterface(peer));
+    assert.ok(!peers().has(await macOf(sbx)), 'the sandbox is no peer of its own');
+    // A container that comes later is added, and goes when it goes.
+    const web = (await engine.dockerOk(['run', '-d', '--network', `sbxnet${tag}`, 'busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'])).trim();
+    containers.push(web);
+    const webMac = await macOf(web);
+    await eventually(() => peers().has(webMac) || undefined);
+    assert.equal((await exec(sbx, `timeout 8 wget -q -O - http://${await ipOf(web)}/hostname`)).code, 0);
+    // The policy still decides first: another port of the same peer is refused, and so is ICMP.
+    assertRefused(await exec(sbx, `timeout 8 wget -q -O - http://${await ipOf(web)}:81/`), 'a port the policy does not allow');
+    assert.notEqual((await exec(sbx, `ping -c1 -W2 ${await ipOf(web)}`)).code, 0);
+    await engine.dockerOk(['rm', '-f', web]);
+    await eventually(() => !peers().has(webMac) || undefined);
+  });
+
   test('a network connected to the running sandbox is held to its policy too', async () => {
     await engine.dockerOk(['network', 'create', `sbxtwo${tag}`]);
     const web = (await engine.dockerOk(['run', '-d', '--network', `sbxtwo${tag}`, 'busybox', 'httpd', '-f', '-p', '80', '-h', '/etc'])).trim();
@@ -299,7 +325,7 @@ describe('sandboxes: egress network policies enforced in the kernel', () => {
     const sbx = await run(['--label', `berth.network-policy=${JSON.stringify(policy)}`]);
     await engine.dockerOk(['network', 'connect', `sbxtwo${tag}`, sbx]);
     const table = `berth_sbx_${sbx.slice(0, 12)}`;
-    await eventually(() => (spawnSync('nft', ['list', 'table', 'netdev', table], { encoding: 'utf8' }).stdout.match(/hook ingress/g) ?? []).length === 2 || undefined);
+    await eventually(() => (spawnSync('nft', ['list', 'table', 'netdev', table], { encoding: 'utf8' }).stdout.match(/jump rules/g) ?? []).length === 2 || undefined);
     // The server is on the new interface's own subnet: reached through eth1, refused there (and served to a
     // container of that network without a policy).
     const get = `timeout 8 wget -q -O - http://${webIp}/hostname`;

@@ -106,6 +106,26 @@ describe('a swarm of daemons in their own network namespaces', () => {
     assert.equal(grep.stdout.trim(), '', 'the manager-only secret reached the worker');
   });
 
+  test('service logs gather the tasks\' logs from every node: the worker streams its own through the dispatcher', async () => {
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'talk', '--replicas', '2', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'echo "hello from task $$"; sleep 600']);
+    const list = await eventually(async () => {
+      const l = (await tasks('talk')).filter((t) => t.Status.State === 'running');
+      return l.length === 2 ? l : undefined;
+    }, 30_000, 200) as Task[];
+    assert.deepEqual(list.map((t) => t.NodeID).sort(), [managerId, workerId].sort());
+    const out = await eventually(async () => {
+      const r = await m1!.dockerOk(['service', 'logs', 'talk']);
+      return /@node-1\s+\| hello from task/.test(r) && /@node-2\s+\| hello from task/.test(r) ? r : undefined;
+    }, 20_000, 500);
+    assert.ok(out);
+    // A task's own log, from the worker, through the API.
+    const onWorker = list.find((t) => t.NodeID === workerId)!;
+    const r = await m1!.request('GET', `/tasks/${onWorker.ID}/logs?stdout=1&details=1`);
+    assert.equal(r.status, 200);
+    assert.match(r.body.subarray(8).toString(), new RegExp(`^com\\.docker\\.swarm\\.node\\.id=${workerId},.* hello from task`));
+    await m1!.dockerOk(['service', 'rm', 'talk']);
+  });
+
   test('a drained node\'s tasks move; back active, it takes new ones', async () => {
     await m1!.dockerOk(['node', 'update', '--availability', 'drain', workerId]);
     await eventually(async () => {
@@ -144,6 +164,10 @@ describe('a swarm of daemons in their own network namespaces', () => {
     assert.ok(moved);
     const elapsed = Date.now() - started;
     assert.ok(elapsed < 15_000, `rescheduled after ${elapsed} ms`);
+    // The logs of the down node's tasks are left out at once (no wait for a node that cannot answer).
+    const logsStarted = Date.now();
+    await m1!.dockerOk(['service', 'logs', 'spread']);
+    assert.ok(Date.now() - logsStarted < 5000, `service logs took ${Date.now() - logsStarted} ms with a node down`);
     // The container of the old task still runs under conmon while its daemon is away.
     await w1!.start();
     await eventually(async () => (await nodeState(workerId)) === 'ready', 20_000, 200);

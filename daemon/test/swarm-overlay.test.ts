@@ -1,16 +1,22 @@
 /**
  * Swarm networks across three daemons, each in a network namespace of its own on a test bridge (the netns
- * harness of swarm-join.test.ts): an overlay network made with the real docker CLI, a global service on it
- * whose task on one node reaches the tasks on the others by their overlay addresses (VXLAN between the
- * nodes' namespaces), and the network's sandboxes removed from a node once no task there needs them.
+ * harness of swarm-join.test.ts), with the real docker CLI: overlay networks made, listed, inspected and
+ * removed; a global service whose task on one node reaches the tasks on the others through VXLAN on the
+ * swarm's data path port; service discovery (VIP, dnsrr, tasks.<name>) and VIP balancing following the
+ * tasks; a daemon restart; network inspect --verbose; an internal overlay; the routing mesh answering on a
+ * node without a task; `docker stack deploy`; and each node's sandboxes removed once no task needs them.
  * One swarm (a manager and two workers) serves the whole file.
  */
 import assert from 'node:assert/strict';
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Engine, eventually } from './harness.js';
+import { overlayNamespaces, removeOverlayNamespaces } from './overlay-netns.js';
 
 const tag = randomBytes(3).toString('hex');
 const BRIDGE = `sob${tag}`;
@@ -36,20 +42,25 @@ function setUpNetwork(): void {
   }
 }
 
-/** The namespaces of overlay networks the daemon of `e` made (host/linux/overlay names them from its exec root). */
-function overlayNamespaces(e: Engine): string[] {
-  const prefix = `bov${createHash('sha256').update(e.execRoot).digest('hex').slice(0, 6)}-`;
-  let names: string[] = [];
-  try {
-    names = readdirSync('/run/netns');
-  } catch {
-    return [];
-  }
-  return names.filter((n) => n.startsWith(prefix));
+/** The namespaces of overlay networks the daemon of `e` made. */
+const overlayNamespacesOf = (e: Engine) => overlayNamespaces(e.execRoot);
+
+/** The body of GET / on ip:port (one connection, 3 s at most). */
+function httpGet(ip: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: ip, port, path: '/', agent: false, timeout: 3000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
 }
 
 function tearDownNetwork(): void {
-  for (const e of engines) for (const ns of overlayNamespaces(e)) spawnSync('ip', ['netns', 'del', ns]);
+  for (const e of engines) removeOverlayNamespaces(e.execRoot);
   for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
   spawnSync('ip', ['link', 'del', BRIDGE]);
 }
@@ -95,7 +106,7 @@ describe('overlay networks across three nodes', () => {
   };
 
   test('a manager and two workers', async () => {
-    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s']);
+    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789']);
     const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
     for (const i of [1, 2]) await engine(i).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[i]!.ip, `${nodes[0]!.ip}:2377`]);
     for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
@@ -164,7 +175,10 @@ describe('overlay networks across three nodes', () => {
     const ifaces = await engine(1).dockerOk(['exec', from(1).container, 'ip', 'addr', 'show', 'eth1']);
     assert.match(ifaces, /mtu 1450/);
     assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
-    for (const e of engines) assert.equal(overlayNamespaces(e).length, 1);
+    for (const e of engines) assert.equal(overlayNamespacesOf(e).length, 1);
+    // VXLAN on the swarm's data path port, from the node's address.
+    const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
     const inUse = await engine(0).request('DELETE', '/networks/ov');
     assert.equal(inUse.status, 409);
   });
@@ -214,12 +228,117 @@ describe('overlay networks across three nodes', () => {
       seen.add(r.body);
     }
     assert.equal(seen.size, 1);
-    await engine(0).dockerOk(['service', 'rm', 'web', 'rr']);
+    await engine(0).dockerOk(['service', 'rm', 'rr']);
+  });
+
+  test('after a daemon restart, its tasks keep their names and their overlay', async () => {
+    await engine(2).restart();
+    const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
+    const [server] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[0]);
+    const exec = (args: string[]) => engine(2).docker(['exec', client!.Status.ContainerStatus!.ContainerID!, ...args]);
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    await eventually(async () => new RegExp(`Address:\\s*${vip.replace(/\./g, '\\.')}`).test((await exec(['nslookup', '-type=a', 'web'])).stdout), 20_000, 300);
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    const target = server!.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!;
+    assert.equal((await exec(['ping', '-c', '1', '-W', '3', target])).code, 0);
+  });
+
+  test('network inspect --verbose shows the peers and services; a task only on an internal overlay has no way out', async () => {
+    const v = (await engine(0).request('GET', '/networks/ov?verbose=true')).json();
+    assert.deepEqual(v.Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2', 'node-3']);
+    assert.equal(v.Services.web.Tasks.length, 1);
+    assert.equal(v.Services.pingers.Tasks.length, 3);
+    assert.equal((await engine(0).request('GET', '/networks/ov')).json().Services, undefined);
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--internal', 'sealed']);
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'inside', '--network', 'sealed', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const [t] = await eventually(async () => ((await running('inside')).length === 1 ? running('inside') : undefined), 40_000, 250) as Task[];
+    const e = engines[nodeIds.indexOf(t!.NodeID)]!;
+    const routes = await e.dockerOk(['exec', t!.Status.ContainerStatus!.ContainerID!, 'ip', 'route']);
+    assert.doesNotMatch(routes, /default/);
+    assert.match(routes, /10\.0\.\d+\.0\/24 dev eth1/);
+    await engine(0).dockerOk(['service', 'rm', 'inside', 'web']);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/sealed')).status === 204, 10_000, 200);
+  });
+
+  test('the routing mesh: a port published in ingress mode answers on every node, one without a task too, spread over the tasks', async () => {
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'mesh', '--replicas', '2', '--constraint', 'node.hostname!=node-3', '--replicas-max-per-node', '1',
+      '-p', '8080:80', '--stop-grace-period', '1s', 'busybox', 'sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 80 -h /www']);
+    const tasks = await eventually(async () => ((await running('mesh')).length === 2 ? running('mesh') : undefined), 40_000, 250) as Task[];
+    assert.ok(!tasks.some((t) => t.NodeID === nodeIds[2]));
+    const service = (await engine(0).request('GET', '/services/mesh')).json();
+    assert.deepEqual(service.Endpoint.Ports, [{ Protocol: 'tcp', TargetPort: 80, PublishedPort: 8080, PublishMode: 'ingress' }]);
+    const ingress = (await engine(0).request('GET', '/networks/ingress')).json();
+    assert.equal(ingress.Ingress, true);
+    const containers = new Set(tasks.map((t) => t.Status.ContainerStatus!.ContainerID!.slice(0, 12)));
+    for (const node of [nodes[2]!, nodes[0]!]) {
+      const seen = new Set<string>();
+      await eventually(async () => {
+        const body = await httpGet(node.ip, 8080).catch(() => undefined);
+        if (body) seen.add(body.trim());
+        return seen.size === 2;
+      }, 20_000, 50).catch(() => undefined);
+      assert.deepEqual([...seen].sort(), [...containers].sort(), `answers through ${node.name}`);
+    }
+    await engine(0).dockerOk(['service', 'rm', 'mesh']);
+    await eventually(async () => (await httpGet(nodes[2]!.ip, 8080).then(() => false, () => true)), 20_000, 200);
+  });
+
+  test('docker stack deploy: replicas, two networks, a secret, a config and a published port; stack services, ps and rm', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'berth-stack-'));
+    try {
+      writeFileSync(path.join(dir, 'secret.txt'), 's3cret');
+      writeFileSync(path.join(dir, 'config.txt'), 'conf');
+      writeFileSync(path.join(dir, 'stack.yml'), [
+        'version: "3.8"',
+        'services:',
+        '  web:',
+        '    image: busybox',
+        '    command: ["sh", "-c", "mkdir -p /www && cat /run/secrets/token /conf.txt > /www/index.html && exec httpd -f -p 80 -h /www"]',
+        '    deploy: { replicas: 2 }',
+        '    ports: ["8090:80"]',
+        '    networks: [front, back]',
+        '    secrets: [token]',
+        '    configs: [{ source: conf, target: /conf.txt }]',
+        '    stop_grace_period: 1s',
+        '  api:',
+        '    image: busybox',
+        '    command: ["sleep", "600"]',
+        '    networks: [back]',
+        '    stop_grace_period: 1s',
+        'networks:',
+        '  front: {}',
+        '  back: {}',
+        'secrets:',
+        '  token: { file: ./secret.txt }',
+        'configs:',
+        '  conf: { file: ./config.txt }',
+        '',
+      ].join('\n'));
+      await engine(0).dockerOk(['stack', 'deploy', '--detach=true', '-c', path.join(dir, 'stack.yml'), 'shop']);
+      const nets = await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '--format', '{{.Name}} {{.Driver}} {{.Scope}}']);
+      assert.deepEqual(nets.trim().split('\n').sort(), ['shop_back overlay swarm', 'shop_front overlay swarm']);
+      await eventually(async () => (await running('shop_web')).length === 2 && (await running('shop_api')).length === 1, 40_000, 250);
+      assert.match(await engine(0).dockerOk(['stack', 'services', 'shop']), /shop_web\s+replicated\s+2\/2\s+busybox:latest\s+\*:8090->80\/tcp/);
+      assert.equal((await engine(0).dockerOk(['stack', 'ps', 'shop', '--filter', 'desired-state=running', '--format', '{{.Name}}'])).trim().split('\n').length, 3);
+      // The api task finds web by name on their shared network, and reaches it through its VIP.
+      const [api] = await running('shop_api');
+      const onNode = engines[nodeIds.indexOf(api!.NodeID)]!;
+      const lookup = await onNode.dockerOk(['exec', api!.Status.ContainerStatus!.ContainerID!, 'nslookup', '-type=a', 'web']);
+      assert.match(lookup, /Address:\s*10\.0\.\d+\.\d+/);
+      // The mesh follows the tasks on every node within moments of their start.
+      const body = await eventually(async () => (await httpGet(nodes[2]!.ip, 8090).catch(() => undefined))?.trim(), 10_000, 100);
+      assert.equal(body, 's3cretconf');
+      await engine(0).dockerOk(['stack', 'rm', 'shop']);
+      await eventually(async () => (await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '-q'])).trim() === '', 20_000, 250);
+      assert.equal((await engine(0).dockerOk(['service', 'ls', '-q'])).trim().split('\n').filter(Boolean).length, 1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('a node whose tasks are gone removes the network\'s sandbox; the network can then be removed', async () => {
     await engine(0).dockerOk(['service', 'rm', 'pingers']);
-    await eventually(() => engines.every((e) => overlayNamespaces(e).length === 0), 20_000, 250);
+    await eventually(() => engines.every((e) => overlayNamespacesOf(e).length === 0), 20_000, 250);
     await engine(0).dockerOk(['network', 'rm', 'ov']);
     assert.equal((await engine(0).request('GET', '/networks/ov')).status, 404);
   });

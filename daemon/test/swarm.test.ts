@@ -167,7 +167,7 @@ describe('swarm mode on one manager', () => {
       const containers = (await engine.request('GET', '/containers/json?filters=' + encodeURIComponent(JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] })))).json();
       return containers.length === 1;
     }, 20_000, 200);
-    // A name in use, a network that does not exist and ports through the routing mesh are refused.
+    // A name in use, a network that does not exist and an unknown publish mode are refused.
     const conflict = await engine.docker(['service', 'create', '--detach', '--name', 'web', 'busybox', 'true']);
     assert.notEqual(conflict.code, 0);
     assert.match(conflict.stderr, /already exists/);
@@ -175,9 +175,9 @@ describe('swarm mode on one manager', () => {
     const net = await engine.request('POST', '/services/create', { body: { ...spec, TaskTemplate: { ...spec.TaskTemplate, Networks: [{ Target: 'n' }] } } });
     assert.equal(net.status, 404);
     assert.match(net.json().message, /network n not found/);
-    const ingress = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080 }] } } });
-    assert.equal(ingress.status, 400);
-    assert.match(ingress.json().message, /routing mesh/);
+    const mode = await engine.request('POST', '/services/create', { body: { ...spec, EndpointSpec: { Ports: [{ TargetPort: 80, PublishedPort: 8080, PublishMode: 'mesh' }] } } });
+    assert.equal(mode.status, 400);
+    assert.match(mode.json().message, /invalid PublishMode "mesh"/);
     assert.equal((await engine.request('POST', '/services/create', { body: { Name: 'x', TaskTemplate: { ContainerSpec: {} } } })).status, 400);
   });
 
@@ -191,6 +191,24 @@ describe('swarm mode on one manager', () => {
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await tasksOf('fails', 'running')).length, 0);
     await engine.dockerOk(['service', 'rm', 'fails']);
+  });
+
+  test('restarts are counted in the store: MaxAttempts holds beyond the task history the reaper keeps', async () => {
+    const since = (Date.now() / 1000 - 1).toFixed(3);
+    await engine.dockerOk(['swarm', 'update', '--task-history-limit', '1']);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'flaky', '--restart-delay', '100ms', '--restart-max-attempts', '3', 'busybox', 'sh', '-c', 'exit 3']);
+    await engine.dockerOk(['service', 'create', '--detach', '--name', 'flakyjob', '--mode', 'replicated-job', '--restart-delay', '100ms', '--restart-max-attempts', '2', 'busybox', 'sh', '-c', 'exit 3']);
+    const creates = async (service: string) => {
+      const r = await engine.request('GET', `/events?since=${since}&until=${(Date.now() / 1000).toFixed(3)}&filters=${encodeURIComponent(JSON.stringify({ type: ['container'], event: ['create'] }))}`);
+      return r.text.split('\n').filter((l) => l.trim() && JSON.parse(l).Actor.Attributes['com.docker.swarm.service.name'] === service).length;
+    };
+    // The first task and its 3 restarts (2 for the job), then nothing more: the reaper keeps one old task only.
+    await eventually(async () => (await creates('flaky')) >= 4 && (await creates('flakyjob')) >= 3, 20_000, 200);
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(await creates('flaky'), 4);
+    assert.equal(await creates('flakyjob'), 3);
+    await engine.dockerOk(['service', 'rm', 'flaky', 'flakyjob']);
+    await engine.dockerOk(['swarm', 'update', '--task-history-limit', '10']);
   });
 
   test('reservations: a task that fits nowhere stays pending with Docker\'s message; reserved CPUs are counted', async () => {
@@ -426,6 +444,9 @@ describe('swarm mode on one manager', () => {
     assert.notEqual(wrong.code, 0);
     assert.match(wrong.stderr, /swarm could not be unlocked: invalid key provided/);
     assert.equal((await engine.request('POST', '/swarm/unlock', { body: { UnlockKey: 'not-a-key' } })).status, 400);
+    const forced = await engine.request('POST', '/swarm/init', { body: { ForceNewCluster: true, AdvertiseAddr: IP, ListenAddr: `${IP}:2377` } });
+    assert.equal(forced.status, 503);
+    assert.match(forced.json().message, /needs to be unlocked/);
     await engine.dockerOk(['swarm', 'unlock'], { input: `${key}\n` });
     await eventually(async () => (await engine.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 200);
     assert.ok((await running('web', 2)).some((t) => t.ID === web!.ID));
@@ -456,5 +477,16 @@ describe('swarm mode on one manager', () => {
     const r = await engine.request('GET', '/v1.53/services');
     assert.equal(r.status, 503);
     assert.equal((await engine.request('POST', '/v1.24/swarm/leave')).status, 406);
+  });
+
+  test('swarm init --autolock: the new manager\'s keys are sealed from the start, and the CLI prints the key', async () => {
+    const out = await engine.dockerOk(['swarm', 'init', '--autolock', '--advertise-addr', IP, '--listen-addr', `${IP}:2377`], { timeoutMs: 60_000 });
+    const key = /SWMKEY-1-[A-Za-z0-9+/=]+/.exec(out)?.[0];
+    assert.ok(key, out);
+    assert.equal((await engine.dockerOk(['swarm', 'unlock-key', '-q'])).trim(), key);
+    assert.equal((await engine.request('GET', '/swarm')).json().Spec.EncryptionConfig.AutoLockManagers, true);
+    const nodeKey = path.join(engine.dataRoot, 'swarm', 'certificates', 'swarm-node.key');
+    await eventually(() => readFileSync(nodeKey, 'utf8').startsWith('berth-locked:'), 10_000, 100);
+    await engine.dockerOk(['swarm', 'leave', '--force']);
   });
 });

@@ -485,10 +485,15 @@ describe('volumes across a daemon restart', () => {
     await engine.dockerOk(['volume', 'create', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', 'durable-ram']);
     const stopped = (await engine.dockerOk(['create', '-v', 'durable:/d', 'busybox', 'true'])).trim();
     const running = (await engine.dockerOk(['run', '-d', '-v', 'durable-ram:/r', 'busybox', 'sleep', '600'])).trim();
-    // What a create cut short by a crash leaves (a folder without its record) is removed at start.
+    // What a create cut short by a crash leaves (an empty folder without its record) is removed at start.
     await fs.mkdir(path.join(volumesDir(), 'half-made', '_data'), { recursive: true });
+    // A folder with files and no record (its record lost) is taken in as a volume, as dockerd's local driver does.
+    await fs.mkdir(path.join(volumesDir(), 'found-again', '_data'), { recursive: true });
+    await fs.writeFile(path.join(volumesDir(), 'found-again', '_data', 'f'), 'still here\n');
     await engine.restart();
     assert.ok(!existsSync(path.join(volumesDir(), 'half-made')));
+    assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'found-again:/v', 'busybox', 'cat', '/v/f']), 'still here\n');
+    await engine.dockerOk(['volume', 'rm', 'found-again']);
     const v = JSON.parse(await engine.dockerOk(['volume', 'inspect', 'durable']))[0];
     assert.deepEqual(v.Labels, { survives: '1' });
     assert.equal((await engine.request('DELETE', '/volumes/durable')).status, 409, 'the stopped user is still known');

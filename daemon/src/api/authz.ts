@@ -6,10 +6,11 @@
  * they come, and the plugins see their status and headers after.
  */
 import type { IncomingMessage } from 'node:http';
+import type { TLSSocket } from 'node:tls';
 import type { Authorizer, AuthzRequest } from '../engine/plugins/authz.js';
 import { errorMessage } from '../errors.js';
 import { log } from '../util/log.js';
-import { ApiResponse, mediaType } from './http.js';
+import { ApiResponse, mediaType, readUpgradeBody, type ApiRequest } from './http.js';
 
 /** The largest body (request or response) shown to the plugins, as dockerd. */
 const MAX_SHOWN_BODY = 1 << 20;
@@ -26,6 +27,22 @@ function headersOf(rawHeaders: string[]): Record<string, string> {
     out[name] = name in out ? `${out[name]},${rawHeaders[i + 1]}` : rawHeaders[i + 1]!;
   }
   return out;
+}
+
+/** The user a request comes from, as dockerd tells the plugins: the common name of a TLS client's certificate. */
+function userOf(raw: IncomingMessage): Pick<AuthzRequest, 'User' | 'UserAuthNMethod'> {
+  const socket = raw.socket as Partial<TLSSocket>;
+  if (typeof socket.getPeerCertificate !== 'function') return {};
+  const cn = socket.getPeerCertificate()?.subject?.CN;
+  return typeof cn === 'string' && cn !== '' ? { User: cn, UserAuthNMethod: 'TLS' } : {};
+}
+
+/** The body of an upgrade request, read as its handler reads it and left in front of the rest for it. */
+async function peekUpgradeBody(raw: IncomingMessage, res: ApiResponse): Promise<Buffer> {
+  const asRequest = { raw, header: (name: string) => [raw.headers[name.toLowerCase()]].flat()[0] } as unknown as ApiRequest;
+  const body = await readUpgradeBody(asRequest, res, MAX_SHOWN_BODY);
+  res.upgradeHead = Buffer.concat([body, res.upgradeHead ?? Buffer.alloc(0)]);
+  return body;
 }
 
 /** Reads `length` bytes of the body ahead and puts them back in front of the stream. */
@@ -104,13 +121,22 @@ export class AuthzResponse extends ApiResponse {
 }
 
 /** Serves a request through the plugins: asked first, then the handler, then its answer asked about. */
-export async function serveAuthorized(authz: Authorizer, raw: IncomingMessage, res: ApiResponse, handler: () => Promise<void> | void): Promise<void> {
+export async function serveAuthorized(
+  authz: Authorizer,
+  raw: IncomingMessage,
+  res: ApiResponse,
+  upgrade: boolean,
+  handler: () => Promise<void> | void,
+): Promise<void> {
   const held = res instanceof AuthzResponse ? res : undefined;
   try {
     const length = Number(raw.headers['content-length'] ?? NaN);
     const json = mediaType(raw.headers['content-type']) === 'application/json';
-    const body = json && Number.isInteger(length) && length > 0 && length <= MAX_SHOWN_BODY ? await peekBody(raw, length) : undefined;
+    const shown = json && Number.isInteger(length) && length > 0 && length <= MAX_SHOWN_BODY;
+    // An upgrade request's body (exec start) comes with its head and on the socket, not in the request stream.
+    const body = !shown ? undefined : upgrade ? await peekUpgradeBody(raw, res) : await peekBody(raw, length);
     const request: AuthzRequest = {
+      ...userOf(raw),
       RequestMethod: raw.method ?? 'GET',
       RequestUri: raw.url ?? '/',
       RequestBody: body && body.length > 0 ? body.toString('base64') : undefined,

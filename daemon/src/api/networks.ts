@@ -13,7 +13,7 @@ import type { Router } from './router.js';
 /** What the network routes need of the engine. */
 export interface NetworkBackend {
   list(filters: ReadonlyMap<string, string[]>): object[];
-  inspect(ref: string, opts: { scope?: string }): object;
+  inspect(ref: string, opts: { scope?: string; verbose?: boolean }): object;
   create(body: unknown): Promise<{ Id: string; Warning?: string }>;
   remove(ref: string): Promise<void>;
   /** Names of the networks `prune` removed. */
@@ -59,9 +59,9 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
     if (scope !== undefined && scope !== '' && !SCOPES.includes(scope)) {
       throw new InvalidParameter(`invalid scope ${JSON.stringify(scope)}: expected local, swarm or global`);
     }
-    // `verbose` only adds service details of swarm networks; it is accepted and validated.
-    boolParam(req, 'verbose');
-    res.json(200, shape('network', req.version, backend.inspect(req.params.id, { scope: scope || undefined })));
+    // `verbose` adds the peers and services of swarm networks.
+    const verbose = boolParam(req, 'verbose') === true;
+    res.json(200, shape('network', req.version, backend.inspect(req.params.id, { scope: scope || undefined, verbose })));
   });
 
   router.delete('/networks/:id', async (req, res) => {

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Conflict, NotFound } from '../errors.js';
 import { boolParam, filterParam } from './params.js';
 import { Router } from './router.js';
-import { splitVersion } from './server.js';
+import { enginePermission, grants, splitVersion } from './server.js';
 import { serveRouter, type TestServer } from './testing.js';
 
 describe('API server', () => {
@@ -209,4 +209,18 @@ describe('API server', () => {
     assert.equal(r.status, 200);
     assert.ok(seen.length > 0);
   });
+});
+
+test('a token\'s engine permission: reads need engineRead, the websocket attach and every other method engineWrite', () => {
+  assert.equal(enginePermission('GET', '/containers/json'), 'engineRead');
+  assert.equal(enginePermission('HEAD', '/v1.44/_ping'), 'engineRead');
+  assert.equal(enginePermission('GET', '/v1.41/containers/json'), 'engineRead');
+  for (const path of ['/containers/abc/attach/ws', '/v1.44/containers/abc/attach/ws', '/containers/abc/attach/ws/']) {
+    assert.equal(enginePermission('GET', path), 'engineWrite', path);
+  }
+  assert.equal(enginePermission('GET', '/containers/abc/attach/wsx'), 'engineRead');
+  for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) assert.equal(enginePermission(method, '/volumes/create'), 'engineWrite');
+  assert.ok(grants(['engineWrite'], 'engineRead'));
+  assert.ok(!grants(['engineRead'], 'engineWrite'));
+  assert.ok(!grants(['networkPoliciesWrite'], 'networkPoliciesRead'));
 });

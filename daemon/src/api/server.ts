@@ -217,7 +217,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
           throw err;
         });
         const req = new ApiRequest(rawReq, path, MAX_API_MINOR, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-        if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+        if (authz) await serveAuthorized(authz, rawReq, res, upgradeHead !== undefined, () => match.handler(req, res));
         else await match.handler(req, res);
         return;
       }
@@ -244,7 +244,7 @@ export function createDispatcher(router: Router, opts: ServerOptions) {
         return;
       }
       const req = new ApiRequest(rawReq, path, split.minor, match.params, url.searchParams, controller.signal, upgradeHead !== undefined);
-      if (authz) await serveAuthorized(authz, rawReq, res, () => match.handler(req, res));
+      if (authz) await serveAuthorized(authz, rawReq, res, upgradeHead !== undefined, () => match.handler(req, res));
       else await match.handler(req, res);
     } catch (err) {
       writeError(res, method, err, version, style);

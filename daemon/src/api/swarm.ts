@@ -26,8 +26,8 @@ async function objectBody(req: Parameters<Handler>[0]): Promise<Record<string, u
   return body as Record<string, unknown>;
 }
 
-/** Reads the log of a container of this node (undefined when it has none here), for service and task logs. */
-export type TaskLogReader = (containerId: string, opts: { follow: boolean; tail?: number; signal: AbortSignal }) => AsyncIterable<TaskLogRecord[]> | undefined;
+/** Reads the log of a task's container, on this node or through its own (undefined when there is none). */
+export type TaskLogReader = (task: Record<string, any>, opts: { follow: boolean; tail?: number; signal: AbortSignal }) => AsyncIterable<TaskLogRecord[]> | undefined;
 
 /** One record of a container's log: its time, stream, bytes, and whether it ends a line. */
 export interface TaskLogRecord {
@@ -38,7 +38,7 @@ export interface TaskLogRecord {
 }
 
 /**
- * GET /services/{id}/logs and /tasks/{id}/logs: the logs of the tasks' containers on this node, multiplexed,
+ * GET /services/{id}/logs and /tasks/{id}/logs: the logs of the tasks' containers (on every node), multiplexed,
  * each line after its timestamp (`timestamps`) and its task's context (`details`:
  * `com.docker.swarm.node.id=…,com.docker.swarm.service.id=…,com.docker.swarm.task.id=…`), as the CLI reads them.
  */
@@ -57,8 +57,7 @@ async function serveTaskLogs(req: ApiRequest, res: ApiResponse, tasks: Array<Rec
   if (since && since !== '0' && sinceNano === undefined) throw new InvalidParameter(`invalid value for since: ${JSON.stringify(since)}`);
   const out = res.stream(200, MEDIA_MULTIPLEXED);
   const pump = async (t: Record<string, any>) => {
-    const id = t.Status?.ContainerStatus?.ContainerID;
-    const batches = id ? read(id, { follow, tail, signal: req.signal }) : undefined;
+    const batches = t.Status?.ContainerStatus?.ContainerID ? read(t, { follow, tail, signal: req.signal }) : undefined;
     if (!batches) return;
     const context = `com.docker.swarm.node.id=${t.NodeID},com.docker.swarm.service.id=${t.ServiceID},com.docker.swarm.task.id=${t.ID}`;
     const atStart = { stdout: true, stderr: true };

@@ -51,6 +51,12 @@ export interface VipBackends {
   backends: string[];
 }
 
+export interface IngressSpec {
+  networkId: string;
+  address: string;
+  ports: Array<{ proto: 'tcp' | 'udp'; publishedPort: number; targetPort: number; backends: string[] }>;
+}
+
 export interface OverlayHost {
   /** Creates the network's sandbox, bridge and VXLAN device, or brings existing ones to the spec. Idempotent. */
   ensureOverlay(spec: OverlaySpec): Promise<void>;
@@ -64,6 +70,13 @@ export interface OverlayHost {
    * namespace). An empty list removes them.
    */
   balanceVips(pid: number, vips: VipBackends[]): Promise<void>;
+  /**
+   * The routing mesh on this node: connections to the node's own addresses on each published port go into the
+   * ingress network's sandbox (built with ensureOverlay), which sends each to one of the port's backends,
+   * from `address` (the node's endpoint on that network, which ensureOverlay gave its bridge). Replaces the
+   * previous ports; undefined removes the mesh from the node.
+   */
+  setIngress(spec: IngressSpec | undefined): Promise<void>;
   /** Removes the network's sandbox with everything in it. Idempotent. */
   removeOverlay(networkId: string): Promise<void>;
   /** Ids of the networks whose sandboxes exist on this node (left over by an earlier run too). */

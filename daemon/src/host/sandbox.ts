@@ -20,4 +20,10 @@ export interface SandboxHost {
   allowedAddresses(containerId: string): Promise<Array<{ set: string; address: string; name: string; expiresInSeconds: number }>>;
   installedPolicies(): Promise<string[]>;
   removePolicyByShortId(shortId: string): Promise<void>;
+  /**
+   * The containers of the sandbox's bridges its allowed frames are handed to directly, by MAC address (the
+   * host end of their veth), as frames between other containers skip the bridge. Optional: without it they
+   * go through the bridge.
+   */
+  setDirectPeers?(containerId: string, peers: ReadonlyArray<{ mac: string; hostInterface: string }>): Promise<void>;
 }

@@ -9,7 +9,7 @@
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
  * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
  * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
- * ports), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
+ * ports; a plugin's interface moved into a container), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -347,6 +347,28 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       assert.equal(await host.network.bridgeAddress(bridge), undefined);
       const range = await host.network.ephemeralPortRange();
       assert.ok(range.first > 0 && range.last >= range.first);
+    });
+
+    test('network: an interface made on the host moves into a container, configured there', { skip: skipped('network') || skipped('runtime') }, async () => {
+      const { pid } = await run(['sleep', '1000']);
+      const suffix = randomBytes(4).toString('hex');
+      const [outer, inner] = [`ca${suffix}`, `cb${suffix}`];
+      const made = spawnSync('ip', ['link', 'add', outer, 'up', 'type', 'veth', 'peer', 'name', inner], { encoding: 'utf8' });
+      assert.equal(made.status, 0, made.stderr);
+      const inside = (args: string[]) => spawnSync('nsenter', ['-t', String(pid), '-n', 'ip', ...args], { encoding: 'utf8' }).stdout;
+      try {
+        const spec = { pid, hostName: inner, containerInterface: 'eth3', address: '10.231.250.2', prefixLen: 24, macAddress: '02:42:0a:e7:fa:02' };
+        await assert.rejects(host.network.adoptInterface({ ...spec, address: '10.231.250.2; reboot' }));
+        await host.network.adoptInterface({ ...spec, gateway: '10.231.250.1', routes: [{ destination: '10.232.0.0/16', nextHop: '10.231.250.1' }] });
+        assert.match(inside(['-4', '-o', 'addr', 'show', 'eth3']), /inet 10\.231\.250\.2\/24/);
+        assert.match(inside(['link', 'show', 'eth3']), /02:42:0a:e7:fa:02/);
+        const routes = inside(['route']);
+        assert.match(routes, /default via 10\.231\.250\.1 dev eth3/);
+        assert.match(routes, /10\.232\.0\.0\/16 via 10\.231\.250\.1 dev eth3/);
+        assert.equal(spawnSync('ip', ['link', 'show', inner]).status !== 0, true, 'gone from the host');
+      } finally {
+        spawnSync('ip', ['link', 'del', outer]);
+      }
     });
 
     test('stats: a running container is measured', { skip: skipped('stats') }, async () => {

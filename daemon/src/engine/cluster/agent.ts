@@ -9,6 +9,7 @@
 import { log } from '../../util/log.js';
 import { Passes } from '../../util/passes.js';
 import type { ClusterHost } from '../../host/cluster.js';
+import type { ContainerLogReader, LogShipper } from './remotelogs.js';
 import type { DnsAnswers } from '../../host/network.js';
 import { lookupService } from './network/dns.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
@@ -26,6 +27,8 @@ export interface TaskContainers {
   taskContainers(): Array<{ id: string; taskId: string }>;
   /** Calls `fn` when a container exits. */
   onExit(fn: (containerId: string) => void): () => void;
+  /** The log of a container (undefined when it has none). */
+  readLog?: ContainerLogReader;
   /** Serves the embedded DNS server (127.0.0.11) in the running container's namespace with these answers. */
   startDns?(containerId: string, pid: number, answers: DnsAnswers): Promise<void>;
   stopDns?(containerId: string): void;
@@ -40,6 +43,8 @@ export interface AgentSource {
   config(id: string): Obj | undefined;
   onChange(fn: () => void): () => void;
   report(taskId: string, status: Obj): Promise<void>;
+  /** The log requests of managers for this node's tasks (see remotelogs.ts). */
+  logRequests?(): Obj[];
   /** The swarm networks this node must build, with their peers (none when absent). */
   networks?(): NodeNetworks | undefined;
 }
@@ -136,20 +141,31 @@ export class Agent {
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
   private readonly plane: OverlayPlane;
+  /** Task containers whose embedded DNS server this process serves (none after a daemon restart). */
+  private readonly dnsServed = new Set<string>();
 
   constructor(
     private readonly nodeId: string,
     private readonly source: AgentSource,
     private readonly containers: TaskContainers,
     private readonly host: ClusterHost,
+    /** Ships the logs managers ask of this node's tasks. */
+    private readonly shipper?: LogShipper,
   ) {
     this.plane = new OverlayPlane(host.overlay);
   }
 
   start(): void {
     this.unsubscribe.push(this.source.onChange(() => this.kick()));
+    const shipper = this.shipper;
+    if (shipper) {
+      const requests = () => shipper.update(this.source.logRequests?.() ?? []);
+      this.unsubscribe.push(this.source.onChange(requests), () => shipper.stop());
+      requests();
+    }
     this.unsubscribe.push(this.containers.onExit((id) => {
-      if (this.plane.forget(id)) this.containers.stopDns?.(id);
+      this.plane.forget(id);
+      if (this.dnsServed.delete(id)) this.containers.stopDns?.(id);
       this.kick();
     }));
     this.timer = setInterval(() => this.kick(), 1000);
@@ -210,6 +226,12 @@ export class Agent {
       this.source.networks?.(),
     ).catch((err: unknown) => log.warn('swarm agent: VIP rules could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     for (const t of tasks) {
+      const cid = byTask.get(t.ID);
+      if (!cid || !t.NetworksAttachments?.length || this.busy.has(t.ID) || this.dnsServed.has(cid) || isTerminal(t.Status?.State ?? 'new')) continue;
+      const st = this.containers.state(cid);
+      if (st?.running) await this.serveDns(t, cid, st.pid).catch((err: unknown) => log.warn('swarm agent: the embedded DNS server could not be started', { task: t.ID, error: String(err) }));
+    }
+    for (const t of tasks) {
       if (this.busy.has(t.ID)) continue;
       const cid = byTask.get(t.ID);
       const st = cid ? this.containers.state(cid) : undefined;
@@ -249,6 +271,18 @@ export class Agent {
     }
   }
 
+  /** Serves the embedded DNS server of a running task container on swarm networks. */
+  private async serveDns(t: Obj, containerId: string, pid: number): Promise<void> {
+    if (!this.containers.startDns || !pid) return;
+    const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
+    const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
+    await this.containers.startDns(containerId, pid, {
+      lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
+      upstreams: () => (upstreams?.length ? upstreams : undefined),
+    });
+    this.dnsServed.add(containerId);
+  }
+
   private exited(t: Obj, cid: string, st: { exitCode: number; error: string }): void {
     if (st.exitCode === 0) this.report(t, { State: 'complete', Message: 'finished', ContainerStatus: { ContainerID: cid, ExitCode: 0 } });
     else this.report(t, { State: 'failed', Message: 'started', Err: `task: non-zero exit (${st.exitCode})`, ContainerStatus: { ContainerID: cid, ExitCode: st.exitCode } });
@@ -277,6 +311,8 @@ export class Agent {
         const body = containerBody(t, this.nodeId, paths);
         // On swarm networks, names go to the embedded DNS server first (services, tasks.<service>).
         if (t.NetworksAttachments?.length && this.containers.startDns) body.HostConfig.Dns = ['127.0.0.11'];
+        // A task only on internal networks has no way out: no default bridge beside them.
+        if (t.NetworksAttachments?.length && (t.NetworksAttachments as Obj[]).every((a) => a.Network?.Spec?.Internal)) body.HostConfig.NetworkMode = 'none';
         const id = await this.containers.create(body, taskName(t));
         this.report(t, { State: 'starting', Message: 'starting', ContainerStatus: { ContainerID: id } });
         await this.containers.start(id);
@@ -285,12 +321,7 @@ export class Agent {
           try {
             await this.plane.attach(t, st?.pid ?? 0, this.source.networks?.());
             await this.plane.balance([{ task: t, containerId: id, pid: st?.pid ?? 0 }], this.source.networks?.(), false);
-            const networkIds = (t.NetworksAttachments as Obj[]).map((a) => a.Network?.ID as string);
-            const upstreams = t.Spec.ContainerSpec.DNSConfig?.Nameservers;
-            await this.containers.startDns?.(id, st?.pid ?? 0, {
-              lookup: (name) => lookupService(this.source.networks?.(), networkIds, name),
-              upstreams: () => (upstreams?.length ? upstreams : undefined),
-            });
+            await this.serveDns(t, id, st?.pid ?? 0);
           } catch (err) {
             await this.containers.remove(id).catch(() => undefined);
             throw err;

@@ -100,6 +100,7 @@ export class ClusterService extends SwarmNode {
   async init(body: unknown): Promise<string> {
     return this.serial(async () => {
       const req = isObject(body) ? body : {};
+      if (this.phase === 'locked' && req.ForceNewCluster === true) throw new Unavailable(SWARM_LOCKED);
       if (this.state && req.ForceNewCluster === true && this.state.role === 'manager') return this.forceNewCluster();
       if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');

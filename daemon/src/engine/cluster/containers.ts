@@ -3,9 +3,11 @@ import type { EventBus } from '../events.js';
 import type { DnsAnswers, NetworkHost } from '../../host/network.js';
 import type { ContainerService } from '../containers/service.js';
 import { TASK_LABEL, type TaskContainers } from './agent.js';
+import type { ContainerLogReader } from './remotelogs.js';
 
-export function taskContainers(containers: ContainerService, events: EventBus, dns?: Pick<NetworkHost, 'startDns' | 'stopDns'>): TaskContainers {
+export function taskContainers(containers: ContainerService, events: EventBus, dns?: Pick<NetworkHost, 'startDns' | 'stopDns'>, readLog?: ContainerLogReader): TaskContainers {
   return {
+    readLog,
     ...(dns ? { startDns: (id: string, pid: number, answers: DnsAnswers) => dns.startDns(id, pid, answers), stopDns: (id: string) => dns.stopDns(id) } : {}),
     create: async (body, name) => (await containers.create(body, name)).Id,
     start: (id) => containers.start(id),

@@ -8,8 +8,9 @@
  *   member is added as a learner and promoted once it runs);
  * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
  *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
- *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down) and
- *   `POST /status` (a task's state, for tasks of that node only).
+ *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down),
+ *   `POST /status` (a task's state, for tasks of that node only) and `POST /logs/<id>` (a task log this
+ *   manager asked the node for, see remotelogs.ts).
  *
  * The joining node's requests and the worker's side (WorkerSession) are in worker.ts.
  */
@@ -23,6 +24,7 @@ import { nodeNetworks } from './network/attachments.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
+import type { LogRequests } from './remotelogs.js';
 import { applyTaskStatus } from './status.js';
 import { key, type ClusterStore } from './store.js';
 import { caDigest, parseJoinToken, sameToken } from './tokens.js';
@@ -78,6 +80,8 @@ export interface DispatcherOptions {
   listen: { host: string; port: number };
   host: ClusterHost;
   heartbeatSeconds(): number;
+  /** Log requests this manager made (nodes stream their answers here). */
+  logs?: LogRequests;
   managerJoined(nodeId: string): Promise<void>;
 }
 
@@ -167,6 +171,17 @@ export class DispatcherServer {
       send(res, 200, {});
       return;
     }
+    if (req.method === 'POST' && url.pathname.startsWith('/logs/')) {
+      // A node's stream of a task log this manager asked for (remotelogs.ts): read by the request's reader.
+      if (!this.opts.logs?.accept(decodeURIComponent(url.pathname.slice('/logs/'.length)), peer.nodeId, req)) {
+        req.resume();
+        send(res, 404, { message: 'no such log request' });
+        return;
+      }
+      await new Promise<void>((resolve) => req.once('close', () => resolve()));
+      if (!res.destroyed) send(res, 200, {});
+      return;
+    }
     send(res, 404, { message: 'not found' });
   }
 
@@ -240,7 +255,8 @@ export class DispatcherServer {
     }
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, ...nodeNetworks(store, nodeId) };
+    const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...nodeNetworks(store, nodeId) };
   }
 
   private async join(body: Obj): Promise<Obj> {

@@ -8,6 +8,7 @@ import type { EtcdMember } from '../../host/cluster.js';
 import { log } from '../../util/log.js';
 import { moveEtcdLeaderAway, within } from './etcd.js';
 import type { ClusterObjects } from './objects.js';
+import type { LogRequests } from './remotelogs.js';
 import type { ClusterNetworks } from './network/networks.js';
 import { Orchestrator } from './orchestrator.js';
 import { heartbeatSeconds } from './status.js';
@@ -26,6 +27,8 @@ export interface ManagerParts {
   etcd: EtcdMember;
   store: ClusterStore;
   objects: ClusterObjects;
+  /** The task logs this manager asked other nodes for. */
+  logs: LogRequests;
   networks: ClusterNetworks;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;

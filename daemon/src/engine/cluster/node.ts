@@ -15,6 +15,7 @@ import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
+import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, nodeNetworks } from './network/attachments.js';
@@ -129,6 +130,15 @@ export class SwarmNode {
     };
   }
 
+  /** The log of a task on another node, streamed to this manager's dispatcher (undefined off a manager). */
+  remoteLogs(task: Obj, opts: LogReadOptions): AsyncIterable<LogRecord[]> | undefined {
+    return this.manager?.logs.read(task, opts);
+  }
+
+  private logShipper(): LogShipper {
+    return new LogShipper(() => this.certs!, this.deps.containers.readLog);
+  }
+
   /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
   protected saveCerts(certs: SwarmKeys): Promise<void> {
     const key = this.currentUnlockKey;
@@ -161,7 +171,7 @@ export class SwarmNode {
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const networks = new ClusterNetworks(store, () => addressPools(store));
-    const parts: ManagerParts = { etcd, store, objects, networks };
+    const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     this.manager = parts;
     const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
     const updateStates = new Map(store.list('services').map((e) => [e.obj.ID as string, e.obj.UpdateStatus?.State as string | undefined]));
@@ -184,10 +194,11 @@ export class SwarmNode {
       listen: splitHostPort(state.listenAddr, DEFAULT_SWARM_PORT),
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
+      logs: parts.logs,
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
   }
 
@@ -238,6 +249,7 @@ export class SwarmNode {
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
+      logRequests: () => store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId),
       networks: () => nodeNetworks(store, nodeId),
     };
   }
@@ -378,7 +390,7 @@ export class SwarmNode {
       },
     });
     this.worker.start();
-    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host);
+    this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
   }
 

@@ -10,7 +10,8 @@ import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { checkLabels, checkName, isJob, isObject, lookup, parseVersion, serviceMode, validateNodeSpec, validateServiceSpec } from './specs.js';
-import { NetworkAllocator } from './network/attachments.js';
+import { addressPools, NetworkAllocator } from './network/attachments.js';
+import { assignIngressPorts, ensureIngress, ingressPorts } from './network/ingress.js';
 import { resolveServiceNetworks } from './network/networks.js';
 
 export type Filters = Map<string, string[]>;
@@ -20,6 +21,12 @@ export class ClusterObjects {
 
   private get addresses(): NetworkAllocator {
     return (this.allocator ??= new NetworkAllocator(this.store));
+  }
+
+  /** Ports published through the routing mesh: numbered where they were not, and the ingress network made. */
+  private async mesh(service: Obj): Promise<void> {
+    assignIngressPorts(this.store, service);
+    if (ingressPorts(service).length > 0) await ensureIngress(this.store, addressPools(this.store));
   }
 
   constructor(
@@ -161,6 +168,7 @@ export class ClusterObjects {
       Endpoint: { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } },
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    await this.mesh(service);
     const vips = this.addresses.serviceVips(service);
     if (vips.length) service.Endpoint.VirtualIPs = vips;
     const rev = await this.store.create('services', id, service, { name: spec.Name });
@@ -194,6 +202,7 @@ export class ClusterObjects {
     if (isJob(spec)) service.JobStatus = { JobIteration: { Index: e.modRev }, LastExecution: now() };
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
+    await this.mesh(service);
     const vips = this.addresses.serviceVips(service, old.Endpoint?.VirtualIPs);
     if (vips.length) service.Endpoint.VirtualIPs = vips;
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
@@ -239,7 +248,8 @@ export class ClusterObjects {
         if (!prefixMatch(filters.get('id'), t.ID)) return false;
         if (serviceIds && !serviceIds.includes(t.ServiceID)) return false;
         if (nodeIds && !nodeIds.includes(t.NodeID)) return false;
-        if (!matchLabels(filters.get('label'), t.Labels ?? {})) return false;
+        // As swarmkit's: a task's labels are its service's (`docker stack ps` lists by the stack's label).
+        if (!matchLabels(filters.get('label'), { ...(this.store.get('services', t.ServiceID)?.obj.Spec?.Labels ?? {}), ...(t.Labels ?? {}) })) return false;
         if (filters.get('desired-state') && !filters.get('desired-state')!.includes(t.DesiredState)) return false;
         if (filters.get('name')) {
           const svc = this.store.get('services', t.ServiceID)?.obj;

@@ -13,6 +13,7 @@ import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './ty
 import { isJob, serviceMode } from './specs.js';
 import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
 import { NetworkAllocator } from './network/attachments.js';
+import { ensureIngressEndpoints } from './network/ingress.js';
 
 const attachments = (list: Obj[]): Obj => (list.length ? { NetworksAttachments: list } : {});
 
@@ -88,7 +89,7 @@ export class Orchestrator {
     for (const t of current) groups.set(key(t), [...(groups.get(key(t)) ?? []), t]);
     for (const list of groups.values()) list.sort((a, b) => time(a.CreatedAt) - time(b.CreatedAt));
     // What each slot (node) needs: nothing when done or running, a new task when empty or failed (after the delay).
-    const wants: Array<{ slot?: number; nodeId?: string }> = [];
+    const wants: Array<{ slot?: number; nodeId?: string; restartKey?: string }> = [];
     let active = 0;
     const consider = (list: Obj[], slot: number | undefined, nodeId: string | undefined) => {
       if (list.some((t) => t.Status.State === 'complete')) return;
@@ -97,14 +98,15 @@ export class Orchestrator {
         active++;
         return;
       }
+      const restartKey = `${service.ID}.${iteration}.${slot ?? nodeId}`;
       if (last) {
         const rp = service.Spec.TaskTemplate.RestartPolicy ?? {};
         if (rp.Condition === 'none') return;
-        const failures = list.filter((t) => isTerminal(t.Status.State)).length;
-        if (rp.MaxAttempts > 0 && failures > rp.MaxAttempts) return;
+        // A failed task is replaced up to MaxAttempts times, counted in the store (see restartAt).
+        if (rp.MaxAttempts > 0 && isTerminal(last.Status.State) && this.restartsOf(service, restartKey).length >= rp.MaxAttempts) return;
         if (Date.now() < time(last.Status.Timestamp) + nanos(rp.Delay, 5 * SECOND) / 1e6) return;
       }
-      wants.push({ slot, nodeId });
+      wants.push({ slot, nodeId, restartKey: last && isTerminal(last.Status.State) ? restartKey : undefined });
     };
     if (service.Spec.Mode.GlobalJob) {
       for (const n of nodes.values()) {
@@ -121,7 +123,10 @@ export class Orchestrator {
       // A failed task of a slot that is to run again is done with.
       if (isTerminal(t.Status.State) && t.Status.State !== 'complete' && t.DesiredState === 'complete') await this.desire(t, 'shutdown');
     }
-    for (const w of wants) await this.newTask(service, w.slot, w.nodeId, { DesiredState: 'complete', JobIteration: { Index: iteration } });
+    for (const w of wants) {
+      await this.newTask(service, w.slot, w.nodeId, { DesiredState: 'complete', JobIteration: { Index: iteration } });
+      if (w.restartKey) await this.recordRestart(service, w.restartKey);
+    }
   }
 
   private async newTask(service: Obj, slot: number | undefined, nodeId: string | undefined, extra: Obj = {}): Promise<void> {
@@ -148,6 +153,7 @@ export class Orchestrator {
   }
 
   private async reconcile(): Promise<void> {
+    await ensureIngressEndpoints(this.store, this.fence, (n) => this.addresses.take(n).split('/')[0]!);
     const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
     await this.nodeStates(nodes);
     const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));
@@ -164,6 +170,9 @@ export class Orchestrator {
         if (isTerminal(t.Status.State) || !t.NodeID || nodeLost(nodes.get(t.NodeID))) await this.store.remove('tasks', t.ID, { fence: this.fence });
         else await this.desire(t, 'remove');
       }
+    }
+    for (const r of this.store.list('restarts')) {
+      if (!services.has(r.obj.ServiceID)) await this.store.remove('restarts', r.obj.ID, { fence: this.fence });
     }
     for (const [, e] of services) {
       // A service is written twice at its creation (its SpecVersion is its first revision): wait for both.
@@ -199,8 +208,13 @@ export class Orchestrator {
     }
   }
 
-  /** Whether a task that ended should be replaced, and when (ms), by the service's RestartPolicy. */
-  private restartAt(service: Obj, ended: Obj, history: Obj[]): number | undefined {
+  /**
+   * Whether a task that ended should be replaced, and when (ms), by the service's RestartPolicy. The restarts
+   * of each slot are counted in the store (`restarts/<service>.<slot or node>`, with the spec version they
+   * were made under), so that MaxAttempts and Window hold across leader changes and beyond the task history
+   * the reaper keeps.
+   */
+  private restartAt(service: Obj, ended: Obj, slotKey: string): number | undefined {
     const rp = service.Spec.TaskTemplate.RestartPolicy ?? {};
     const condition = rp.Condition ?? 'any';
     if (condition === 'none') return undefined;
@@ -208,10 +222,27 @@ export class Orchestrator {
     if (rp.MaxAttempts > 0) {
       const window = nanos(rp.Window, 0) / 1e6;
       const since = window > 0 ? Date.now() - window : 0;
-      const attempts = history.filter((t) => t.ID !== ended.ID && isTerminal(t.Status.State) && t.Status.State !== 'shutdown' && time(t.CreatedAt) >= since).length;
-      if (attempts >= rp.MaxAttempts) return undefined;
+      if (this.restartsOf(service, slotKey).filter((at) => at >= since).length >= rp.MaxAttempts) return undefined;
     }
     return time(ended.Status.Timestamp) + nanos(rp.Delay, 5 * SECOND) / 1e6;
+  }
+
+  /** When the slot's task was restarted (ms), under the service's current spec. */
+  private restartsOf(service: Obj, slotKey: string): number[] {
+    const h = this.store.get('restarts', slotKey)?.obj;
+    return h && JSON.stringify(h.SpecVersion ?? null) === JSON.stringify(service.SpecVersion ?? null) ? h.Attempts ?? [] : [];
+  }
+
+  private async recordRestart(service: Obj, slotKey: string): Promise<void> {
+    const window = nanos(service.Spec.TaskTemplate.RestartPolicy?.Window, 0) / 1e6;
+    const next = (attempts: number[]): Obj => ({
+      ID: slotKey,
+      ServiceID: service.ID,
+      SpecVersion: service.SpecVersion,
+      Attempts: [...attempts, Date.now()].filter((at) => !window || at >= Date.now() - window).slice(-100),
+    });
+    const written = await this.store.mutate('restarts', slotKey, () => next(this.restartsOf(service, slotKey)), this.fence);
+    if (written === 0) await this.store.create('restarts', slotKey, next([]), { fence: this.fence });
   }
 
   private async replicated(e: Entry, tasks: Obj[], nodes: Map<string, Obj>): Promise<void> {
@@ -322,6 +353,7 @@ export class Orchestrator {
   private async slot(service: Obj, slot: number | undefined, list: Obj[], nodes: Map<string, Obj>, update: { allowed: number }, nodeId?: string): Promise<void> {
     const live = list.filter((t) => stateRank(t.DesiredState) <= stateRank('running'));
     const current = live[live.length - 1];
+    const slotKey = `${service.ID}.${slot ?? nodeId}`;
     // Older live tasks of the slot stop, once the newest runs (start-first updates start it beside them) or
     // cannot (it ended).
     if (live.length > 1 && current && (current.Status.State === 'running' || isTerminal(current.Status.State) || (current.NodeID && nodeLost(nodes.get(current.NodeID))))) {
@@ -329,7 +361,7 @@ export class Orchestrator {
     }
     if (current) {
       if (isTerminal(current.Status.State)) {
-        const at = this.restartAt(service, current, list);
+        const at = this.restartAt(service, current, slotKey);
         await this.setTask(current.ID, (cur) => ({ ...cur, DesiredState: 'shutdown', ...(at === undefined ? { NoRestart: true } : {}), UpdatedAt: now() }));
         return;
       }
@@ -357,9 +389,12 @@ export class Orchestrator {
       if (last.NoRestart) return;
       if (list.some((t) => !isTerminal(t.Status.State) && t.NodeID && !nodeLost(nodes.get(t.NodeID)) && stateRank(t.Status.State) >= stateRank('assigned'))) return;
       if (isTerminal(last.Status.State) && !last.UpdateStop && last.DesiredState === 'shutdown') {
-        const at = this.restartAt(service, last, list);
+        const at = this.restartAt(service, last, slotKey);
         if (at === undefined) return;
         if (Date.now() < at) return;
+        await this.newTask(service, slot, nodeId);
+        await this.recordRestart(service, slotKey);
+        return;
       }
     }
     await this.newTask(service, slot, nodeId);

@@ -138,9 +138,8 @@ export function validateServiceSpec(spec: unknown): Obj {
     if (ep.Mode !== undefined && ep.Mode !== 'vip' && ep.Mode !== 'dnsrr') throw new InvalidParameter(`invalid EndpointSpec.Mode ${JSON.stringify(ep.Mode)}`);
     for (const p of ep.Ports ?? []) {
       if (!isObject(p)) throw new InvalidParameter('EndpointSpec.Ports must be a list of objects');
-      if ((p.PublishMode ?? 'ingress') === 'ingress' && p.PublishedPort !== undefined) {
-        throw new InvalidParameter('ports published in ingress mode need the routing mesh, which this engine does not have yet: publish them with mode=host');
-      }
+      if (p.PublishMode !== undefined && p.PublishMode !== 'ingress' && p.PublishMode !== 'host') throw new InvalidParameter(`invalid PublishMode ${JSON.stringify(p.PublishMode)}: expected ingress or host`);
+      if (p.PublishedPort !== undefined && (!Number.isInteger(p.PublishedPort) || p.PublishedPort < 0 || p.PublishedPort > 65535)) throw new InvalidParameter('EndpointSpec.Ports: PublishedPort must be a port number');
       if (!Number.isInteger(p.TargetPort) || p.TargetPort < 1 || p.TargetPort > 65535) throw new InvalidParameter('EndpointSpec.Ports: TargetPort must be a port number');
     }
   }

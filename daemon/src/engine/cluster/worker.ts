@@ -108,7 +108,7 @@ export interface WorkerSessionOptions {
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
 export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks } = { tasks: [], secrets: new Map(), configs: new Map() };
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks; logs: Obj[] } = { tasks: [], secrets: new Map(), configs: new Map(), logs: [] };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
@@ -209,7 +209,8 @@ export class WorkerSession implements AgentSource {
       tasks: Array.isArray(msg.Tasks) ? msg.Tasks : [],
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
-      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks } } : {}),
+      logs: Array.isArray(msg.Logs) ? msg.Logs : [],
+      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}) } } : {}),
     };
     this.received = true;
     for (const l of this.listeners) l();
@@ -248,6 +249,10 @@ export class WorkerSession implements AgentSource {
 
   config(id: string): Obj | undefined {
     return this.current.configs.get(id);
+  }
+
+  logRequests(): Obj[] {
+    return this.current.logs;
   }
 
   onChange(fn: () => void): () => void {

@@ -34,7 +34,9 @@ async function startLocked(ctx: ContainerContext, record: ContainerRecord): Prom
   let connected = false;
   try {
     // Planned again at every start: the network may have gone or changed since create.
-    const sandbox = (await ctx.deps.sandboxes?.hasPolicy(record)) ?? false;
+    // A sandbox on a bridge network gets the embedded DNS server (its policy read only for such a start).
+    const mode = String(hc.NetworkMode ?? '');
+    const sandbox = mode !== 'none' && mode !== 'host' && !mode.startsWith('container:') && (await ctx.deps.sandboxes?.hasPolicy(record)) === true;
     const plan = ctx.networking.plan(hc.NetworkMode, { EndpointsConfig: record.EndpointsConfig }, { ...planOptions(record.Config, hc), sandbox });
     const onBridge = plan.mode === 'bridge' && (plan.networkName === 'bridge' || (plan.extra ?? []).some((e) => e.networkName === 'bridge'));
     const links = legacyLinks(ctx, record, onBridge);

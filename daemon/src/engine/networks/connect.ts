@@ -9,7 +9,7 @@
  * Below it, the network side of joining: a container's planned networks at its start (connect), and one more
  * network for a running container (connectRunning).
  */
-import { Forbidden, InvalidParameter, NotFound, NotImplemented } from '../../errors.js';
+import { Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointSettings, NetworkPlan } from './types.js';
 import { portMap } from './ports.js';
 import type { NetworkEntry } from './store.js';
@@ -236,10 +236,9 @@ export function connectRunning(
 ): Promise<Record<string, EndpointSettings>> {
   const entry = ctx.find(networkRef);
   const current = [...ctx.entries.values()].filter((e) => e.endpoints.has(container.id));
-  if (entry.remote || current.some((e) => e.remote)) {
-    throw new NotImplemented('connecting a running container to a network of a plugin driver, or one on such a network to another, is not supported yet: give the network at create (--network)');
-  }
-  if (entry.network.Driver !== 'bridge' || current.some((e) => e.network.Driver !== 'bridge')) {
+  // Bridge networks and plugin networks combine; host and none do not.
+  const joinable = (e: NetworkEntry) => e.network.Driver === 'bridge' || e.remote !== undefined;
+  if (!joinable(entry) || !current.every(joinable)) {
     throw new Forbidden('container cannot be disconnected from host network or connected to host network');
   }
   if (current.length === 0 && !opts.ownNamespace) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);

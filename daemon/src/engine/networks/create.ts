@@ -236,7 +236,10 @@ function parsePool(raw: unknown, field: string): NonNullable<NetworkCreateSpec['
 /** Creates a user-defined bridge network: its record, its Linux bridge and its firewall rules. */
 export async function create(ctx: NetworkContext, body: unknown): Promise<{ Id: string; Warning: string }> {
   const spec = parseCreateRequest(body);
-  if (spec.driver === 'bridge' && spec.ipamDriver) throw new NotImplemented('an IPAM driver plugin is supported with network driver plugins only');
+  if (spec.driver === 'bridge' && spec.ipamDriver) {
+    if (!(await ctx.plugins?.ipamDriver(spec.ipamDriver))) throw new NotFound(`plugin "${spec.ipamDriver}" not found`);
+    throw new NotImplemented('an IPAM driver plugin is supported with network driver plugins only');
+  }
   return ctx.lock.run(async () => {
     if (ctx.byName(spec.name)) throw new Conflict(`network with name ${spec.name} already exists`);
     const id = newId();

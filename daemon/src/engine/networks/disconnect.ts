@@ -24,7 +24,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
   return ctx.lock.run(async () => {
     const ep = entry.endpoints.get(containerId);
     if (!ep) throw new NotFound(`container ${containerId} is not connected to network ${entry.network.Name}`);
-    if (entry.network.Driver !== 'bridge') throw new Forbidden('container cannot be disconnected from host network or connected to host network');
+    if (entry.network.Driver !== 'bridge' && !entry.remote) throw new Forbidden('container cannot be disconnected from host network or connected to host network');
     entry.endpoints.delete(containerId);
     await ctx.store.save(entry);
     await unplug(ctx, entry, ep);
@@ -32,7 +32,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
     // (its resolv.conf still names it); another endpoint of the container carries the mark (and its
     // upstreams), so that a daemon restart serves it again.
     if (ep.dns) {
-      const rest = [...ctx.entries.values()].filter((e) => e.network.Driver === 'bridge' && e.endpoints.has(containerId));
+      const rest = [...ctx.entries.values()].filter((e) => (e.network.Driver === 'bridge' || e.remote) && e.endpoints.has(containerId));
       const heir = rest.find((e) => e.endpoints.get(containerId)!.dns) ? undefined : rest[0];
       if (heir) {
         const kept = heir.endpoints.get(containerId)!;

@@ -82,6 +82,21 @@ export function hostInterfaces(ctx: NetworkContext, containerId: string): string
   return out;
 }
 
+/**
+ * The other containers' interfaces a container's frames may be handed to directly (their MAC address and
+ * the host end of their veth): those of the bridge networks it shares with them whose frames skip the bridge.
+ */
+export function directPeers(ctx: NetworkContext, containerId: string): Array<{ mac: string; hostInterface: string }> {
+  const out: Array<{ mac: string; hostInterface: string }> = [];
+  for (const entry of ctx.entries.values()) {
+    if (entry.network.Driver !== 'bridge' || !entry.endpoints.get(containerId)?.hostInterface || !deliversDirectly(ctx, entry)) continue;
+    for (const ep of entry.endpoints.values()) {
+      if (ep.containerId !== containerId && ep.hostInterface && ep.macAddress && !ep.remote) out.push({ mac: ep.macAddress, hostInterface: ep.hostInterface });
+    }
+  }
+  return out;
+}
+
 export function allocate(ctx: NetworkContext, entry: NetworkEntry, containerId: string, requested: string | undefined): { address: number; subnet: Subnet; gateway: number } {
   const pool = ipv4Pool(entry.network);
   const subnet = pool ? parseCIDR(pool.Subnet)?.subnet : undefined;

@@ -79,8 +79,8 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       Object.assign(endpoint, parseEndpoint(ctx, entry, raw, field));
       continue;
     }
-    // A second network: only bridge networks combine, and each is joined once.
-    if (kind !== 'bridge' || target.network.Driver !== 'bridge' || entry.network.Driver !== 'bridge') {
+    // A second network: only bridge and plugin networks combine, and each is joined once.
+    if (kind !== 'bridge' || (target.network.Driver !== 'bridge' && !target.remote)) {
       if (isEmptyObject(raw)) continue;
       throw new InvalidParameter(`${field}: a container on network ${name} cannot also be connected to network ${target.network.Name}`);
     }

@@ -10,7 +10,7 @@ import { create } from './create.js';
 import { NetworkContext, type EventPublisher, type NetworkServiceOptions } from './context.js';
 import { checkEndpoint, disconnect, disconnectedConfigured, disconnectOne } from './disconnect.js';
 import { serveDnsNow, servesDns } from './dns.js';
-import { containerNetworks, hostInterfaces, renamed } from './endpoint.js';
+import { containerNetworks, directPeers, hostInterfaces, renamed } from './endpoint.js';
 import { inspect, list, type NetworkView } from './inspect.js';
 import { planNetworks, plannedNetworks } from './plan.js';
 import { recover } from './recover.js';
@@ -127,6 +127,11 @@ export class NetworkService implements ContainerNetworking {
   /** The host ends of the container's veths (its bridge endpoints), in no particular order. */
   hostInterfaces(containerId: string): string[] {
     return hostInterfaces(this.ctx, containerId);
+  }
+
+  /** The interfaces of other containers the container's frames may be handed to directly (endpoint.ts directPeers). */
+  directPeers(containerId: string): Array<{ mac: string; hostInterface: string }> {
+    return directPeers(this.ctx, containerId);
   }
 
   servesDns(containerId: string): boolean {

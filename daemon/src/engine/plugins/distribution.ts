@@ -4,7 +4,7 @@
  * pull (the manifest, its plugin config and layers, every digest checked, unpacked into a new plugin).
  */
 import { createHash } from 'node:crypto';
-import { PassThrough, Transform, type Readable } from 'node:stream';
+import { PassThrough, Transform, Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import { EngineError, InvalidParameter, ToolFailure } from '../../errors.js';
@@ -162,7 +162,24 @@ export async function unpackLayers(fetched: Fetched, rootfs: string, emit: Emit,
     const check = new Digester();
     const gzip = !layer.mediaType.endsWith('.tar') && !layer.mediaType.endsWith('tar');
     const tar = new PassThrough();
-    const feeding = gzip ? pipeline(blob, check, createGunzip(), tar) : pipeline(blob, check, tar);
+    // tar may end at the archive's end marker before the blob does: what follows is still read, for the digest.
+    const forward = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        if (tar.destroyed || tar.writableEnded || tar.write(chunk)) return done();
+        const go = () => {
+          tar.off('drain', go);
+          tar.off('close', go);
+          done();
+        };
+        tar.once('drain', go);
+        tar.once('close', go);
+      },
+      final(done) {
+        if (!tar.destroyed) tar.end();
+        done();
+      },
+    });
+    const feeding = gzip ? pipeline(blob, check, createGunzip(), forward) : pipeline(blob, check, forward);
     feeding.catch(() => undefined);
     try {
       await Promise.all([feeding, tools.unpackInto(rootfs, tar)]);

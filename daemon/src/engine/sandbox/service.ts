@@ -37,6 +37,8 @@ export interface SandboxContainers {
 /** What the service asks the networks: the host ends of a container's veths. */
 export interface SandboxNetworking {
   hostInterfaces(containerId: string): string[];
+  /** The other containers' interfaces its allowed frames may be handed to directly (skipping the bridge). */
+  directPeers?(containerId: string): Array<{ mac: string; hostInterface: string }>;
   /** Serves the embedded DNS server to the running container if it has none (true: it does from now on). */
   serveDns?(containerId: string, dns?: readonly string[]): Promise<boolean>;
 }
@@ -73,6 +75,8 @@ export class SandboxService {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Containers whose table this daemon put in the kernel (others have nothing to remove at their exit). */
   private readonly enforced = new Set<string>();
+  /** Per enforced sandbox, the direct peers its table holds (as a key, to skip an update that changes nothing). */
+  private readonly peers = new Map<string, string>();
 
   constructor(
     private readonly containers: SandboxContainers,
@@ -167,7 +171,11 @@ export class SandboxService {
     const before = await this.host.allowedAddresses(id).catch(() => []);
     const interfaces = this.networking.hostInterfaces(id);
     await this.host.applyPolicy(id, interfaces, compilePolicy(policy));
-    if (interfaces.length > 0) this.enforced.add(id);
+    this.peers.delete(id);
+    if (interfaces.length > 0) {
+      this.enforced.add(id);
+      await this.updatePeers(id);
+    }
     const kept = new Map<string, string[]>();
     for (const e of before) {
       if (!e.name || e.expiresInSeconds < 1) continue;
@@ -178,6 +186,29 @@ export class SandboxService {
       const [name, ttl] = key.split('\n');
       await this.allowFor(id, policy, name, addresses, Number(ttl));
     }
+  }
+
+  /**
+   * Gives the sandbox's table the containers of its bridges its allowed frames go to directly, when they
+   * changed. A failure leaves those frames to the bridge (logged).
+   */
+  private async updatePeers(id: string): Promise<void> {
+    if (!this.host.setDirectPeers || !this.networking.directPeers) return;
+    const peers = this.networking.directPeers(id);
+    const key = JSON.stringify(peers);
+    if (this.peers.get(id) === key) return;
+    try {
+      await this.host.setDirectPeers(id, peers);
+      this.peers.set(id, key);
+    } catch (err) {
+      this.peers.delete(id);
+      log.warn('the frames of a sandbox to the containers of its bridges go through the bridge', { id, error: errorMessage(err) });
+    }
+  }
+
+  /** A container joined or left a network: the sandboxes' tables follow (their direct peers). */
+  async peersChanged(): Promise<void> {
+    for (const id of this.enforced) await this.withLock(id, () => (this.enforced.has(id) ? this.updatePeers(id) : Promise.resolve()));
   }
 
   /** Adds addresses of `name` to the sets of the runs of domain rules that match it. */
@@ -213,6 +244,7 @@ export class SandboxService {
 
   /** The container's network is gone: so is its table. */
   async disconnected(id: string): Promise<void> {
+    this.peers.delete(id);
     if (!this.enforced.delete(id)) return;
     await this.withLock(id, () => this.host.removePolicy(id));
   }

@@ -1,12 +1,14 @@
 /** The volumes at daemon start: the records loaded, and the mounts of running containers rebuilt. */
 import { log } from '../../util/log.js';
 import { errorMessage } from '../../errors.js';
-import type { VolumeContext } from './context.js';
+import { createdAtNow, type VolumeContext } from './context.js';
 import { VOLUME_NAME } from './types.js';
 
 /**
  * Loads the stored records (those of the former layout moved first). A volume folder of the Host that no
- * record names, empty and not mounted, is a create cut short: it is removed. One holding files is kept.
+ * record names and that is not mounted is, when empty, a create cut short: it is removed. One holding files is
+ * taken in as a volume of the local driver, as dockerd's local driver finds its folders (the records were
+ * lost, or another daemon made it through the same agent).
  */
 export async function init(ctx: VolumeContext): Promise<void> {
   await ctx.host.releaseStaleSubpaths?.().catch((err) => log.warn('stale volume subpath mounts kept', { error: errorMessage(err) }));
@@ -17,10 +19,14 @@ export async function init(ctx: VolumeContext): Promise<void> {
     const content = ctx.mountpoint(name);
     try {
       if (await ctx.host.isMounted(content)) continue;
-      if (!(await ctx.host.exists(content)) || (await ctx.host.isEmpty(content))) await ctx.host.removeVolumeDir(ctx.dir(name));
-      else log.warn('a volume folder without a record is kept', { name, path: content });
+      if (!(await ctx.host.exists(content)) || (await ctx.host.isEmpty(content))) {
+        await ctx.host.removeVolumeDir(ctx.dir(name));
+        continue;
+      }
+      await ctx.record({ Name: name, Driver: 'local', CreatedAt: createdAtNow(), Labels: {}, Options: {} });
+      log.info('a volume folder without a record is taken in', { name, path: content });
     } catch (err) {
-      log.warn('a volume folder without a record could not be removed', { name, error: errorMessage(err) });
+      log.warn('a volume folder without a record is left alone', { name, error: errorMessage(err) });
     }
   }
 }

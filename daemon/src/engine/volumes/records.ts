@@ -4,9 +4,9 @@
  *
  * Formats: `volume-records/<name>/volume.json` in the daemon's state holds one VolumeRecord as JSON with
  * `FormatVersion: 1`, written atomically (a folder per volume, so that a name of 255 characters, the longest
- * allowed, still leaves room for the file's own name and its temporary one). Before it, the record was `volumes/<name>/volume.json` inside the
- * volume's own folder of the data root; such a record is moved here at start (migrateLegacy), the volume's
- * content staying where it is.
+ * allowed, still leaves room for the file's own name and its temporary one). Before it, the record was
+ * `volumes/<name>/volume.json` inside the volume's own folder of the data root; such a record is moved here at
+ * start (migrateLegacy), the volume's content staying where it is.
  */
 import { errorMessage } from '../../errors.js';
 import type { StateStore } from '../../state/state.js';

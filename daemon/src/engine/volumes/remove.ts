@@ -46,7 +46,8 @@ async function destroy(ctx: VolumeContext, volume: VolumeRecord): Promise<void> 
   const mountpoint = ctx.mountpoint(volume.Name);
   if (volume.Driver === 'local' && (await ctx.host.isMounted(mountpoint))) await ctx.host.unmount(mountpoint);
   ctx.driverMountpoints.delete(volume.Name);
-  // The record goes first: a crash halfway leaves a folder without a record, which init() removes when empty.
+  // The record goes first: a crash halfway leaves a folder without a record, which init() removes when empty
+  // (and takes in again when it still holds files).
   await ctx.records.delete(volume.Name);
   ctx.volumes.delete(volume.Name);
   ctx.active.delete(volume.Name);

@@ -146,6 +146,17 @@ describe('VolumeService', () => {
     assert.deepEqual(await fs.readdir(path.join(root, 'daemon', 'volume-records')), []);
   });
 
+  test('a name of the longest length allowed (255) is created, stored and found again', async () => {
+    const { volumes, root } = await service();
+    const name = `v${'x'.repeat(254)}`;
+    const { volume } = await volumes.create({ Name: name });
+    assert.equal(volume.Name, name);
+    const reloaded = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
+    await reloaded.init();
+    assert.equal(reloaded.find(name)?.Name, name);
+    await reloaded.remove(name);
+  });
+
   test('a record of the former layout (volume.json in the volume\'s folder) is moved, its content kept', async () => {
     const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-volumes-'));
     roots.push(root);
@@ -157,7 +168,7 @@ describe('VolumeService', () => {
     // A plugin's volume kept a folder with its record only.
     await fs.mkdir(path.join(root, 'volumes', 'plug-vol'));
     await fs.writeFile(path.join(root, 'volumes', 'plug-vol', 'volume.json'), JSON.stringify({ FormatVersion: 1, ...record, Name: 'plug-vol', Driver: 'someplugin' }));
-    // A create cut short: an empty folder and no record; and a folder with files but no record, which is kept.
+    // A create cut short: an empty folder and no record; and a folder with files but no record, taken in.
     await fs.mkdir(path.join(root, 'volumes', 'half-made', '_data'), { recursive: true });
     await fs.mkdir(path.join(root, 'volumes', 'stray', '_data'), { recursive: true });
     await fs.writeFile(path.join(root, 'volumes', 'stray', '_data', 'f'), 'x');
@@ -166,10 +177,11 @@ describe('VolumeService', () => {
     const view = await volumes.inspect('old-vol');
     assert.deepEqual([view.CreatedAt, view.Labels, view.Mountpoint], [record.CreatedAt, record.Labels, path.join(old, '_data')]);
     assert.equal(volumes.find('plug-vol')?.Driver, 'someplugin');
+    assert.deepEqual([volumes.find('stray')?.Driver, volumes.find('stray')?.Labels], ['local', {}]);
     assert.deepEqual((await fs.readdir(path.join(root, 'volumes'))).sort(), ['old-vol', 'stray']);
     assert.deepEqual(await fs.readdir(old), ['_data']);
     assert.equal(await fs.readFile(path.join(old, '_data', 'kept'), 'utf8'), 'data\n');
-    assert.deepEqual((await fs.readdir(path.join(root, 'volume-records'))).sort(), ['old-vol', 'plug-vol']);
+    assert.deepEqual((await fs.readdir(path.join(root, 'volume-records'))).sort(), ['old-vol', 'plug-vol', 'stray']);
     // And again after a restart, from the new records.
     const again = new VolumeService(fileState(root), new FakeVolumeHost(path.join(root, 'volumes')), new EventBus());
     await again.init();

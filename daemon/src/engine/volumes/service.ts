@@ -54,7 +54,7 @@ export class VolumeService {
     return this.ctx.mountpoint(name);
   }
 
-  /** Loads the stored records; an empty volume folder no record names (a create cut short) is removed. */
+  /** Loads the stored records; a volume folder no record names is removed when empty, taken in otherwise. */
   init(): Promise<void> {
     return init(this.ctx);
   }

@@ -154,6 +154,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     allowedAddresses: 'retry',
     installedPolicies: 'retry',
     removePolicyByShortId: 'call',
+    setDirectPeers: 'call',
   },
   stats: {
     sample: 'retry',

@@ -14,6 +14,7 @@ import type { ClusterStore } from '../store.js';
 import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
 import { serviceNetworks, swarmNetwork } from './networks.js';
+import { ingressNetwork, ingressPorts } from './ingress.js';
 
 const RESERVATION_MS = 30_000;
 
@@ -32,6 +33,7 @@ export class NetworkAllocator {
     for (const e of this.store.list('services')) {
       for (const v of e.obj.Endpoint?.VirtualIPs ?? []) if (v.NetworkID === networkId) used.add(String(v.Addr).split('/')[0]!);
     }
+    for (const a of Object.values(this.store.get('networks', networkId)?.obj.NodeAddrs ?? {})) used.add(String(a));
     const held = this.reserved.get(networkId);
     const t = Date.now();
     for (const [addr, until] of held ?? []) {
@@ -41,7 +43,8 @@ export class NetworkAllocator {
     return used;
   }
 
-  private take(n: Obj): string {
+  /** A free address of network `n` (`a.b.c.d/n`), reserved a while. */
+  take(n: Obj): string {
     const address = allocateAddress(n.Subnet, n.Gateway, this.used(n.ID), n.IPRange);
     let held = this.reserved.get(n.ID);
     if (!held) this.reserved.set(n.ID, (held = new Map()));
@@ -52,7 +55,11 @@ export class NetworkAllocator {
   /** NetworksAttachments for a new task of `service` (none when the service has no networks). */
   taskAttachments(service: Obj): Obj[] {
     const out: Obj[] = [];
-    for (const ref of serviceNetworks(service.Spec)) {
+    const refs: Array<{ Target: string; Aliases?: string[] }> = [...serviceNetworks(service.Spec)];
+    // Tasks of a service publishing ports through the routing mesh join the ingress network too.
+    const ingress = ingressPorts(service).length ? ingressNetwork(this.store) : undefined;
+    if (ingress && !refs.some((r) => r.Target === ingress.ID)) refs.unshift({ Target: ingress.ID });
+    for (const ref of refs) {
       const e = this.store.get('networks', ref.Target);
       if (!e) continue;
       out.push({ Network: swarmNetwork(e.obj, e.modRev), Addresses: [this.take(e.obj)], ...(ref.Aliases?.length ? { Aliases: ref.Aliases } : {}) });
@@ -84,6 +91,14 @@ export class NetworkAllocator {
 function live(t: Obj): boolean {
   const observed = t.Status?.State ?? 'new';
   return !isTerminal(observed) && stateRank(observed) >= stateRank('assigned') && !!t.NodeID;
+}
+
+/** The routing mesh as one node serves it: its endpoint on the ingress network and every published port's tasks. */
+export interface NodeIngress {
+  NetworkID: string;
+  Address: string;
+  PrefixLen: number;
+  Ports: Array<{ Protocol: string; PublishedPort: number; TargetPort: number; Backends: string[] }>;
 }
 
 /** One network as a node builds it, with the other nodes' endpoints on it. */
@@ -127,12 +142,18 @@ function networkServices(store: ClusterStore, networkId: string): NetworkService
 }
 
 /** What node `nodeId` must build: the networks of its live tasks, their peers on other nodes, and where VXLAN goes. */
-export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPort: number; LocalAddr: string; Networks: NodeNetwork[] } {
+export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPort: number; LocalAddr: string; Networks: NodeNetwork[]; Ingress?: NodeIngress } {
   const addrs = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.Addr as string | undefined]));
   const cluster = store.get('cluster', 'default')?.obj;
   const tasks = store.list('tasks').map((e) => e.obj).filter(live);
   const needed = new Set<string>();
   for (const t of tasks) if (t.NodeID === nodeId) for (const a of t.NetworksAttachments ?? []) needed.add(a.Network?.ID);
+  // Every node serves the routing mesh while a service publishes through it, from its own ingress endpoint.
+  const ingress = ingressNetwork(store);
+  const meshServices = store.list('services').map((e) => e.obj).filter((s) => ingressPorts(s).length > 0);
+  const ingressAddr: string | undefined = ingress?.NodeAddrs?.[nodeId];
+  if (ingress && meshServices.length > 0 && ingressAddr) needed.add(ingress.ID);
+  else if (ingress) needed.delete(ingress.ID);
   const networks: NodeNetwork[] = [];
   for (const id of [...needed].sort()) {
     const n = store.get('networks', id)?.obj;
@@ -150,10 +171,26 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
         }
       }
     }
+    if (n.Ingress) {
+      for (const [other, address] of Object.entries(n.NodeAddrs ?? {})) {
+        const node = addrs.get(other);
+        if (other !== nodeId && node) peers.push({ address: String(address), mac: macOf(String(address)), node });
+      }
+    }
     peers.sort((x, y) => x.address.localeCompare(y.address));
-    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: n.Gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers, Services: networkServices(store, id) });
+    // In the ingress network's sandbox the bridge holds the node's own endpoint, not the (shared) gateway.
+    const gateway = n.Ingress ? ingressAddr! : n.Gateway;
+    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers, Services: n.Ingress ? [] : networkServices(store, id) });
   }
-  return { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
+  const out = { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
+  if (!ingress || !needed.has(ingress.ID)) return out;
+  const running = store.list('tasks').map((e) => e.obj).filter((t) => t.Status?.State === 'running' && t.DesiredState === 'running');
+  const ports: NodeIngress['Ports'] = [];
+  for (const s of meshServices) {
+    const backends = running.filter((t) => t.ServiceID === s.ID).flatMap((t) => addressOn(t, ingress.ID)).sort();
+    for (const p of ingressPorts(s)) ports.push({ Protocol: p.Protocol ?? 'tcp', PublishedPort: p.PublishedPort, TargetPort: p.TargetPort, Backends: backends });
+  }
+  return { ...out, Ingress: { NetworkID: ingress.ID, Address: ingressAddr!, PrefixLen: Number(String(ingress.Subnet).split('/')[1]), Ports: ports } };
 }
 
 /** The swarm's DefaultAddrPool and SubnetSize (swarmkit's defaults when the cluster object has none). */

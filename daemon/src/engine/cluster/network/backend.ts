@@ -11,7 +11,7 @@ import type { Obj } from '../types.js';
 /** What the network routes call (api/networks.ts NetworkBackend, declared here as the engine sees it). */
 export interface NetworksBackend {
   list(filters: ReadonlyMap<string, string[]>): object[];
-  inspect(ref: string, opts: { scope?: string }): object;
+  inspect(ref: string, opts: { scope?: string; verbose?: boolean }): object;
   create(body: unknown): Promise<{ Id: string; Warning?: string }>;
   remove(ref: string): Promise<void>;
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
@@ -64,18 +64,20 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
       return [...out, ...views].sort((a, b) => String((a as Obj).Name).localeCompare(String((b as Obj).Name)));
     },
     inspect(ref, opts) {
+      const networks = swarm.clusterNetworks();
+      const view = (e: { obj: Obj }) => (opts.verbose ? networks!.verbose(e.obj) : networkResource(e.obj));
       if (opts.scope === 'swarm') {
-        const e = swarm.clusterNetworks()?.find(ref);
+        const e = networks?.find(ref);
         if (!e) throw new NotFound(`network ${ref} not found`);
-        return networkResource(e.obj);
+        return view(e);
       }
       try {
-        return local.inspect(ref, opts);
+        return local.inspect(ref, { scope: opts.scope });
       } catch (err) {
         if (!(err instanceof NotFound) || opts.scope === 'local') throw err;
-        const e = swarm.clusterNetworks()?.find(ref);
+        const e = networks?.find(ref);
         if (!e) throw err;
-        return networkResource(e.obj);
+        return view(e);
       }
     },
     async create(body) {

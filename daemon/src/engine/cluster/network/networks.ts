@@ -101,6 +101,7 @@ export class ClusterNetworks {
     if (b.Scope !== undefined && b.Scope !== '' && b.Scope !== 'swarm') throw new InvalidParameter(`invalid Scope ${JSON.stringify(b.Scope)}: an overlay network is swarm-scoped`);
     // The same checks as a bridge network's (name, labels, options, IPAM), then what only overlays have.
     const spec = parseCreateRequest({ ...b, Driver: 'bridge', Scope: undefined, Ingress: false, EnableIPv6: false });
+    if (spec.ipamDriver) throw new NotFound(`plugin "${spec.ipamDriver}" not found`);
     const encrypted = spec.options.encrypted;
     if (encrypted !== undefined) throw new NotImplemented('encrypted overlay networks (--opt encrypted) are not supported yet');
     const run = this.queue.then(async () => {
@@ -140,6 +141,35 @@ export class ClusterNetworks {
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * The network as `network inspect --verbose` shows it: with its Peers (the nodes whose tasks are on it:
+   * hostname and address) and Services (VIP, published ports, and each task's endpoint and node).
+   */
+  verbose(n: Obj): Obj {
+    const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
+    const services: Obj = {};
+    const peers = new Map<string, Obj>();
+    const tasks = this.store.list('tasks').map((e) => e.obj).filter((t) => t.Status?.State === 'running' && t.DesiredState === 'running');
+    for (const e of this.store.list('services')) {
+      const s = e.obj;
+      const mine = tasks.filter((t) => t.ServiceID === s.ID && (t.NetworksAttachments ?? []).some((a: Obj) => a.Network?.ID === n.ID));
+      if (mine.length === 0 && !serviceNetworks(s.Spec).some((r) => r.Target === n.ID)) continue;
+      const vip = (s.Endpoint?.VirtualIPs ?? []).find((v: Obj) => v.NetworkID === n.ID);
+      services[s.Spec.Name] = {
+        VIP: vip ? String(vip.Addr).split('/')[0] : '',
+        Ports: (s.Endpoint?.Ports ?? []).map((p: Obj) => `Target: ${p.TargetPort}, Publish: ${p.PublishedPort ?? 0}`),
+        LocalLBIndex: 0,
+        Tasks: mine.map((t) => {
+          const node = nodes.get(t.NodeID);
+          const address = (t.NetworksAttachments as Obj[]).find((a) => a.Network?.ID === n.ID)!.Addresses[0];
+          if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
+          return { Name: `${s.Spec.Name}.${t.Slot ?? t.NodeID}.${t.ID}`, EndpointID: t.ID, EndpointIP: String(address).split('/')[0], Info: { 'Host IP': node?.Status?.Addr ?? '' } };
+        }),
+      };
+    }
+    return { ...networkResource(n), Peers: [...peers.values()], Services: services };
   }
 
   /** Removes the network; refused while a service uses it. */

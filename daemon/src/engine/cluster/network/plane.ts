@@ -8,19 +8,23 @@ import { log } from '../../../util/log.js';
 import type { OverlayHost } from '../../../host/overlay.js';
 import type { Obj } from '../types.js';
 import { macOf } from './allocator.js';
-import type { NodeNetwork } from './attachments.js';
+import type { NodeIngress, NodeNetwork } from './attachments.js';
 import { vipsOf } from './dns.js';
 
 export interface NodeNetworks {
   DataPathPort: number;
   LocalAddr: string;
   Networks: NodeNetwork[];
+  /** The routing mesh this node serves (absent when no service publishes through it). */
+  Ingress?: NodeIngress;
 }
 
 export class OverlayPlane {
   /** Networks built, with the peers last programmed (JSON). */
   private readonly built = new Map<string, { spec: string; peers: string }>();
   private cleaned = false;
+  /** The routing mesh as last installed (JSON; '' for none). */
+  private ingress = '';
   /** Task containers' VIP rules as last applied (JSON), by container id. */
   private readonly balanced = new Map<string, string>();
 
@@ -59,11 +63,22 @@ export class OverlayPlane {
         if (had) await this.host.removeOverlay(n.ID);
         await this.host.ensureOverlay(spec);
         this.built.set(n.ID, { spec: specText, peers: '' });
+        if (n.ID === want.Ingress?.NetworkID) this.ingress = '';
       }
       if (this.built.get(n.ID)!.peers !== peersText) {
         await this.host.setOverlayPeers(n.ID, n.Peers);
         this.built.get(n.ID)!.peers = peersText;
       }
+    }
+    const mesh = want.Ingress && this.built.has(want.Ingress.NetworkID) ? want.Ingress : undefined;
+    const meshText = mesh ? JSON.stringify(mesh) : '';
+    if (meshText !== this.ingress) {
+      await this.host.setIngress(mesh && {
+        networkId: mesh.NetworkID,
+        address: mesh.Address,
+        ports: mesh.Ports.map((p) => ({ proto: p.Protocol === 'udp' ? 'udp' : 'tcp', publishedPort: p.PublishedPort, targetPort: p.TargetPort, backends: p.Backends })),
+      });
+      this.ingress = meshText;
     }
   }
 
@@ -111,6 +126,8 @@ export class OverlayPlane {
 
   /** Removes every network this node built (the node left the swarm). */
   async removeAll(): Promise<void> {
+    await this.host.setIngress(undefined).catch(() => undefined);
+    this.ingress = '';
     for (const id of await this.host.overlays()) {
       await this.host.removeOverlay(id).catch((err: unknown) => log.warn('swarm networks: could not remove an overlay', { network: id, error: String(err) }));
     }

@@ -5,6 +5,7 @@
  * can reach the table. The table is named after the container (`berth_sbx_<short id>`); the engine's
  * compiled program (engine/sandbox/policy.ts) is its body.
  */
+import { existsSync } from 'node:fs';
 import type { SandboxHost, SandboxProgram } from '../../host.js';
 import { run } from './run.js';
 
@@ -15,6 +16,7 @@ function tableName(containerId: string): string {
 
 const INTERFACE_NAME = /^[A-Za-z0-9_.-]{1,15}$/;
 const SET_NAME = /^d\d+_[46]$/;
+const MAC = /^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$/;
 const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
 const IPV6 = /^[0-9a-f:]{2,39}$/;
 
@@ -57,10 +59,27 @@ export class LinuxSandboxHost implements SandboxHost {
       ...program.chain.map((r) => `    ${r}`),
       '  }',
       ...interfaces.map((dev, i) => `  chain ingress${i} {\n    type filter hook ingress device "${dev}" priority 0; policy accept;\n    jump rules\n  }`),
+      // What the rules let through (and only that: a refused frame ends at priority 0) goes on at priority 10,
+      // where a frame for a container of the bridge is handed to its veth, as the bridge's tc block does for
+      // the frames of other containers; a MAC address the map lacks leaves it to the bridge.
+      '  map peers { type ether_addr : iface_index; }',
+      ...interfaces.map((dev, i) => `  chain deliver${i} {\n    type filter hook ingress device "${dev}" priority 10; policy accept;\n    fwd to ether daddr map @peers\n  }`),
       '}',
       '',
     ];
     await run('nft', ['-f', '-'], lines.join('\n'));
+  }
+
+  /**
+   * Fills the table's map of the containers its frames are handed to directly (replaced whole, in one
+   * transaction). An interface gone meanwhile is left out.
+   */
+  async setDirectPeers(containerId: string, peers: ReadonlyArray<{ mac: string; hostInterface: string }>): Promise<void> {
+    const table = tableName(containerId);
+    const present = peers.filter((p) => MAC.test(p.mac) && INTERFACE_NAME.test(p.hostInterface) && existsSync(`/sys/class/net/${p.hostInterface}`));
+    const lines = [`flush map netdev ${table} peers`];
+    if (present.length > 0) lines.push(`add element netdev ${table} peers { ${present.map((p) => `${p.mac.toLowerCase()} : "${p.hostInterface}"`).join(', ')} }`);
+    await run('nft', ['-f', '-'], lines.join('\n') + '\n');
   }
 
   /** Removes the container's table. Idempotent. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LinuxOverlayHost, peerCommands, vipRuleset } from './index.js';
+import { ingressRulesets, LinuxOverlayHost, peerCommands, vipRuleset } from './index.js';
 
 const peer = (address: string, mac: string, node: string) => ({ address, mac, node });
 
@@ -51,4 +51,21 @@ test('VIP rules: each VIP to its backends at random, those without backends left
     '}',
   ].join('\n') + '\n');
   assert.equal(vipRuleset([]), 'table ip berth_vip\ndelete table ip berth_vip\n');
+});
+
+test('routing mesh rules: the node sends its published ports to the sandbox, which spreads them over the tasks from the node\'s endpoint', () => {
+  const { node, sandbox } = ingressRulesets({
+    networkId: 'n1',
+    address: '10.0.1.4',
+    ports: [
+      { proto: 'tcp', publishedPort: 8080, targetPort: 80, backends: ['10.0.1.5', '10.0.1.6'] },
+      { proto: 'udp', publishedPort: 5353, targetPort: 53, backends: [] },
+    ],
+  });
+  assert.match(node, /^table ip berth_ingress\ndelete table ip berth_ingress\n/);
+  assert.equal(node.match(/fib daddr type local tcp dport 8080 dnat to 169\.254\.231\.2/g)?.length, 2);
+  assert.equal(node.match(/fib daddr type local udp dport 5353 dnat to 169\.254\.231\.2/g)?.length, 2);
+  assert.match(sandbox, /iifname "lb0" tcp dport 8080 dnat ip to numgen random mod 2 map \{ 0 : 10\.0\.1\.5 \. 80, 1 : 10\.0\.1\.6 \. 80 \}/);
+  assert.doesNotMatch(sandbox, /dport 5353/);
+  assert.match(sandbox, /oifname "br0" ct status dnat snat ip to 10\.0\.1\.4/);
 });

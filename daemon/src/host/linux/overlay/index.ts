@@ -10,7 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { CommandError, run } from '../network/run.js';
-import type { OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
+import type { IngressSpec, OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
 
 const NETNS_DIR = '/run/netns';
 const ID = /^[a-z0-9]{1,64}$/;
@@ -117,6 +117,30 @@ export class LinuxOverlayHost implements OverlayHost {
     await run('nsenter', ['-t', String(pid), '-n', 'nft', '-f', '-'], vipRuleset(vips));
   }
 
+  async setIngress(spec: IngressSpec | undefined): Promise<void> {
+    const nodeEnd = `bvi${this.prefix.slice(3, 9)}`;
+    if (!spec) {
+      await run('nft', ['delete', 'table', 'ip', INGRESS_TABLE]).catch(() => undefined);
+      await run('ip', ['link', 'del', nodeEnd]).catch(() => undefined);
+      return;
+    }
+    const ns = this.namespace(spec.networkId);
+    if (!IPV4.test(spec.address)) throw new Error('invalid ingress address');
+    for (const p of spec.ports) if (!p.backends.every((b) => IPV4.test(b))) throw new Error('invalid ingress backend');
+    // The link between the node's namespace and the sandbox (gone with the sandbox when it is rebuilt).
+    const present = await run('ip', ['link', 'show', nodeEnd]).then(() => true, () => false);
+    if (!present) {
+      await run('ip', ['link', 'add', nodeEnd, 'type', 'veth', 'peer', 'name', 'lb0', 'netns', ns]);
+      await run('ip', ['-batch', '-'], `addr add ${LINK_NODE}/30 dev ${nodeEnd}\nlink set ${nodeEnd} up\n`);
+      await run('ip', ['-n', ns, '-batch', '-'], `addr add ${LINK_SANDBOX}/30 dev lb0\nlink set lb0 up\nroute replace default via ${LINK_NODE}\n`);
+      await run('nsenter', [`--net=${NETNS_DIR}/${ns}`, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+      await run('sysctl', ['-qw', 'net.ipv4.ip_forward=1']);
+    }
+    const rules = ingressRulesets(spec);
+    await run('nft', ['-f', '-'], rules.node);
+    await run('nsenter', [`--net=${NETNS_DIR}/${ns}`, 'nft', '-f', '-'], rules.sandbox);
+  }
+
   async removeOverlay(networkId: string): Promise<void> {
     const ns = this.namespace(networkId);
     try {
@@ -165,4 +189,37 @@ export function vipRuleset(vips: VipBackends[]): string {
     lines.push(`table ip ${VIP_TABLE} {`, '  chain output {', '    type nat hook output priority -100; policy accept;', ...rules, '  }', '}');
   }
   return lines.join('\n') + '\n';
+}
+
+const INGRESS_TABLE = 'berth_ingress';
+/** The two ends of the link from the node's namespace into the ingress sandbox. */
+const LINK_NODE = '169.254.231.1';
+const LINK_SANDBOX = '169.254.231.2';
+
+/**
+ * The routing mesh's nftables scripts: in the node's namespace, connections to its own addresses on a
+ * published port are DNATed to the sandbox's end of the link (the port kept); in the sandbox, each published
+ * port is DNATed to one of its backends (at random) on the target port, and what leaves into the overlay
+ * takes the node's endpoint address, so that the replies come back here.
+ */
+export function ingressRulesets(spec: IngressSpec): { node: string; sandbox: string } {
+  const head = [`table ip ${INGRESS_TABLE}`, `delete table ip ${INGRESS_TABLE}`, `table ip ${INGRESS_TABLE} {`];
+  const toSandbox = spec.ports.map((p) => `    fib daddr type local ${p.proto} dport ${p.publishedPort} dnat to ${LINK_SANDBOX}`);
+  const node = [
+    ...head,
+    '  chain prerouting {', '    type nat hook prerouting priority -100; policy accept;', ...toSandbox, '  }',
+    '  chain output {', '    type nat hook output priority -100; policy accept;', ...toSandbox, '  }',
+    '}',
+  ];
+  const spread = spec.ports.filter((p) => p.backends.length > 0).map((p) => {
+    const map = p.backends.map((b, i) => `${i} : ${b} . ${p.targetPort}`).join(', ');
+    return `    iifname "lb0" ${p.proto} dport ${p.publishedPort} dnat ip to numgen random mod ${p.backends.length} map { ${map} }`;
+  });
+  const sandbox = [
+    ...head,
+    '  chain prerouting {', '    type nat hook prerouting priority -100; policy accept;', ...spread, '  }',
+    '  chain postrouting {', '    type nat hook postrouting priority 100; policy accept;', `    oifname "br0" ct status dnat snat ip to ${spec.address}`, '  }',
+    '}',
+  ];
+  return { node: node.join('\n') + '\n', sandbox: sandbox.join('\n') + '\n' };
 }

@@ -1,0 +1,144 @@
+/**
+ * The overlay benchmark across two daemons, each in a network namespace of its own (test/netns.ts): TCP
+ * throughput between two tasks on different nodes through an overlay network (VXLAN between the nodes'
+ * namespaces), measured in one run beside
+ *
+ *   (1) the same pair of node namespaces talking over the underlay directly (the reference; target: the
+ *       overlay at least 0.7x, its MTU 1450 beside the underlay's 1500), and
+ *   (2) two containers on one node's plain bridge network.
+ *
+ * Every transfer is the same busybox program: the sender `nc HOST PORT -e dd if=/dev/zero bs=1M count=MB`
+ * timed by `time -p`, the receiver `nc -l -p PORT -e dd of=/dev/null bs=1M` in a loop. Kinds run --repeat
+ * times, interleaved; the median counts.
+ *
+ *   node daemon/dist/bench/overlay.js [--mb 1024] [--repeat 3] [--json] [--check] [--verbose]
+ *
+ * It needs root, starts real daemons in temporary roots, and removes everything it made.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Engine } from '../test/harness.js';
+import { NetnsCluster } from '../test/netns.js';
+import { removeOverlayNamespaces } from '../test/overlay-netns.js';
+import { exec, realSeconds } from './commands.js';
+import { commonOptions, parseBenchArgs, positiveInt, runMain } from './cli.js';
+import { cleanupOnce } from './procmem.js';
+import { fmt } from './stats.js';
+
+export const TARGET_OVERLAY_RATIO = 0.7;
+const PORT = 5001;
+
+const receiver = `while true; do busybox nc -l -p ${PORT} -e busybox dd of=/dev/null bs=1M 2>/dev/null; done`;
+const sender = (mb: number, host: string) => ['busybox', 'time', '-p', 'busybox', 'nc', host, String(PORT), '-e', 'busybox', 'dd', 'if=/dev/zero', 'bs=1M', `count=${mb}`];
+
+async function ok(engine: Engine, args: string[]): Promise<string> {
+  return engine.dockerOk(args, { timeoutMs: 120_000 });
+}
+
+async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not done within ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+async function main(): Promise<number> {
+  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, repeat: { type: 'string', default: '3' } });
+  const opts = commonOptions(values);
+  const mb = positiveInt(values, 'mb', 1024);
+  const repeat = positiveInt(values, 'repeat', 3);
+  const progress = (line: string) => {
+    if (!opts.json) console.error(`# ${line}`);
+  };
+  const cluster = new NetnsCluster(2);
+  const engines = [0, 1].map((i) => cluster.engine(i, { verbose: opts.verbose }));
+  const [m, w] = engines as [Engine, Engine];
+  let underlayReceiver: ChildProcess | undefined;
+  const { cleanup, release } = cleanupOnce(async () => {
+    if (underlayReceiver?.pid) {
+      try {
+        process.kill(-underlayReceiver.pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
+    for (const e of engines) await e.cleanup().catch(() => undefined);
+    for (const e of engines) removeOverlayNamespaces(e.execRoot);
+    cluster.tearDown();
+  }, progress);
+  try {
+    cluster.setUp();
+    progress('starting two daemons');
+    await Promise.all(engines.map(async (e) => {
+      await e.start();
+      await e.loadBusybox();
+    }));
+    const [n1, n2] = cluster.nodes as [typeof cluster.nodes[0], typeof cluster.nodes[0]];
+    await ok(m, ['swarm', 'init', '--advertise-addr', n1.ip, '--dispatcher-heartbeat', '1s']);
+    const token = (await ok(m, ['swarm', 'join-token', '-q', 'worker'])).trim();
+    await ok(w, ['swarm', 'join', '--token', token, '--advertise-addr', n2.ip, `${n1.ip}:2377`]);
+    await ok(m, ['network', 'create', '-d', 'overlay', 'benchov']);
+    await ok(m, ['service', 'create', '--detach', '--name', 'rx', '--network', 'benchov', '--constraint', `node.hostname==${n2.name}`, 'busybox', 'sh', '-c', receiver]);
+    await ok(m, ['service', 'create', '--detach', '--name', 'tx', '--network', 'benchov', '--constraint', `node.hostname==${n1.name}`, 'busybox', 'sleep', '100000']);
+    const running = async (service: string) => {
+      const r = await m.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }))}`);
+      return r.json<any[]>().find((t) => t.Status.State === 'running');
+    };
+    const rx = await waitFor(() => running('rx'), 60_000, 'the receiving task');
+    const tx = await waitFor(() => running('tx'), 60_000, 'the sending task');
+    const rxIp = String(rx.NetworksAttachments[0].Addresses[0]).split('/')[0]!;
+    const txContainer = tx.Status.ContainerStatus.ContainerID as string;
+
+    // The plain bridge pair, on node-1.
+    await ok(m, ['network', 'create', 'benchbr']);
+    await ok(m, ['run', '-d', '--name', 'brx', '--network', 'benchbr', 'busybox', 'sh', '-c', receiver]);
+    await ok(m, ['run', '-d', '--name', 'btx', '--network', 'benchbr', 'busybox', 'sleep', '100000']);
+    const brxIp = (await ok(m, ['inspect', '-f', '{{.NetworkSettings.Networks.benchbr.IPAddress}}', 'brx'])).trim();
+
+    // The underlay pair: the two nodes' namespaces themselves.
+    underlayReceiver = spawn('ip', ['netns', 'exec', n2.ns, 'sh', '-c', receiver], { detached: true, stdio: 'ignore' });
+
+    type Kind = 'underlay' | 'overlay' | 'bridge';
+    const kinds: Kind[] = ['underlay', 'overlay', 'bridge'];
+    const seconds: Record<Kind, number[]> = { underlay: [], overlay: [], bridge: [] };
+    const once = async (kind: Kind) => {
+      const r = kind === 'underlay'
+        ? await exec('ip', ['netns', 'exec', n1.ns, ...sender(mb, n2.ip)])
+        : await m.docker(['exec', kind === 'overlay' ? txContainer : 'btx', ...sender(mb, kind === 'overlay' ? rxIp : brxIp)], { timeoutMs: 300_000 });
+      if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
+      seconds[kind].push(realSeconds(r.stderr));
+    };
+    // A first transfer of each kind warms up (neighbours, conntrack, the receivers' loops).
+    for (const kind of kinds) await waitFor(async () => ((await once(kind)), true), 20_000, `the first ${kind} transfer`);
+    for (const kind of kinds) seconds[kind] = [];
+    for (let i = 0; i < repeat; i++) for (const kind of kinds) await once(kind);
+    const rate = (kind: Kind) => mb / median(seconds[kind]);
+    const result = {
+      mb,
+      repeat,
+      underlayMBps: rate('underlay'),
+      overlayMBps: rate('overlay'),
+      bridgeMBps: rate('bridge'),
+      overlayToUnderlay: rate('overlay') / rate('underlay'),
+      overlayToBridge: rate('overlay') / rate('bridge'),
+      target: TARGET_OVERLAY_RATIO,
+    };
+    if (opts.json) console.log(JSON.stringify(result));
+    else {
+      console.log(`TCP throughput, ${mb} MB per transfer, median of ${repeat}:`);
+      console.log(`  underlay (node namespace to node namespace, MTU 1500)   ${fmt(result.underlayMBps)} MB/s   (reference)`);
+      console.log(`  overlay (task on node-1 to task on node-2, MTU 1450)   ${fmt(result.overlayMBps)} MB/s   ${fmt(result.overlayToUnderlay, 2)}x the underlay (target >= ${TARGET_OVERLAY_RATIO}x)`);
+      console.log(`  bridge (two containers of one node's bridge network)   ${fmt(result.bridgeMBps)} MB/s   the overlay is ${fmt(result.overlayToBridge, 2)}x this`);
+    }
+    return opts.check && result.overlayToUnderlay < TARGET_OVERLAY_RATIO ? 1 : 0;
+  } finally {
+    await cleanup();
+    release();
+  }
+}
+
+runMain(main);
