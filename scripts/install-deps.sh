@@ -10,7 +10,8 @@ NODE_MAJOR_MIN=20
 #   crun runc conmon            OCI runtimes and the per-container monitor
 #   tini                        the init of containers run with --init (tini-static, mounted as /sbin/docker-init)
 #   busybox-static              the root filesystem of test and first-run images (no pulls from the internet)
-#   iptables nftables iproute2  bridges, veth pairs, network namespaces, NAT and port publishing
+#   iptables nftables iproute2  bridges, veth pairs, network namespaces, NAT and port publishing; VXLAN
+#                               overlays (ip, bridge fdb), swarm VIPs and the routing mesh (nft)
 #   util-linux                  mount, umount, unshare, nsenter
 #   docker-registry             a local registry for pull/push tests on 127.0.0.1
 #   openssl ca-certificates     TLS certificates for the TCP listener tests

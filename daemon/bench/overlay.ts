@@ -5,7 +5,11 @@
  *
  *   (1) the same pair of node namespaces talking over the underlay directly (the reference; target: the
  *       overlay at least 0.7x, its MTU 1450 beside the underlay's 1500), and
- *   (2) two containers on one node's plain bridge network.
+ *   (2) two containers on one node's plain bridge network;
+ *
+ * and the latency of HTTP requests (one connection each, from the benchmark's process) through the routing
+ * mesh at the node that runs no task of the service, beside the same requests to the task through a port its
+ * node publishes in host mode (the reference; target: at most 1 ms added at the p50).
  *
  * Every transfer is the same busybox program: the sender `nc HOST PORT -e dd if=/dev/zero bs=1M count=MB`
  * timed by `time -p`, the receiver `nc -l -p PORT -e dd of=/dev/null bs=1M` in a loop. Kinds run --repeat
@@ -22,9 +26,25 @@ import { removeOverlayNamespaces } from '../test/overlay-netns.js';
 import { exec, realSeconds } from './commands.js';
 import { commonOptions, parseBenchArgs, positiveInt, runMain } from './cli.js';
 import { cleanupOnce } from './procmem.js';
-import { fmt } from './stats.js';
+import http from 'node:http';
+import { fmt, percentile } from './stats.js';
 
 export const TARGET_OVERLAY_RATIO = 0.7;
+export const TARGET_MESH_ADDED_MS = 1;
+
+/** Milliseconds of one GET / on a new connection. */
+function timedGet(ip: string, port: number): Promise<number> {
+  const start = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: ip, port, path: '/', agent: false, timeout: 5000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(Number(process.hrtime.bigint() - start) / 1e6));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
 const PORT = 5001;
 
 const receiver = `while true; do busybox nc -l -p ${PORT} -e busybox dd of=/dev/null bs=1M 2>/dev/null; done`;
@@ -37,9 +57,13 @@ async function ok(engine: Engine, args: string[]): Promise<string> {
 async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = await check().catch(() => undefined);
+    let last = '';
+    const v = await check().catch((err: unknown) => {
+      last = err instanceof Error ? err.message : String(err);
+      return undefined;
+    });
     if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not done within ${timeoutMs / 1000} s`);
+    if (Date.now() > deadline) throw new Error(`${what}: not done within ${timeoutMs / 1000} s${last ? ` (${last.trim()})` : ''}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -117,6 +141,17 @@ async function main(): Promise<number> {
     for (const kind of kinds) seconds[kind] = [];
     for (let i = 0; i < repeat; i++) for (const kind of kinds) await once(kind);
     const rate = (kind: Kind) => mb / median(seconds[kind]);
+
+    // Latency: the mesh at node-1 (no task there) beside the task's own node publishing in host mode.
+    await ok(m, ['service', 'create', '--detach', '--name', 'web', '--constraint', `node.hostname==${n2.name}`, '-p', '8080:80', '-p', 'mode=host,target=80,published=8081',
+      'busybox', 'sh', '-c', 'mkdir -p /www && echo hi > /www/index.html && exec httpd -f -p 80 -h /www']);
+    await waitFor(async () => ((await timedGet(n1.ip, 8080)) >= 0 && (await timedGet(n2.ip, 8081)) >= 0) || undefined, 60_000, 'the web service');
+    const requests = 200;
+    const latency = { mesh: [] as number[], direct: [] as number[] };
+    for (let i = 0; i < requests; i++) {
+      latency.direct.push(await timedGet(n2.ip, 8081));
+      latency.mesh.push(await timedGet(n1.ip, 8080));
+    }
     const result = {
       mb,
       repeat,
@@ -126,6 +161,10 @@ async function main(): Promise<number> {
       overlayToUnderlay: rate('overlay') / rate('underlay'),
       overlayToBridge: rate('overlay') / rate('bridge'),
       target: TARGET_OVERLAY_RATIO,
+      meshP50Ms: percentile(latency.mesh, 50),
+      directP50Ms: percentile(latency.direct, 50),
+      meshAddedP50Ms: percentile(latency.mesh, 50) - percentile(latency.direct, 50),
+      meshTargetMs: TARGET_MESH_ADDED_MS,
     };
     if (opts.json) console.log(JSON.stringify(result));
     else {
@@ -133,8 +172,11 @@ async function main(): Promise<number> {
       console.log(`  underlay (node namespace to node namespace, MTU 1500)   ${fmt(result.underlayMBps)} MB/s   (reference)`);
       console.log(`  overlay (task on node-1 to task on node-2, MTU 1450)   ${fmt(result.overlayMBps)} MB/s   ${fmt(result.overlayToUnderlay, 2)}x the underlay (target >= ${TARGET_OVERLAY_RATIO}x)`);
       console.log(`  bridge (two containers of one node's bridge network)   ${fmt(result.bridgeMBps)} MB/s   the overlay is ${fmt(result.overlayToBridge, 2)}x this`);
+      console.log(`HTTP GET on a new connection, p50 of ${requests}:`);
+      console.log(`  to the task's node, port published in host mode          ${fmt(result.directP50Ms, 2)} ms   (reference)`);
+      console.log(`  through the routing mesh at a node without the task     ${fmt(result.meshP50Ms, 2)} ms   +${fmt(result.meshAddedP50Ms, 2)} ms (target <= ${TARGET_MESH_ADDED_MS} ms)`);
     }
-    return opts.check && result.overlayToUnderlay < TARGET_OVERLAY_RATIO ? 1 : 0;
+    return opts.check && (result.overlayToUnderlay < TARGET_OVERLAY_RATIO || result.meshAddedP50Ms > TARGET_MESH_ADDED_MS) ? 1 : 0;
   } finally {
     await cleanup();
     release();

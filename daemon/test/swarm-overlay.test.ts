@@ -176,6 +176,9 @@ describe('overlay networks across three nodes', () => {
     assert.match(ifaces, /mtu 1450/);
     assert.match(ifaces, new RegExp(`inet ${address(byNode(1)).replace(/\./g, '\\.')}/24`));
     for (const e of engines) assert.equal(overlayNamespacesOf(e).length, 1);
+    // A worker lists and inspects the swarm networks its tasks use.
+    assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}} {{.Scope}}'])).trim(), 'ov swarm');
+    assert.equal((await engine(1).request('GET', '/networks/ov')).json().Id, networkId);
     // VXLAN on the swarm's data path port, from the node's address.
     const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
     assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
@@ -279,8 +282,19 @@ describe('overlay networks across three nodes', () => {
       }, 20_000, 50).catch(() => undefined);
       assert.deepEqual([...seen].sort(), [...containers].sort(), `answers through ${node.name}`);
     }
+    const inUse = await engine(0).request('DELETE', '/networks/ingress');
+    assert.equal(inUse.status, 409);
+    assert.match(inUse.json().message, /ingress network cannot be removed because service \w+ depends on it/);
     await engine(0).dockerOk(['service', 'rm', 'mesh']);
     await eventually(async () => (await httpGet(nodes[2]!.ip, 8080).then(() => false, () => true)), 20_000, 200);
+    // The ingress network can be made again, with a subnet of one's own; there is only one.
+    // (The CLI asks for a confirmation before it removes the ingress network.)
+    assert.equal((await engine(0).request('DELETE', '/networks/ingress')).status, 204);
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--ingress', '--subnet', '10.250.0.0/24', 'mesh-net']);
+    assert.equal((await engine(0).request('GET', '/networks/mesh-net')).json().Ingress, true);
+    const second = await engine(0).docker(['network', 'create', '-d', 'overlay', '--ingress', 'another']);
+    assert.notEqual(second.code, 0);
+    assert.match(second.stderr, /ingress network already exists/);
   });
 
   test('docker stack deploy: replicas, two networks, a secret, a config and a published port; stack services, ps and rm', async () => {
@@ -328,6 +342,9 @@ describe('overlay networks across three nodes', () => {
       // The mesh follows the tasks on every node within moments of their start.
       const body = await eventually(async () => (await httpGet(nodes[2]!.ip, 8090).catch(() => undefined))?.trim(), 10_000, 100);
       assert.equal(body, 's3cretconf');
+      // Through the ingress network made again.
+      const [web] = await running('shop_web');
+      assert.ok(web!.NetworksAttachments!.some((a) => a.Addresses[0]!.startsWith('10.250.0.')));
       await engine(0).dockerOk(['stack', 'rm', 'shop']);
       await eventually(async () => (await engine(0).dockerOk(['network', 'ls', '--filter', 'label=com.docker.stack.namespace=shop', '-q'])).trim() === '', 20_000, 250);
       assert.equal((await engine(0).dockerOk(['service', 'ls', '-q'])).trim().split('\n').filter(Boolean).length, 1);

@@ -265,12 +265,20 @@ describe('swarm mode on one manager', () => {
       assert.ok(old.some((h) => ran <= Date.parse(h.Status.Timestamp)), `slot ${t.Slot}: the old task stopped before the new one ran`);
     }
     await eventually(async () => (await engine.request('GET', '/services/web')).json().UpdateStatus?.State === 'completed', 20_000, 200);
+    const svcSince = Math.floor(Date.now() / 1000);
     await engine.dockerOk(['service', 'update', '--detach', '--args', 'sh -c "exit 4"', '--update-failure-action', 'rollback', '--update-monitor', '2s', 'web']);
     const svc = await eventually(async () => {
       const s = (await engine.request('GET', '/services/web')).json();
       return s.UpdateStatus?.State === 'rollback_completed' ? s : undefined;
     }, 30_000, 200);
     assert.match(svc.UpdateStatus.Message, /rollback completed/);
+    // Each change of the update's state is a service update event (updatestate.old/new), as dockerd sends them.
+    const updateStates = (await engine.request('GET', `/events?since=${svcSince}&until=${Math.floor(Date.now() / 1000) + 1}&filters=${encodeURIComponent(JSON.stringify({ type: ['service'], service: ['web'] }))}`)).text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).Actor.Attributes['updatestate.new'])
+      .filter(Boolean);
+    assert.deepEqual(updateStates.slice(-3), ['updating', 'rollback_started', 'rollback_completed']);
     const back = await running('web', 2);
     assert.ok(back.every((t) => t.Spec.ContainerSpec.Args?.join(' ') === 'sleep 600'));
     // A manual rollback goes back to the previous spec; one without a previous spec is refused.

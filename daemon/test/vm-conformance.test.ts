@@ -55,7 +55,7 @@ hostConformance(
     },
   },
   // volumes: made where the agent says, under its own data root on the VM's data disk. plugins: the suite builds
-  // its fixture plugin with the host's compiler into the sandbox and runs it with the guest's runtime; that is
-  // left to the host's own runs for now.
+  // its fixture plugin with the host's compiler into the sandbox and makes a plugin's interface with the host's
+  // ip, for the guest's runtime and namespaces; that is left to the host's own runs for now.
   { skip: skip || ['plugins'] },
 );

@@ -2,8 +2,10 @@
  * The Swarm view in Chromium against a real berthd (`--ui`) that becomes a one-node swarm: the empty state
  * outside a swarm and `swarm init` from it (an etcd member on a loopback address of the test's own); a
  * service made with the docker CLI shows without a reload (service events, and the container events of its
- * tasks), with its mode, replicas, image and published port; its tasks and logs; create, scale and remove
- * from the view, and rolled back; secrets and configs listed; the node drained and activated, and its demotion (the last manager) refused with the engine's message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
+ * tasks), with its mode, replicas, image and published port; its tasks and logs; create, scale, update of its
+ * image (its state followed by updatestate events), rollback and remove from the view; secrets and configs
+ * listed; the node drained and activated, and its demotion (the last manager) refused with the engine's
+ * message. Screenshots at 1280 and 800 px in both themes go to artifacts/.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -168,6 +170,21 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await detail.getByRole('button', { name: 'Roll back' }).click();
     await replicas(service('web'), '3/3').waitFor({ timeout: 60_000 });
     assert.equal(await replicasOf('web'), 3);
+  });
+
+  it("updates a service's image: its tasks are replaced", async () => {
+    await engine.dockerOk(['tag', 'busybox:latest', 'busybox:v2']);
+    await engine.dockerOk(['service', 'update', '--detach', '--update-parallelism', '3', '--update-monitor', '1s', 'web']);
+    const detail = page.getByRole('region', { name: 'Service web' });
+    await detail.getByLabel('Image of the service').fill('busybox:v2');
+    await detail.getByRole('button', { name: 'Update image' }).click();
+    // The update's state follows its events (updatestate.new): updating, then completed.
+    await detail.getByText(/^completed$/).waitFor({ timeout: 90_000 });
+    assert.match(await service('web').innerText(), /\tbusybox:v2\t/);
+    const running = (await engine.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['web'], 'desired-state': ['running'] }))}`)).json<any[]>();
+    assert.equal(running.length, 3);
+    for (const t of running) assert.match(t.Spec.ContainerSpec.Image, /^busybox:v2(@|$)/);
+    await replicas(service('web'), '3/3').waitFor({ timeout: 60_000 });
   });
 
   it("shows the engine's refusal to demote the last manager", async () => {

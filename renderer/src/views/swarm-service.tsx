@@ -1,6 +1,6 @@
 /**
  * A service's panel in the Swarm view: its tasks (node, state, error), its logs followed while the panel is
- * open, and a rollback to its previous spec; and the swarm's secrets and configs, listed (their values are
+ * open, an update of its image and a rollback to its previous spec; and the swarm's secrets and configs, listed (their values are
  * never shown: the engine does not give a secret's).
  */
 import { useQuery } from '@tanstack/react-query';
@@ -28,6 +28,7 @@ export function ServiceDetail(props: { service: Service; tasks: Task[]; nodes: M
         {s.UpdateStatus?.State && <span className="badge">{s.UpdateStatus.State.replace(/_/g, ' ')}</span>}
         {s.PreviousSpec && <RollbackButton service={s} />}
       </div>
+      <ImageUpdate service={s} />
       <table className="list" aria-label="Tasks">
         <thead>
           <tr>
@@ -108,6 +109,36 @@ function ServiceLogs(props: { id: string; tty: boolean }) {
         {lines.length === 0 ? <span className="muted">No output yet: lines appear here as the service's tasks write them.</span> : lines.map((l, i) => <div key={i} className={l.stream}>{l.text}</div>)}
       </pre>
     </>
+  );
+}
+
+/** `docker service update --image`: the tasks replaced by the service's update policy (the badge above follows it). */
+function ImageUpdate(props: { service: Service }) {
+  const t = useTransport();
+  const s = props.service;
+  const image = String(s.Spec.TaskTemplate?.ContainerSpec?.Image ?? '').split('@')[0]!;
+  const [value, setValue] = useState<string | null>(null);
+  const update = useAction(async (to: string) => {
+    const current = await t.request<Service & { Spec: { TaskTemplate: { ContainerSpec: Record<string, unknown> } } }>('GET', `/services/${encodeURIComponent(s.ID)}`);
+    const spec = { ...current.Spec, TaskTemplate: { ...current.Spec.TaskTemplate, ContainerSpec: { ...current.Spec.TaskTemplate.ContainerSpec, Image: to } } };
+    await t.request('POST', `/services/${encodeURIComponent(s.ID)}/update?version=${current.Version.Index}`, { body: spec, headers: { 'X-Registry-Auth': btoa('{}') } });
+    setValue(null);
+  });
+  const shown = value ?? image;
+  return (
+    <form
+      className="inline-form wide"
+      aria-label={`Update ${s.Spec.Name}`}
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (shown.trim() && shown.trim() !== image) update.mutate(shown.trim());
+      }}
+    >
+      <input className="wide-input mono" value={shown} onChange={(e) => setValue(e.target.value)} aria-label="Image of the service" />
+      <button type="submit" disabled={update.isPending || !shown.trim() || shown.trim() === image} aria-busy={update.isPending || undefined}>
+        {update.isPending ? 'Updating…' : 'Update image'}
+      </button>
+    </form>
   );
 }
 

@@ -15,6 +15,7 @@ import { connectStore, removeMember } from './etcd.js';
 import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
+import type { NodeNetwork } from './network/attachments.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
@@ -40,6 +41,11 @@ export class ClusterService extends SwarmNode {
   /** The swarm's networks on a manager; undefined elsewhere. */
   clusterNetworks(): ClusterNetworks | undefined {
     return this.manager?.networks;
+  }
+
+  /** On a worker, the swarm networks its tasks use, as its managers describe them. */
+  workerNetworks(): NodeNetwork[] {
+    return this.worker?.networks()?.Networks ?? [];
   }
 
   /** This node's role in its swarm; undefined outside one. */

@@ -174,9 +174,11 @@ export class SwarmNode {
     const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     this.manager = parts;
     const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
+    const updateStates = new Map(store.list('services').map((e) => [e.obj.ID as string, e.obj.UpdateStatus?.State as string | undefined]));
     store.onChange((kind, id, entry) => {
       if (kind === 'leader' && id === 'current') this.leaderChanged(store, entry?.obj?.NodeID);
       if (kind === 'nodes') this.nodeStateChanged(nodeStates, id, entry?.obj);
+      if (kind === 'services') this.updateStateChanged(updateStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
     });
@@ -207,6 +209,18 @@ export class SwarmNode {
     const state = node.Status?.State;
     states.set(id, state);
     if (before && state && before !== state) this.deps.events.publish('node', 'update', id, { name: node.Description?.Hostname ?? '', 'state.new': state, 'state.old': before });
+  }
+
+  /**
+   * A service whose rolling update changed state (updating, completed, paused, rollback_started...): a service
+   * update event with `updatestate.old`/`updatestate.new`, as dockerd sends it.
+   */
+  private updateStateChanged(states: Map<string, string | undefined>, id: string, service: { UpdateStatus?: { State?: string }; Spec?: { Name?: string } } | undefined): void {
+    if (!service) return void states.delete(id);
+    const before = states.get(id);
+    const state = service.UpdateStatus?.State;
+    states.set(id, state);
+    if (state && before !== state) this.deps.events.publish('service', 'update', id, { name: service.Spec?.Name ?? '', 'updatestate.new': state, 'updatestate.old': before ?? '' });
   }
 
   /** A new leader (or none): node update events with `leader.old`/`leader.new`, as dockerd sends them. */

@@ -10,19 +10,13 @@ import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { checkLabels, checkName, isJob, isObject, lookup, parseVersion, serviceMode, validateNodeSpec, validateServiceSpec } from './specs.js';
-import { addressPools, NetworkAllocator } from './network/attachments.js';
+import { addressPools, keptVips } from './network/attachments.js';
 import { assignIngressPorts, ensureIngress, ingressPorts } from './network/ingress.js';
 import { resolveServiceNetworks } from './network/networks.js';
 
 export type Filters = Map<string, string[]>;
 
 export class ClusterObjects {
-  private allocator?: NetworkAllocator;
-
-  private get addresses(): NetworkAllocator {
-    return (this.allocator ??= new NetworkAllocator(this.store));
-  }
-
   /** Ports published through the routing mesh: numbered where they were not, and the ingress network made. */
   private async mesh(service: Obj): Promise<void> {
     assignIngressPorts(this.store, service);
@@ -169,8 +163,6 @@ export class ClusterObjects {
     };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     await this.mesh(service);
-    const vips = this.addresses.serviceVips(service);
-    if (vips.length) service.Endpoint.VirtualIPs = vips;
     const rev = await this.store.create('services', id, service, { name: spec.Name });
     const jobStatus = isJob(spec) ? { JobStatus: { JobIteration: { Index: rev }, LastExecution: now() } } : {};
     await this.store.mutate('services', id, (s) => ({ ...s, SpecVersion: { Index: rev }, ...jobStatus }));
@@ -203,7 +195,8 @@ export class ClusterObjects {
     service.Endpoint = { Spec: { Mode: spec.EndpointSpec?.Mode ?? 'vip', ...(spec.EndpointSpec?.Ports ? { Ports: spec.EndpointSpec.Ports } : {}) } };
     if (spec.EndpointSpec?.Ports) service.Endpoint.Ports = spec.EndpointSpec.Ports.map((p: Obj) => ({ Protocol: 'tcp', ...p, PublishMode: p.PublishMode ?? 'ingress' }));
     await this.mesh(service);
-    const vips = this.addresses.serviceVips(service, old.Endpoint?.VirtualIPs);
+    // The VIPs it keeps; the leader gives those of networks it joins (one allocator for all addresses).
+    const vips = keptVips(service, old.Endpoint?.VirtualIPs);
     if (vips.length) service.Endpoint.VirtualIPs = vips;
     const changesTasks = JSON.stringify(spec.TaskTemplate) !== JSON.stringify(old.Spec.TaskTemplate) || JSON.stringify(spec.EndpointSpec ?? {}) !== JSON.stringify(old.Spec.EndpointSpec ?? {});
     if (changesTasks && !isJob(spec)) {

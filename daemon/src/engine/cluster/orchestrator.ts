@@ -12,7 +12,7 @@ import type { ClusterStore, Entry, Fence } from './store.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { isJob, serviceMode } from './specs.js';
 import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
-import { NetworkAllocator } from './network/attachments.js';
+import { assignServiceVips, NetworkAllocator } from './network/attachments.js';
 import { ensureIngressEndpoints } from './network/ingress.js';
 
 const attachments = (list: Obj[]): Obj => (list.length ? { NetworksAttachments: list } : {});
@@ -154,6 +154,7 @@ export class Orchestrator {
 
   private async reconcile(): Promise<void> {
     await ensureIngressEndpoints(this.store, this.fence, (n) => this.addresses.take(n).split('/')[0]!);
+    await assignServiceVips(this.store, this.fence, this.addresses);
     const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
     await this.nodeStates(nodes);
     const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));

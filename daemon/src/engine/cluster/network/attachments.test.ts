@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ClusterStore } from '../store.js';
 import type { Obj } from '../types.js';
-import { NetworkAllocator, nodeNetworks } from './attachments.js';
+import { keptVips, NetworkAllocator, nodeNetworks } from './attachments.js';
 
 /** The store's reads over fixed objects. */
 function storeOf(objects: Record<string, Obj[]>): ClusterStore {
@@ -62,4 +62,11 @@ test('new tasks get free addresses: past the gateway, the VIPs, the live tasks\'
   // (10.0.0.6 went to the third task just above.)
   assert.deepEqual(allocator.serviceVips(service), [{ NetworkID: 'n1', Addr: '10.0.0.7/24' }]);
   assert.deepEqual(allocator.serviceVips({ ...service, Spec: { ...service.Spec, EndpointSpec: { Mode: 'dnsrr' } } }), []);
+});
+
+test('an updated service keeps the VIPs of the networks it still joins, none in dnsrr', () => {
+  const previous = [{ NetworkID: 'n1', Addr: '10.0.0.2/24' }, { NetworkID: 'n2', Addr: '10.0.1.2/24' }];
+  const spec = (networks: string[], mode?: string) => ({ Spec: { TaskTemplate: { Networks: networks.map((Target) => ({ Target })) }, ...(mode ? { EndpointSpec: { Mode: mode } } : {}) } });
+  assert.deepEqual(keptVips(spec(['n2', 'n3']), previous), [{ NetworkID: 'n2', Addr: '10.0.1.2/24' }]);
+  assert.deepEqual(keptVips(spec(['n1'], 'dnsrr'), previous), []);
 });

@@ -10,7 +10,7 @@
  * A node builds the networks its own tasks use, with every other node's endpoints of those networks as
  * peers (nodeNetworks): the dispatcher sends that to workers with their assignments.
  */
-import type { ClusterStore } from '../store.js';
+import type { ClusterStore, Fence } from '../store.js';
 import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
 import { serviceNetworks, swarmNetwork } from './networks.js';
@@ -197,4 +197,28 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
 export function addressPools(store: ClusterStore): { pools: string[]; size: number } {
   const c = store.get('cluster', 'default')?.obj;
   return { pools: c?.DefaultAddrPool?.length ? c.DefaultAddrPool : ['10.0.0.0/8'], size: c?.SubnetSize || 24 };
+}
+
+/** The VIPs of `previous` a service keeps under its (new) spec: on networks it still joins, in endpoint mode vip. */
+export function keptVips(service: Obj, previous: Obj[] = []): Obj[] {
+  if ((service.Spec?.EndpointSpec?.Mode ?? 'vip') !== 'vip') return [];
+  const targets = new Set(serviceNetworks(service.Spec).map((r) => r.Target));
+  return previous.filter((v) => targets.has(v.NetworkID));
+}
+
+/**
+ * On the leader, with the allocator that gives tasks their addresses (so that a VIP and a task never get the
+ * same one): each service's VirtualIPs brought to its spec.
+ */
+export async function assignServiceVips(store: ClusterStore, fence: Fence, allocator: NetworkAllocator): Promise<void> {
+  for (const e of store.list('services')) {
+    const s = e.obj;
+    const have: Obj[] = s.Endpoint?.VirtualIPs ?? [];
+    const want = allocator.serviceVips(s, have);
+    if (JSON.stringify(want) === JSON.stringify(have)) continue;
+    await store.mutate('services', s.ID, (o) => {
+      const { VirtualIPs: _old, ...endpoint } = o.Endpoint ?? {};
+      return { ...o, Endpoint: { ...endpoint, ...(want.length ? { VirtualIPs: want } : {}) } };
+    }, fence);
+  }
 }

@@ -7,6 +7,7 @@ import { Conflict, Forbidden, NotFound, Unavailable } from '../../../errors.js';
 import { compileLinear } from '../../regexp.js';
 import { networkResource, type ClusterNetworks } from './networks.js';
 import type { Obj } from '../types.js';
+import type { NodeNetwork } from './attachments.js';
 
 /** What the network routes call (api/networks.ts NetworkBackend, declared here as the engine sees it). */
 export interface NetworksBackend {
@@ -22,6 +23,13 @@ export interface SwarmNetworksSource {
   clusterNetworks(): ClusterNetworks | undefined;
   /** 'manager', 'worker' or undefined outside a swarm. */
   swarmRole(): 'manager' | 'worker' | undefined;
+  /** On a worker, the swarm networks its tasks use (as Docker's workers list them). */
+  workerNetworks(): NodeNetwork[];
+}
+
+/** A worker's view of a swarm network, shaped as the network list shows it. */
+function workerView(n: NodeNetwork): Obj {
+  return networkResource({ ID: n.ID, Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, VNI: n.VNI, Internal: n.Internal, Labels: {}, Options: {} });
 }
 
 function matches(values: string[] | undefined, text: string, what: string): boolean {
@@ -45,7 +53,11 @@ function listed(n: Obj, filters: ReadonlyMap<string, string[]>): boolean {
 
 /** `cluster` is asked for at each call (the daemon makes the cluster after the routes). */
 export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNetworksSource): NetworksBackend {
-  const swarm: SwarmNetworksSource = { clusterNetworks: () => cluster().clusterNetworks(), swarmRole: () => cluster().swarmRole() };
+  const swarm: SwarmNetworksSource = {
+    clusterNetworks: () => cluster().clusterNetworks(),
+    swarmRole: () => cluster().swarmRole(),
+    workerNetworks: () => cluster().workerNetworks(),
+  };
   const localHas = (ref: string): boolean => {
     try {
       local.inspect(ref, {});
@@ -59,8 +71,9 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
     list(filters) {
       const out = local.list(filters);
       const networks = swarm.clusterNetworks();
-      if (!networks) return out;
-      const views = networks.all().map(networkResource).filter((n) => listed(n, filters));
+      const all = networks ? networks.all().map(networkResource) : swarm.workerNetworks().map(workerView);
+      const views = all.filter((n) => listed(n, filters));
+      if (views.length === 0) return out;
       return [...out, ...views].sort((a, b) => String((a as Obj).Name).localeCompare(String((b as Obj).Name)));
     },
     inspect(ref, opts) {
@@ -76,8 +89,10 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
       } catch (err) {
         if (!(err instanceof NotFound) || opts.scope === 'local') throw err;
         const e = networks?.find(ref);
-        if (!e) throw err;
-        return view(e);
+        if (e) return view(e);
+        const known = networks ? undefined : swarm.workerNetworks().find((n) => n.ID === ref || n.Name === ref || (ref.length > 0 && n.ID.startsWith(ref)));
+        if (!known) throw err;
+        return workerView(known);
       }
     },
     async create(body) {

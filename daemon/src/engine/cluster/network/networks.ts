@@ -15,6 +15,7 @@ import type { ClusterStore, Entry } from '../store.js';
 import { lookup } from '../specs.js';
 import { newObjectId, now, type Obj } from '../types.js';
 import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
+import { ingressPorts } from './ingress.js';
 
 /** VXLAN costs 50 bytes of the underlay's 1500. */
 export const OVERLAY_MTU = 1450;
@@ -97,7 +98,7 @@ export class ClusterNetworks {
   create(body: unknown, localSubnets: string[] = []): Promise<{ Id: string; Warning: string }> {
     const b = (body ?? {}) as Obj;
     if (b.EnableIPv6 === true) throw new NotImplemented('IPv6 on overlay networks is not supported yet');
-    if (b.Ingress === true) throw new NotImplemented('the ingress network (the routing mesh) is not supported yet');
+    const ingress = b.Ingress === true;
     if (b.Scope !== undefined && b.Scope !== '' && b.Scope !== 'swarm') throw new InvalidParameter(`invalid Scope ${JSON.stringify(b.Scope)}: an overlay network is swarm-scoped`);
     // The same checks as a bridge network's (name, labels, options, IPAM), then what only overlays have.
     const spec = parseCreateRequest({ ...b, Driver: 'bridge', Scope: undefined, Ingress: false, EnableIPv6: false });
@@ -106,6 +107,8 @@ export class ClusterNetworks {
     if (encrypted !== undefined) throw new NotImplemented('encrypted overlay networks (--opt encrypted) are not supported yet');
     const run = this.queue.then(async () => {
       if (this.find(spec.name)?.obj.Name === spec.name) throw new Conflict(`network with name ${spec.name} already exists`);
+      const otherIngress = this.all().find((n) => n.Ingress);
+      if (ingress && otherIngress) throw new Conflict(`ingress network already exists: ${otherIngress.Name}`);
       const taken = this.all().map((n) => n.Subnet as string);
       let subnet: string;
       let gateway: string;
@@ -129,7 +132,8 @@ export class ClusterNetworks {
         Options: spec.options,
         Internal: spec.internal,
         Attachable: spec.attachable,
-        Ingress: false,
+        Ingress: ingress,
+        ...(ingress ? { NodeAddrs: {} } : {}),
         Subnet: subnet,
         Gateway: gateway,
         ...(ipRange ? { IPRange: ipRange } : {}),
@@ -176,6 +180,8 @@ export class ClusterNetworks {
   async remove(ref: string): Promise<void> {
     const e = this.entry(ref);
     const users = this.store.list('services').filter((s) => serviceNetworks(s.obj.Spec).some((n) => n.Target === e.obj.ID));
+    const meshUser = e.obj.Ingress ? this.store.list('services').find((s) => ingressPorts(s.obj).length > 0) : undefined;
+    if (meshUser) throw new Conflict(`ingress network cannot be removed because service ${meshUser.obj.ID} depends on it`);
     if (users.length > 0) {
       throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by service ${users[0]!.obj.ID}`);
     }
