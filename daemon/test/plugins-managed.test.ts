@@ -7,42 +7,18 @@
  * docker-registry and `docker plugin install --grant-all-permissions` from it.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { expectConforms } from './contract/openapi.js';
-import { DAEMON_DIR, eventually, startEngine, type Engine } from './harness.js';
+import { eventually, startEngine, type Engine } from './harness.js';
+import { pluginContext, pluginRuntimeState, volumeDriverConfig } from './plugin-support.js';
 import { getFromRegistry, haveRegistry, startRegistry, type TestRegistry } from './registry-support.js';
 
 let engine: Engine;
 let context: string;
-const SOURCE = path.join(DAEMON_DIR, 'test', 'fixtures', 'plugin', 'volplugin.c');
-
-const CONFIG = {
-  Description: 'a volume driver for the tests',
-  Documentation: '',
-  Interface: { Types: ['docker.volumedriver/1.0'], Socket: 'fixvol.sock' },
-  Entrypoint: ['/volplugin'],
-  WorkDir: '',
-  User: {},
-  Network: { Type: 'none' },
-  Linux: { Capabilities: null, AllowAllDevices: false, Devices: null },
-  PropagatedMount: '',
-  IpcHost: false,
-  PidHost: false,
-  Mounts: null,
-  Env: [{ Name: 'VOLPLUGIN_GREETING', Description: 'written into new volumes', Settable: ['value'], Value: 'hello' }],
-  Args: { Name: '', Description: '', Settable: null, Value: null },
-};
-
 before(async () => {
-  context = mkdtempSync('/tmp/bpm-');
-  const rootfs = path.join(context, 'rootfs');
-  for (const d of ['run/docker/plugins', 'data', 'proc', 'dev', 'sys', 'tmp']) mkdirSync(path.join(rootfs, d), { recursive: true });
-  const cc = spawnSync('gcc', ['-static', '-O2', '-o', path.join(rootfs, 'volplugin'), SOURCE], { encoding: 'utf8' });
-  assert.equal(cc.status, 0, cc.stderr);
-  writeFileSync(path.join(context, 'config.json'), JSON.stringify(CONFIG));
+  context = pluginContext('volplugin.c', 'volplugin', volumeDriverConfig());
   engine = await startEngine();
   await engine.loadBusybox();
 });
@@ -57,8 +33,7 @@ async function inspectPlugin(): Promise<any> {
 }
 
 function runtimeState(id: string): { pid: number; status: string } | undefined {
-  const r = spawnSync('crun', ['--root', path.join(engine.execRoot, 'plugins', 'runtime'), 'state', id], { encoding: 'utf8' });
-  return r.status === 0 ? JSON.parse(r.stdout) : undefined;
+  return pluginRuntimeState(engine.execRoot, id);
 }
 
 async function pluginEvents(): Promise<string[]> {
