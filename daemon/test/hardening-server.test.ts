@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Docker from 'dockerode';
 import { Engine, eventually, runCommand, startEngine } from './harness.js';
+import { startTcpEngine } from './tcp-support.js';
 
 /** Sends raw bytes on a fresh connection to a unix socket or a TCP port; resolves with the answer when the peer closes. */
 function rawExchange(target: string | number, bytes: string, timeoutMs = 10_000): Promise<string> {
@@ -38,17 +39,6 @@ async function pings(engine: Engine): Promise<void> {
   const r = await engine.request('GET', '/_ping', { timeoutMs: 3000 });
   assert.equal(r.status, 200);
   assert.equal(r.text, 'OK');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** One HTTP request to a TCP port, with exactly the headers given (Host included). */
@@ -248,8 +238,7 @@ describe('a plain TCP listener', () => {
   let engine: Engine;
   let port: number;
   before(async () => {
-    port = await freePort();
-    engine = await startEngine({ args: ['-H', `tcp://127.0.0.1:${port}`] });
+    ({ engine, port } = await startTcpEngine());
     await engine.loadBusybox();
   });
   after(() => engine?.cleanup());

@@ -257,10 +257,13 @@ export function runCommand(
     timeoutMs?: number;
     env?: Record<string, string>;
     cwd?: string;
+    /** Runs the command as this user and group. */
+    uid?: number;
+    gid?: number;
   } = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { env: { ...process.env, ...opts.env }, cwd: opts.cwd, uid: opts.uid, gid: opts.gid, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => out.push(c));
@@ -274,6 +277,20 @@ export function runCommand(
     child.stdin.on('error', () => undefined);
     if (opts.input !== undefined) child.stdin.end(opts.input);
     else if (!opts.holdInput) child.stdin.end();
+  });
+}
+
+/** The whole answer of an HTTP response. */
+export function readResponse(res: http.IncomingMessage): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('error', reject);
+    res.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const text = body.toString('utf8');
+      resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text, json: () => JSON.parse(text) });
+    });
   });
 }
 
@@ -299,14 +316,7 @@ export function httpRequest(
       headers['Content-Length'] ??= String(payload.length);
     }
     const req = http.request({ socketPath, method, path: urlPath, headers, agent: opts.agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const body = Buffer.concat(chunks);
-        const text = body.toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text, json: () => JSON.parse(text) });
-      });
+      readResponse(res).then(resolve, reject);
     });
     req.setTimeout(opts.timeoutMs ?? 30_000, () => req.destroy(new Error(`${method} ${urlPath} timed out`)));
     req.on('error', reject);

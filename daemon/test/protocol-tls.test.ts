@@ -7,19 +7,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, readFileSync, writeFileSync, copyFileSync, mkdirSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BERTHD, runCommand, startEngine, type Engine } from './harness.js';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort, startTcpEngine } from './tcp-support.js';
 
 function openssl(cwd: string, args: string[]): void {
   const r = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
@@ -94,8 +86,7 @@ describe('TCP listener without TLS', () => {
   });
 
   test('loopback TCP without TLS is served', async (t) => {
-    const port = await freePort();
-    const engine = await startEngine({ args: ['-H', `tcp://127.0.0.1:${port}`] });
+    const { engine, port } = await startTcpEngine();
     t.after(() => engine.cleanup());
     const text = await new Promise<string>((resolve, reject) => {
       http.get({ host: '127.0.0.1', port, path: '/_ping', agent: false }, (res) => {

@@ -14,6 +14,9 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './tcp-support.js';
+/** Kept here too for the tests that take it with the registry's helpers. */
+export { freePort } from './tcp-support.js';
 
 export type RegistryAuth = 'none' | 'basic' | 'token';
 
@@ -37,17 +40,6 @@ export interface TestRegistry {
   /** An Authorization header value for direct HTTP requests with full access. */
   adminAuth(scope: string): Promise<string | undefined>;
   stop(): Promise<void>;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as net.AddressInfo).port;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export function haveRegistry(): boolean {

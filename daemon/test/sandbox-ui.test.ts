@@ -5,39 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { eventually, startEngine, type Engine, type HttpResult } from './harness.js';
+import { eventually, type Engine, type HttpResult } from './harness.js';
+import { startTcpEngine, tcpRequest } from './tcp-support.js';
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-function tcpRequest(port: number, method: string, urlPath: string, headers: Record<string, string> = {}, body?: unknown): Promise<HttpResult> {
+/** One request to 127.0.0.1:<port>, `body` sent as JSON. */
+function jsonRequest(port: number, method: string, urlPath: string, headers: Record<string, string> = {}, body?: unknown): Promise<HttpResult> {
   const text = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, method, path: urlPath, agent: false, headers: { Host: `127.0.0.1:${port}`, ...(text ? { 'Content-Type': 'application/json' } : {}), ...headers } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const buf = Buffer.concat(chunks);
-          const t = buf.toString('utf8');
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: buf, text: t, json: () => JSON.parse(t) });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(text);
-  });
+  return tcpRequest(port, method, urlPath, { Host: `127.0.0.1:${port}`, ...(text ? { 'Content-Type': 'application/json' } : {}), ...headers }, text);
 }
 
 describe('sandbox policies from the daemon\'s own UI', () => {
@@ -49,8 +25,7 @@ describe('sandbox policies from the daemon\'s own UI', () => {
   const policy = { defaultAction: 'deny', rules: [{ action: 'allow', cidr: '192.0.2.0/24', protocol: 'tcp', ports: [443] }] };
 
   before(async () => {
-    apiPort = await freePort();
-    engine = await startEngine({ args: ['--ui', '127.0.0.1:0', '-H', `tcp://127.0.0.1:${apiPort}`] });
+    ({ engine, port: apiPort } = await startTcpEngine(['--ui', '127.0.0.1:0']));
     await engine.loadBusybox();
     const file = path.join(engine.execRoot, 'ui-url');
     const loginUrl = new URL((await eventually(() => (existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined)))!);
@@ -65,7 +40,7 @@ describe('sandbox policies from the daemon\'s own UI', () => {
   });
 
   const ui = (method: string, urlPath: string, body?: unknown, headers: Record<string, string> = {}) =>
-    tcpRequest(uiPort, method, `/api${urlPath}`, { Cookie: `berth_ui_token=${encodeURIComponent(uiToken)}`, ...headers }, body);
+    jsonRequest(uiPort, method, `/api${urlPath}`, { Cookie: `berth_ui_token=${encodeURIComponent(uiToken)}`, ...headers }, body);
 
   test('the UI reads the policy, installs a new generation, and sees the daemon\'s validation errors', async () => {
     const read = await ui('GET', `/v1/sandboxes/${sandbox}/network-policies`);
@@ -93,15 +68,15 @@ describe('sandbox policies from the daemon\'s own UI', () => {
   });
 
   test('without the UI\'s token, or with a token of the page\'s own, the UI refuses; other clients still need a store token', async () => {
-    const noCookie = await tcpRequest(uiPort, 'GET', `/api/v1/sandboxes/${sandbox}/network-policies`);
+    const noCookie = await jsonRequest(uiPort, 'GET', `/api/v1/sandboxes/${sandbox}/network-policies`);
     assert.equal(noCookie.status, 401);
     // A plain TCP client of the engine without a token: refused, as before.
-    const tcp = await tcpRequest(apiPort, 'GET', `/v1/sandboxes/${sandbox}/network-policies`);
+    const tcp = await jsonRequest(apiPort, 'GET', `/v1/sandboxes/${sandbox}/network-policies`);
     assert.equal(tcp.status, 401, tcp.text);
     assert.equal(tcp.json().code, 'unauthenticated');
-    const tcpPut = await tcpRequest(apiPort, 'PUT', `/v1/sandboxes/${sandbox}/network-policies`, {}, policy);
+    const tcpPut = await jsonRequest(apiPort, 'PUT', `/v1/sandboxes/${sandbox}/network-policies`, {}, policy);
     assert.equal(tcpPut.status, 401, tcpPut.text);
-    const forged = await tcpRequest(apiPort, 'GET', `/v1/sandboxes/${sandbox}/network-policies`, { Authorization: 'Bearer berth_local_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
+    const forged = await jsonRequest(apiPort, 'GET', `/v1/sandboxes/${sandbox}/network-policies`, { Authorization: 'Bearer berth_local_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' });
     assert.equal(forged.status, 401, forged.text);
     // The unix socket too.
     const unix = await engine.request('GET', `/v1/sandboxes/${sandbox}/network-policies`);

@@ -4,39 +4,12 @@
  * shown once and kept hashed; refused to a peer that does not run as root (SO_PEERCRED) and on TCP.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { chmodSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Ajv } from 'ajv';
-import { BERTHD, runCommand, startEngine, type Engine, type HttpResult } from './harness.js';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-function tcpRequest(port: number, method: string, urlPath: string, headers: Record<string, string> = {}, body?: string): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: urlPath, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const buf = Buffer.concat(chunks);
-        const text = buf.toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: buf, text, json: () => JSON.parse(text) });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+import { BERTHD, runCommand, type Engine } from './harness.js';
+import { startTcpEngine, tcpRequest } from './tcp-support.js';
 
 /** One request over the unix socket from a process running as `uid` (its answer's status and body). */
 async function requestAs(uid: number, socketPath: string, method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: any }> {
@@ -50,14 +23,9 @@ async function requestAs(uid: number, socketPath: string, method: string, urlPat
     });
     req.on('error', (err) => { process.stderr.write(err.message); process.exit(1); });
     req.end(body || undefined);`;
-  const child = spawn(process.execPath, ['-e', script, socketPath, method, urlPath, body === undefined ? '' : JSON.stringify(body)], { uid, gid: uid });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c) => (out += c));
-  child.stderr.on('data', (c) => (err += c));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  assert.equal(code, 0, err);
-  const r = JSON.parse(out) as { status: number; text: string };
+  const child = await runCommand(process.execPath, ['-e', script, socketPath, method, urlPath, body === undefined ? '' : JSON.stringify(body)], { uid, gid: uid });
+  assert.equal(child.code, 0, child.stderr);
+  const r = JSON.parse(child.stdout) as { status: number; text: string };
   let parsed: unknown;
   try {
     parsed = r.text ? JSON.parse(r.text) : undefined;
@@ -134,8 +102,7 @@ describe('users and tokens over the unix socket', () => {
   let engine: Engine;
   let port: number;
   before(async () => {
-    port = await freePort();
-    engine = await startEngine({ args: ['-H', `tcp://127.0.0.1:${port}`] });
+    ({ engine, port } = await startTcpEngine());
   });
   after(async () => {
     await engine?.cleanup();

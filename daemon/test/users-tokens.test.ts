@@ -5,37 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Ajv } from 'ajv';
-import { BERTHD, runCommand, startEngine, type Engine, type HttpResult } from './harness.js';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-function tcpRequest(port: number, method: string, urlPath: string, headers: Record<string, string> = {}, body?: string): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: urlPath, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const buf = Buffer.concat(chunks);
-        const text = buf.toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: buf, text, json: () => JSON.parse(text) });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+import { BERTHD, runCommand, type Engine, type HttpResult } from './harness.js';
+import { startTcpEngine, tcpRequest } from './tcp-support.js';
 
 /** Every file's bytes under a folder (the data root is small here: no image is loaded). */
 function filesUnder(dir: string): Array<{ file: string; bytes: Buffer }> {
@@ -123,8 +97,7 @@ describe('users, API tokens and the SCIM user lookup', () => {
   const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 
   before(async () => {
-    port = await freePort();
-    engine = await startEngine({ args: ['-H', `tcp://127.0.0.1:${port}`, '--auth-tokens'] });
+    ({ engine, port } = await startTcpEngine(['--auth-tokens']));
   });
   after(async () => {
     await engine?.cleanup();
