@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runCommand } from '../test/harness.js';
 import { benchPolicy } from './sandbox.js';
 
 test('the benchmark policy: 1,000 rules, the server allowed last by CIDR or by name', () => {
@@ -16,14 +16,9 @@ test('the benchmark policy: 1,000 rules, the server allowed last by CIDR or by n
 
 test('a short sandbox benchmark run measures every figure against a real daemon', { skip: process.getuid?.() !== 0 && 'needs root', timeout: 300_000 }, async () => {
   const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'sandbox.js');
-  const child = spawn(process.execPath, [script, '--repeat', '1', '--mb', '128', '--connections', '10', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c) => (out += c));
-  child.stderr.on('data', (c) => (err += c));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  assert.equal(code, 0, err);
-  const report = JSON.parse(out);
+  const run = await runCommand(process.execPath, [script, '--repeat', '1', '--mb', '128', '--connections', '10', '--json'], { timeoutMs: 300_000 });
+  assert.equal(run.code, 0, run.stderr);
+  const report = JSON.parse(run.stdout);
   assert.equal(report.rules, 1000);
   assert.equal(report.rounds, 1);
   for (const state of ['domain', 'cidr', 'none', 'plain']) {
