@@ -13,27 +13,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { startRegistry, type Registry } from './registry.js';
-import { DAEMON_DIST, launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { DAEMON_DIST, launchChromium, loadHarness, loadPluginSupport, screenshot, startEngineWithUi, type Engine } from './support.js';
 
 const harness = await loadHarness();
 const SOURCE = path.join(DAEMON_DIST, '..', 'test', 'fixtures', 'plugin', 'volplugin.c');
 
-const CONFIG = {
-  Description: 'a volume driver for the tests',
-  Documentation: '',
-  Interface: { Types: ['docker.volumedriver/1.0'], Socket: 'fixvol.sock' },
-  Entrypoint: ['/volplugin'],
-  WorkDir: '',
-  User: {},
-  Network: { Type: 'none' },
-  Linux: { Capabilities: null, AllowAllDevices: false, Devices: null },
-  PropagatedMount: '',
-  IpcHost: false,
-  PidHost: false,
-  Mounts: null,
-  Env: [{ Name: 'VOLPLUGIN_GREETING', Description: 'written into new volumes', Settable: ['value'], Value: 'hello' }],
-  Args: { Name: '', Description: '', Settable: null, Value: null },
-};
+const CONFIG = (await loadPluginSupport()).volumeDriverConfig();
 
 async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
   if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();

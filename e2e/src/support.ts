@@ -37,10 +37,24 @@ interface Harness {
   eventually<T>(check: () => Promise<T> | T, timeoutMs?: number, intervalMs?: number): Promise<NonNullable<T>>;
 }
 
-export async function loadHarness(): Promise<Harness> {
-  const file = path.join(DAEMON_DIST, 'test', 'harness.js');
+/** The parts of daemon/test/plugin-support.ts these tests use. */
+interface PluginSupport {
+  volumeDriverConfig(overrides?: Record<string, unknown>): Record<string, unknown>;
+}
+
+/** One of the daemon's compiled test helpers (`name`.js of its dist/test). */
+async function loadDaemonTestModule<T>(name: string): Promise<T> {
+  const file = path.join(DAEMON_DIST, 'test', `${name}.js`);
   if (!existsSync(file)) throw new Error(`${file} is missing: build the daemon first (npm run build -w daemon)`);
-  return (await import(pathToFileURL(file).href)) as Harness;
+  return (await import(pathToFileURL(file).href)) as T;
+}
+
+export function loadHarness(): Promise<Harness> {
+  return loadDaemonTestModule<Harness>('harness');
+}
+
+export function loadPluginSupport(): Promise<PluginSupport> {
+  return loadDaemonTestModule<PluginSupport>('plugin-support');
 }
 
 /** Starts berthd with the UI on a free loopback port; returns the engine and the login URL it printed. */
