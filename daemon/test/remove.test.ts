@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, promises as fs, readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { eventually, useEngine, type Engine } from './harness.js';
+import { freePort } from './tcp-support.js';
 
 const engine = useEngine();
 
@@ -35,17 +35,6 @@ async function leftovers(e: Engine, id: string): Promise<string[]> {
     if (existsSync(cgroup)) found.push(cgroup);
   }
   return found;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function run(e: Engine, args: string[]): Promise<string> {
