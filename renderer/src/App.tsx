@@ -207,11 +207,21 @@ export function Confirm(props: { title: string; children?: ReactNode; confirmLab
  * A button whose action takes a while: while `running`, it shows `pendingLabel`, is marked aria-busy and is
  * disabled (or as `disabled` says, when another action of the same row also holds it).
  */
-export function PendingButton({ running, pendingLabel, disabled, children, ...rest }: ButtonHTMLAttributes<HTMLButtonElement> & { running: boolean; pendingLabel: ReactNode }) {
+type PendingButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & { running: boolean; pendingLabel: ReactNode };
+export function PendingButton({ running, pendingLabel, disabled, children, ...rest }: PendingButtonProps) {
   return (
     <button type="button" {...rest} disabled={disabled ?? running} aria-busy={running || undefined}>
       {running ? pendingLabel : children}
     </button>
+  );
+}
+
+/** A row's Remove button (it usually asks for a confirmation first), labelled Removing… while it runs. */
+export function RemoveButton({ children = 'Remove', ...rest }: Omit<PendingButtonProps, 'pendingLabel'>) {
+  return (
+    <PendingButton className="danger" pendingLabel="Removing…" {...rest}>
+      {children}
+    </PendingButton>
   );
 }
 

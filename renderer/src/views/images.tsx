@@ -1,7 +1,7 @@
 /** Images: list, pull with per-layer progress, tag, push, history, remove, run. */
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, ListTable, navigate, PendingButton, QueryState } from '../App';
+import { Confirm, ListTable, navigate, QueryState, RemoveButton } from '../App';
 import { ago, formatBytes, NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { ProgressView, useProgressStream } from './progress-view';
 
@@ -191,18 +191,16 @@ export function ImagesView() {
                     >
                       History
                     </button>
-                    <PendingButton
-                      className="danger"
+                    <RemoveButton
                       onClick={() => {
                         setRemoveTag(tags[0] ?? '');
                         setConfirm(i);
                       }}
                       aria-label={`Remove ${label}`}
                       running={removing.has(i.Id)}
-                      pendingLabel="Removing…"
                     >
                       Remove…
-                    </PendingButton>
+                    </RemoveButton>
                   </td>
                 </tr>
               );

@@ -6,7 +6,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { Confirm, ListTable, PendingButton, QueryState } from '../App';
+import { Confirm, ListTable, PendingButton, QueryState, RemoveButton } from '../App';
 import { NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { ProgressView, useProgressStream } from './progress-view';
 
@@ -144,9 +144,7 @@ export function PluginsView() {
                         Enable
                       </PendingButton>
                     )}
-                    <PendingButton className="danger" disabled={!!busy} running={busy === 'remove'} pendingLabel={PENDING.remove} onClick={() => setConfirm({ verb: 'remove', name: p.Name, force: p.Enabled })}>
-                      Remove
-                    </PendingButton>
+                    <RemoveButton disabled={!!busy} running={busy === 'remove'} onClick={() => setConfirm({ verb: 'remove', name: p.Name, force: p.Enabled })} />
                   </td>
                 </tr>
               );

@@ -1,6 +1,6 @@
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, ListTable, navigate, PendingButton, QueryState } from '../App';
+import { Confirm, ListTable, navigate, QueryState, RemoveButton } from '../App';
 import { ago, formatBytes, onEngineEvent, shortId, useAction, usePending, useTransport, type EngineEvent } from '../engine';
 import { ApiError } from '../transport';
 import type { ContainerSummary } from './containers';
@@ -85,9 +85,7 @@ export function NetworksView(props: { selected?: string }) {
               <td>{n.Internal ? 'yes' : ''}</td>
               <td className="row-actions">
                 {!BUILTIN.has(n.Name) && (
-                  <PendingButton className="danger" onClick={() => setConfirm(n)} aria-label={`Remove ${n.Name}`} running={removing.has(n.Id)} pendingLabel="Removing…">
-                    Remove
-                  </PendingButton>
+                  <RemoveButton onClick={() => setConfirm(n)} aria-label={`Remove ${n.Name}`} running={removing.has(n.Id)} />
                 )}
               </td>
             </tr>

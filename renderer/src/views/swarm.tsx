@@ -8,7 +8,7 @@
  */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, ListTable, navigate, PendingButton, QueryState } from '../App';
+import { Confirm, ListTable, navigate, PendingButton, QueryState, RemoveButton } from '../App';
 import { NARROW, onEngineEvent, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { CreateService } from './swarm-create';
 import { nodeName, ServiceDetail, SwarmObjects } from './swarm-service';
@@ -245,9 +245,7 @@ function SwarmManager(props: { selected?: string; self?: string }) {
                         </PendingButton>
                       </form>
                     )}
-                    <PendingButton className="danger" disabled={!!busy} running={busy === 'remove'} pendingLabel="Removing…" onClick={() => setConfirm(s)}>
-                      Remove
-                    </PendingButton>
+                    <RemoveButton disabled={!!busy} running={busy === 'remove'} onClick={() => setConfirm(s)} />
                   </td>
                 </tr>
               );

@@ -1,7 +1,7 @@
 /** Volumes: list with who uses each, create (driver, options, labels), inspect, remove, prune. */
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type FormEvent } from 'react';
-import { Confirm, ListTable, PendingButton, QueryState } from '../App';
+import { Confirm, ListTable, QueryState, RemoveButton } from '../App';
 import { formatBytes, NARROW, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { nameOf, type ContainerSummary } from './containers';
 
@@ -178,9 +178,7 @@ export function VolumesView() {
                     <button type="button" onClick={() => show.mutate(v.Name)} aria-label={`Inspect ${v.Name}`} disabled={show.isPending && show.variables === v.Name} aria-busy={(show.isPending && show.variables === v.Name) || undefined}>
                       Inspect
                     </button>
-                    <PendingButton className="danger" onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`} running={removing.has(v.Name)} pendingLabel="Removing…">
-                      Remove
-                    </PendingButton>
+                    <RemoveButton onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`} running={removing.has(v.Name)} />
                   </td>
                 </tr>
               );
