@@ -1,4 +1,4 @@
-import { lazy, Suspense, useCallback, useEffect, useState, type ReactNode } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type ButtonHTMLAttributes, type ReactNode, type TableHTMLAttributes } from 'react';
 import { ErrorContext, useEventSubscription } from './engine';
 import { ThemeContext, useThemeState } from './theme';
 import { ContainersView } from './views/containers';
@@ -200,6 +200,42 @@ export function Confirm(props: { title: string; children?: ReactNode; confirmLab
         </div>
       </div>
     </div>
+  );
+}
+
+/**
+ * A button whose action takes a while: while `running`, it shows `pendingLabel`, is marked aria-busy and is
+ * disabled (or as `disabled` says, when another action of the same row also holds it).
+ */
+type PendingButtonProps = ButtonHTMLAttributes<HTMLButtonElement> & { running: boolean; pendingLabel: ReactNode };
+export function PendingButton({ running, pendingLabel, disabled, children, ...rest }: PendingButtonProps) {
+  return (
+    <button type="button" {...rest} disabled={disabled ?? running} aria-busy={running || undefined}>
+      {running ? pendingLabel : children}
+    </button>
+  );
+}
+
+/** A row's Remove button (it usually asks for a confirmation first), labelled Removing… while it runs. */
+export function RemoveButton({ children = 'Remove', ...rest }: Omit<PendingButtonProps, 'pendingLabel'>) {
+  return (
+    <PendingButton className="danger" pendingLabel="Removing…" {...rest}>
+      {children}
+    </PendingButton>
+  );
+}
+
+/** A list table: a header cell per column (`false` leaves one out, '' is a column without a title), the rows as children. */
+export function ListTable({ columns, children, ...rest }: TableHTMLAttributes<HTMLTableElement> & { columns: (string | false)[] }) {
+  return (
+    <table className="list" {...rest}>
+      <thead>
+        <tr>
+          {columns.map((title, i) => (title === false ? null : <th key={i}>{title}</th>))}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
   );
 }
 

@@ -5,7 +5,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState } from 'react';
-import { Confirm, QueryState } from '../App';
+import { Confirm, ListTable, QueryState } from '../App';
 import { useAction, usePending, useTransport } from '../engine';
 import { nameOf, stateLabel, type ContainerSummary } from './containers';
 
@@ -150,55 +150,45 @@ export function ComposeView() {
             No Compose projects. The containers of <code>docker compose up</code> carry the label <code>{PROJECT}</code> and are grouped here by project.
           </p>
         ) : (
-          <table className="list" data-testid="compose-projects">
-            <thead>
-              <tr>
-                <th>Project</th>
-                <th>Services</th>
-                <th>Containers</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {projects.map((p) => [
-                <tr key={p.name} data-project={p.name} tabIndex={0} onKeyDown={(e) => e.key === 'Enter' && e.target === e.currentTarget && toggle(p.name)}>
-                  <td>
-                    <button type="button" className="link" aria-expanded={open.has(p.name)} onClick={() => toggle(p.name)}>
-                      {open.has(p.name) ? '▾' : '▸'} {p.name}
-                    </button>
-                    {p.workingDir && <div className="muted small mono ellipsis" title={p.workingDir}>{p.workingDir}</div>}
-                  </td>
-                  <td className="small">{p.services.join(', ') || '—'}</td>
-                  <td className="nowrap" data-testid="project-counts">
-                    <span className={`badge ${p.running === p.containers.length ? 'running' : p.running === 0 ? 'exited' : 'paused'}`}>
-                      {p.running} of {p.containers.length} running
-                    </span>
-                  </td>
-                  <td className="row-actions">
-                    {button(p, 'start', p.running === p.containers.length, () => act.mutate({ verb: 'start', project: p.name }))}
-                    {button(p, 'stop', p.running === 0, () => setConfirm({ verb: 'stop', project: p }))}
-                    {button(p, 'remove', false, () => setConfirm({ verb: 'remove', project: p }))}
-                  </td>
-                </tr>,
-                ...(open.has(p.name)
-                  ? p.containers.map((c) => (
-                      <tr key={c.Id} className="sub" data-name={nameOf(c)}>
-                        <td>
-                          <a href={`#/containers/${c.Id}`}>{nameOf(c)}</a>
-                        </td>
-                        <td className="small">{c.Labels?.[SERVICE] ?? ''}</td>
-                        <td>
-                          <span className={`badge ${c.State}`} title={c.Status}>
-                            {stateLabel(c)}
-                          </span>
-                        </td>
-                        <td />
-                      </tr>
-                    ))
-                  : []),
-              ])}
-            </tbody>
-          </table>
+          <ListTable data-testid="compose-projects" columns={['Project', 'Services', 'Containers', '']}>
+            {projects.map((p) => [
+              <tr key={p.name} data-project={p.name} tabIndex={0} onKeyDown={(e) => e.key === 'Enter' && e.target === e.currentTarget && toggle(p.name)}>
+                <td>
+                  <button type="button" className="link" aria-expanded={open.has(p.name)} onClick={() => toggle(p.name)}>
+                    {open.has(p.name) ? '▾' : '▸'} {p.name}
+                  </button>
+                  {p.workingDir && <div className="muted small mono ellipsis" title={p.workingDir}>{p.workingDir}</div>}
+                </td>
+                <td className="small">{p.services.join(', ') || '—'}</td>
+                <td className="nowrap" data-testid="project-counts">
+                  <span className={`badge ${p.running === p.containers.length ? 'running' : p.running === 0 ? 'exited' : 'paused'}`}>
+                    {p.running} of {p.containers.length} running
+                  </span>
+                </td>
+                <td className="row-actions">
+                  {button(p, 'start', p.running === p.containers.length, () => act.mutate({ verb: 'start', project: p.name }))}
+                  {button(p, 'stop', p.running === 0, () => setConfirm({ verb: 'stop', project: p }))}
+                  {button(p, 'remove', false, () => setConfirm({ verb: 'remove', project: p }))}
+                </td>
+              </tr>,
+              ...(open.has(p.name)
+                ? p.containers.map((c) => (
+                    <tr key={c.Id} className="sub" data-name={nameOf(c)}>
+                      <td>
+                        <a href={`#/containers/${c.Id}`}>{nameOf(c)}</a>
+                      </td>
+                      <td className="small">{c.Labels?.[SERVICE] ?? ''}</td>
+                      <td>
+                        <span className={`badge ${c.State}`} title={c.Status}>
+                          {stateLabel(c)}
+                        </span>
+                      </td>
+                      <td />
+                    </tr>
+                  ))
+                : []),
+            ])}
+          </ListTable>
         )}
       </QueryState>
       {confirm && (

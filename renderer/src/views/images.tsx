@@ -1,7 +1,7 @@
 /** Images: list, pull with per-layer progress, tag, push, history, remove, run. */
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, navigate, QueryState } from '../App';
+import { Confirm, ListTable, navigate, QueryState, RemoveButton } from '../App';
 import { ago, formatBytes, NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { ProgressView, useProgressStream } from './progress-view';
 
@@ -155,72 +155,57 @@ export function ImagesView() {
             <p className="empty">No images yet. Pull one above, or load an archive with docker load.</p>
           )
         ) : (
-          <table className="list" data-testid="images">
-            <thead>
-              <tr>
-                <th>Tags</th>
-                <th>ID</th>
-                <th>Size</th>
-                {!narrow && <th>Created</th>}
-                {!narrow && <th>Containers</th>}
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((i) => {
-                const tags = tagsOf(i);
-                const label = tags[0] ?? shortId(i.Id);
-                return (
-                  <tr key={i.Id} tabIndex={0} data-image={label}>
-                    <td>{tags.length ? tags.map((r) => <div key={r}>{r}</div>) : <span className="badge dangling">dangling</span>}</td>
-                    <td className="mono">{shortId(i.Id)}</td>
-                    <td className="nowrap">{formatBytes(i.Size)}</td>
-                    {!narrow && <td className="nowrap">{ago(i.Created)}</td>}
-                    {!narrow && <td>{i.Containers > 0 ? i.Containers : ''}</td>}
-                    <td className="row-actions">
-                      <button type="button" onClick={() => navigate('run', tags[0] ?? i.Id)} aria-label={`Run ${label}`}>
-                        Run
-                      </button>
-                      <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`} disabled={tagging.has(i.Id)} aria-busy={tagging.has(i.Id) || undefined}>
-                        {tagging.has(i.Id) ? 'Tagging…' : 'Tag…'}
-                      </button>
-                      <button
-                        type="button"
-                        onClick={() => setDialog({ kind: 'push', img: i })}
-                        aria-label={`Push ${label}`}
-                        disabled={push.state.running}
-                        aria-busy={(push.state.running && doPush.variables?.img.Id === i.Id) || undefined}
-                      >
-                        {push.state.running && doPush.variables?.img.Id === i.Id ? 'Pushing…' : 'Push…'}
-                      </button>
-                      <button
-                        type="button"
-                        onClick={() => showHistory.mutate(i.Id)}
-                        aria-label={`History of ${label}`}
-                        disabled={showHistory.isPending && showHistory.variables === i.Id}
-                        aria-busy={(showHistory.isPending && showHistory.variables === i.Id) || undefined}
-                      >
-                        History
-                      </button>
-                      <button
-                        type="button"
-                        className="danger"
-                        onClick={() => {
-                          setRemoveTag(tags[0] ?? '');
-                          setConfirm(i);
-                        }}
-                        aria-label={`Remove ${label}`}
-                        disabled={removing.has(i.Id)}
-                        aria-busy={removing.has(i.Id) || undefined}
-                      >
-                        {removing.has(i.Id) ? 'Removing…' : 'Remove…'}
-                      </button>
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
+          <ListTable data-testid="images" columns={['Tags', 'ID', 'Size', !narrow && 'Created', !narrow && 'Containers', '']}>
+            {rows.map((i) => {
+              const tags = tagsOf(i);
+              const label = tags[0] ?? shortId(i.Id);
+              return (
+                <tr key={i.Id} tabIndex={0} data-image={label}>
+                  <td>{tags.length ? tags.map((r) => <div key={r}>{r}</div>) : <span className="badge dangling">dangling</span>}</td>
+                  <td className="mono">{shortId(i.Id)}</td>
+                  <td className="nowrap">{formatBytes(i.Size)}</td>
+                  {!narrow && <td className="nowrap">{ago(i.Created)}</td>}
+                  {!narrow && <td>{i.Containers > 0 ? i.Containers : ''}</td>}
+                  <td className="row-actions">
+                    <button type="button" onClick={() => navigate('run', tags[0] ?? i.Id)} aria-label={`Run ${label}`}>
+                      Run
+                    </button>
+                    <button type="button" onClick={() => setDialog({ kind: 'tag', img: i })} aria-label={`Tag ${label}`} disabled={tagging.has(i.Id)} aria-busy={tagging.has(i.Id) || undefined}>
+                      {tagging.has(i.Id) ? 'Tagging…' : 'Tag…'}
+                    </button>
+                    <button
+                      type="button"
+                      onClick={() => setDialog({ kind: 'push', img: i })}
+                      aria-label={`Push ${label}`}
+                      disabled={push.state.running}
+                      aria-busy={(push.state.running && doPush.variables?.img.Id === i.Id) || undefined}
+                    >
+                      {push.state.running && doPush.variables?.img.Id === i.Id ? 'Pushing…' : 'Push…'}
+                    </button>
+                    <button
+                      type="button"
+                      onClick={() => showHistory.mutate(i.Id)}
+                      aria-label={`History of ${label}`}
+                      disabled={showHistory.isPending && showHistory.variables === i.Id}
+                      aria-busy={(showHistory.isPending && showHistory.variables === i.Id) || undefined}
+                    >
+                      History
+                    </button>
+                    <RemoveButton
+                      onClick={() => {
+                        setRemoveTag(tags[0] ?? '');
+                        setConfirm(i);
+                      }}
+                      aria-label={`Remove ${label}`}
+                      running={removing.has(i.Id)}
+                    >
+                      Remove…
+                    </RemoveButton>
+                  </td>
+                </tr>
+              );
+            })}
+          </ListTable>
         )}
       </QueryState>
       {history && (

@@ -6,7 +6,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
-import { Confirm, QueryState } from '../App';
+import { Confirm, ListTable, PendingButton, QueryState, RemoveButton } from '../App';
 import { NARROW, shortId, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { ProgressView, useProgressStream } from './progress-view';
 
@@ -118,52 +118,38 @@ export function PluginsView() {
         {rows.length === 0 ? (
           <p className="empty">No plugins installed. Install one from a registry above, or with docker plugin install.</p>
         ) : (
-          <table className="list" aria-label="Plugins">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Tag</th>
-                {!narrow && <th>ID</th>}
-                <th>Enabled</th>
-                <th>Provides</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((p) => {
-                const { name, tag } = splitPluginName(p.Name);
-                const busy = pending.get(p.Name);
-                return (
-                  <tr key={p.Id} data-plugin={p.Name}>
-                    <td>
-                      <strong>{name}</strong>
-                      {p.Config.Description && !narrow && <div className="muted small">{p.Config.Description}</div>}
-                    </td>
-                    <td className="mono">{tag}</td>
-                    {!narrow && <td className="mono">{shortId(p.Id)}</td>}
-                    <td>
-                      <span className={`badge ${p.Enabled ? 'running' : 'exited'}`}>{p.Enabled ? 'enabled' : 'disabled'}</span>
-                    </td>
-                    <td className="small">{(p.Config.Interface.Types ?? []).map(typeText).join(', ') || '—'}</td>
-                    <td className="row-actions">
-                      {p.Enabled ? (
-                        <button type="button" disabled={!!busy} aria-busy={busy === 'disable' || undefined} onClick={() => verb.mutate({ verb: 'disable', name: p.Name })}>
-                          {busy === 'disable' ? PENDING.disable : 'Disable'}
-                        </button>
-                      ) : (
-                        <button type="button" disabled={!!busy} aria-busy={busy === 'enable' || undefined} onClick={() => verb.mutate({ verb: 'enable', name: p.Name })}>
-                          {busy === 'enable' ? PENDING.enable : 'Enable'}
-                        </button>
-                      )}
-                      <button type="button" className="danger" disabled={!!busy} aria-busy={busy === 'remove' || undefined} onClick={() => setConfirm({ verb: 'remove', name: p.Name, force: p.Enabled })}>
-                        {busy === 'remove' ? PENDING.remove : 'Remove'}
-                      </button>
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
+          <ListTable aria-label="Plugins" columns={['Name', 'Tag', !narrow && 'ID', 'Enabled', 'Provides', '']}>
+            {rows.map((p) => {
+              const { name, tag } = splitPluginName(p.Name);
+              const busy = pending.get(p.Name);
+              return (
+                <tr key={p.Id} data-plugin={p.Name}>
+                  <td>
+                    <strong>{name}</strong>
+                    {p.Config.Description && !narrow && <div className="muted small">{p.Config.Description}</div>}
+                  </td>
+                  <td className="mono">{tag}</td>
+                  {!narrow && <td className="mono">{shortId(p.Id)}</td>}
+                  <td>
+                    <span className={`badge ${p.Enabled ? 'running' : 'exited'}`}>{p.Enabled ? 'enabled' : 'disabled'}</span>
+                  </td>
+                  <td className="small">{(p.Config.Interface.Types ?? []).map(typeText).join(', ') || '—'}</td>
+                  <td className="row-actions">
+                    {p.Enabled ? (
+                      <PendingButton disabled={!!busy} running={busy === 'disable'} pendingLabel={PENDING.disable} onClick={() => verb.mutate({ verb: 'disable', name: p.Name })}>
+                        Disable
+                      </PendingButton>
+                    ) : (
+                      <PendingButton disabled={!!busy} running={busy === 'enable'} pendingLabel={PENDING.enable} onClick={() => verb.mutate({ verb: 'enable', name: p.Name })}>
+                        Enable
+                      </PendingButton>
+                    )}
+                    <RemoveButton disabled={!!busy} running={busy === 'remove'} onClick={() => setConfirm({ verb: 'remove', name: p.Name, force: p.Enabled })} />
+                  </td>
+                </tr>
+              );
+            })}
+          </ListTable>
         )}
       </QueryState>
       {asked && (

@@ -6,7 +6,7 @@
  */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
-import { QueryState } from '../App';
+import { ListTable, QueryState } from '../App';
 import { useTransport } from '../engine';
 import { ApiError } from '../transport';
 
@@ -143,40 +143,29 @@ export function PolicyTab(props: { id: string; running: boolean }) {
                   What the kernel enforces now{props.running ? '' : ' (the container is not running: domain rules hold no address until it runs and asks for names)'}.
                   Anything no rule matches is <strong data-testid="policy-default">{view.effective.defaultAction === 'deny' ? 'refused' : 'allowed'}</strong>.
                 </p>
-                <table className="list" aria-label="Effective rules">
-                  <thead>
-                    <tr>
-                      <th>Action</th>
-                      <th>Destination</th>
-                      <th>Protocol</th>
-                      <th>Ports</th>
-                      <th>Expires</th>
+                <ListTable aria-label="Effective rules" columns={['Action', 'Destination', 'Protocol', 'Ports', 'Expires']}>
+                  {view.effective.rules.map((r, i) => (
+                    <tr key={i}>
+                      <td>
+                        <span className={`badge policy-${r.action}`}>{r.action}</span>
+                      </td>
+                      <td className="mono">
+                        {r.cidr}
+                        {r.domain && <div className="muted small">{r.domain}</div>}
+                      </td>
+                      <td>{r.protocol}</td>
+                      <td className="mono">{portsText(r.ports)}</td>
+                      <td className="nowrap">{expiry(r.expiresAt)}</td>
                     </tr>
-                  </thead>
-                  <tbody>
-                    {view.effective.rules.map((r, i) => (
-                      <tr key={i}>
-                        <td>
-                          <span className={`badge policy-${r.action}`}>{r.action}</span>
-                        </td>
-                        <td className="mono">
-                          {r.cidr}
-                          {r.domain && <div className="muted small">{r.domain}</div>}
-                        </td>
-                        <td>{r.protocol}</td>
-                        <td className="mono">{portsText(r.ports)}</td>
-                        <td className="nowrap">{expiry(r.expiresAt)}</td>
-                      </tr>
-                    ))}
-                    {view.effective.rules.length === 0 && (
-                      <tr>
-                        <td colSpan={5} className="muted">
-                          No rule holds an address now.
-                        </td>
-                      </tr>
-                    )}
-                  </tbody>
-                </table>
+                  ))}
+                  {view.effective.rules.length === 0 && (
+                    <tr>
+                      <td colSpan={5} className="muted">
+                        No rule holds an address now.
+                      </td>
+                    </tr>
+                  )}
+                </ListTable>
               </div>
             </div>
           </div>

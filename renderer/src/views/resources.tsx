@@ -1,6 +1,6 @@
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, navigate, QueryState } from '../App';
+import { Confirm, ListTable, navigate, QueryState, RemoveButton } from '../App';
 import { ago, formatBytes, onEngineEvent, shortId, useAction, usePending, useTransport, type EngineEvent } from '../engine';
 import { ApiError } from '../transport';
 import type { ContainerSummary } from './containers';
@@ -73,73 +73,50 @@ export function NetworksView(props: { selected?: string }) {
         </button>
       </form>
       <QueryState error={list.error} loading={list.isLoading}>
-        <table className="list" data-testid="networks">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>ID</th>
-              <th>Driver</th>
-              <th>Subnet</th>
-              <th>Internal</th>
-              <th />
+        <ListTable data-testid="networks" columns={['Name', 'ID', 'Driver', 'Subnet', 'Internal', '']}>
+          {(list.data ?? []).map((n) => (
+            <tr key={n.Id} tabIndex={0} className={props.selected === n.Id ? 'selected' : ''} onKeyDown={(e) => e.key === 'Enter' && navigate('networks', n.Id)}>
+              <td>
+                <a href={`#/networks/${n.Id}`}>{n.Name}</a>
+              </td>
+              <td className="mono">{shortId(n.Id)}</td>
+              <td>{n.Driver ?? '—'}</td>
+              <td className="mono">{(n.IPAM?.Config ?? []).map((c) => c.Subnet).join(', ')}</td>
+              <td>{n.Internal ? 'yes' : ''}</td>
+              <td className="row-actions">
+                {!BUILTIN.has(n.Name) && (
+                  <RemoveButton onClick={() => setConfirm(n)} aria-label={`Remove ${n.Name}`} running={removing.has(n.Id)} />
+                )}
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {(list.data ?? []).map((n) => (
-              <tr key={n.Id} tabIndex={0} className={props.selected === n.Id ? 'selected' : ''} onKeyDown={(e) => e.key === 'Enter' && navigate('networks', n.Id)}>
-                <td>
-                  <a href={`#/networks/${n.Id}`}>{n.Name}</a>
-                </td>
-                <td className="mono">{shortId(n.Id)}</td>
-                <td>{n.Driver ?? '—'}</td>
-                <td className="mono">{(n.IPAM?.Config ?? []).map((c) => c.Subnet).join(', ')}</td>
-                <td>{n.Internal ? 'yes' : ''}</td>
-                <td className="row-actions">
-                  {!BUILTIN.has(n.Name) && (
-                    <button type="button" className="danger" onClick={() => setConfirm(n)} aria-label={`Remove ${n.Name}`} disabled={removing.has(n.Id)} aria-busy={removing.has(n.Id) || undefined}>
-                      {removing.has(n.Id) ? 'Removing…' : 'Remove'}
-                    </button>
-                  )}
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       </QueryState>
       {props.selected && detail.data && (
         <div className="panel">
           <h2>
             {detail.data.Name} <span className="muted small">{detail.data.Driver}</span>
           </h2>
-          <table className="list">
-            <thead>
+          <ListTable columns={['Attached container', 'Address', '']}>
+            {Object.keys(detail.data.Containers ?? {}).length === 0 && (
               <tr>
-                <th>Attached container</th>
-                <th>Address</th>
-                <th />
+                <td colSpan={3} className="muted">
+                  No containers attached.
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {Object.keys(detail.data.Containers ?? {}).length === 0 && (
-                <tr>
-                  <td colSpan={3} className="muted">
-                    No containers attached.
-                  </td>
-                </tr>
-              )}
-              {Object.entries(detail.data.Containers ?? {}).map(([id, c]) => (
-                <tr key={id}>
-                  <td>{c.Name}</td>
-                  <td className="mono">{c.IPv4Address}</td>
-                  <td className="row-actions">
-                    <button type="button" aria-label={`Disconnect ${c.Name}`} onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })} disabled={disconnecting.has(id)} aria-busy={disconnecting.has(id) || undefined}>
-                      {disconnecting.has(id) ? 'Disconnecting…' : 'Disconnect'}
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            )}
+            {Object.entries(detail.data.Containers ?? {}).map(([id, c]) => (
+              <tr key={id}>
+                <td>{c.Name}</td>
+                <td className="mono">{c.IPv4Address}</td>
+                <td className="row-actions">
+                  <button type="button" aria-label={`Disconnect ${c.Name}`} onClick={() => disconnect.mutate({ net: detail.data!.Id, container: id })} disabled={disconnecting.has(id)} aria-busy={disconnecting.has(id) || undefined}>
+                    {disconnecting.has(id) ? 'Disconnecting…' : 'Disconnect'}
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </ListTable>
           <div className="inline-form">
             <select value={connectTo} onChange={(e) => setConnectTo(e.target.value)} aria-label="Container to connect">
               <option value="">container…</option>

@@ -6,7 +6,7 @@
  */
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { QueryState } from '../App';
+import { ListTable, QueryState } from '../App';
 import { useAction } from '../engine';
 import { useTheme, type ThemeChoice } from '../theme';
 import type { AppSettings, BerthBridge, EngineStatus } from '../transport';
@@ -267,28 +267,19 @@ function RegistrySettings(props: { bridge: Required<BerthBridge> }) {
           <p className="note">The system offers no keychain to keep passwords in: logins cannot be saved.</p>
         )}
         {list.data && list.data.logins.length > 0 && (
-          <table className="list" aria-label="Registry logins">
-            <thead>
-              <tr>
-                <th>Registry</th>
-                <th>User</th>
-                <th />
+          <ListTable aria-label="Registry logins" columns={['Registry', 'User', '']}>
+            {list.data.logins.map((l) => (
+              <tr key={l.serveraddress}>
+                <td className="mono">{l.serveraddress}</td>
+                <td>{l.username}</td>
+                <td className="row-actions">
+                  <button type="button" onClick={() => logout.mutate(l.serveraddress)} disabled={logout.isPending}>
+                    Log out
+                  </button>
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {list.data.logins.map((l) => (
-                <tr key={l.serveraddress}>
-                  <td className="mono">{l.serveraddress}</td>
-                  <td>{l.username}</td>
-                  <td className="row-actions">
-                    <button type="button" onClick={() => logout.mutate(l.serveraddress)} disabled={logout.isPending}>
-                      Log out
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+            ))}
+          </ListTable>
         )}
         <form
           className="form"

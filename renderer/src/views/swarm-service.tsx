@@ -5,7 +5,7 @@
  */
 import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef, useState } from 'react';
-import { QueryState } from '../App';
+import { ListTable, QueryState } from '../App';
 import { ago, shortId, useAction, useTransport } from '../engine';
 import { frameDemuxer, lineSplitter } from '../transport';
 import type { Node, Service, Task } from './swarm';
@@ -29,33 +29,22 @@ export function ServiceDetail(props: { service: Service; tasks: Task[]; nodes: M
         {s.PreviousSpec && <RollbackButton service={s} />}
       </div>
       <ImageUpdate service={s} />
-      <table className="list" aria-label="Tasks">
-        <thead>
-          <tr>
-            <th>Task</th>
-            <th>Node</th>
-            <th>State</th>
-            <th>Desired</th>
-            <th>Error</th>
+      <ListTable aria-label="Tasks" columns={['Task', 'Node', 'State', 'Desired', 'Error']}>
+        {orderTasks(props.tasks).map((k) => (
+          <tr key={k.ID} data-task={k.ID}>
+            <td className="mono">
+              {s.Spec.Name}.{k.Slot ?? shortId(k.NodeID ?? '')}
+              <span className="muted small"> {shortId(k.ID)}</span>
+            </td>
+            <td>{nodeName(props.nodes.get(k.NodeID ?? '')) || '—'}</td>
+            <td>
+              <span className={`badge ${k.Status?.State === 'running' ? 'running' : k.Status?.State === 'failed' || k.Status?.State === 'rejected' ? 'paused' : 'exited'}`}>{k.Status?.State}</span>
+            </td>
+            <td>{k.DesiredState}</td>
+            <td className="small">{k.Status?.Err ?? ''}</td>
           </tr>
-        </thead>
-        <tbody>
-          {orderTasks(props.tasks).map((k) => (
-            <tr key={k.ID} data-task={k.ID}>
-              <td className="mono">
-                {s.Spec.Name}.{k.Slot ?? shortId(k.NodeID ?? '')}
-                <span className="muted small"> {shortId(k.ID)}</span>
-              </td>
-              <td>{nodeName(props.nodes.get(k.NodeID ?? '')) || '—'}</td>
-              <td>
-                <span className={`badge ${k.Status?.State === 'running' ? 'running' : k.Status?.State === 'failed' || k.Status?.State === 'rejected' ? 'paused' : 'exited'}`}>{k.Status?.State}</span>
-              </td>
-              <td>{k.DesiredState}</td>
-              <td className="small">{k.Status?.Err ?? ''}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </ListTable>
       {props.tasks.length === 0 && <p className="muted">No tasks yet.</p>}
       <h2>Logs</h2>
       <ServiceLogs id={s.ID} tty={!!s.Spec.TaskTemplate?.ContainerSpec?.TTY} />
@@ -176,32 +165,21 @@ export function SwarmObjects() {
       {(q.data ?? []).length === 0 ? (
         <p className="muted">No {label.toLowerCase()}. Create one with docker {label.toLowerCase().replace(/s$/, '')} create.</p>
       ) : (
-        <table className="list" aria-label={label}>
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>ID</th>
-              <th>Created</th>
-              <th>Updated</th>
-              <th>Labels</th>
-            </tr>
-          </thead>
-          <tbody>
-            {[...(q.data ?? [])]
-              .sort((a, b) => a.Spec.Name.localeCompare(b.Spec.Name))
-              .map((o) => (
-                <tr key={o.ID} data-name={o.Spec.Name}>
-                  <td>
-                    <strong>{o.Spec.Name}</strong>
-                  </td>
-                  <td className="mono">{shortId(o.ID)}</td>
-                  <td className="nowrap">{since(o.CreatedAt)}</td>
-                  <td className="nowrap">{since(o.UpdatedAt)}</td>
-                  <td className="mono small">{Object.entries(o.Spec.Labels ?? {}).map(([k, v]) => `${k}=${v}`).join(', ') || '—'}</td>
-                </tr>
-              ))}
-          </tbody>
-        </table>
+        <ListTable aria-label={label} columns={['Name', 'ID', 'Created', 'Updated', 'Labels']}>
+          {[...(q.data ?? [])]
+            .sort((a, b) => a.Spec.Name.localeCompare(b.Spec.Name))
+            .map((o) => (
+              <tr key={o.ID} data-name={o.Spec.Name}>
+                <td>
+                  <strong>{o.Spec.Name}</strong>
+                </td>
+                <td className="mono">{shortId(o.ID)}</td>
+                <td className="nowrap">{since(o.CreatedAt)}</td>
+                <td className="nowrap">{since(o.UpdatedAt)}</td>
+                <td className="mono small">{Object.entries(o.Spec.Labels ?? {}).map(([k, v]) => `${k}=${v}`).join(', ') || '—'}</td>
+              </tr>
+            ))}
+        </ListTable>
       )}
     </QueryState>
   );

@@ -8,7 +8,7 @@
  */
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, type FormEvent } from 'react';
-import { Confirm, QueryState, navigate } from '../App';
+import { Confirm, ListTable, navigate, PendingButton, QueryState, RemoveButton } from '../App';
 import { NARROW, onEngineEvent, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { CreateService } from './swarm-create';
 import { nodeName, ServiceDetail, SwarmObjects } from './swarm-service';
@@ -208,112 +208,86 @@ function SwarmManager(props: { selected?: string; self?: string }) {
         {rows.length === 0 ? (
           <p className="empty">No services. Create one here, or with docker service create.</p>
         ) : (
-          <table className="list" aria-label="Services">
-            <thead>
-              <tr>
-                <th>Name</th>
-                {!narrow && <th>Mode</th>}
-                <th>Replicas</th>
-                <th>Image</th>
-                <th>Ports</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((s) => {
-                const busy = pendingServices.get(s.ID);
-                const replicated = !!s.Spec.Mode?.Replicated;
-                const desired = s.ServiceStatus?.DesiredTasks ?? s.Spec.Mode?.Replicated?.Replicas ?? 0;
-                const value = scaleTo[s.ID] ?? String(s.Spec.Mode?.Replicated?.Replicas ?? '');
-                return (
-                  <tr key={s.ID} data-service={s.Spec.Name} className={s.ID === props.selected ? 'selected' : undefined}>
-                    <td>
-                      <a href={`#/swarm/${encodeURIComponent(s.ID)}`}>
-                        <strong>{s.Spec.Name}</strong>
-                      </a>
-                    </td>
-                    {!narrow && <td>{serviceMode(s)}</td>}
-                    <td className="nowrap" data-testid="replicas">
-                      {s.ServiceStatus?.RunningTasks ?? 0}/{desired}
-                    </td>
-                    <td className="mono ellipsis">{imageOf(s)}</td>
-                    <td className="mono small">{servicePorts(s) || '—'}</td>
-                    <td className="row-actions">
-                      {replicated && (
-                        <form
-                          className="scale"
-                          aria-label={`Scale ${s.Spec.Name}`}
-                          onSubmit={(e) => {
-                            e.preventDefault();
-                            // Once done, the field shows the service's own count again (changes made elsewhere included).
-                            const done = () => setScaleTo(({ [s.ID]: _, ...others }) => others);
-                            serviceVerb.mutate({ verb: 'scale', id: s.ID, replicas: Math.max(0, Number(value) || 0) }, { onSuccess: done });
-                          }}
-                        >
-                          <input type="number" min={0} className="replicas" value={value} aria-label={`Replicas of ${s.Spec.Name}`} onChange={(e) => setScaleTo({ ...scaleTo, [s.ID]: e.target.value })} />
-                          <button type="submit" disabled={!!busy} aria-busy={busy === 'scale' || undefined}>
-                            {busy === 'scale' ? 'Scaling…' : 'Scale'}
-                          </button>
-                        </form>
-                      )}
-                      <button type="button" className="danger" disabled={!!busy} aria-busy={busy === 'remove' || undefined} onClick={() => setConfirm(s)}>
-                        {busy === 'remove' ? 'Removing…' : 'Remove'}
-                      </button>
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
+          <ListTable aria-label="Services" columns={['Name', !narrow && 'Mode', 'Replicas', 'Image', 'Ports', '']}>
+            {rows.map((s) => {
+              const busy = pendingServices.get(s.ID);
+              const replicated = !!s.Spec.Mode?.Replicated;
+              const desired = s.ServiceStatus?.DesiredTasks ?? s.Spec.Mode?.Replicated?.Replicas ?? 0;
+              const value = scaleTo[s.ID] ?? String(s.Spec.Mode?.Replicated?.Replicas ?? '');
+              return (
+                <tr key={s.ID} data-service={s.Spec.Name} className={s.ID === props.selected ? 'selected' : undefined}>
+                  <td>
+                    <a href={`#/swarm/${encodeURIComponent(s.ID)}`}>
+                      <strong>{s.Spec.Name}</strong>
+                    </a>
+                  </td>
+                  {!narrow && <td>{serviceMode(s)}</td>}
+                  <td className="nowrap" data-testid="replicas">
+                    {s.ServiceStatus?.RunningTasks ?? 0}/{desired}
+                  </td>
+                  <td className="mono ellipsis">{imageOf(s)}</td>
+                  <td className="mono small">{servicePorts(s) || '—'}</td>
+                  <td className="row-actions">
+                    {replicated && (
+                      <form
+                        className="scale"
+                        aria-label={`Scale ${s.Spec.Name}`}
+                        onSubmit={(e) => {
+                          e.preventDefault();
+                          // Once done, the field shows the service's own count again (changes made elsewhere included).
+                          const done = () => setScaleTo(({ [s.ID]: _, ...others }) => others);
+                          serviceVerb.mutate({ verb: 'scale', id: s.ID, replicas: Math.max(0, Number(value) || 0) }, { onSuccess: done });
+                        }}
+                      >
+                        <input type="number" min={0} className="replicas" value={value} aria-label={`Replicas of ${s.Spec.Name}`} onChange={(e) => setScaleTo({ ...scaleTo, [s.ID]: e.target.value })} />
+                        <PendingButton type="submit" disabled={!!busy} running={busy === 'scale'} pendingLabel="Scaling…">
+                          Scale
+                        </PendingButton>
+                      </form>
+                    )}
+                    <RemoveButton disabled={!!busy} running={busy === 'remove'} onClick={() => setConfirm(s)} />
+                  </td>
+                </tr>
+              );
+            })}
+          </ListTable>
         )}
       </QueryState>
       {selected && <ServiceDetail service={selected} tasks={(tasks.data ?? []).filter((k) => k.ServiceID === selected.ID)} nodes={nodesById} />}
       <h2>Nodes</h2>
       <QueryState error={nodes.error} loading={nodes.isLoading}>
-        <table className="list" aria-label="Nodes">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Role</th>
-              <th>Availability</th>
-              <th>State</th>
-              {!narrow && <th>Manager</th>}
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {(nodes.data ?? []).map((n) => {
-              const busy = pendingNodes.get(n.ID);
-              const draining = n.Spec.Availability === 'drain';
-              const manager = n.Spec.Role === 'manager';
-              return (
-                <tr key={n.ID} data-node={nodeName(n)}>
-                  <td>
-                    <strong>{nodeName(n)}</strong>
-                    {n.ID === props.self && <span className="badge">this node</span>}
-                    {narrow && n.ManagerStatus?.Leader && <span className="badge">Leader</span>}
-                  </td>
-                  <td>{n.Spec.Role}</td>
-                  <td>
-                    <span className={`badge ${n.Spec.Availability === 'active' ? 'running' : 'paused'}`}>{n.Spec.Availability}</span>
-                  </td>
-                  <td>
-                    <span className={`badge ${n.Status?.State === 'ready' ? 'running' : 'exited'}`}>{n.Status?.State}</span>
-                  </td>
-                  {!narrow && <td>{n.ManagerStatus ? (n.ManagerStatus.Leader ? 'Leader' : n.ManagerStatus.Reachability ?? '') : '—'}</td>}
-                  <td className="row-actions">
-                    <button type="button" disabled={!!busy} aria-busy={!!busy?.availability || undefined} onClick={() => nodeVerb.mutate({ id: n.ID, availability: draining ? 'active' : 'drain' })}>
-                      {busy?.availability ? 'Updating…' : draining ? 'Activate' : 'Drain'}
-                    </button>
-                    <button type="button" disabled={!!busy} aria-busy={!!busy?.role || undefined} onClick={() => nodeVerb.mutate({ id: n.ID, role: manager ? 'worker' : 'manager' })}>
-                      {busy?.role ? (manager ? 'Demoting…' : 'Promoting…') : manager ? 'Demote' : 'Promote'}
-                    </button>
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <ListTable aria-label="Nodes" columns={['Name', 'Role', 'Availability', 'State', !narrow && 'Manager', '']}>
+          {(nodes.data ?? []).map((n) => {
+            const busy = pendingNodes.get(n.ID);
+            const draining = n.Spec.Availability === 'drain';
+            const manager = n.Spec.Role === 'manager';
+            return (
+              <tr key={n.ID} data-node={nodeName(n)}>
+                <td>
+                  <strong>{nodeName(n)}</strong>
+                  {n.ID === props.self && <span className="badge">this node</span>}
+                  {narrow && n.ManagerStatus?.Leader && <span className="badge">Leader</span>}
+                </td>
+                <td>{n.Spec.Role}</td>
+                <td>
+                  <span className={`badge ${n.Spec.Availability === 'active' ? 'running' : 'paused'}`}>{n.Spec.Availability}</span>
+                </td>
+                <td>
+                  <span className={`badge ${n.Status?.State === 'ready' ? 'running' : 'exited'}`}>{n.Status?.State}</span>
+                </td>
+                {!narrow && <td>{n.ManagerStatus ? (n.ManagerStatus.Leader ? 'Leader' : n.ManagerStatus.Reachability ?? '') : '—'}</td>}
+                <td className="row-actions">
+                  <PendingButton disabled={!!busy} running={!!busy?.availability} pendingLabel="Updating…" onClick={() => nodeVerb.mutate({ id: n.ID, availability: draining ? 'active' : 'drain' })}>
+                    {draining ? 'Activate' : 'Drain'}
+                  </PendingButton>
+                  <PendingButton disabled={!!busy} running={!!busy?.role} pendingLabel={manager ? 'Demoting…' : 'Promoting…'} onClick={() => nodeVerb.mutate({ id: n.ID, role: manager ? 'worker' : 'manager' })}>
+                    {manager ? 'Demote' : 'Promote'}
+                  </PendingButton>
+                </td>
+              </tr>
+            );
+          })}
+        </ListTable>
       </QueryState>
       <SwarmObjects />
       {confirm && (

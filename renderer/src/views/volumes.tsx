@@ -1,7 +1,7 @@
 /** Volumes: list with who uses each, create (driver, options, labels), inspect, remove, prune. */
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState, type FormEvent } from 'react';
-import { Confirm, QueryState } from '../App';
+import { Confirm, ListTable, QueryState, RemoveButton } from '../App';
 import { formatBytes, NARROW, useAction, useMediaQuery, usePending, useTransport } from '../engine';
 import { nameOf, type ContainerSummary } from './containers';
 
@@ -146,58 +146,44 @@ export function VolumesView() {
             <p className="empty">No volumes yet. Create one above, or with docker volume create; containers started with -v name:/path make them too.</p>
           )
         ) : (
-          <table className="list" data-testid="volumes">
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Driver</th>
-                {!narrow && <th>Mountpoint</th>}
-                {!narrow && <th>Created</th>}
-                <th>Used by</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((v) => {
-                const by = users.get(v.Name) ?? [];
-                return (
-                  <tr key={v.Name} tabIndex={0} data-volume={v.Name} className={inspected?.Name === v.Name ? 'selected' : ''} onKeyDown={(e) => e.key === 'Enter' && e.target === e.currentTarget && show.mutate(v.Name)}>
-                    <td className="mono ellipsis" title={v.Name}>
-                      {v.Name}
-                      {v.Labels?.['com.docker.volume.anonymous'] !== undefined && <span className="badge">anonymous</span>}
+          <ListTable data-testid="volumes" columns={['Name', 'Driver', !narrow && 'Mountpoint', !narrow && 'Created', 'Used by', '']}>
+            {rows.map((v) => {
+              const by = users.get(v.Name) ?? [];
+              return (
+                <tr key={v.Name} tabIndex={0} data-volume={v.Name} className={inspected?.Name === v.Name ? 'selected' : ''} onKeyDown={(e) => e.key === 'Enter' && e.target === e.currentTarget && show.mutate(v.Name)}>
+                  <td className="mono ellipsis" title={v.Name}>
+                    {v.Name}
+                    {v.Labels?.['com.docker.volume.anonymous'] !== undefined && <span className="badge">anonymous</span>}
+                  </td>
+                  <td>{v.Driver}</td>
+                  {!narrow && (
+                    <td className="mono small ellipsis" title={v.Mountpoint}>
+                      {v.Mountpoint}
                     </td>
-                    <td>{v.Driver}</td>
-                    {!narrow && (
-                      <td className="mono small ellipsis" title={v.Mountpoint}>
-                        {v.Mountpoint}
-                      </td>
+                  )}
+                  {!narrow && <td className="nowrap">{created(v.CreatedAt)}</td>}
+                  <td data-testid="volume-users">
+                    {by.length === 0 ? (
+                      <span className="muted">—</span>
+                    ) : (
+                      by.map((c, i) => (
+                        <span key={c.Id}>
+                          {i > 0 && ', '}
+                          <a href={`#/containers/${c.Id}`}>{nameOf(c)}</a>
+                        </span>
+                      ))
                     )}
-                    {!narrow && <td className="nowrap">{created(v.CreatedAt)}</td>}
-                    <td data-testid="volume-users">
-                      {by.length === 0 ? (
-                        <span className="muted">—</span>
-                      ) : (
-                        by.map((c, i) => (
-                          <span key={c.Id}>
-                            {i > 0 && ', '}
-                            <a href={`#/containers/${c.Id}`}>{nameOf(c)}</a>
-                          </span>
-                        ))
-                      )}
-                    </td>
-                    <td className="row-actions">
-                      <button type="button" onClick={() => show.mutate(v.Name)} aria-label={`Inspect ${v.Name}`} disabled={show.isPending && show.variables === v.Name} aria-busy={(show.isPending && show.variables === v.Name) || undefined}>
-                        Inspect
-                      </button>
-                      <button type="button" className="danger" onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`} disabled={removing.has(v.Name)} aria-busy={removing.has(v.Name) || undefined}>
-                        {removing.has(v.Name) ? 'Removing…' : 'Remove'}
-                      </button>
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
+                  </td>
+                  <td className="row-actions">
+                    <button type="button" onClick={() => show.mutate(v.Name)} aria-label={`Inspect ${v.Name}`} disabled={show.isPending && show.variables === v.Name} aria-busy={(show.isPending && show.variables === v.Name) || undefined}>
+                      Inspect
+                    </button>
+                    <RemoveButton onClick={() => setConfirm({ kind: 'remove', name: v.Name })} aria-label={`Remove ${v.Name}`} running={removing.has(v.Name)} />
+                  </td>
+                </tr>
+              );
+            })}
+          </ListTable>
         )}
       </QueryState>
       {inspected && (

@@ -252,23 +252,7 @@ export async function create(ctx: NetworkContext, body: unknown): Promise<{ Id: 
     if ((await ctx.host.bridgeAddress(bridge)) !== undefined) throw new Conflict(`the bridge ${bridge} already exists on the host`);
     const pool = await choosePool(ctx, spec);
     const pool6 = spec.enableIPv6 ? await choosePool6(ctx, spec) : undefined;
-    const network: NetworkRecord = {
-      Name: spec.name,
-      Id: id,
-      Created: rfc3339Nano(nowNano()),
-      Scope: 'local',
-      Driver: 'bridge',
-      EnableIPv4: true,
-      EnableIPv6: spec.enableIPv6,
-      IPAM: { Driver: 'default', Options: spec.ipamOptions, Config: pool6 ? [pool, pool6] : [pool] },
-      Internal: spec.internal,
-      Attachable: spec.attachable,
-      Ingress: false,
-      ConfigFrom: { Network: '' },
-      ConfigOnly: false,
-      Options: spec.options,
-      Labels: spec.labels,
-    };
+    const network = newNetworkRecord(spec, id, { driver: 'bridge', enableIPv6: spec.enableIPv6, ipamDriver: 'default', pools: pool6 ? [pool, pool6] : [pool] });
     const entry: NetworkEntry = { network, endpoints: new Map(), bridge };
     if (pool6 && !spec.pool6) entry.engineSubnet6 = true;
     try {
@@ -286,6 +270,31 @@ export async function create(ctx: NetworkContext, body: unknown): Promise<{ Id: 
 }
 
 /** The pool a new network gets: the client's (if it overlaps no other network), or a free range. */
+/** The record of a new local network, as bridge and plugin drivers both store it. */
+function newNetworkRecord(
+  spec: NetworkCreateSpec,
+  id: string,
+  made: { driver: string; enableIPv6: boolean; ipamDriver: string; pools: NetworkRecord['IPAM']['Config'] },
+): NetworkRecord {
+  return {
+    Name: spec.name,
+    Id: id,
+    Created: rfc3339Nano(nowNano()),
+    Scope: 'local',
+    Driver: made.driver,
+    EnableIPv4: true,
+    EnableIPv6: made.enableIPv6,
+    IPAM: { Driver: made.ipamDriver, Options: spec.ipamOptions, Config: made.pools },
+    Internal: spec.internal,
+    Attachable: spec.attachable,
+    Ingress: false,
+    ConfigFrom: { Network: '' },
+    ConfigOnly: false,
+    Options: spec.options,
+    Labels: spec.labels,
+  };
+}
+
 async function choosePool(ctx: NetworkContext, spec: NetworkCreateSpec): Promise<NetworkRecord['IPAM']['Config'][number]> {
   const ours = [...ctx.entries.values()]
     .map((e) => ({ name: e.network.Name, pool: ipv4Pool(e.network) }))
@@ -351,23 +360,7 @@ async function createPluginNetwork(ctx: NetworkContext, spec: NetworkCreateSpec,
     },
     defaultPool: () => choosePool(ctx, spec),
   });
-  const network: NetworkRecord = {
-    Name: spec.name,
-    Id: id,
-    Created: rfc3339Nano(nowNano()),
-    Scope: 'local',
-    Driver: made.driver,
-    EnableIPv4: true,
-    EnableIPv6: false,
-    IPAM: { Driver: made.ipamDriver, Options: spec.ipamOptions, Config: [made.pool] },
-    Internal: spec.internal,
-    Attachable: spec.attachable,
-    Ingress: false,
-    ConfigFrom: { Network: '' },
-    ConfigOnly: false,
-    Options: spec.options,
-    Labels: spec.labels,
-  };
+  const network = newNetworkRecord(spec, id, { driver: made.driver, enableIPv6: false, ipamDriver: made.ipamDriver, pools: [made.pool] });
   const entry: NetworkEntry = { network, endpoints: new Map(), remote: made.state };
   try {
     await ctx.store.save(entry);
