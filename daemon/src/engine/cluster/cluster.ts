@@ -12,7 +12,7 @@ import { isLocked, SWARM_LOCKED, unlockKeys, type SwarmKeys } from './autolock.j
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
 import { connectStore, removeMember } from './etcd.js';
-import { SwarmNode } from './node.js';
+import { memberOptions, SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
@@ -131,16 +131,7 @@ export class ClusterService extends SwarmNode {
           managers: [joinHostPort(advertise.host, advertise.port)],
           etcdEndpoints: [`https://${joinHostPort(advertise.host, ETCD_CLIENT_PORT)}`],
         };
-        const etcd = host.startEtcd({
-          name: nodeId,
-          address: advertise.host,
-          clientPort: ETCD_CLIENT_PORT,
-          peerPort: ETCD_PEER_PORT,
-          initialState: 'new',
-          initialCluster: `${nodeId}=https://${joinHostPort(advertise.host, ETCD_PEER_PORT)}`,
-          clusterToken: clusterId,
-          tlsKey: nodeKey,
-        });
+        const etcd = host.startEtcd(memberOptions(state, nodeKey, { initialState: 'new' }));
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
@@ -187,17 +178,7 @@ export class ClusterService extends SwarmNode {
     const state = this.state!;
     log.warn('swarm: forcing a new cluster from this manager\'s data');
     await this.teardown({ keepSession: true });
-    const etcd = this.deps.host.startEtcd({
-      name: state.nodeId,
-      address: state.advertiseAddr,
-      clientPort: ETCD_CLIENT_PORT,
-      peerPort: ETCD_PEER_PORT,
-      initialState: 'existing',
-      initialCluster: `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
-      clusterToken: state.clusterId,
-      forceNewCluster: true,
-      tlsKey: this.certs!.key,
-    });
+    const etcd = this.deps.host.startEtcd(memberOptions(state, this.certs!.key, { initialState: 'existing', forceNewCluster: true }));
     try {
       await etcd.ready();
       state.etcdEndpoints = [`https://${joinHostPort(state.advertiseAddr, ETCD_CLIENT_PORT)}`];
@@ -369,16 +350,7 @@ export class ClusterService extends SwarmNode {
     this.phase = 'pending';
     const run = async () => {
       if (state.role === 'manager') {
-        const etcd = this.deps.host.startEtcd({
-          name: state.nodeId,
-          address: state.advertiseAddr,
-          clientPort: ETCD_CLIENT_PORT,
-          peerPort: ETCD_PEER_PORT,
-          initialState: 'existing',
-          initialCluster: `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
-          clusterToken: state.clusterId,
-          tlsKey: this.certs!.key,
-        });
+        const etcd = this.deps.host.startEtcd(memberOptions(state, this.certs!.key, { initialState: 'existing' }));
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         await this.startManager(store, etcd);

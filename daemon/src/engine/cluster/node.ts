@@ -8,7 +8,7 @@
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
 import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
@@ -22,6 +22,28 @@ import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
+
+/**
+ * The options of a node's own etcd member: its URLs on the node's advertise address, the swarm's cluster token
+ * and the node's TLS key; the member alone in its cluster unless `initialCluster` names the others.
+ */
+export function memberOptions(
+  state: Pick<NodeState, 'nodeId' | 'advertiseAddr' | 'clusterId'>,
+  tlsKey: string,
+  opts: { initialState: 'new' | 'existing'; initialCluster?: string; forceNewCluster?: boolean },
+): EtcdMemberOptions {
+  return {
+    name: state.nodeId,
+    address: state.advertiseAddr,
+    clientPort: ETCD_CLIENT_PORT,
+    peerPort: ETCD_PEER_PORT,
+    initialState: opts.initialState,
+    initialCluster: opts.initialCluster ?? `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
+    clusterToken: state.clusterId,
+    ...(opts.forceNewCluster ? { forceNewCluster: true } : {}),
+    tlsKey,
+  };
+}
 
 export interface NodeDescription {
   hostname: string;
@@ -262,16 +284,7 @@ export class SwarmNode {
     const state = this.state!;
     const host = this.deps.host;
     await host.wipeEtcd();
-    const etcd = host.startEtcd({
-      name: state.nodeId,
-      address: state.advertiseAddr,
-      clientPort: ETCD_CLIENT_PORT,
-      peerPort: ETCD_PEER_PORT,
-      initialState: 'existing',
-      initialCluster: answer.initialCluster!,
-      clusterToken: state.clusterId,
-      tlsKey: this.certs!.key,
-    });
+    const etcd = host.startEtcd(memberOptions(state, this.certs!.key, { initialState: 'existing', initialCluster: answer.initialCluster! }));
     try {
       await etcd.ready();
       await waitPromoted(answer.etcdEndpoints, state.nodeId, this.certs!);
