@@ -10,7 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { launchChromium, loadHarness, ROOT, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { launchChromium, loadHarness, ROOT, screenshot, setTheme, startEngineWithUi, type Engine } from './support.js';
 
 const harness = await loadHarness();
 
@@ -34,11 +34,6 @@ function directives(policy: string): Record<string, string> {
     if (name) out[name] = sources.sort().join(' ');
   }
   return out;
-}
-
-async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
-  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
-  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
 }
 
 /** Every visible button of the page lies inside the viewport's width (none pushed off to the right). */

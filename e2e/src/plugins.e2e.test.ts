@@ -13,29 +13,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { startRegistry, type Registry } from './registry.js';
-import { DAEMON_DIST, launchChromium, loadHarness, loadPluginSupport, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { DAEMON_DIST, launchChromium, loadHarness, loadPluginSupport, screenshot, setTheme, shots, startEngineWithUi, type Engine } from './support.js';
 
 const harness = await loadHarness();
 const SOURCE = path.join(DAEMON_DIST, '..', 'test', 'fixtures', 'plugin', 'volplugin.c');
 
 const CONFIG = (await loadPluginSupport()).volumeDriverConfig();
-
-async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
-  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
-  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
-}
-
-async function shots(page: Page, name: string): Promise<void> {
-  for (const width of [1280, 800]) {
-    await page.setViewportSize({ width, height: 800 });
-    for (const theme of ['light', 'dark'] as const) {
-      await setTheme(page, theme);
-      await screenshot(page, `${name}-${width}-${theme}`);
-    }
-  }
-  await page.setViewportSize({ width: 1280, height: 800 });
-  await setTheme(page, 'light');
-}
 
 describe('the Plugins view, in Chromium', { timeout: 300_000 }, () => {
   let engine: Engine;

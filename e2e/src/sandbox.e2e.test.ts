@@ -8,26 +8,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { launchChromium, loadHarness, screenshot, shots, startEngineWithUi, type Engine } from './support.js';
 
 const harness = await loadHarness();
-
-async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
-  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
-  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
-}
-
-async function shots(page: Page, name: string): Promise<void> {
-  for (const width of [1280, 800]) {
-    await page.setViewportSize({ width, height: 800 });
-    for (const theme of ['light', 'dark'] as const) {
-      await setTheme(page, theme);
-      await screenshot(page, `${name}-${width}-${theme}`);
-    }
-  }
-  await page.setViewportSize({ width: 1280, height: 800 });
-  await setTheme(page, 'light');
-}
 
 describe('sandbox policies in the renderer, in Chromium', { timeout: 300_000 }, () => {
   let engine: Engine;

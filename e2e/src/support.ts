@@ -2,6 +2,7 @@
  * What the end-to-end tests share: a real berthd (through the daemon's test harness, compiled in
  * daemon/dist) serving the built renderer with `--ui`, and Debian's Chromium driven by playwright-core.
  */
+import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -77,4 +78,27 @@ export async function launchChromium(): Promise<Browser> {
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: false });
+}
+
+/** Switches the page to a theme with its own toggle, and checks it took. */
+export async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
+  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
+}
+
+/**
+ * Screenshots of the page at 1280 and 800 px, each in the light and dark themes (`<name>-<width>-<theme>`);
+ * `atWidth` runs once at each width before its screenshots. Leaves the page at 1280 px, light.
+ */
+export async function shots(page: Page, name: string, atWidth?: (width: number) => Promise<void>): Promise<void> {
+  for (const width of [1280, 800]) {
+    await page.setViewportSize({ width, height: 800 });
+    await atWidth?.(width);
+    for (const theme of ['light', 'dark'] as const) {
+      await setTheme(page, theme);
+      await screenshot(page, `${name}-${width}-${theme}`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await setTheme(page, 'light');
 }

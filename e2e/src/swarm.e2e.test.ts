@@ -11,34 +11,22 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, loadHarness, screenshot, startEngineWithUi, type Engine } from './support.js';
+import { launchChromium, loadHarness, shots, startEngineWithUi, type Engine } from './support.js';
 
 const harness = await loadHarness();
 /** A loopback address of this test's own: etcd and the swarm port listen there, beside other tests' daemons. */
 const IP = `127.${randomInt(100, 250)}.${randomInt(1, 250)}.${randomInt(2, 250)}`;
 const PORT = randomInt(20_000, 30_000);
 
-async function setTheme(page: Page, theme: 'light' | 'dark'): Promise<void> {
-  if ((await page.evaluate(() => document.documentElement.dataset.theme)) !== theme) await page.getByRole('button', { name: 'Toggle theme' }).click();
-  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme);
-}
-
-async function shots(page: Page, name: string): Promise<void> {
-  for (const width of [1280, 800]) {
-    await page.setViewportSize({ width, height: 800 });
-    // Usable at both widths: nothing scrolls sideways.
+/** Screenshots at both widths and themes; usable at both widths: nothing scrolls sideways. */
+async function swarmShots(page: Page, name: string): Promise<void> {
+  await shots(page, name, async (width) => {
     const overflow = await page.evaluate(() => {
       const main = document.querySelector('main')!;
       return Math.max(document.documentElement.scrollWidth - window.innerWidth, main.scrollWidth - main.clientWidth);
     });
     assert.ok(overflow <= 0, `${name} at ${width} px scrolls sideways by ${overflow} px`);
-    for (const theme of ['light', 'dark'] as const) {
-      await setTheme(page, theme);
-      await screenshot(page, `${name}-${width}-${theme}`);
-    }
-  }
-  await page.setViewportSize({ width: 1280, height: 800 });
-  await setTheme(page, 'light');
+  });
 }
 
 describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
@@ -74,7 +62,7 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await page.getByRole('heading', { name: 'Swarm' }).waitFor();
     const empty = page.getByTestId('swarm-empty');
     await empty.getByText('This engine is not in a swarm.').waitFor({ timeout: 10_000 });
-    await shots(page, 'swarm-empty');
+    await swarmShots(page, 'swarm-empty');
     await empty.getByLabel('Advertise address').fill(IP);
     await empty.getByRole('button', { name: 'Initialize swarm' }).click();
     await nodeRow().waitFor({ timeout: 60_000 });
@@ -115,7 +103,7 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     assert.match(await secret.innerText(), /^db_password\t\w{12}\t.*\tteam=web$/);
     await page.getByRole('table', { name: 'Configs' }).locator('tr[data-name="web_conf"]').waitFor({ timeout: 10_000 });
     assert.doesNotMatch(await page.locator('main').innerText(), /s3cret/);
-    await shots(page, 'swarm-service');
+    await swarmShots(page, 'swarm-service');
   });
 
   it('scales a service from the view', async () => {
@@ -138,7 +126,7 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     await form.getByLabel('Replicas').fill('1');
     await form.getByLabel('Published ports').fill(`${PORT + 1}:80`);
     await form.getByLabel('Command').fill('httpd -f -p 80');
-    await shots(page, 'swarm-create');
+    await swarmShots(page, 'swarm-create');
     await form.getByRole('button', { name: 'Create' }).click();
     await replicas(service('api'), '1/1').waitFor({ timeout: 60_000 });
     // The new service is the one shown.
@@ -158,7 +146,7 @@ describe('the Swarm view, in Chromium', { timeout: 300_000 }, () => {
     assert.equal(JSON.parse(await engine.dockerOk(['node', 'inspect', 'self']))[0].Spec.Availability, 'drain');
     await replicas(service('web'), '0/1').waitFor({ timeout: 60_000 });
     await replicas(service('edge'), '0/0').waitFor({ timeout: 60_000 });
-    await shots(page, 'swarm-drained');
+    await swarmShots(page, 'swarm-drained');
     await nodeRow().getByRole('button', { name: 'Activate' }).click();
     await nodeRow().getByText('active', { exact: true }).waitFor({ timeout: 20_000 });
     await replicas(service('web'), '1/1').waitFor({ timeout: 60_000 });
