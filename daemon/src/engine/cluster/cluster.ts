@@ -17,6 +17,7 @@ import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
+import { certExpirySeconds, forceRotate, recordCertificate } from './certs.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
 
@@ -116,9 +117,11 @@ export class ClusterService extends SwarmNode {
       const host = this.deps.host;
       this.phase = 'pending';
       try {
+        const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         const ca = await host.createRootCA();
         const { key: nodeKey, csr } = await host.createKeyAndRequest();
-        const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host] });
+        const expirySeconds = certExpirySeconds({ Spec: spec });
+        const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host], expirySeconds });
         this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key, dataKey: newDataKey() };
         await this.saveCerts(this.certs);
         const state: NodeState = {
@@ -135,7 +138,6 @@ export class ClusterService extends SwarmNode {
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
-        const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         if (req.AutoLockManagers === true) spec.EncryptionConfig = { ...spec.EncryptionConfig, AutoLockManagers: true };
         const cluster: Obj = {
           ID: clusterId,
@@ -151,6 +153,7 @@ export class ClusterService extends SwarmNode {
           ...(spec.EncryptionConfig?.AutoLockManagers ? { UnlockKey: sealer(this.certs.dataKey).seal(Buffer.from(newUnlockKey())) } : {}),
         };
         await store.create('cluster', 'default', cluster);
+        await recordCertificate(store, nodeId, cert, 'manager', forceRotate(cluster));
         await store.create('nodes', nodeId, nodeObject(await this.deps.describe(), this.certs?.ca, nodeId, 'manager', state, req.Availability));
         this.state = state;
         await host.saveState(state);

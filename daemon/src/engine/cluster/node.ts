@@ -20,6 +20,8 @@ import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
+import { needsRenewal, rotationInProgress } from './certs.js';
+import { certValidity, newCertificate, RenewalSchedule, renewOnManager, type Validity } from './renewal.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
 
@@ -88,8 +90,9 @@ export class SwarmNode {
   private keysSaved: Promise<unknown> = Promise.resolve();
   private promoting = false;
   private demoting = false;
-  /** One lifecycle operation (init, join, leave, update) at a time. */
+  /** One lifecycle operation (init, join, leave, update, a certificate's renewal) at a time. */
   protected queue: Promise<unknown> = Promise.resolve();
+  protected readonly renewal = new RenewalSchedule(() => this.renewCertificate());
 
   constructor(protected readonly deps: ClusterDeps) {}
 
@@ -132,7 +135,6 @@ export class SwarmNode {
     return this.worker?.managers() ?? this.state!.managers.map((Addr) => ({ NodeID: '', Addr }));
   }
 
-
   protected clusterEntry() {
     return this.manager?.store.get('cluster', 'default');
   }
@@ -145,7 +147,7 @@ export class SwarmNode {
       UpdatedAt: c.UpdatedAt,
       Spec: c.Spec,
       TLSInfo: c.TLSInfo,
-      RootRotationInProgress: false,
+      RootRotationInProgress: this.manager ? rotationInProgress(this.manager.store) : false,
       DataPathPort: c.DataPathPort ?? 4789,
       DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
       SubnetSize: c.SubnetSize ?? 24,
@@ -159,6 +161,19 @@ export class SwarmNode {
 
   private logShipper(): LogShipper {
     return new LogShipper(() => this.certs!, this.deps.containers.readLog);
+  }
+
+  /** A new certificate for this node, put in use by every part that runs, and written to disk. */
+  private renewCertificate(): Promise<Validity> {
+    return this.serial(async () => {
+      const next = await newCertificate({ host: this.deps.host, state: this.state!, certs: this.certs!, manager: this.manager, worker: this.worker });
+      await this.saveCerts(next);
+      this.certs = next;
+      this.dispatcher?.setCertificates(next);
+      this.worker?.setCertificates(next);
+      if (this.manager) await renewOnManager(this.manager, next);
+      return certValidity(next.cert);
+    });
   }
 
   /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
@@ -203,6 +218,7 @@ export class SwarmNode {
       if (kind === 'services') this.updateStateChanged(updateStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
+      if ((kind === 'cluster' || (kind === 'certs' && id === state.nodeId)) && this.manager === parts && needsRenewal(store, state.nodeId)) this.renewal.now();
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
     this.followAutolock(store, seal);
@@ -222,6 +238,8 @@ export class SwarmNode {
     await this.dispatcher.listen();
     this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+    this.renewal.plan(certValidity(this.certs!.cert));
+    if (needsRenewal(store, state.nodeId)) this.renewal.now();
   }
 
   /** A node whose state changed (ready, down: the leader follows the sessions): a node update event with `state.old`/`state.new`, as dockerd sends it. */
@@ -401,14 +419,17 @@ export class SwarmNode {
       onRole: (role) => {
         if (role === 'manager') this.promote();
       },
+      onRenew: () => this.renewal.now(),
     });
     this.worker.start();
     this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+    this.renewal.plan(certValidity(this.certs!.cert));
   }
 
   /** Stops every running part of swarm mode on this node (its state stays on disk). */
   protected async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
+    this.renewal.stop();
     this.agent?.stop();
     this.agent = undefined;
     this.worker?.stop();

@@ -92,6 +92,7 @@ export class ClusterObjects {
       throw new Conflict(`rpc error: code = FailedPrecondition desc = node ${n.ID} is not down and can't be removed`);
     }
     await this.store.remove('nodes', n.ID);
+    await this.store.remove('certs', n.ID).catch(() => undefined);
     this.events.publish('node', 'remove', n.ID, { name: n.Description?.Hostname ?? '' });
     return n;
   }

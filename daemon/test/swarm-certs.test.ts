@@ -1,0 +1,134 @@
+/**
+ * Node certificates of a swarm across daemons in their own network namespaces (two managers, one worker):
+ * `swarm update --cert-expiry` under an hour is refused; the expiry set is the one of the certificates issued
+ * from then on; `swarm ca --rotate` has every node get a new certificate (a new serial, the new expiry), put
+ * in use by the dispatcher, the etcd members and the worker while the services' tasks keep running, and
+ * sealed on the managers' disks under autolock; a worker restarted with its new certificate comes back.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Engine, eventually } from './harness.js';
+import { NetnsCluster } from './netns.js';
+
+const cluster = new NetnsCluster(3);
+const nodes = cluster.nodes;
+const engines: Engine[] = [];
+
+before(async () => {
+  cluster.setUp();
+  for (let i = 0; i < 3; i++) engines.push(cluster.engine(i, { verbose: process.env.BERTH_TEST_VERBOSE === '1' }));
+  await Promise.all(engines.map((e) => e.start()));
+  await Promise.all([engines[0]!.loadBusybox(), engines[1]!.loadBusybox()]);
+});
+
+after(async () => {
+  for (const e of engines) await e.cleanup().catch(() => undefined);
+  cluster.tearDown();
+});
+
+const certFile = (e: Engine) => path.join(e.dataRoot, 'swarm', 'certificates', 'swarm-node.crt');
+const keyFile = (e: Engine) => path.join(e.dataRoot, 'swarm', 'certificates', 'swarm-node.key');
+const diskCert = (e: Engine) => new X509Certificate(readFileSync(certFile(e), 'utf8'));
+
+/** The serial of the certificate a TLS server in the test's namespaces serves at ip:port. */
+function servedSerial(ip: string, port: number): string {
+  const r = spawnSync('sh', ['-c', `openssl s_client -connect ${ip}:${port} </dev/null 2>/dev/null | openssl x509 -noout -serial`], { encoding: 'utf8', timeout: 10_000 });
+  return r.stdout.trim().replace(/^serial=/, '').toUpperCase();
+}
+
+describe('swarm node certificates', () => {
+  const [m1, w1, m2] = [0, 1, 2].map((i) => new Proxy({} as Engine, { get: (_, k) => Reflect.get(engines[i]!, k, engines[i]).bind?.(engines[i]) ?? Reflect.get(engines[i]!, k, engines[i]) }));
+  const ids: string[] = [];
+
+  test('a swarm of two managers and a worker, whose certificates last 90 days', async () => {
+    await m1!.dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s']);
+    const workerToken = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
+    const managerToken = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'manager'])).trim();
+    await w1!.dockerOk(['swarm', 'join', '--token', workerToken, '--advertise-addr', nodes[1]!.ip, `${nodes[0]!.ip}:2377`]);
+    await m2!.dockerOk(['swarm', 'join', '--token', managerToken, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`], { timeoutMs: 60_000 });
+    for (const e of [m1!, w1!, m2!]) ids.push((await e.request('GET', '/info')).json().Swarm.NodeID);
+    await eventually(async () => (await m1!.request('GET', '/nodes')).json<Array<{ Status: { State: string } }>>().every((n) => n.Status.State === 'ready'), 20_000, 200);
+    for (const [i, e] of [m1!, w1!, m2!].entries()) {
+      const x = diskCert(e);
+      const days = (Date.parse(x.validTo) - Date.now()) / 86_400_000;
+      assert.ok(days > 89.9 && days < 90.1, `node-${i + 1}'s certificate lasts ${days} days`);
+      assert.match(x.subject, new RegExp(`OU=swarm-${i === 1 ? 'worker' : 'manager'}\\nCN=${ids[i]}`));
+    }
+    // node inspect and GET /swarm show the same root: its PEM, and its subject and key as DER.
+    const swarm = (await m1!.request('GET', '/swarm')).json();
+    const node = (await m1!.request('GET', `/nodes/${ids[1]}`)).json();
+    assert.deepEqual(node.Description.TLSInfo, swarm.TLSInfo);
+    assert.equal(swarm.TLSInfo.TrustRoot, readFileSync(path.join(w1!.dataRoot, 'swarm', 'certificates', 'swarm-root-ca.crt'), 'utf8'));
+    assert.equal(Buffer.from(swarm.TLSInfo.CertIssuerPublicKey, 'base64').length, 91);
+    assert.equal(swarm.RootRotationInProgress, false);
+  });
+
+  test('an expiry under an hour is a 400 naming the minimum', async () => {
+    const cli = await m1!.docker(['swarm', 'update', '--cert-expiry', '30m']);
+    assert.notEqual(cli.code, 0);
+    assert.match(cli.stderr, /minimum certificate expiry time is: 1h0m0s/);
+    const swarm = (await m1!.request('GET', '/swarm')).json();
+    const r = await m1!.request('POST', `/swarm/update?version=${swarm.Version.Index}`, { body: { ...swarm.Spec, CAConfig: { NodeCertExpiry: 59 * 60e9 } } });
+    assert.equal(r.status, 400);
+    assert.match(r.json().message, /minimum certificate expiry time is: 1h0m0s/);
+    assert.equal((await m1!.request('GET', '/swarm')).json().Spec.CAConfig.NodeCertExpiry, 90 * 24 * 3600e9);
+  });
+
+  test('swarm ca --rotate: every node gets a new certificate with the new expiry while its tasks run on', async () => {
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'steady', '--replicas', '2', '--constraint', 'node.hostname!=node-3', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const running = async () => {
+      const list = (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['steady'], 'desired-state': ['running'] }))}`)).json<Array<{ ID: string; NodeID: string; Status: { State: string } }>>();
+      return list.filter((t) => t.Status.State === 'running');
+    };
+    // node-3 has no busybox: its tasks run on node-1 and the worker.
+    const before = await eventually(async () => {
+      const l = await running();
+      return l.length === 2 ? l : undefined;
+    }, 30_000, 200) as Array<{ ID: string; NodeID: string }>;
+    assert.deepEqual(before.map((t) => t.NodeID).sort(), [ids[0], ids[1]].sort());
+    await m1!.dockerOk(['swarm', 'update', '--autolock', '--cert-expiry', '1h']);
+    const old = [m1!, w1!, m2!].map((e) => diskCert(e).serialNumber);
+    // The expiry is the one of the certificates issued from now on: none was renewed for it.
+    assert.deepEqual([m1!, w1!, m2!].map((e) => diskCert(e).serialNumber), old);
+    const out = await m1!.dockerOk(['swarm', 'ca', '--rotate'], { timeoutMs: 60_000 });
+    assert.match(out, /BEGIN CERTIFICATE/);
+    const renewed = await eventually(() => {
+      const now = [m1!, w1!, m2!].map((e) => diskCert(e));
+      return now.every((x, i) => x.serialNumber !== old[i]) ? now : undefined;
+    }, 30_000, 200) as X509Certificate[];
+    for (const [i, x] of renewed.entries()) {
+      const hours = (Date.parse(x.validTo) - Date.now()) / 3_600_000;
+      assert.ok(hours > 0.95 && hours <= 1, `node-${i + 1}'s new certificate lasts ${hours} hours`);
+      assert.match(x.subject, new RegExp(`CN=${ids[i]}$`));
+    }
+    assert.equal((await m1!.request('GET', '/swarm')).json().RootRotationInProgress, false);
+    // Under autolock the managers' new keys are sealed on disk; the worker's is its own.
+    assert.match(readFileSync(keyFile(m1!), 'utf8'), /^berth-locked:/);
+    assert.match(readFileSync(keyFile(m2!), 'utf8'), /^berth-locked:/);
+    assert.match(readFileSync(keyFile(w1!), 'utf8'), /BEGIN PRIVATE KEY/);
+    // The dispatchers and the etcd members (client and peer ports) serve the new certificates.
+    for (const [i, e] of [[0, m1!], [2, m2!]] as const) {
+      const serial = diskCert(e).serialNumber;
+      for (const port of [2377, 2379, 2380]) assert.equal(servedSerial(nodes[i]!.ip, port), serial, `node-${i + 1}:${port}`);
+    }
+    // The tasks ran on, and the cluster goes on: both managers answer and write, the worker reports.
+    assert.deepEqual((await running()).map((t) => t.ID).sort(), before.map((t) => t.ID).sort());
+    await m2!.dockerOk(['service', 'create', '--detach', '--name', 'after', '--constraint', 'node.role==worker', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    await eventually(async () => {
+      const l = (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['after'] }))}`)).json<Array<{ NodeID: string; Status: { State: string } }>>();
+      return l.some((t) => t.NodeID === ids[1] && t.Status.State === 'running');
+    }, 30_000, 200);
+  });
+
+  test('a worker restarted with its renewed certificate comes back into the swarm', async () => {
+    const serial = diskCert(w1!).serialNumber;
+    await w1!.restart();
+    await eventually(async () => (await w1!.request('GET', '/info')).json().Swarm.LocalNodeState === 'active', 20_000, 200);
+    await eventually(async () => (await m1!.request('GET', `/nodes/${ids[1]}`)).json().Status.State === 'ready', 20_000, 200);
+    assert.equal(diskCert(w1!).serialNumber, serial);
+  });
+});
