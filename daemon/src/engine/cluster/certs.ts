@@ -105,13 +105,17 @@ export async function renewFor(issuer: Issuer, peer: { nodeId: string; role: str
  * (base64, as Go's []byte in JSON), which the CLI compares between the swarm and each node.
  */
 export function tlsInfo(caPem: string): Obj {
-  const ca = new X509Certificate(caPem);
-  return {
-    TrustRoot: caPem,
-    CertIssuerSubject: derSubject(ca.raw).toString('base64'),
-    CertIssuerPublicKey: ca.publicKey.export({ type: 'spki', format: 'der' }).toString('base64'),
-  };
+  let info = lastInfo?.pem === caPem ? lastInfo.info : undefined;
+  if (!info) {
+    const ca = new X509Certificate(caPem);
+    info = { CertIssuerSubject: derSubject(ca.raw).toString('base64'), CertIssuerPublicKey: ca.publicKey.export({ type: 'spki', format: 'der' }).toString('base64') };
+    lastInfo = { pem: caPem, info };
+  }
+  return { TrustRoot: caPem, ...info };
 }
+
+/** The last root's information (a swarm has one root: node lists show it on every node). */
+let lastInfo: { pem: string; info: Obj } | undefined;
 
 /** One DER element's tag, and where its contents start and end. */
 function derElement(buf: Buffer, at: number): { tag: number; start: number; end: number } {

@@ -20,7 +20,7 @@ import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
-import { needsRenewal, rotationInProgress } from './certs.js';
+import { needsRenewal, rotationInProgress, tlsInfo } from './certs.js';
 import { certValidity, newCertificate, RenewalSchedule, renewOnManager, type Validity } from './renewal.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
@@ -146,7 +146,7 @@ export class SwarmNode {
       CreatedAt: c.CreatedAt,
       UpdatedAt: c.UpdatedAt,
       Spec: c.Spec,
-      TLSInfo: c.TLSInfo,
+      TLSInfo: c.TLSInfo?.TrustRoot ? tlsInfo(c.TLSInfo.TrustRoot) : c.TLSInfo,
       RootRotationInProgress: this.manager ? rotationInProgress(this.manager.store) : false,
       DataPathPort: c.DataPathPort ?? 4789,
       DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
