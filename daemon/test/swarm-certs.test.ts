@@ -124,11 +124,22 @@ describe('swarm node certificates', () => {
     }, 30_000, 200);
   });
 
-  test('a worker restarted with its renewed certificate comes back into the swarm', async () => {
-    const serial = diskCert(w1!).serialNumber;
+  test('restarted with their renewed certificates, a worker and a manager (unlocked with its key) come back', async () => {
+    const serials = [w1!, m2!].map((e) => diskCert(e).serialNumber);
+    const unlockKey = (await m1!.dockerOk(['swarm', 'unlock-key', '-q'])).trim();
     await w1!.restart();
     await eventually(async () => (await w1!.request('GET', '/info')).json().Swarm.LocalNodeState === 'active', 20_000, 200);
     await eventually(async () => (await m1!.request('GET', `/nodes/${ids[1]}`)).json().Status.State === 'ready', 20_000, 200);
-    assert.equal(diskCert(w1!).serialNumber, serial);
+    // The manager's renewed key is sealed under the unlock key; its etcd member starts with the new pair.
+    await m2!.restart();
+    assert.equal((await m2!.request('GET', '/info')).json().Swarm.LocalNodeState, 'locked');
+    await m2!.dockerOk(['swarm', 'unlock'], { input: `${unlockKey}\n` });
+    await eventually(async () => {
+      const r = await m2!.docker(['node', 'ls']);
+      return r.code === 0 && /node-3\s+Ready\s+Active\s+Reachable/.test(r.stdout);
+    }, 30_000, 300);
+    assert.equal(servedSerial(nodes[2]!.ip, 2380), serials[1]);
+    await m2!.dockerOk(['service', 'scale', '--detach', 'after=2']);
+    assert.deepEqual([w1!, m2!].map((e) => diskCert(e).serialNumber), serials);
   });
 });
