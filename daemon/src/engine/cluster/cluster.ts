@@ -18,6 +18,7 @@ import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { certExpirySeconds, forceRotate, recordCertificate } from './certs.js';
+import { certValidity } from './renewal.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
 
@@ -352,6 +353,9 @@ export class ClusterService extends SwarmNode {
   private rejoin(state: NodeState): void {
     this.phase = 'pending';
     const run = async () => {
+      // An expired certificate opens no connection: neither the managers nor etcd's peers take it.
+      const expiry = certValidity(this.certs!.cert).to;
+      if (expiry <= Date.now()) throw new Unavailable(`this node's certificate expired at ${new Date(expiry).toISOString()}: leave the swarm and join it again`);
       if (state.role === 'manager') {
         const etcd = this.deps.host.startEtcd(memberOptions(state, this.certs!.key, { initialState: 'existing' }));
         await etcd.ready();

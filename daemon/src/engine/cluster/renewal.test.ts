@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkCAConfig, tlsInfo } from './certs.js';
+import { checkCAConfig, needsRenewal, rotationInProgress, tlsInfo } from './certs.js';
+import type { ClusterStore } from './store.js';
 import { RenewalSchedule, renewalDelay, type Clock, type Validity } from './renewal.js';
 
 const HOUR = 3600_000;
@@ -167,4 +168,25 @@ oqiAaOAfmLjh5SQ/tgIhANpK6prJTTiRyJMQPygJT2IVrOxTbe84C8n7087QrTnd
   // SEQUENCE { SET { SEQUENCE { OID commonName, UTF8String "swarm-ca" } } }
   assert.equal(Buffer.from(info.CertIssuerSubject, 'base64').toString('hex'), '30133111300f06035504030c08737761726d2d6361');
   assert.match(Buffer.from(info.CertIssuerPublicKey, 'base64').toString('hex'), /^3059301306072a8648ce3d020106082a8648ce3d030107034200/);
+});
+
+test('a forced rotation: the nodes whose last certificate is older must renew, down nodes aside', () => {
+  const objects: Record<string, Record<string, object>> = {
+    cluster: { default: { Spec: { CAConfig: { ForceRotate: 2 } } } },
+    nodes: { a: { ID: 'a', Status: { State: 'ready' } }, b: { ID: 'b', Status: { State: 'ready' } }, c: { ID: 'c', Status: { State: 'down' } } },
+    certs: { a: { Rotation: 2 }, b: { Rotation: 1 } },
+  };
+  const store = {
+    get: (kind: string, id: string) => (objects[kind]?.[id] ? { obj: objects[kind]![id] } : undefined),
+    list: (kind: string) => Object.values(objects[kind] ?? {}).map((obj) => ({ obj })),
+  } as unknown as ClusterStore;
+  assert.equal(needsRenewal(store, 'a'), false);
+  assert.equal(needsRenewal(store, 'b'), true);
+  assert.equal(needsRenewal(store, 'c'), true);
+  assert.equal(rotationInProgress(store), true);
+  objects.certs!.b = { Rotation: 2 };
+  // c is down: it renews when it comes back, and holds nothing up meanwhile.
+  assert.equal(rotationInProgress(store), false);
+  objects.cluster!.default = { Spec: { CAConfig: {} } };
+  assert.equal(needsRenewal(store, 'c'), false);
 });
