@@ -92,7 +92,7 @@ export class SwarmNode {
   private demoting = false;
   /** One lifecycle operation (init, join, leave, update, a certificate's renewal) at a time. */
   protected queue: Promise<unknown> = Promise.resolve();
-  protected readonly renewal = new RenewalSchedule(() => this.renewCertificate());
+  protected readonly renewal = new RenewalSchedule(() => this.renewCertificate(), undefined, undefined, () => (this.manager ? needsRenewal(this.manager.store, this.state!.nodeId) : !!this.worker?.renewRequested));
 
   constructor(protected readonly deps: ClusterDeps) {}
 

@@ -139,6 +139,29 @@ test('now() during a renewal runs another one after it', async () => {
   s.stop();
 });
 
+test('asked again during a renewal that did what was asked, the schedule does not renew twice', async () => {
+  const clock = new FakeClock();
+  let calls = 0;
+  let needed = true;
+  let release!: () => void;
+  const s = new RenewalSchedule(async () => {
+    calls++;
+    if (calls === 1) await new Promise<void>((r) => (release = r));
+    needed = false;
+    return { from: clock.now(), to: clock.now() + 100 * HOUR };
+  }, clock, () => 0, () => needed);
+  s.plan({ from: clock.now(), to: clock.now() + 100 * HOUR });
+  s.now();
+  await clock.advance(0);
+  s.now();
+  release();
+  await clock.advance(0);
+  await clock.advance(0);
+  assert.equal(calls, 1);
+  assert.equal(s.due, clock.t + 50 * HOUR);
+  s.stop();
+});
+
 test('CAConfig: an expiry under an hour is refused, as are a root or external CA of your own', () => {
   assert.throws(() => checkCAConfig({ NodeCertExpiry: 1800e9 }), /minimum certificate expiry time is: 1h0m0s/);
   assert.throws(() => checkCAConfig({ NodeCertExpiry: -1 }), /minimum certificate expiry/);

@@ -55,7 +55,7 @@ export const systemClock: Clock = {
 /**
  * A node's renewal schedule. `renew` gets and installs a new certificate and answers its validity, from which
  * the next renewal is planned; a failed one is tried again later. One renewal runs at a time: asked for
- * while one runs, another follows it.
+ * while one runs, another follows it, unless `needed` says that the one that ran did what was asked.
  */
 export class RenewalSchedule {
   private timer?: unknown;
@@ -70,6 +70,7 @@ export class RenewalSchedule {
     private readonly renew: () => Promise<Validity>,
     private readonly clock: Clock = systemClock,
     private readonly random: () => number = Math.random,
+    private readonly needed: () => boolean = () => true,
   ) {}
 
   /** Plans the renewal of a certificate of this validity (replacing any plan). */
@@ -129,7 +130,7 @@ export class RenewalSchedule {
       this.running = false;
     }
     if (this.stopped || !next) return;
-    if (this.again) this.at(this.clock.now());
+    if (this.again && this.needed()) this.at(this.clock.now());
     else this.plan(next);
   }
 }

@@ -119,6 +119,8 @@ export class WorkerSession implements AgentSource {
   private managerIndex = 0;
   private received = false;
   private known: string[] = [];
+  /** Whether the managers' last message asked for a renewal. */
+  renewRequested = false;
 
   constructor(private readonly opts: WorkerSessionOptions) {}
 
@@ -217,7 +219,8 @@ export class WorkerSession implements AgentSource {
     this.received = true;
     for (const l of this.listeners) l();
     if (typeof msg.Role === 'string') this.opts.onRole(msg.Role);
-    if (msg.RenewCertificate === true) this.opts.onRenew?.();
+    this.renewRequested = msg.RenewCertificate === true;
+    if (this.renewRequested) this.opts.onRenew?.();
   }
 
   /** A new certificate for the node's request, from a manager (the current certificate proves the node). */
