@@ -75,7 +75,10 @@ export class LinuxClusterHost implements ClusterHost {
 
   async loadCertificates(): Promise<(NodeCertificates & ManagerKeys) | undefined> {
     const files = this.certificateFiles();
-    const pending = await fs.readFile(this.pairFile(), 'utf8').then((t) => JSON.parse(t) as { cert: string; key: string }, () => undefined);
+    const pending = await fs
+      .readFile(this.pairFile(), 'utf8')
+      .then((t) => JSON.parse(t) as { cert?: unknown; key?: unknown })
+      .catch(() => undefined);
     if (pending && typeof pending.cert === 'string' && typeof pending.key === 'string') {
       await writeFileAtomic(files.key, pending.key, { mode: 0o600 });
       await writeFileAtomic(files.cert, pending.cert, { mode: 0o644 });
