@@ -78,7 +78,7 @@ describe('swarm node certificates', () => {
     assert.equal((await m1!.request('GET', '/swarm')).json().Spec.CAConfig.NodeCertExpiry, 90 * 24 * 3600e9);
   });
 
-  test('swarm ca --rotate: every node gets a new certificate with the new expiry while its tasks run on', async () => {
+  test('swarm ca --rotate: a new root, and every node a new certificate from it with the new expiry, while tasks run on', async () => {
     await m1!.dockerOk(['service', 'create', '--detach', '--name', 'steady', '--replicas', '2', '--constraint', 'node.hostname!=node-3', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
     const running = async () => {
       const list = (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['steady'], 'desired-state': ['running'] }))}`)).json<Array<{ ID: string; NodeID: string; Status: { State: string } }>>();
@@ -94,8 +94,17 @@ describe('swarm node certificates', () => {
     const old = [m1!, w1!, m2!].map((e) => diskCert(e).serialNumber);
     // The expiry is the one of the certificates issued from now on: none was renewed for it.
     assert.deepEqual([m1!, w1!, m2!].map((e) => diskCert(e).serialNumber), old);
+    const oldSwarm = (await m1!.request('GET', '/swarm')).json();
+    // The CLI waits until every node has a certificate from the new root and the swarm trusts it.
     const out = await m1!.dockerOk(['swarm', 'ca', '--rotate'], { timeoutMs: 60_000 });
-    assert.match(out, /BEGIN CERTIFICATE/);
+    const swarm = (await m1!.request('GET', '/swarm')).json();
+    assert.notEqual(swarm.TLSInfo.TrustRoot, oldSwarm.TLSInfo.TrustRoot);
+    assert.ok(out.trim().endsWith(swarm.TLSInfo.TrustRoot.trim()), out);
+    assert.notEqual(swarm.TLSInfo.CertIssuerPublicKey, oldSwarm.TLSInfo.CertIssuerPublicKey);
+    assert.equal(swarm.RootRotationInProgress, false);
+    // The join tokens name the new root.
+    assert.notEqual(swarm.JoinTokens.Worker.split('-')[2], oldSwarm.JoinTokens.Worker.split('-')[2]);
+    const root = new X509Certificate(swarm.TLSInfo.TrustRoot);
     const renewed = await eventually(() => {
       const now = [m1!, w1!, m2!].map((e) => diskCert(e));
       return now.every((x, i) => x.serialNumber !== old[i]) ? now : undefined;
@@ -104,8 +113,12 @@ describe('swarm node certificates', () => {
       const hours = (Date.parse(x.validTo) - Date.now()) / 3_600_000;
       assert.ok(hours > 0.95 && hours <= 1, `node-${i + 1}'s new certificate lasts ${hours} hours`);
       assert.match(x.subject, new RegExp(`CN=${ids[i]}$`));
+      assert.ok(x.checkIssued(root) && x.verify(root.publicKey), `node-${i + 1}'s new certificate is not from the new root`);
+      const node = (await m1!.request('GET', `/nodes/${ids[i]}`)).json();
+      assert.deepEqual(node.Description.TLSInfo, swarm.TLSInfo);
     }
-    assert.equal((await m1!.request('GET', '/swarm')).json().RootRotationInProgress, false);
+    // Every node trusts the new root from now on (on disk too).
+    await eventually(() => [m1!, w1!, m2!].every((e) => readFileSync(path.join(e.dataRoot, 'swarm', 'certificates', 'swarm-root-ca.crt'), 'utf8') === swarm.TLSInfo.TrustRoot), 20_000, 200);
     // Under autolock the managers' new keys are sealed on disk; the worker's is its own.
     assert.match(readFileSync(keyFile(m1!), 'utf8'), /^berth-locked:/);
     assert.match(readFileSync(keyFile(m2!), 'utf8'), /^berth-locked:/);
@@ -141,5 +154,42 @@ describe('swarm node certificates', () => {
     assert.equal(servedSerial(nodes[2]!.ip, 2380), serials[1]);
     await m2!.dockerOk(['service', 'scale', '--detach', 'after=2']);
     assert.deepEqual([w1!, m2!].map((e) => diskCert(e).serialNumber), serials);
+  });
+
+  test('after the rotation a token of the old root is refused, and the new token joins', async () => {
+    const oldToken = `SWMTKN-1-${'0'.repeat(50)}-${'0'.repeat(25)}`;
+    const token = (await m1!.dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
+    await w1!.dockerOk(['swarm', 'leave', '--force']);
+    const refused = await w1!.docker(['swarm', 'join', '--token', oldToken, `${nodes[0]!.ip}:2377`]);
+    assert.match(refused.stderr, /remote CA does not match fingerprint/);
+    await w1!.dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[1]!.ip, `${nodes[2]!.ip}:2377`]);
+    const root = new X509Certificate((await m1!.request('GET', '/swarm')).json().TLSInfo.TrustRoot);
+    assert.ok(diskCert(w1!).checkIssued(root));
+    const id = (await w1!.request('GET', '/info')).json().Swarm.NodeID;
+    await eventually(async () => (await m1!.request('GET', `/nodes/${id}`)).json().Status.State === 'ready', 20_000, 200);
+  });
+
+  test('a second rotation: certificates carry the chain back to the first root, which node-1\'s etcd member still trusts', async () => {
+    const before = (await m1!.request('GET', '/swarm')).json().TLSInfo.TrustRoot;
+    // The worker's node of before it left is down: the rotation goes on without it (the CLI, which counts
+    // every node, would wait for it to be removed: detached).
+    await m2!.dockerOk(['swarm', 'ca', '--rotate', '--detach']);
+    const swarm = await eventually(async () => {
+      const sw = (await m1!.request('GET', '/swarm')).json();
+      return sw.TLSInfo.TrustRoot !== before && !sw.RootRotationInProgress ? sw : undefined;
+    }, 20_000, 200);
+    assert.notEqual(swarm.TLSInfo.TrustRoot, before);
+    const root = new X509Certificate(swarm.TLSInfo.TrustRoot);
+    await eventually(() => [m1!, w1!, m2!].every((e) => diskCert(e).checkIssued(root)), 20_000, 200);
+    // The leaf, the new root signed by the last, and the last signed by the first.
+    const chain = readFileSync(certFile(m1!), 'utf8').match(/BEGIN CERTIFICATE/g) ?? [];
+    assert.equal(chain.length, 3);
+    // node-1's member (started with the first root) and node-3's (with the second) take each other's new pair.
+    for (const [i, e] of [[0, m1!], [2, m2!]] as const) assert.equal(servedSerial(nodes[i]!.ip, 2380), diskCert(e).serialNumber);
+    await m2!.dockerOk(['service', 'create', '--detach', '--name', 'second', '--constraint', 'node.role==worker', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    await eventually(async () => {
+      const l = (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['second'] }))}`)).json<Array<{ Status: { State: string } }>>();
+      return l.some((t) => t.Status.State === 'running');
+    }, 30_000, 200);
   });
 });

@@ -92,8 +92,10 @@ export interface ClusterHost {
   /** Forgets the swarm: state, certificates, the etcd member's data, task files. */
   wipe(): Promise<void>;
 
-  /** A new root CA (key and certificate). */
-  createRootCA(): Promise<{ cert: string; key: string }>;
+  /** A new root CA (key and certificate); a rotation's root gets a tag in its subject. */
+  createRootCA(tag?: string): Promise<{ cert: string; key: string }>;
+  /** A rotation's new root signed by the current root (the cross-signed certificate, PEM). */
+  crossSignRootCA(current: { cert: string; key: string }, newRoot: string): Promise<string>;
   /** A new key and a certificate request for it. */
   createKeyAndRequest(): Promise<{ key: string; csr: string }>;
   /** Signs a certificate request with the root CA, with the subject and names of a swarm node. */

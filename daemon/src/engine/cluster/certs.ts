@@ -1,16 +1,20 @@
 /**
  * Node certificates on the managers' side: the swarm's CAConfig (NodeCertExpiry, at least an hour as in
- * swarmkit; ForceRotate, a counter whose every change has each node get a new certificate), issuing a
- * certificate for a node's request with the root CA and the swarm's expiry, and the record of each issue in the
- * store (`certs/<node id>`: serial, validity, role, and the ForceRotate it answers), which tells a node that
- * must renew and whether a rotation is still in progress. Also the root's TLS information as the API shows it.
+ * swarmkit; ForceRotate, a counter whose every change rotates the root CA, see rootca.ts), issuing a
+ * certificate for a node's request with the signing root and the swarm's expiry, and the record of each issue
+ * in the store (`certs/<node id>`: serial, validity, role, the ForceRotate it answers and the root that signed
+ * it), which tells a node that must renew and whether a rotation is still in progress.
  */
 import { X509Certificate } from 'node:crypto';
 import { Conflict, InvalidParameter, NotImplemented } from '../../errors.js';
 import type { ClusterHost } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
+import { completeRotation, issuerInfo, signingRoot } from './rootca.js';
 import { key, type ClusterStore } from './store.js';
+import { caDigest } from './tokens.js';
 import { now, type Obj } from './types.js';
+
+export { clusterTLSInfo, nodeTLSInfo, tlsInfo } from './rootca.js';
 
 /** swarmkit's shortest NodeCertExpiry (1 hour) and its default (90 days), in nanoseconds as the API has them. */
 export const MIN_NODE_CERT_EXPIRY_NS = 3600 * 1e9;
@@ -29,7 +33,7 @@ export function checkCAConfig(ca: Obj | undefined): void {
   }
   const external = Array.isArray(ca.ExternalCAs) && ca.ExternalCAs.length > 0;
   if (ca.SigningCACert || ca.SigningCAKey || external) {
-    throw new NotImplemented('a root CA of your own (SigningCACert, SigningCAKey) or an external CA is not supported: the swarm keeps the root it was made with');
+    throw new NotImplemented('a root CA of your own (SigningCACert, SigningCAKey) or an external CA is not supported: `swarm ca --rotate` makes the new root itself');
   }
 }
 
@@ -44,14 +48,20 @@ export function forceRotate(cluster: Obj | undefined): number {
   return Number(cluster?.Spec?.CAConfig?.ForceRotate) || 0;
 }
 
-/** Whether the node's last certificate was issued before the swarm's last forced rotation. */
+/**
+ * Whether the node's last certificate was issued before the swarm's last forced rotation, or by another root
+ * than the one a rotation in progress signs with.
+ */
 export function needsRenewal(store: ClusterStore, nodeId: string): boolean {
-  const rotation = forceRotate(store.get('cluster', 'default')?.obj);
-  return rotation > (Number(store.get('certs', nodeId)?.obj.Rotation) || 0);
+  const cluster = store.get('cluster', 'default')?.obj;
+  const record = store.get('certs', nodeId)?.obj;
+  if (forceRotate(cluster) > (Number(record?.Rotation) || 0)) return true;
+  return !!cluster?.RootRotation && record?.Root !== caDigest(cluster.RootRotation.Cert);
 }
 
-/** Whether a node that is not down still holds a certificate from before the last forced rotation. */
+/** Whether a root rotation runs, or a node that is not down still holds a certificate from before the last one. */
 export function rotationInProgress(store: ClusterStore): boolean {
+  if (store.get('cluster', 'default')?.obj.RootRotation) return true;
   return store.list('nodes').some((n) => n.obj.Status?.State !== 'down' && needsRenewal(store, n.obj.ID));
 }
 
@@ -63,25 +73,31 @@ export interface Issuer {
 }
 
 /**
- * A certificate for a node's request, signed by the root CA with the swarm's current expiry, and its issue
- * recorded in the store.
+ * A certificate for a node's request, signed by the signing root with the swarm's current expiry and followed
+ * by the root's chain to the earlier roots; its issue recorded in the store (and a rotation ended with it when
+ * it was the last one the rotation waited for).
  */
 export async function issueNodeCertificate(issuer: Issuer, csr: string, node: { nodeId: string; role: 'manager' | 'worker'; ips: string[] }): Promise<string> {
   const cluster = issuer.store.get('cluster', 'default')?.obj;
   if (!cluster) throw new Error('the swarm has no cluster object');
-  const cert = await issuer.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: issuer.seal.open(cluster.RootCA.Key).toString() }, csr, {
+  const root = signingRoot(cluster);
+  const cert = await issuer.host.signNodeCertificate({ cert: root.Cert, key: issuer.seal.open(root.Key).toString() }, csr, {
     ...node,
     clusterId: cluster.ID,
     expirySeconds: certExpirySeconds(cluster),
   });
-  await recordCertificate(issuer.store, node.nodeId, cert, node.role, forceRotate(cluster));
-  return cert;
+  await recordCertificate(issuer.store, node.nodeId, cert, node.role, forceRotate(cluster), root.Cert);
+  await completeRotation(issuer.store);
+  return cert + root.Chain;
 }
 
 /** Writes a node's certificate record (the node object itself is the API's and stays as it is). */
-export async function recordCertificate(store: ClusterStore, nodeId: string, certPem: string, role: string, rotation: number): Promise<void> {
+export async function recordCertificate(store: ClusterStore, nodeId: string, certPem: string, role: string, rotation: number, root: string): Promise<void> {
   const x = new X509Certificate(certPem);
-  const record = { NodeID: nodeId, Role: role, Serial: x.serialNumber, NotBefore: new Date(x.validFrom).toISOString(), NotAfter: new Date(x.validTo).toISOString(), Rotation: rotation, IssuedAt: now() };
+  const record = {
+    NodeID: nodeId, Role: role, Serial: x.serialNumber, NotBefore: new Date(x.validFrom).toISOString(), NotAfter: new Date(x.validTo).toISOString(),
+    Rotation: rotation, Root: caDigest(root), Issuer: issuerInfo(root), IssuedAt: now(),
+  };
   const res = await store.client.put(key('certs', nodeId)).value(JSON.stringify(record));
   await store.waitFor(Number(res.header.revision));
 }
@@ -98,47 +114,4 @@ export async function renewFor(issuer: Issuer, peer: { nodeId: string; role: str
   if (typeof body.csr !== 'string' || !body.csr.includes('CERTIFICATE REQUEST')) throw new InvalidParameter('a certificate request is required');
   const cert = await issueNodeCertificate(issuer, body.csr, { nodeId: peer.nodeId, role: peer.role as 'manager' | 'worker', ips: [String(node.Status?.Addr ?? '')].filter(Boolean) });
   return { cert };
-}
-
-/**
- * The root's TLS information as the API shows it: its certificate, and the DER of its subject and public key
- * (base64, as Go's []byte in JSON), which the CLI compares between the swarm and each node.
- */
-export function tlsInfo(caPem: string): Obj {
-  let info = lastInfo?.pem === caPem ? lastInfo.info : undefined;
-  if (!info) {
-    const ca = new X509Certificate(caPem);
-    info = { CertIssuerSubject: derSubject(ca.raw).toString('base64'), CertIssuerPublicKey: ca.publicKey.export({ type: 'spki', format: 'der' }).toString('base64') };
-    lastInfo = { pem: caPem, info };
-  }
-  return { TrustRoot: caPem, ...info };
-}
-
-/** The last root's information (a swarm has one root: node lists show it on every node). */
-let lastInfo: { pem: string; info: Obj } | undefined;
-
-/** One DER element's tag, and where its contents start and end. */
-function derElement(buf: Buffer, at: number): { tag: number; start: number; end: number } {
-  const tag = buf[at]!;
-  let len = buf[at + 1]!;
-  let start = at + 2;
-  if (len & 0x80) {
-    const n = len & 0x7f;
-    len = 0;
-    for (let i = 0; i < n; i++) len = len * 256 + buf[start + i]!;
-    start += n;
-  }
-  if (start + len > buf.length) throw new Error('truncated DER');
-  return { tag, start, end: start + len };
-}
-
-/** The DER of a certificate's subject: the sixth element of its TBSCertificate (fifth without a version). */
-function derSubject(cert: Buffer): Buffer {
-  const tbs = derElement(cert, derElement(cert, 0).start);
-  let at = tbs.start;
-  const first = derElement(cert, at);
-  if (first.tag === 0xa0) at = first.end;
-  // serial, signature algorithm, issuer, validity: then the subject.
-  for (let i = 0; i < 4; i++) at = derElement(cert, at).end;
-  return cert.subarray(at, derElement(cert, at).end);
 }

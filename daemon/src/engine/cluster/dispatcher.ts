@@ -268,7 +268,7 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId), Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...nodeNetworks(store, nodeId) };
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId), TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...nodeNetworks(store, nodeId) };
   }
 
   private async join(body: Obj): Promise<Obj> {

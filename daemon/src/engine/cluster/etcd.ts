@@ -5,7 +5,8 @@
 import type { Etcd3, IOptions } from 'etcd3';
 import { Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
-import type { NodeCertificates } from '../../host/cluster.js';
+import type { EtcdMemberOptions, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort } from './addresses.js';
 import { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
 
@@ -133,4 +134,26 @@ export async function moveEtcdLeaderAway(client: Etcd3): Promise<void> {
   if (!target) return;
   await client.maintenance.moveLeader({ targetID: target.ID });
   log.info('swarm: etcd\'s leadership moved to another manager\'s member', { member: target.name });
+}
+
+/**
+ * The options of a node's own etcd member: its URLs on the node's advertise address, the swarm's cluster token
+ * and the node's TLS key; the member alone in its cluster unless `initialCluster` names the others.
+ */
+export function memberOptions(
+  state: Pick<NodeState, 'nodeId' | 'advertiseAddr' | 'clusterId'>,
+  tlsKey: string,
+  opts: { initialState: 'new' | 'existing'; initialCluster?: string; forceNewCluster?: boolean },
+): EtcdMemberOptions {
+  return {
+    name: state.nodeId,
+    address: state.advertiseAddr,
+    clientPort: ETCD_CLIENT_PORT,
+    peerPort: ETCD_PEER_PORT,
+    initialState: opts.initialState,
+    initialCluster: opts.initialCluster ?? `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
+    clusterToken: state.clusterId,
+    ...(opts.forceNewCluster ? { forceNewCluster: true } : {}),
+    tlsKey,
+  };
 }

@@ -8,44 +8,23 @@
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
-import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
-import { connectStore, removeMember, waitPromoted } from './etcd.js';
+import { connectStore, memberOptions, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, nodeNetworks } from './network/attachments.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
-import { needsRenewal, rotationInProgress, tlsInfo } from './certs.js';
+import { clusterTLSInfo, needsRenewal, rotationInProgress } from './certs.js';
+import { completeRotation } from './rootca.js';
 import { certValidity, newCertificate, RenewalSchedule, renewOnManager, type Validity } from './renewal.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
-
-/**
- * The options of a node's own etcd member: its URLs on the node's advertise address, the swarm's cluster token
- * and the node's TLS key; the member alone in its cluster unless `initialCluster` names the others.
- */
-export function memberOptions(
-  state: Pick<NodeState, 'nodeId' | 'advertiseAddr' | 'clusterId'>,
-  tlsKey: string,
-  opts: { initialState: 'new' | 'existing'; initialCluster?: string; forceNewCluster?: boolean },
-): EtcdMemberOptions {
-  return {
-    name: state.nodeId,
-    address: state.advertiseAddr,
-    clientPort: ETCD_CLIENT_PORT,
-    peerPort: ETCD_PEER_PORT,
-    initialState: opts.initialState,
-    initialCluster: opts.initialCluster ?? `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
-    clusterToken: state.clusterId,
-    ...(opts.forceNewCluster ? { forceNewCluster: true } : {}),
-    tlsKey,
-  };
-}
 
 export interface NodeDescription {
   hostname: string;
@@ -146,7 +125,7 @@ export class SwarmNode {
       CreatedAt: c.CreatedAt,
       UpdatedAt: c.UpdatedAt,
       Spec: c.Spec,
-      TLSInfo: c.TLSInfo?.TrustRoot ? tlsInfo(c.TLSInfo.TrustRoot) : c.TLSInfo,
+      TLSInfo: clusterTLSInfo(c),
       RootRotationInProgress: this.manager ? rotationInProgress(this.manager.store) : false,
       DataPathPort: c.DataPathPort ?? 4789,
       DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
@@ -166,14 +145,26 @@ export class SwarmNode {
   /** A new certificate for this node, put in use by every part that runs, and written to disk. */
   private renewCertificate(): Promise<Validity> {
     return this.serial(async () => {
-      const next = await newCertificate({ host: this.deps.host, state: this.state!, certs: this.certs!, manager: this.manager, worker: this.worker });
-      await this.saveCerts(next);
-      this.certs = next;
-      this.dispatcher?.setCertificates(next);
-      this.worker?.setCertificates(next);
-      if (this.manager) await renewOnManager(this.manager, next);
-      return certValidity(next.cert);
+      await this.useCertificates(await newCertificate({ host: this.deps.host, state: this.state!, certs: this.certs!, manager: this.manager, worker: this.worker }));
+      return certValidity(this.certs!.cert);
     });
+  }
+
+  /** The swarm's new root after a rotation (rootca.ts): the node trusts it from now on. */
+  protected adoptRoot(root: string): void {
+    const adopt = async () => {
+      // The first root's key some managers kept on disk goes: the store holds the swarm's root key.
+      if (this.certs && this.certs.ca !== root) await this.useCertificates({ ...this.certs, ca: root, caKey: undefined });
+    };
+    if (this.certs && this.certs.ca !== root) void this.serial(adopt).catch((err: unknown) => log.warn('swarm: could not take the swarm\'s new root CA', { error: String(err) }));
+  }
+
+  private async useCertificates(next: SwarmKeys): Promise<void> {
+    await this.saveCerts(next);
+    this.certs = next;
+    this.dispatcher?.setCertificates(next);
+    this.worker?.setCertificates(next);
+    if (this.manager) await renewOnManager(this.manager, next);
   }
 
   /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
@@ -218,6 +209,9 @@ export class SwarmNode {
       if (kind === 'services') this.updateStateChanged(updateStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
+      if (kind === 'cluster' && this.manager === parts && entry?.obj.TLSInfo?.TrustRoot) this.adoptRoot(entry.obj.TLSInfo.TrustRoot);
+      // A rotation that waited for a node that went down ends without it (the leader sees to it).
+      if (kind === 'nodes' && this.manager === parts && this.leaderId === state.nodeId) void completeRotation(store).catch(() => undefined);
       if ((kind === 'cluster' || (kind === 'certs' && id === state.nodeId)) && this.manager === parts && needsRenewal(store, state.nodeId)) this.renewal.now();
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
@@ -240,6 +234,8 @@ export class SwarmNode {
     this.agent.start();
     this.renewal.plan(certValidity(this.certs!.cert));
     if (needsRenewal(store, state.nodeId)) this.renewal.now();
+    const root = store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot;
+    if (root) this.adoptRoot(root);
   }
 
   /** A node whose state changed (ready, down: the leader follows the sessions): a node update event with `state.old`/`state.new`, as dockerd sends it. */
@@ -420,6 +416,7 @@ export class SwarmNode {
         if (role === 'manager') this.promote();
       },
       onRenew: () => this.renewal.now(),
+      onTrustRoot: (root) => this.adoptRoot(root),
     });
     this.worker.start();
     this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host, this.logShipper());

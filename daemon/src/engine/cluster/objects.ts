@@ -8,7 +8,7 @@ import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
 import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
-import { tlsInfo } from './certs.js';
+import { nodeTLSInfo } from './certs.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { checkLabels, checkName, isJob, isObject, lookup, parseVersion, serviceMode, validateNodeSpec, validateServiceSpec } from './specs.js';
 import { addressPools, keptVips } from './network/attachments.js';
@@ -36,8 +36,8 @@ export class ClusterObjects {
   // -- nodes --
   nodeView(e: Entry): Obj {
     const v = this.store.view(e);
-    // The root's TLS information from its certificate (swarms made before it was kept in full have less).
-    if (v.Description?.TLSInfo?.TrustRoot) v.Description = { ...v.Description, TLSInfo: tlsInfo(v.Description.TLSInfo.TrustRoot) };
+    // The swarm's root, and the issuer of the node's last certificate (see rootca.ts).
+    if (v.Description) v.Description = { ...v.Description, TLSInfo: nodeTLSInfo(this.store, v) };
     if (v.ManagerStatus) v.ManagerStatus = { ...v.ManagerStatus, Leader: this.leaderId() === v.ID || undefined };
     if (v.ManagerStatus && !v.ManagerStatus.Leader) delete v.ManagerStatus.Leader;
     return v;

@@ -9,6 +9,7 @@ import type { ClusterHost, EtcdMember, NodeState } from '../../host/cluster.js';
 import { log } from '../../util/log.js';
 import type { SwarmKeys } from './autolock.js';
 import { renewFor } from './certs.js';
+import { chainsTo } from './rootca.js';
 import { sealer } from './crypt.js';
 import { renewClientCertificate } from './etcd.js';
 import type { ClusterStore } from './store.js';
@@ -157,7 +158,7 @@ export async function newCertificate(node: RenewingNode): Promise<SwarmKeys> {
   const ou = state.role === 'manager' ? 'swarm-manager' : 'swarm-worker';
   if (subject.CN !== state.nodeId || subject.OU !== ou) throw new Error(`the renewed certificate names ${subject.CN}/${subject.OU}, not this node`);
   if (!x.checkPrivateKey(createPrivateKey(key))) throw new Error('the renewed certificate is not for this node\'s new key');
-  if (!x.verify(new X509Certificate(certs.ca).publicKey)) throw new Error('the renewed certificate is not signed by the swarm\'s root CA');
+  if (!chainsTo(cert, certs.ca)) throw new Error('the renewed certificate does not lead to the swarm\'s root CA');
   log.info('swarm: a new certificate for this node', { serial: x.serialNumber, notAfter: new Date(x.validTo).toISOString() });
   return { ...certs, cert, key };
 }

@@ -106,6 +106,8 @@ export interface WorkerSessionOptions {
   onRole(role: string): void;
   /** The managers ask the node to renew its certificate at once (a forced rotation). */
   onRenew?(): void;
+  /** The swarm's root CA, when it is not the one the node trusts (a rotation ended). */
+  onTrustRoot?(root: string): void;
 }
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
@@ -221,6 +223,7 @@ export class WorkerSession implements AgentSource {
     if (typeof msg.Role === 'string') this.opts.onRole(msg.Role);
     this.renewRequested = msg.RenewCertificate === true;
     if (this.renewRequested) this.opts.onRenew?.();
+    if (typeof msg.TrustRoot === 'string' && msg.TrustRoot !== this.opts.certs.ca) this.opts.onTrustRoot?.(msg.TrustRoot);
   }
 
   /** A new certificate for the node's request, from a manager (the current certificate proves the node). */

@@ -11,7 +11,7 @@ import type { OverlayHost } from '../../overlay.js';
 import { LinuxOverlayHost } from '../overlay/index.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
-import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
+import { createKeyAndRequest, createRootCA, crossSignRootCA, signNodeCertificate } from './pki.js';
 
 export class LinuxClusterHost implements ClusterHost {
   private readonly dir: string;
@@ -53,6 +53,7 @@ export class LinuxClusterHost implements ClusterHost {
   }
 
   createRootCA = createRootCA;
+  crossSignRootCA = crossSignRootCA;
   createKeyAndRequest = createKeyAndRequest;
   signNodeCertificate = signNodeCertificate;
 

@@ -43,16 +43,39 @@ function newKey(): Promise<string> {
   return openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256']);
 }
 
-export async function createRootCA(): Promise<{ cert: string; key: string }> {
+/**
+ * A new root CA. The first root of a swarm is `CN=swarm-ca`; a root made by a rotation gets an OU of its own
+ * (`tag`), so that no two roots of a swarm share a subject (certificate chains are then found by name alone).
+ */
+export async function createRootCA(tag?: string): Promise<{ cert: string; key: string }> {
+  if (tag !== undefined && !/^[a-z0-9]{1,64}$/i.test(tag)) throw new Error(`invalid root CA tag ${JSON.stringify(tag)}`);
   return withScratch(async (dir) => {
     const key = await newKey();
     const keyFile = path.join(dir, 'ca.key');
     await fs.writeFile(keyFile, key, { mode: 0o600 });
     const cert = await openssl([
-      'req', '-x509', '-new', '-key', keyFile, '-subj', '/CN=swarm-ca', '-days', String(ROOT_CA_DAYS), '-sha256',
+      'req', '-x509', '-new', '-key', keyFile, '-subj', tag ? `/OU=${tag}/CN=swarm-ca` : '/CN=swarm-ca', '-days', String(ROOT_CA_DAYS), '-sha256',
       '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
     ]);
     return { cert, key };
+  });
+}
+
+/**
+ * The new root of a rotation signed by the current one (same subject and key as the new root, issued by the
+ * current): a node that trusts the current root checks certificates of the new one through it.
+ */
+export async function crossSignRootCA(current: { cert: string; key: string }, newRoot: string): Promise<string> {
+  return withScratch(async (dir) => {
+    const f = (name: string) => path.join(dir, name);
+    await fs.writeFile(f('ca.crt'), current.cert);
+    await fs.writeFile(f('ca.key'), current.key, { mode: 0o600 });
+    await fs.writeFile(f('new.crt'), newRoot);
+    await fs.writeFile(f('ext.cnf'), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n');
+    return openssl([
+      'x509', '-in', f('new.crt'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-set_serial', `0x${randomBytes(12).toString('hex')}`,
+      '-days', String(ROOT_CA_DAYS), '-sha256', '-clrext', '-extfile', f('ext.cnf'),
+    ]);
   });
 }
 
@@ -111,7 +134,7 @@ export async function signNodeCertificate(ca: { cert: string; key: string }, csr
     );
     await fs.writeFile(
       f('ext.cnf'),
-      `subjectAltName=${names.join(',')}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n`,
+      `subjectAltName=${names.join(',')}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nauthorityKeyIdentifier=keyid\n`,
     );
     const now = Date.now();
     await openssl([
