@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agentPipePath, parseWslList, wslCommands, wslConfig } from './wsl.js';
+import { agentPipePath, parseWslList, parseWslNames, wslCommands, wslConfig } from './wsl.js';
 
 const config = {
   name: 'berth',
@@ -16,6 +16,10 @@ test('WSL2: import of the rootfs tar, the agent on wsl.exe stdio, terminate, res
   assert.deepEqual(c.agent, ['--distribution', 'berth', '--user', 'root', '--exec', '/usr/lib/berth/wsl-agent']);
   assert.deepEqual(c.terminate, ['--terminate', 'berth']);
   assert.deepEqual(c.resize, ['--manage', 'berth', '--resize', '128GB']);
+  // Names only, in any language: `--list --quiet` and `--list --running --quiet`.
+  assert.deepEqual(c.list, ['--list', '--quiet']);
+  assert.deepEqual(c.listRunning, ['--list', '--running', '--quiet']);
+  assert.deepEqual(c.unregister, ['--unregister', 'berth']);
   assert.equal(agentPipePath('berth'), '\\\\.\\pipe\\berth-agent-berth');
   assert.throws(() => wslCommands({ ...config, image: { ...config.image, rootfsTar: undefined } }), /--rootfs-tar/);
 });
@@ -35,4 +39,10 @@ test('WSL2: wsl --list --verbose in UTF-16LE', () => {
     { name: 'berth', state: 'Stopped', version: 2, isDefault: false },
   ]);
   assert.deepEqual(parseWslList(''), []);
+});
+
+test('WSL2: distribution names from --list --quiet, in UTF-16LE or with WSL_UTF8', () => {
+  assert.deepEqual(parseWslNames(Buffer.from('\uFEFFUbuntu\r\nberth\r\n', 'utf16le')), ['Ubuntu', 'berth']);
+  assert.deepEqual(parseWslNames(Buffer.from('Ubuntu\nberth\n', 'utf8')), ['Ubuntu', 'berth']);
+  assert.deepEqual(parseWslNames(''), []);
 });
