@@ -4,7 +4,7 @@
  * guestPath; WSL2: Windows drives under /mnt/<letter>). A source outside every share has no guest path.
  */
 import path from 'node:path';
-import type { Share } from './driver.js';
+import type { Share, VmConfig } from './driver.js';
 
 /** The guest path of hostPath through the share that holds it (the longest match), or undefined. */
 export function toGuestPath(shares: readonly Share[], hostPath: string): string | undefined {
@@ -37,4 +37,17 @@ export function windowsToWslPath(winPath: string, distro: string): string | unde
     return path.posix.join('/', ...(unc[3] ?? '').split(/[\\/]+/).filter(Boolean));
   }
   return undefined;
+}
+
+/**
+ * The daemon's flags that tell it the guest's paths of its folders (host/remote/paths.ts translates with
+ * them): each share's, the daemon's data root's when the guest keeps its own elsewhere, and under WSL2 the
+ * distribution (whose /mnt/<letter> are the Windows drives).
+ */
+export function agentPathFlags(kind: 'qemu' | 'vfkit' | 'wsl2', config: Pick<VmConfig, 'name' | 'shares' | 'guestDataRoot'>, daemonDataRoot?: string): string[] {
+  const flags: string[] = [];
+  if (daemonDataRoot && config.guestDataRoot) flags.push('--agent-path', `${daemonDataRoot}=${config.guestDataRoot}`);
+  for (const s of config.shares) flags.push('--agent-path', `${s.hostPath}=${s.guestPath}`);
+  if (kind === 'wsl2') flags.push('--agent-wsl', config.name);
+  return flags;
 }
