@@ -45,6 +45,8 @@ test('WSL2: the data root, the exec root, the containers folder, drives and the 
   assert.equal(wsl.toGuest('\\\\wsl.localhost\\Berth\\srv'), '/srv');
   // The guest's own paths (the Host gave them) and what is no path cross as they are.
   for (const p of ['/var/lib/berth/runtime/abc/merged', '/mnt/c/src', 'tmpfs', 'proc', '']) assert.equal(wsl.toGuest(p), p);
+  // A bind source spelled as a guest path is the guest's folder, also where user paths are checked.
+  assert.equal(wsl.toGuest('/var/run/x', { strict: true }), '/var/run/x');
   // Never a Windows path to the guest: another distribution's or another machine's files are not shared.
   assert.throws(() => wsl.toGuest('\\\\wsl$\\Ubuntu\\home\\me'), notShared('\\\\wsl$\\Ubuntu\\home\\me', /every drive/));
   assert.throws(() => wsl.toGuest('\\\\fileserver\\team\\src'), notShared('\\\\fileserver\\team\\src', /shared folders are .*Berth\\engine\\data/));
@@ -57,6 +59,9 @@ test('QEMU or vfkit on Windows: only the shares; the error names the path and th
   assert.equal(paths.toGuest(`${DATA}\\containers\\x\\container.log`), '/var/lib/berth/containers/x/container.log');
   assert.throws(() => paths.toGuest('C:\\Users\\meme'), notShared('C:\\Users\\meme', /the shared folders are C:\\Users\\me, C:\\Users\\me\\AppData\\Roaming\\Berth\\engine\\data$/));
   assert.throws(() => paths.toGuest('D:\\data'), notShared('D:\\data', /C:\\Users\\me/));
+  // `..` cannot climb out of a share: the path is normalized first.
+  assert.throws(() => paths.toGuest('C:\\Users\\me\\..\\other\\x'), NotShared);
+  assert.throws(() => paths.toGuest('/c/Users/me/../other'), NotShared);
   const none = guestPathsFor({}, 'win32')!;
   assert.throws(() => none.toGuest('C:\\x'), notShared('C:\\x', /no folder is shared/));
 });

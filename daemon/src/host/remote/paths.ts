@@ -13,7 +13,7 @@
  *
  * A Windows path outside all of these is never sent: it is a NotShared error naming it and the shared
  * folders (as Docker Desktop's "not shared from the host"). So is, with `strict` (the sources of bind mounts
- * a user gave, checked at create), a POSIX path outside the mappings.
+ * a user gave, checked at create), a path outside the mappings where the daemon's paths are POSIX too.
  */
 import path from 'node:path';
 import { NotShared } from '../../errors.js';
@@ -102,7 +102,8 @@ export class GuestPaths {
     if (!absolute) return p;
     const guest = this.mapped(p);
     if (guest !== undefined) return guest;
-    if (this.foreign(p) || opts.strict) throw this.notShared(p);
+    // On Windows a POSIX path is the guest's own (as Docker Desktop takes `-v /var/run/x:/x`).
+    if (this.foreign(p) || (opts.strict && this.opts.style === 'posix')) throw this.notShared(p);
     return p;
   }
 
