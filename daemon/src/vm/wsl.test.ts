@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { agentSocketPath } from '../host/remote/connection.js';
 import { agentPipePath, parseWslList, parseWslNames, wslCommands, wslConfig } from './wsl.js';
 
 const config = {
@@ -21,6 +22,8 @@ test('WSL2: import of the rootfs tar, the agent on wsl.exe stdio, terminate, res
   assert.deepEqual(c.listRunning, ['--list', '--running', '--quiet']);
   assert.deepEqual(c.unregister, ['--unregister', 'berth']);
   assert.equal(agentPipePath('berth'), '\\\\.\\pipe\\berth-agent-berth');
+  // The endpoint the driver reports (`npipe:////./pipe/...`) is the pipe again for the daemon's --agent.
+  assert.equal(agentSocketPath(`npipe://${agentPipePath('berth').replace(/\\/g, '/')}`), agentPipePath('berth'));
   assert.throws(() => wslCommands({ ...config, image: { ...config.image, rootfsTar: undefined } }), /--rootfs-tar/);
 });
 
