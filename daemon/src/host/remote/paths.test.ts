@@ -112,6 +112,11 @@ test('the runtime spec of `docker run -v` and `--mount`, its log, a `docker cp` 
   assert.deepEqual(etc, [[{ file: '/mnt/c/Users/me/AppData/Roaming/Berth/engine/data/containers/abc/resolv.conf', data: 'x' }], 'fresh']);
   // A path inside the image or the container is no host path.
   assert.deepEqual(argsToGuest([['/var/lib/berth/image/l1'], '/etc/passwd'], memberSpec('runtime', 'readFileFromLayers')!, wsl), [['/var/lib/berth/image/l1'], '/etc/passwd']);
+  // A build: its context stays the daemon's (unpacked in its own scratch folder, sent as layer tars); its
+  // RUN steps are containers started as above, and their changes come back as the layer of diffTar.
+  assert.deepEqual(argsToGuest(['abc', ['/var/lib/berth/image/l1'], new Set()], memberSpec('files', 'diffTar')!, wsl), ['abc', ['/var/lib/berth/image/l1'], new Set()]);
+  // A managed plugin's folders, wherever the daemon names them.
+  assert.deepEqual(argsToGuest([`${RUN}\\plugins\\p1\\rootfs`], memberSpec('tools', 'unpackInto')!, wsl), ['/run/berth/plugins/p1/rootfs']);
   // A bind volume's device (`docker volume create --opt device=C:\data --opt o=bind --opt type=none`).
   assert.deepEqual(argsToGuest(['/var/lib/berth/volumes/b/_data', { type: 'none', device: 'C:\\data', o: 'bind' }], memberSpec('volumes', 'mount')!, wsl), ['/var/lib/berth/volumes/b/_data', { type: 'none', device: '/mnt/c/data', o: 'bind' }]);
 });
