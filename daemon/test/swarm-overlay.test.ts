@@ -392,6 +392,15 @@ describe('overlay networks across three nodes', () => {
     const back = spis(nodes[0]!.ip, nodes[1]!.ip);
     assert.ok(there.size >= 2 && back.size >= 2, `SPIs ${[...there]} / ${[...back]}`);
     assert.ok(![...there].some((s) => back.has(s)));
+    // A daemon that stops takes its encryption down, and the network's peers with it (nothing goes in clear);
+    // back, it encrypts again.
+    const vaultNs = overlayNamespacesOf(engine(1)).find((ns) => spawnSync('ip', ['-n', ns, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout.includes(`vxlan id ${vni} `))!;
+    assert.ok(vaultNs);
+    await engine(1).stop();
+    assert.notEqual(spawnSync('ip', ['netns', 'exec', nodes[1]!.ns, 'nft', 'list', 'table', 'ip', 'berth_esp']).status, 0);
+    assert.equal(spawnSync('bridge', ['-n', vaultNs, 'fdb', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout.split('\n').filter((l) => / dst /.test(l)).length, 0);
+    await engine(1).start();
+    await eventually(async () => (await exec(['ping', '-c', '1', '-W', '2', address(on(0))])).code === 0, 20_000, 300);
     // Removed with the network: no table, socket or xfrm state left on any node.
     await engine(0).dockerOk(['service', 'rm', 'vaulted']);
     await eventually(async () => (await engine(0).request('DELETE', '/networks/vault')).status === 204, 20_000, 250);
