@@ -157,7 +157,11 @@ export class Orchestrator {
   private async reconcile(): Promise<void> {
     await ensureIngressEndpoints(this.store, this.fence, (n) => this.addresses.take(n).split('/')[0]!);
     await assignServiceVips(this.store, this.fence, this.addresses);
-    if (this.seal) await maintainNetworkKeys(this.store, this.fence, this.seal);
+    // The keys of encrypted networks: a failure here holds up nothing else of the pass.
+    if (this.seal) {
+      await maintainNetworkKeys(this.store, this.fence, this.seal).catch((err: unknown) =>
+        log.warn('swarm orchestrator: the keys of encrypted networks could not be made or rotated', { error: err instanceof Error ? err.message : String(err) }));
+    }
     const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
     await this.nodeStates(nodes);
     const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));

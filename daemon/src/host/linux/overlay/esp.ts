@@ -138,6 +138,8 @@ export class EspTunnel {
   private routes = new Map<string, string>();
   /** Associations made, by SPI (kept across updates: their sequence numbers go on). */
   private made = new Map<number, Association>();
+  /** False until the table was removed or installed once (an earlier run of the daemon may have left it). */
+  private checked = false;
 
   async set(spec: OverlayEncryption | undefined): Promise<void> {
     if (!spec) return this.close();
@@ -180,6 +182,7 @@ export class EspTunnel {
     if (rules !== this.rules) {
       await run('nft', ['-f', '-'], rules);
       this.rules = rules;
+      this.checked = true;
     }
   }
 
@@ -219,7 +222,8 @@ export class EspTunnel {
   }
 
   async close(): Promise<void> {
-    if (this.rules || this.spec) await run('nft', ['delete', 'table', 'ip', TABLE]).catch(() => undefined);
+    if (this.rules || !this.checked) await run('nft', ['delete', 'table', 'ip', TABLE]).catch(() => undefined);
+    this.checked = true;
     this.rules = '';
     this.spec = undefined;
     const socket = this.socket;
