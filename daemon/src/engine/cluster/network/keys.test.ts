@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { nextRing, primaryOf, type RingKey } from './keys.js';
+import { newDataKey, sealer } from '../crypt.js';
+import type { ClusterStore } from '../store.js';
+import { nextRing, primaryOf, withNetworkKeys, type RingKey } from './keys.js';
 
 test('the ring: two keys at first, then one more each interval (three at most); the second newest is primary', () => {
   let n = 0;
@@ -19,4 +21,17 @@ test('the ring: two keys at first, then one more each interval (three at most); 
   assert.ok(third.some((k: RingKey) => k.Tag === primaryOf(second)!.Tag));
   assert.equal(new Set(third.map((k) => k.Key)).size, 3);
   assert.equal(primaryOf([{ Tag: 7, Key: 'x', Created: 0 }])!.Tag, 7);
+});
+
+test('a node gets the ring (in clear, with the primary key) only with an encrypted network', () => {
+  const seal = sealer(newDataKey());
+  const ring: RingKey[] = [1, 2, 3].map((Tag) => ({ Tag, Key: seal.seal(Buffer.alloc(20, Tag)), Created: 0 }));
+  const store = { get: (kind: string, id: string) => (kind === 'netkeys' && id === 'overlay' ? { obj: { Keys: ring } } : undefined) } as unknown as ClusterStore;
+  const plain = { Networks: [{ ID: 'a', Encrypted: false }] };
+  assert.equal(withNetworkKeys(plain, store, seal), plain);
+  const given = withNetworkKeys({ Networks: [{ ID: 'a' }, { ID: 'b', Encrypted: true }] }, store, seal);
+  assert.deepEqual(given.Keys, [1, 2, 3].map((Tag) => ({ Tag, Key: Buffer.alloc(20, Tag).toString('base64') })));
+  assert.equal(given.PrimaryKey, 2);
+  // In the store they are sealed.
+  assert.ok(ring.every((k) => !k.Key.includes(Buffer.alloc(20, k.Tag).toString('base64'))));
 });

@@ -134,7 +134,7 @@ export class EspTunnel {
   private outbound = new Map<string, Association>();
   /** Inbound associations by SPI, with the node they come from. */
   private inbound = new Map<number, { sa: Association; node: string }>();
-  /** The node of each remote endpoint: `<vni>/<mac>`. */
+  /** The node of each remote endpoint: `<vni>/<mac in hex, without colons>`. */
   private routes = new Map<string, string>();
   /** Associations made, by SPI (kept across updates: their sequence numbers go on). */
   private made = new Map<number, Association>();
@@ -176,7 +176,7 @@ export class EspTunnel {
     this.made = made;
     this.outbound = outbound;
     this.inbound = inbound;
-    this.routes = new Map(spec.networks.flatMap((n) => n.peers.map((p) => [`${n.vni}/${p.mac}`, p.node] as [string, string])));
+    this.routes = new Map(spec.networks.flatMap((n) => n.peers.map((p) => [`${n.vni}/${p.mac.replace(/:/g, '')}`, p.node] as [string, string])));
     this.spec = spec;
     const rules = espRuleset(spec);
     if (rules !== this.rules) {
@@ -192,7 +192,8 @@ export class EspTunnel {
       socket.once('error', reject);
       socket.bind(ESP_PORT, address, () => {
         socket.off('error', reject);
-        socket.on('error', (err) => log.warn('overlay encryption: socket error', { error: err.message }));
+        // A peer that cannot be reached for a moment is no news worth a warning per packet.
+        socket.on('error', (err) => log.debug('overlay encryption: socket error', { error: err.message }));
         socket.on('message', (msg, rinfo) => this.packet(msg, rinfo.address, rinfo.port));
         resolve(socket);
       });
@@ -207,8 +208,7 @@ export class EspTunnel {
       // A VXLAN packet of this node turned aside by the table: to the node of the frame's destination.
       if (msg.length < 8 + 14) return;
       const vni = msg.readUIntBE(4, 3);
-      const mac = [...msg.subarray(8, 14)].map((b) => b.toString(16).padStart(2, '0')).join(':');
-      const node = this.routes.get(`${vni}/${mac}`);
+      const node = this.routes.get(`${vni}/${msg.toString('hex', 8, 14)}`);
       const sa = node ? this.outbound.get(node) : undefined;
       if (!node || !sa) return;
       socket.send(seal(sa, msg, fromPort, spec.port), ESP_PORT, node);
