@@ -1,9 +1,11 @@
 /**
  * Node certificates of a swarm across daemons in their own network namespaces (two managers, one worker):
  * `swarm update --cert-expiry` under an hour is refused; the expiry set is the one of the certificates issued
- * from then on; `swarm ca --rotate` has every node get a new certificate (a new serial, the new expiry), put
- * in use by the dispatcher, the etcd members and the worker while the services' tasks keep running, and
- * sealed on the managers' disks under autolock; a worker restarted with its new certificate comes back.
+ * from then on; `swarm ca --rotate` makes a new root and has every node get a certificate from it (a new
+ * serial, the new expiry), put in use by the dispatcher, the etcd members and the worker while the services'
+ * tasks keep running, and sealed on the managers' disks under autolock; then the swarm and the nodes trust the
+ * new root and the join tokens name it. Nodes restarted with their new certificates come back; a second
+ * rotation chains back to the first root, which an etcd member started before it still trusts.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -186,9 +188,17 @@ describe('swarm node certificates', () => {
     assert.equal(chain.length, 3);
     // node-1's member (started with the first root) and node-3's (with the second) take each other's new pair.
     for (const [i, e] of [[0, m1!], [2, m2!]] as const) assert.equal(servedSerial(nodes[i]!.ip, 2380), diskCert(e).serialNumber);
-    await m2!.dockerOk(['service', 'create', '--detach', '--name', 'second', '--constraint', 'node.role==worker', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    // node-1 starts again: its member now trusts the third root, node-3's the second; they handshake anew.
+    const unlockKey = (await m1!.dockerOk(['swarm', 'unlock-key', '-q'])).trim();
+    await m1!.restart();
+    await m1!.dockerOk(['swarm', 'unlock'], { input: `${unlockKey}\n` });
     await eventually(async () => {
-      const l = (await m1!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['second'] }))}`)).json<Array<{ Status: { State: string } }>>();
+      const r = await m1!.docker(['node', 'ls']);
+      return r.code === 0 && /node-1\s+Ready\s+Active\s+(Leader|Reachable)/.test(r.stdout) && /node-3\s+Ready\s+Active\s+(Leader|Reachable)/.test(r.stdout);
+    }, 30_000, 300);
+    await m1!.dockerOk(['service', 'create', '--detach', '--name', 'second', '--constraint', 'node.role==worker', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    await eventually(async () => {
+      const l = (await m2!.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: ['second'] }))}`)).json<Array<{ Status: { State: string } }>>();
       return l.some((t) => t.Status.State === 'running');
     }, 30_000, 200);
   });
