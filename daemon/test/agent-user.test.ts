@@ -2,8 +2,8 @@
  * The Linux desktop's arrangement, never root in the app: `berthd agent` runs as root on a socket owned by a
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
  * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
- * under its own data root, their records in the daemon's), while a second berthd (root, the usual way) keeps
- * working beside it.
+ * under its own data root, their records in the daemon's; a managed plugin's files, process and socket on the
+ * agent's side, its record in the daemon's), while a second berthd (root, the usual way) keeps working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +14,8 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
 import { killContainers } from './runtime-support.js';
+import { pluginContext, pluginRuntimeState, volumeDriverConfig } from './plugin-support.js';
+import { haveRegistry, startRegistry } from './registry-support.js';
 
 const NOBODY = 65534;
 const canRun = process.getuid?.() === 0 && existsSync('/bin/busybox') && existsSync('/usr/bin/conmon') && existsSync('/usr/bin/setpriv');
@@ -244,6 +246,67 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     assert.equal(all.code, 0, all.stderr);
     assert.deepEqual((await docker(['volume', 'ls', '-q'])).stdout.trim(), '');
     assert.ok(!existsSync(path.join(agentVolumes, 'av-implicit')) && !existsSync(path.join(agentVolumes, 'av-etc')));
+  });
+
+  test('a managed volume plugin installed from a registry: its files and process on the agent\'s machine, its socket reached through the agent', async (t) => {
+    if (!haveRegistry()) return t.skip('docker-registry is not installed');
+    const registry = await startRegistry();
+    const context = pluginContext('volplugin.c', 'volplugin', volumeDriverConfig());
+    const name = `${registry.host}/agentvol:1`;
+    const agentExecRoot = path.join(root, 'ax');
+    try {
+      // Made and pushed by the root engine beside it, installed by the user's.
+      await beside.dockerOk(['plugin', 'create', name, context], { timeoutMs: 60_000 });
+      await beside.dockerOk(['plugin', 'push', name], { timeoutMs: 120_000 });
+      await beside.dockerOk(['plugin', 'rm', name]);
+      const installed = await docker(['plugin', 'install', '--grant-all-permissions', name, 'VOLPLUGIN_GREETING=through the agent'], 120_000);
+      assert.equal(installed.code, 0, `${installed.stdout}\n${installed.stderr}\n${logs()}`);
+      const p = JSON.parse((await docker(['plugin', 'inspect', name])).stdout)[0];
+      assert.equal(p.Enabled, true);
+      assert.ok(existsSync(path.join(root, 'agent-data', 'plugins', p.Id, 'rootfs', 'volplugin')), 'its files under the agent\'s data root');
+      assert.equal(JSON.parse(readFileSync(path.join(home, 'data', 'plugins', p.Id, 'config.json'), 'utf8')).Name, name, 'its record in the daemon\'s');
+      assert.ok(!existsSync(path.join(home, 'data', 'plugins', p.Id, 'rootfs')));
+      assert.ok(statSync(path.join(agentExecRoot, 'plugins', p.Id, 'fixvol.sock')).isSocket(), 'its socket in the agent\'s exec root');
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
+
+      // Its volumes: the plugin's paths on the agent's machine; written by one container, read by another.
+      const created = await docker(['volume', 'create', '-d', name, 'apv-one']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      const mountpoint = path.join(root, 'agent-data', 'plugins', p.Id, 'rootfs', 'data', 'apv-one');
+      assert.equal(JSON.parse((await docker(['volume', 'inspect', 'apv-one'])).stdout)[0].Mountpoint, mountpoint);
+      const wrote = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'sh', '-c', 'cat /v/greeting; echo written > /v/f']);
+      assert.equal(wrote.code, 0, `${wrote.stderr}\n${logs()}`);
+      assert.equal(wrote.stdout, 'through the agent\n');
+      assert.equal((await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f'])).stdout, 'written\n');
+      assert.equal(readFileSync(path.join(mountpoint, 'f'), 'utf8'), 'written\n');
+      assert.match((await docker(['volume', 'ls', '--format', '{{.Driver}} {{.Name}}'])).stdout, new RegExp(`^${name.replace(/[.]/g, '\\.')} apv-one$`, 'm'));
+      const refused = await docker(['plugin', 'disable', name]);
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr, /is in use/);
+
+      // The daemon stops it when it stops, and runs it again when it starts.
+      await stop(daemon);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined, 'stopped with the daemon');
+      await startDaemon();
+      assert.equal(JSON.parse((await docker(['plugin', 'inspect', name])).stdout)[0].Enabled, true);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
+      const read = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
+      assert.equal(read.stdout, 'written\n', `${read.stderr}\n${logs()}`);
+
+      assert.equal((await docker(['volume', 'rm', 'apv-one'])).code, 0);
+      assert.equal((await docker(['plugin', 'disable', name])).code, 0);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined);
+      const removed = await docker(['plugin', 'rm', name]);
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.equal((await docker(['plugin', 'ls', '-q'])).stdout.trim(), '');
+      assert.ok(!existsSync(path.join(root, 'agent-data', 'plugins', p.Id)), 'its files are gone');
+      assert.ok(!existsSync(path.join(home, 'data', 'plugins', p.Id)), 'and its record');
+    } finally {
+      await docker(['plugin', 'rm', '--force', name]).catch(() => undefined);
+      await beside.docker(['plugin', 'rm', '--force', name]).catch(() => undefined);
+      await registry.stop();
+      rmSync(context, { recursive: true, force: true });
+    }
   });
 
   test('a container outlives a restart of the daemon, and then of the agent', async () => {

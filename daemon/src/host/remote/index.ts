@@ -139,6 +139,12 @@ export async function createRemoteHost(address: string, opts: { waitMs?: number 
             return duplex;
           };
           break;
+        case 'open':
+          proxy[member] = async (...args: unknown[]) => {
+            const { input, output } = (await call(args)) as { input: Writable; output: Readable };
+            return Duplex.from({ writable: input, readable: output });
+          };
+          break;
         case 'snapshot':
           if (snap.values[target]?.fn) proxy[member] = () => snap.values[target]!.value;
           else Object.defineProperty(proxy, member, { get: () => snap.values[target]?.value, enumerable: true });
