@@ -3,7 +3,8 @@
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
  * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
  * under its own data root, their records in the daemon's; a managed plugin's files, process and socket on the
- * agent's side, its record in the daemon's), while a second berthd (root, the usual way) keeps working beside it.
+ * agent's side, its record in the daemon's; a legacy plugin found and reached there), while a second berthd
+ * (root, the usual way) keeps working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +12,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
+import http from 'node:http';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
 import { killContainers } from './runtime-support.js';
@@ -34,6 +36,7 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
   let dockerConfig: string;
   let agentSocket: string;
   let home: string;
+  let legacyPlugins: string;
 
   async function startAgent(): Promise<void> {
     agent = spawn(process.execPath, [BERTHD, 'agent', '--socket', agentSocket, '--group', group, '--data-root', path.join(root, 'agent-data'), '--exec-root', path.join(root, 'ax')], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -47,7 +50,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
         '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
         '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home } },
+      // Legacy plugins are looked for in a folder only root (the agent) may enter.
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home, BERTH_PLUGIN_SOCKET_DIRS: legacyPlugins, BERTH_PLUGIN_SPEC_DIRS: '' } },
     );
     daemon.stderr!.on('data', (c: Buffer) => daemonLog.push(c));
     daemon.on('error', (err) => daemonLog.push(Buffer.from(`spawn failed: ${err.message}\n`)));
@@ -76,6 +80,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     assert.equal(spawnSync('groupadd', ['--system', group]).status, 0, 'groupadd');
     gid = Number(spawnSync('getent', ['group', group], { encoding: 'utf8' }).stdout.split(':')[2]);
     agentSocket = path.join(root, 'agent', 'agent.sock');
+    legacyPlugins = path.join(root, 'legacy-plugins');
+    mkdirSync(legacyPlugins, { mode: 0o700 });
     await startAgent();
     const st = statSync(agentSocket);
     assert.equal(st.mode & 0o777, 0o660);
@@ -306,6 +312,61 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       await beside.docker(['plugin', 'rm', '--force', name]).catch(() => undefined);
       await registry.stop();
       rmSync(context, { recursive: true, force: true });
+    }
+  });
+
+  test('a legacy volume plugin found and reached on the agent\'s machine (its socket in a folder only root enters)', async () => {
+    const volumes = path.join(root, 'legacy-volumes');
+    mkdirSync(volumes);
+    const known = new Set<string>();
+    const answer = (method: string, body: { Name?: string }): object => {
+      const name = String(body.Name ?? '');
+      const mountpoint = path.join(volumes, name);
+      switch (method) {
+        case 'Plugin.Activate':
+          return { Implements: ['VolumeDriver'] };
+        case 'VolumeDriver.Create':
+          mkdirSync(mountpoint, { recursive: true });
+          known.add(name);
+          return {};
+        case 'VolumeDriver.Remove':
+          rmSync(mountpoint, { recursive: true, force: true });
+          known.delete(name);
+          return {};
+        case 'VolumeDriver.Get':
+          return known.has(name) ? { Volume: { Name: name, Mountpoint: mountpoint } } : { Err: `no volume ${name}` };
+        case 'VolumeDriver.List':
+          return { Volumes: [...known].map((n) => ({ Name: n, Mountpoint: path.join(volumes, n) })) };
+        case 'VolumeDriver.Mount':
+        case 'VolumeDriver.Path':
+          return { Mountpoint: mountpoint };
+        case 'VolumeDriver.Capabilities':
+          return { Capabilities: { Scope: 'local' } };
+        default:
+          return {};
+      }
+    };
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        res.writeHead(200, { 'Content-Type': 'application/vnd.docker.plugins.v1.2+json' });
+        res.end(JSON.stringify(answer((req.url ?? '/').slice(1), text ? JSON.parse(text) : {})));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(path.join(legacyPlugins, 'agentlegacy.sock'), resolve));
+    try {
+      const created = await docker(['volume', 'create', '-d', 'agentlegacy', 'alv-one']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      assert.equal(JSON.parse((await docker(['volume', 'inspect', 'alv-one'])).stdout)[0].Mountpoint, path.join(volumes, 'alv-one'));
+      const wrote = await docker(['run', '--rm', '-v', 'alv-one:/v', 'busybox', 'sh', '-c', 'echo legacy > /v/f']);
+      assert.equal(wrote.code, 0, `${wrote.stderr}\n${logs()}`);
+      assert.equal(readFileSync(path.join(volumes, 'alv-one', 'f'), 'utf8'), 'legacy\n');
+      assert.equal((await docker(['volume', 'rm', 'alv-one'])).code, 0);
+      assert.ok(!existsSync(path.join(volumes, 'alv-one')));
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

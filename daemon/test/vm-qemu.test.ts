@@ -279,6 +279,7 @@ test('a daemon on the host runs containers in the guest through the agent (--age
 
   // A managed volume plugin made on the host (its static binary built here): its files, process and socket are
   // the guest's, the plugin client's requests cross on the agent's stream, its volume mounts in a container.
+  const pluginStarted = Date.now();
   const plugin = pluginContext('volplugin.c', 'volplugin', volumeDriverConfig());
   cleanups.push(() => fs.rm(plugin, { recursive: true, force: true }));
   await engine.dockerOk(['plugin', 'create', 'vmplug', plugin], { timeoutMs: 300_000 });
@@ -290,6 +291,7 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   assert.ok(!existsSync(path.join(engine.dataRoot, 'plugins', pluginId, 'rootfs')), 'its files are in the guest');
   await engine.dockerOk(['volume', 'rm', 'vmpv'], { timeoutMs: 120_000 });
   await engine.dockerOk(['plugin', 'rm', '--force', 'vmplug'], { timeoutMs: 120_000 });
+  process.stderr.write(`# the managed plugin's steps took ${Date.now() - pluginStarted} ms\n`);
 
   // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
   // runs, and no longer once it is gone.
