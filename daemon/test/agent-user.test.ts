@@ -3,8 +3,8 @@
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
  * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
  * under its own data root, their records in the daemon's; a managed plugin's files, process and socket on the
- * agent's side, its record in the daemon's; a legacy plugin found and reached there), while a second berthd
- * (root, the usual way) keeps working beside it.
+ * agent's side, its record in the daemon's; a legacy plugin found and reached there; a managed authorization
+ * plugin), while a second berthd (root, the usual way) keeps working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -44,12 +44,12 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     await eventually(() => existsSync(agentSocket), 20_000);
   }
 
-  async function startDaemon(): Promise<void> {
+  async function startDaemon(extraArgs: string[] = []): Promise<void> {
     daemon = spawn(
       'setpriv',
       ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
         '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
-        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
+        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`, ...extraArgs],
       // Legacy plugins are looked for in a folder only root (the agent) may enter.
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home, BERTH_PLUGIN_SOCKET_DIRS: legacyPlugins, BERTH_PLUGIN_SPEC_DIRS: '' } },
     );
@@ -367,6 +367,34 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.ok(!existsSync(path.join(volumes, 'alv-one')));
     } finally {
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  test('a managed authorization plugin through the agent: started with the daemon that names it, it denies what it denies', async () => {
+    const context = pluginContext('authzplugin.c', 'authzplugin', {
+      Description: 'an authorization plugin for the tests',
+      Interface: { Types: ['docker.authz/1.0'], Socket: 'fixauthz.sock' },
+      Entrypoint: ['/authzplugin', '/run/docker/plugins/fixauthz.sock', '/data/calls.log'],
+      Network: { Type: 'none' },
+    });
+    try {
+      const created = await docker(['plugin', 'create', 'agentauthz', context]);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      assert.equal((await docker(['plugin', 'enable', 'agentauthz'])).code, 0);
+      await stop(daemon);
+      await startDaemon(['--authorization-plugin', 'agentauthz']);
+      const denied = await docker(['volume', 'create', 'aa-denied']);
+      assert.notEqual(denied.code, 0);
+      assert.match(denied.stderr, /authorization denied by plugin agentauthz: volume creation is not allowed/);
+      const allowed = await docker(['run', '--rm', 'busybox', 'echo', 'allowed']);
+      assert.equal(allowed.stdout, 'allowed\n', `${allowed.stderr}\n${logs()}`);
+      const id = JSON.parse((await docker(['plugin', 'inspect', 'agentauthz'])).stdout)[0].Id;
+      assert.match(readFileSync(path.join(root, 'agent-data', 'plugins', id, 'rootfs', 'data', 'calls.log'), 'utf8'), /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
+    } finally {
+      await stop(daemon);
+      await startDaemon();
+      await docker(['plugin', 'rm', '--force', 'agentauthz']);
+      rmSync(context, { recursive: true, force: true });
     }
   });
 
