@@ -3,8 +3,8 @@
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
  * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
  * under its own data root, their records in the daemon's; a managed plugin's files, process and socket on the
- * agent's side, its record in the daemon's; a legacy plugin found and reached there; a managed authorization
- * plugin), while a second berthd (root, the usual way) keeps working beside it.
+ * agent's side, its record in the daemon's; a legacy plugin found and reached there; managed network and
+ * authorization plugins), while a second berthd (root, the usual way) keeps working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -367,6 +367,39 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.ok(!existsSync(path.join(volumes, 'alv-one')));
     } finally {
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  test('a managed network and IPAM driver plugin through the agent: a container on its network reaches another', async () => {
+    const context = pluginContext('netplugin.c', 'netplugin', {
+      Description: 'a network and IPAM driver for the tests',
+      Interface: { Types: ['docker.networkdriver/1.0', 'docker.ipamdriver/1.0'], Socket: 'fixnet.sock' },
+      Entrypoint: ['/netplugin'],
+      Network: { Type: 'host' },
+      Linux: { Capabilities: ['CAP_NET_ADMIN'], AllowAllDevices: false, Devices: null },
+      Env: [],
+    });
+    let networkId = '';
+    try {
+      assert.equal((await docker(['plugin', 'create', 'agentnet', context])).code, 0);
+      const enabled = await docker(['plugin', 'enable', 'agentnet']);
+      assert.equal(enabled.code, 0, `${enabled.stderr}\n${logs()}`);
+      const created = await docker(['network', 'create', '-d', 'agentnet', '--ipam-driver', 'agentnet', '--subnet', '10.231.27.0/24', 'anet']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      networkId = created.stdout.trim();
+      assert.equal((await docker(['run', '-d', '--name', 'anet-a', '--network', 'anet', 'busybox', 'sleep', '300'])).code, 0);
+      const ping = await docker(['run', '--rm', '--network', 'anet', 'busybox', 'sh', '-c', 'ip -4 addr show eth0; ping -c 1 -W 5 10.231.27.2']);
+      assert.equal(ping.code, 0, `${ping.stdout}\n${ping.stderr}\n${logs()}`);
+      assert.match(ping.stdout, /inet 10\.231\.27\.3\/24/);
+      assert.match(ping.stdout, /1 packets received/);
+      const refused = await docker(['plugin', 'disable', 'agentnet']);
+      assert.match(refused.stderr, /is in use/);
+    } finally {
+      await docker(['rm', '-f', 'anet-a']);
+      await docker(['network', 'rm', 'anet']);
+      await docker(['plugin', 'rm', '--force', 'agentnet']);
+      if (networkId) removeBridge(`fn${networkId.slice(0, 12)}`);
+      rmSync(context, { recursive: true, force: true });
     }
   });
 
