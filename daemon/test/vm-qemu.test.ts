@@ -19,6 +19,7 @@ import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
 import { PublishedPorts } from '../src/vm/ports.js';
 import { QemuDriver } from '../src/vm/qemu.js';
+import { createRemoteHost } from '../src/host/remote/index.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
 import { pluginContext, volumeDriverConfig } from './plugin-support.js';
@@ -260,6 +261,10 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
+  // The daemon is started once the guest's agent answers: a boot under TCG on a busy machine outlasts the
+  // harness's wait for a daemon's first answer.
+  const probe = await createRemoteHost(status.agentEndpoint!, { waitMs: 300_000 });
+  await probe.close();
   engineArgs.push('--agent', status.agentEndpoint!);
   cleanups.push(() => engine.cleanup());
   await engine.start();
