@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidParameter } from '../../errors.js';
 import { log } from '../../util/log.js';
 import { nodeNetworks } from './network/attachments.js';
+import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
@@ -256,7 +257,7 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...nodeNetworks(store, nodeId) };
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal) };
   }
 
   private async join(body: Obj): Promise<Obj> {

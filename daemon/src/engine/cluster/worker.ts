@@ -210,7 +210,7 @@ export class WorkerSession implements AgentSource {
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
       logs: Array.isArray(msg.Logs) ? msg.Logs : [],
-      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}) } } : {}),
+      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}), ...(Array.isArray(msg.Keys) ? { Keys: msg.Keys, PrimaryKey: Number(msg.PrimaryKey) } : {}) } } : {}),
     };
     this.received = true;
     for (const l of this.listeners) l();
