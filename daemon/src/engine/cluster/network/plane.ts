@@ -18,7 +18,7 @@ export interface NodeNetworks {
   /** The routing mesh this node serves (absent when no service publishes through it). */
   Ingress?: NodeIngress;
   /** The swarm's network keys (in clear), present when one of the networks is encrypted (keys.ts). */
-  Keys?: Array<{ Tag: number; Key: string }>;
+  Keys?: Array<{ Tag: number; Key: string; Created?: number }>;
   PrimaryKey?: number;
 }
 
@@ -103,7 +103,7 @@ export class OverlayPlane {
     const spec: OverlayEncryption | undefined = encrypted.length > 0 && keys.length > 0 ? {
       localAddr: want.LocalAddr,
       port: want.DataPathPort,
-      keys: keys.map((k) => ({ tag: k.Tag, key: k.Key })),
+      keys: keys.map((k) => ({ tag: k.Tag, key: k.Key, ...(k.Created !== undefined ? { created: k.Created } : {}) })),
       primary: keys.some((k) => k.Tag === want.PrimaryKey) ? want.PrimaryKey! : keys[0]!.Tag,
       networks: encrypted.map((n) => ({ vni: n.VNI, peers: n.Peers.map((p) => ({ mac: p.mac, node: p.node })) })),
     } : undefined;
