@@ -34,6 +34,8 @@ export class OverlayPlane {
   private encryption = '';
   /** False until the first reconcile asked the Host (an earlier run of the daemon may have left some). */
   private encryptionKnown = false;
+  /** The last failure to set up the encryption (logged once). */
+  private encryptionError = '';
 
   constructor(private readonly host: OverlayHost) {}
 
@@ -52,7 +54,12 @@ export class OverlayPlane {
       await this.host.removeOverlay(id);
     }
     if (!want.LocalAddr) return;
-    await this.encrypt(want);
+    // Encryption that cannot be set up (port 4500 taken...) leaves the encrypted networks without peers, not the others.
+    await this.encrypt(want).then(() => (this.encryptionError = ''), (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      if (message !== this.encryptionError) log.warn('swarm networks: the encryption of encrypted networks could not be set up', { error: message });
+      this.encryptionError = message;
+    });
     for (const n of want.Networks) {
       const spec = {
         networkId: n.ID,
@@ -118,7 +125,14 @@ export class OverlayPlane {
         b.peers = '[]';
       }
     }
-    await this.host.setOverlayEncryption(spec);
+    try {
+      await this.host.setOverlayEncryption(spec);
+    } catch (err) {
+      // Tried again at the next pass; meanwhile nothing of the encrypted networks leaves.
+      this.encryption = '';
+      this.encryptionKnown = false;
+      throw err;
+    }
     this.encryption = text;
     this.encryptionKnown = true;
   }
