@@ -7,8 +7,8 @@
  *   for the role the token gives), and for a manager the etcd member list it starts its own member with (the
  *   member is added as a learner and promoted once it runs);
  * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
- *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
- *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down),
+ *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (keeps
+ *   the node's session, see sessions.ts; `{"Stopping": true}` announces a daemon that stops or restarts),
  *   `POST /status` (a task's state, for tasks of that node only) and `POST /logs/<id>` (a task log this
  *   manager asked the node for, see remotelogs.ts).
  *
@@ -26,7 +26,8 @@ import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
 import type { LogRequests } from './remotelogs.js';
 import { applyTaskStatus } from './status.js';
-import { key, type ClusterStore } from './store.js';
+import { NodeSessions } from './sessions.js';
+import type { ClusterStore } from './store.js';
 import { caDigest, parseJoinToken, sameToken } from './tokens.js';
 import { newObjectId, now, type Obj } from './types.js';
 
@@ -87,10 +88,12 @@ export interface DispatcherOptions {
 
 export class DispatcherServer {
   private server?: https.Server;
-  private readonly leases = new Map<string, { lease: ReturnType<ClusterStore['client']['lease']>; ttl: number }>();
+  private readonly sessions: NodeSessions;
   private joining: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: DispatcherOptions) {}
+  constructor(private readonly opts: DispatcherOptions) {
+    this.sessions = new NodeSessions(opts.store, opts.heartbeatSeconds);
+  }
 
   async listen(): Promise<void> {
     const { certs } = this.opts;
@@ -114,13 +117,13 @@ export class DispatcherServer {
   }
 
   async close(): Promise<void> {
+    this.sessions.close();
     const server = this.server;
     this.server = undefined;
     if (server) {
       server.close();
       server.closeAllConnections();
     }
-    this.leases.clear();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -148,8 +151,8 @@ export class DispatcherServer {
     }
     if (req.method === 'GET' && url.pathname === '/session') return this.session(peer.nodeId, req, res);
     if (req.method === 'POST' && url.pathname === '/heartbeat') {
-      req.resume();
-      await this.heartbeat(peer.nodeId, req.socket.remoteAddress ?? '');
+      if ((await readBody(req)).Stopping === true) this.sessions.announceStop(peer.nodeId);
+      await this.sessions.heartbeat(peer.nodeId, req.socket.remoteAddress ?? '');
       send(res, 200, { Period: this.opts.heartbeatSeconds() * 1e9 });
       return;
     }
@@ -185,54 +188,35 @@ export class DispatcherServer {
     send(res, 404, { message: 'not found' });
   }
 
-  /** Keeps the node's session key alive for 3 heartbeat periods from now. */
-  private async heartbeat(nodeId: string, remote: string): Promise<void> {
-    const ttl = Math.max(3, 3 * this.opts.heartbeatSeconds());
-    let held = this.leases.get(nodeId);
-    if (held && (held.lease.revoked() || held.ttl !== ttl)) {
-      this.leases.delete(nodeId);
-      held = undefined;
-    }
-    if (held) {
-      try {
-        await held.lease.keepaliveOnce();
-        if (this.opts.store.get('sessions', nodeId)) return;
-      } catch {
-        this.leases.delete(nodeId);
-      }
-    }
-    const lease = this.opts.store.client.lease(ttl, { autoKeepAlive: false });
-    lease.on('lost', () => {
-      if (this.leases.get(nodeId)?.lease === lease) this.leases.delete(nodeId);
-    });
-    const node = this.opts.store.get('nodes', nodeId)?.obj;
-    await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: node?.Status?.Addr || remote.replace(/^::ffff:/, '') }));
-    this.leases.set(nodeId, { lease, ttl });
-  }
-
   private async session(nodeId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
-    await this.heartbeat(nodeId, req.socket.remoteAddress ?? '');
-    let timer: NodeJS.Timeout | undefined;
-    let last = '';
-    const push = () => {
-      timer = undefined;
-      const message = JSON.stringify(this.assignments(nodeId));
-      if (message === last) return;
-      last = message;
-      res.write(message + '\n');
-    };
-    const unsubscribe = this.opts.store.onChange((kind, id) => {
-      if (kind === 'names' || (kind === 'sessions' && id !== nodeId)) return;
-      timer ??= setTimeout(push, 50);
-    });
-    // A line now and then keeps the connection known to be alive on both sides.
-    const keepalive = setInterval(() => res.write('\n'), 5000);
-    push();
-    await new Promise<void>((resolve) => res.once('close', () => resolve()));
-    unsubscribe();
-    clearInterval(keepalive);
-    if (timer) clearTimeout(timer);
+    const stream = this.sessions.streamOpened(nodeId);
+    const closed = new Promise<void>((resolve) => res.once('close', () => resolve()));
+    try {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      await this.sessions.heartbeat(nodeId, req.socket.remoteAddress ?? '');
+      let timer: NodeJS.Timeout | undefined;
+      let last = '';
+      const push = () => {
+        timer = undefined;
+        const message = JSON.stringify(this.assignments(nodeId));
+        if (message === last) return;
+        last = message;
+        res.write(message + '\n');
+      };
+      const unsubscribe = this.opts.store.onChange((kind, id) => {
+        if (kind === 'names' || (kind === 'sessions' && id !== nodeId)) return;
+        timer ??= setTimeout(push, 50);
+      });
+      // A line now and then keeps the connection known to be alive on both sides.
+      const keepalive = setInterval(() => res.write('\n'), 5000);
+      push();
+      await closed;
+      unsubscribe();
+      clearInterval(keepalive);
+      if (timer) clearTimeout(timer);
+    } finally {
+      this.sessions.streamClosed(nodeId, stream);
+    }
   }
 
   /** What a node gets: its tasks, and the secrets and configs those tasks use (and nothing else). */

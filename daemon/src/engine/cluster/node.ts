@@ -312,7 +312,8 @@ export class SwarmNode {
       if (answer.role !== 'manager') return;
       this.agent?.stop();
       this.agent = undefined;
-      worker.stop();
+      // The node's session lives out its lease meanwhile: its tasks keep running through the promotion.
+      await worker.stop({ announce: true });
       this.worker = undefined;
       const previous = this.certs!;
       // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
@@ -411,7 +412,8 @@ export class SwarmNode {
   protected async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
     this.agent?.stop();
     this.agent = undefined;
-    this.worker?.stop();
+    // A daemon that only stops tells its manager, so that its node is not taken for dead before its lease ends.
+    await this.worker?.stop({ announce: opts.keepSession });
     this.worker = undefined;
     await this.dispatcher?.close();
     this.dispatcher = undefined;

@@ -112,6 +112,8 @@ export class WorkerSession implements AgentSource {
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
+  /** The manager the assignments stream is open to, once it answered. */
+  private streamAddr?: { host: string; port: number };
   private heartbeatTimer?: NodeJS.Timeout;
   private period = 5;
   private managerIndex = 0;
@@ -135,10 +137,18 @@ export class WorkerSession implements AgentSource {
     this.heartbeatTimer = setTimeout(beat, 1000);
   }
 
-  stop(): void {
+  /**
+   * Ends the session's stream and heartbeats. `announce`: the daemon only stops or restarts (its tasks keep
+   * running), and tells the manager of its stream first, so that the close is not taken for its death.
+   */
+  async stop(opts: { announce?: boolean } = {}): Promise<void> {
     this.stopped = true;
-    this.active?.destroy();
     if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    const addr = this.streamAddr;
+    if (opts.announce && addr && this.active) {
+      await this.call('POST', '/heartbeat', { Stopping: true }, { addr, timeoutMs: 1000 }).catch(() => undefined);
+    }
+    this.active?.destroy();
   }
 
   private target(): { host: string; port: number } | undefined {
@@ -158,6 +168,7 @@ export class WorkerSession implements AgentSource {
     const retry = () => {
       if (this.stopped || this.active !== req) return;
       this.active = undefined;
+      this.streamAddr = undefined;
       this.managerIndex++;
       setTimeout(() => this.connect(), 500).unref();
     };
@@ -172,6 +183,7 @@ export class WorkerSession implements AgentSource {
           retry();
           return;
         }
+        this.streamAddr = addr;
         res.setEncoding('utf8');
         res.on('data', (text: string) => {
           buffered += text;
@@ -222,11 +234,12 @@ export class WorkerSession implements AgentSource {
     return this.call('POST', '/certificate', { csr, swarmPort }) as Promise<JoinAnswer>;
   }
 
-  private async call(method: string, path: string, body: unknown): Promise<Obj> {
-    const addr = this.target();
+  private async call(method: string, path: string, body: unknown, opts: { addr?: { host: string; port: number }; timeoutMs?: number } = {}): Promise<Obj> {
+    const addr = opts.addr ?? this.target();
     if (!addr) throw new Error('no manager known');
     const { certs } = this.opts;
-    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' ? 30_000 : 5000 });
+    const timeoutMs = opts.timeoutMs ?? (path === '/certificate' ? 30_000 : 5000);
+    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs });
     if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
     return JSON.parse(res.text || '{}') as Obj;
   }
