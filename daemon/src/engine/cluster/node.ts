@@ -363,7 +363,8 @@ export class SwarmNode {
       this.dispatcher = undefined;
       this.manager = undefined;
       await m.leaderStop?.();
-      await m.session?.revoke();
+      // The node's session is not revoked: it lives out its lease while the worker's session (on a dispatcher's
+      // lease) takes its key over, so that the node stays ready and its tasks stay where they are.
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
       await this.deps.host.wipeEtcd();

@@ -12,7 +12,7 @@ import { key, type ClusterStore } from './store.js';
 type Lease = ReturnType<ClusterStore['client']['lease']>;
 
 export class NodeSessions {
-  private readonly leases = new Map<string, { lease: Lease; ttl: number }>();
+  private readonly leases = new Map<string, { lease: Lease; ttl: number; id: string }>();
   /** Each node's newest stream (an older one may close after a newer one opened). */
   private readonly streams = new Map<string, object>();
   /** Sessions whose stream closed unannounced: each ends when its timer fires. */
@@ -23,7 +23,12 @@ export class NodeSessions {
 
   constructor(private readonly store: ClusterStore, private readonly heartbeatSeconds: () => number) {}
 
-  /** Keeps the node's session key alive for 3 heartbeat periods from now. */
+  /**
+   * Keeps the node's session key alive for 3 heartbeat periods from now, on this dispatcher's lease for the
+   * node: a lease that expired meanwhile (etcd answers its keepalive with a TTL of 0) is replaced, and a key
+   * that rides on another lease (the node's own while it was a manager, another manager's) is put again on
+   * this one, which alone the node's heartbeats renew.
+   */
   async heartbeat(nodeId: string, remote: string): Promise<void> {
     const ttl = Math.max(3, 3 * this.heartbeatSeconds());
     let held = this.leases.get(nodeId);
@@ -32,20 +37,22 @@ export class NodeSessions {
       held = undefined;
     }
     if (held) {
-      try {
-        await held.lease.keepaliveOnce();
-        if (this.store.get('sessions', nodeId)) return;
-      } catch {
+      const alive = await held.lease.keepaliveOnce().then((r) => Number(r.TTL) > 0, () => false);
+      if (alive && this.store.get('sessions', nodeId)?.lease === held.id) return;
+      if (!alive) {
         this.leases.delete(nodeId);
+        held = undefined;
       }
     }
-    const lease = this.store.client.lease(ttl, { autoKeepAlive: false });
-    lease.on('lost', () => {
-      if (this.leases.get(nodeId)?.lease === lease) this.leases.delete(nodeId);
-    });
+    const lease = held?.lease ?? this.store.client.lease(ttl, { autoKeepAlive: false });
+    if (!held) {
+      lease.on('lost', () => {
+        if (this.leases.get(nodeId)?.lease === lease) this.leases.delete(nodeId);
+      });
+    }
     const node = this.store.get('nodes', nodeId)?.obj;
     await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: node?.Status?.Addr || remote.replace(/^::ffff:/, '') }));
-    this.leases.set(nodeId, { lease, ttl });
+    this.leases.set(nodeId, { lease, ttl, id: await lease.grant() });
   }
 
   /** The node's daemon stops or restarts: the close of its stream that follows is no sign of its death. */
