@@ -250,10 +250,13 @@ describe('a swarm of daemons in their own network namespaces', () => {
   });
 
   test('promotion, kill -9 of the leader (another manager takes over, services keep their replicas), demotion', async () => {
+    const promoting = Math.floor(Date.now() / 1000) - 1;
     await m1!.dockerOk(['node', 'promote', workerId]);
     await eventually(async () => (await w1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
     assert.equal(existsSync(path.join(w1!.dataRoot, 'swarm', 'etcd', 'member')), true);
     await eventually(async () => /node-2\s+Ready\s+Active\s+Reachable/.test(await m1!.dockerOk(['node', 'ls'])), 15_000, 300);
+    // The node stayed ready through its promotion (its tasks were not moved).
+    assert.deepEqual(await stateEvents(workerId, promoting), [], 'the node went down during its promotion');
     const killedAt = Date.now();
     await m1!.crash();
     const leader = await eventually(async () => {

@@ -165,12 +165,15 @@ export class WorkerSession implements AgentSource {
     if (!addr) return;
     const { certs } = this.opts;
     let buffered = '';
+    let served = false;
     const retry = () => {
       if (this.stopped || this.active !== req) return;
+      // A stream that served assignments is replaced at once: its manager ends the session of a node whose
+      // stream closed unannounced one heartbeat period later.
       this.active = undefined;
       this.streamAddr = undefined;
       this.managerIndex++;
-      setTimeout(() => this.connect(), 500).unref();
+      setTimeout(() => this.connect(), served ? 50 : 500).unref();
     };
     const req = https.request(
       {
@@ -191,7 +194,9 @@ export class WorkerSession implements AgentSource {
           while ((nl = buffered.indexOf('\n')) >= 0) {
             const line = buffered.slice(0, nl).trim();
             buffered = buffered.slice(nl + 1);
-            if (line) this.apply(line);
+            if (!line) continue;
+            this.apply(line);
+            served = true;
           }
         });
         res.on('end', retry);
