@@ -23,7 +23,10 @@ function fakeStore() {
         on: () => undefined,
         grant: async () => id,
         revoked: () => state.revoked,
-        keepaliveOnce: async () => ({ TTL: state.expired ? '0' : '3' }),
+        keepaliveOnce: async () => {
+          if (state.expired) throw new Error('lease expired');
+          return { TTL: '3' };
+        },
         put: (k: string) => ({ value: async () => void keys.set(k, id) }),
         revoke: async () => {
           state.revoked = true;

@@ -25,9 +25,9 @@ export class NodeSessions {
 
   /**
    * Keeps the node's session key alive for 3 heartbeat periods from now, on this dispatcher's lease for the
-   * node: a lease that expired meanwhile (etcd answers its keepalive with a TTL of 0) is replaced, and a key
-   * that rides on another lease (the node's own while it was a manager, another manager's) is put again on
-   * this one, which alone the node's heartbeats renew.
+   * node: a lease that expired meanwhile (its keepalive fails) is replaced, and a key that rides on another
+   * lease (the node's own while it was a manager, another manager's) is put again on this one, which alone
+   * the node's heartbeats renew.
    */
   async heartbeat(nodeId: string, remote: string): Promise<void> {
     const ttl = Math.max(3, 3 * this.heartbeatSeconds());
@@ -37,7 +37,7 @@ export class NodeSessions {
       held = undefined;
     }
     if (held) {
-      const alive = await held.lease.keepaliveOnce().then((r) => Number(r.TTL) > 0, () => false);
+      const alive = await held.lease.keepaliveOnce().then(() => true, () => false);
       if (alive && this.store.get('sessions', nodeId)?.lease === held.id) return;
       if (!alive) {
         this.leases.delete(nodeId);
