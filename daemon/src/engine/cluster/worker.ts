@@ -128,9 +128,11 @@ export class WorkerSession implements AgentSource {
 
   start(): void {
     this.connect();
+    // Heartbeats go to the manager of the assignments stream: its lease carries the node's session, and it
+    // ends the session soon after the stream closes unannounced.
     const beat = () => {
       if (this.stopped) return;
-      void this.call('POST', '/heartbeat', {}).catch(() => undefined).finally(() => {
+      void this.call('POST', '/heartbeat', {}, { addr: this.streamAddr }).catch(() => undefined).finally(() => {
         if (!this.stopped) this.heartbeatTimer = setTimeout(beat, this.period * 1000);
       });
     };
