@@ -287,7 +287,8 @@ describe('a swarm of daemons in their own network namespaces', () => {
     await m1!.start();
     await eventually(async () => (await m1!.request('GET', '/info')).json().Swarm.ControlAvailable === true, 30_000, 300);
     await eventually(async () => (await m1!.docker(['node', 'ls'])).code === 0, 30_000, 300);
-    // Demotion: the node's etcd member is removed and it goes on as a worker.
+    // Demotion: the node's etcd member is removed and it goes on as a worker, its node ready throughout.
+    const demoting = Math.floor(Date.now() / 1000) - 1;
     await m2!.dockerOk(['node', 'demote', workerId]);
     await eventually(async () => {
       const info = (await w1!.request('GET', '/info')).json().Swarm;
@@ -297,6 +298,9 @@ describe('a swarm of daemons in their own network namespaces', () => {
     assert.equal(node.Spec.Role, 'worker');
     assert.equal(node.ManagerStatus, undefined);
     await eventually(async () => (await nodeState(workerId)) === 'ready', 15_000, 200);
+    // Past the lease that carried its session meanwhile.
+    await sleep(Math.max(0, demoting * 1000 + 12_000 - Date.now()));
+    assert.deepEqual(await stateEvents(workerId, demoting), [], 'the node went down during its demotion');
   });
 
   test('the worker leaves: its node is down on the managers', async () => {

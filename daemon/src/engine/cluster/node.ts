@@ -14,7 +14,7 @@ import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, removeMember, waitPromoted } from './etcd.js';
-import { campaign, holdSession, type ManagerParts } from './leadership.js';
+import { bridgeSession, campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
@@ -348,7 +348,9 @@ export class SwarmNode {
       if (!m || !state || state.role !== 'manager') return;
       const others = m.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== state.nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
       if (others.length === 0) return;
-      // Out of etcd's membership first (the member stops then), while the others keep their quorum.
+      // Out of etcd's membership first (the member stops then), while the others keep their quorum; the node's
+      // session outlives its member's lease meanwhile.
+      await bridgeSession(m.store, state.nodeId, state.advertiseAddr, Math.max(10, 3 * heartbeatSeconds(m.store)));
       await removeMember(m.store.client, state.nodeId);
       const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
       let answer: JoinAnswer | undefined;
@@ -363,8 +365,6 @@ export class SwarmNode {
       this.dispatcher = undefined;
       this.manager = undefined;
       await m.leaderStop?.();
-      // The node's session is not revoked: it lives out its lease while the worker's session (on a dispatcher's
-      // lease) takes its key over, so that the node stays ready and its tasks stay where they are.
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
       await this.deps.host.wipeEtcd();
