@@ -103,7 +103,8 @@ test('sessions: an announced close, or the dispatcher\'s own, leaves the session
   s.streamClosed('a', a);
   await sleep(PERIOD_MS * 3);
   assert.ok(fake.sessionLease('a'), 'an announced stop ended the session');
-  // The announcement holds for one close only: the next stream's unannounced close ends the session.
+  // The announcement held for one close: the next stream's close starts a grace, which the dispatcher's own
+  // close cancels (and the streams it closes start none).
   const again = s.streamOpened('a');
   s.streamClosed('a', again);
   s.close();
