@@ -51,3 +51,30 @@ export function addresses(req: Obj, host: Pick<ClusterHost, 'defaultAdvertiseAdd
   if (!host.isLocalAddress(advertise.host)) throw new InvalidParameter(`advertise address ${advertise.host} is not an address of this machine`);
   return { listen, advertise };
 }
+
+export const DEFAULT_DATA_PATH_PORT = 4789;
+
+/** The swarm's data path port of an init request: 0 or absent is the default, others must lie in 1024-49151. */
+export function dataPathPort(req: Obj): number {
+  const v = req.DataPathPort;
+  if (v === undefined || v === null || v === 0) return DEFAULT_DATA_PATH_PORT;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1024 || v > 49151) {
+    throw new InvalidParameter(`invalid DataPathPort ${JSON.stringify(v)}: the data path port must be in the range 1024-49151 (or 0 for the default, ${DEFAULT_DATA_PATH_PORT})`);
+  }
+  return v;
+}
+
+/**
+ * The node's data path address of an init or join request (the underlay address of its VXLAN tunnels), or
+ * undefined when none is given: the advertise address serves then.
+ */
+export function dataPathAddr(req: Obj, host: Pick<ClusterHost, 'isLocalAddress'>): string | undefined {
+  const v = req.DataPathAddr;
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') throw new InvalidParameter('DataPathAddr must be a string');
+  if (net.isIP(v) === 0) throw new InvalidParameter(`invalid DataPathAddr ${JSON.stringify(v)}: interface names and ports are not supported by this engine, give an IP address`);
+  if (net.isIP(v) !== 4) throw new InvalidParameter(`invalid DataPathAddr ${JSON.stringify(v)}: overlay networks carry their traffic over IPv4, give an IPv4 address`);
+  if (v === '0.0.0.0') throw new InvalidParameter('data path address must be a non-zero IP address');
+  if (!host.isLocalAddress(v)) throw new InvalidParameter(`data path address ${v} is not an address of this machine`);
+  return v;
+}

@@ -35,6 +35,8 @@ export class ClusterObjects {
   // -- nodes --
   nodeView(e: Entry): Obj {
     const v = this.store.view(e);
+    // The node's data path address stays inside the engine (Docker's node object has no such field).
+    delete v.DataPathAddr;
     if (v.ManagerStatus) v.ManagerStatus = { ...v.ManagerStatus, Leader: this.leaderId() === v.ID || undefined };
     if (v.ManagerStatus && !v.ManagerStatus.Leader) delete v.ManagerStatus.Leader;
     return v;
