@@ -22,6 +22,11 @@ export interface OverlaySpec {
   prefixLen: number;
   /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
   mtu: number;
+  /**
+   * The bridge's MAC address: the one the other nodes hold for the gateway's address (in the ingress network,
+   * the node's own endpoint), so that frames sent to that address from across the overlay reach the bridge.
+   */
+  bridgeMac?: string;
 }
 
 /** An endpoint of the network on another node. */

@@ -55,6 +55,7 @@ export class OverlayPlane {
         gateway: n.Gateway,
         prefixLen: Number(n.Subnet.split('/')[1]),
         mtu: n.MTU,
+        bridgeMac: macOf(n.Gateway),
       };
       const specText = JSON.stringify(spec);
       const peersText = JSON.stringify(n.Peers);
