@@ -30,7 +30,7 @@ import { spawn } from 'node:child_process';
 import type { Engine } from '../test/harness.js';
 import { NetnsCluster } from '../test/netns.js';
 import { removeOverlayNamespaces } from '../test/overlay-netns.js';
-import { exec, realSeconds } from './commands.js';
+import { cpuSeconds, exec, realSeconds } from './commands.js';
 import { commonOptions, parseBenchArgs, positiveInt, runMain } from './cli.js';
 import { cleanupOnce } from './procmem.js';
 import http from 'node:http';
@@ -56,14 +56,6 @@ const PORT = 5001;
 
 const receiver = ['busybox', 'time', '-p', 'busybox', 'nc', '-l', '-p', String(PORT), '-e', 'busybox', 'dd', 'of=/dev/null', 'bs=1M'];
 const sender = (mb: number, host: string) => ['busybox', 'time', '-p', 'busybox', 'nc', host, String(PORT), '-e', 'busybox', 'dd', 'if=/dev/zero', 'bs=1M', `count=${mb}`];
-
-/** Seconds of user and system time in busybox `time -p` output. */
-function cpuSeconds(text: string): number {
-  const user = /^user\s+([\d.]+)/m.exec(text);
-  const sys = /^sys\s+([\d.]+)/m.exec(text);
-  if (!user || !sys) throw new Error(`no CPU times in: ${text}`);
-  return Number(user[1]) + Number(sys[1]);
-}
 
 /**
  * One transfer of `mb` MB from the namespace `from` to `host` in the namespace `to` (nsenter's arguments that
