@@ -125,7 +125,8 @@ describe('overlay networks across three nodes', () => {
     }
     await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789', '--data-path-addr', nodes[0]!.dataIp]);
     const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
-    await engine(1).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[1]!.ip, '--data-path-addr', nodes[1]!.dataIp, `${nodes[0]!.ip}:2377`]);
+    // node-2 names its interface on that network.
+    await engine(1).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[1]!.ip, '--data-path-addr', 'eth1', `${nodes[0]!.ip}:2377`]);
     await engine(2).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`]);
     for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
     await eventually(async () => {

@@ -110,6 +110,8 @@ export interface ClusterHost {
   defaultAdvertiseAddr(): string | undefined;
   /** Whether `ip` is one of this machine's addresses. */
   isLocalAddress(ip: string): boolean;
+  /** The IPv4 addresses of the network interface `name`; undefined when there is no such interface. */
+  interfaceAddresses(name: string): string[] | undefined;
   /** The machine's hostname. */
   hostname(): string;
 
