@@ -20,9 +20,13 @@
  * overlay's ratios are the medians of each round's own ratios, so that the load of other processes on the
  * machine, which drifts from second to second, weighs on both sides of a ratio alike. Beside the throughput,
  * the CPU time of the two ends' processes per GB (user and system, the kernel's work on the packets done in
- * their context included): what the path costs, which the machine's load hardly changes.
+ * their context included): what the path costs, which the machine's load hardly changes. Both ends run at a
+ * real-time priority (`chrt -f`, the kernel's work done in their context with them; `--priority normal` runs
+ * them as any other process): on a machine whose cores other work keeps busy, the processes of a transfer
+ * would otherwise get the CPU by turns with that work, and the figures would say more about that work than
+ * about the path (the kernel keeps 5% of each second for other tasks).
  *
- *   node daemon/dist/bench/overlay.js [--mb 1024] [--repeat 7] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/overlay.js [--mb 1024] [--repeat 7] [--priority rt|normal] [--json] [--check] [--verbose]
  *
  * It needs root, starts real daemons in temporary roots, and removes everything it made.
  */
@@ -61,8 +65,8 @@ const sender = (mb: number, host: string) => ['busybox', 'time', '-p', 'busybox'
  * One transfer of `mb` MB from the namespace `from` to `host` in the namespace `to` (nsenter's arguments that
  * name a network namespace): its seconds, and the CPU seconds of both ends.
  */
-async function transfer(from: string[], to: string[], host: string, mb: number): Promise<{ seconds: number; cpu: number }> {
-  const child = spawn('nsenter', [...to, ...receiver], { stdio: ['ignore', 'ignore', 'pipe'] });
+async function transfer(from: string[], to: string[], host: string, mb: number, prio: string[]): Promise<{ seconds: number; cpu: number }> {
+  const child = spawn('nsenter', [...to, ...prio, ...receiver], { stdio: ['ignore', 'ignore', 'pipe'] });
   let rxErr = '';
   child.stderr.on('data', (c) => (rxErr += c));
   const rx = new Promise<number | null>((resolve, reject) => {
@@ -73,7 +77,7 @@ async function transfer(from: string[], to: string[], host: string, mb: number):
     // The sender tries again until the receiver listens (a refused connection ends nc at once).
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const tx = await exec('nsenter', [...from, ...sender(mb, host)]);
+      const tx = await exec('nsenter', [...from, ...prio, ...sender(mb, host)]);
       if (tx.code === 0 && /^real/m.test(tx.stderr)) {
         const code = await rx;
         if (code !== 0) throw new Error(`the receiver failed (${code}): ${rxErr}`);
@@ -108,10 +112,12 @@ async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<number> {
-  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, repeat: { type: 'string', default: '7' } });
+  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, repeat: { type: 'string', default: '7' }, priority: { type: 'string', default: 'rt' } });
   const opts = commonOptions(values);
   const mb = positiveInt(values, 'mb', 1024);
   const repeat = positiveInt(values, 'repeat', 7);
+  if (values.priority !== 'rt' && values.priority !== 'normal') throw new Error(`--priority wants rt or normal, got ${JSON.stringify(values.priority)}`);
+  const prio = values.priority === 'rt' ? ['chrt', '-f', '10'] : [];
   const progress = (line: string) => {
     if (!opts.json) console.error(`# ${line}`);
   };
@@ -163,7 +169,7 @@ async function main(): Promise<number> {
       overlay: { from: txNet, to: rxNet, host: rxIp },
       bridge: { from: await inTask(m, 'btx'), to: await inTask(m, 'brx'), host: brxIp },
     };
-    const once = (kind: Kind) => transfer(ends[kind].from, ends[kind].to, ends[kind].host, mb);
+    const once = (kind: Kind) => transfer(ends[kind].from, ends[kind].to, ends[kind].host, mb, prio);
     // A first transfer of each kind warms up (neighbours, conntrack, the page cache of the programs).
     for (const kind of kinds) await waitFor(async () => ((await once(kind)), true), 20_000, `the first ${kind} transfer`);
     const rounds: Array<Record<Kind, { seconds: number; cpu: number }>> = [];
@@ -190,6 +196,7 @@ async function main(): Promise<number> {
     const result = {
       mb,
       repeat,
+      priority: values.priority,
       underlayMBps: rate('underlay'),
       overlayMBps: rate('overlay'),
       bridgeMBps: rate('bridge'),
@@ -207,7 +214,7 @@ async function main(): Promise<number> {
     };
     if (opts.json) console.log(JSON.stringify(result));
     else {
-      console.log(`TCP throughput, ${mb} MB per transfer, medians of ${repeat} interleaved rounds (ratios: of each round's pair):`);
+      console.log(`TCP throughput, ${mb} MB per transfer, medians of ${repeat} interleaved rounds (ratios: of each round's pair), ${prio.length ? 'at a real-time priority' : 'at a normal priority'}:`);
       console.log(`  underlay (node namespace to node namespace, MTU 1500)   ${fmt(result.underlayMBps)} MB/s   ${fmt(result.underlayCpuPerGB, 2)} CPU s/GB   (reference)`);
       console.log(`  overlay (task on node-1 to task on node-2, MTU 1450)   ${fmt(result.overlayMBps)} MB/s   ${fmt(result.overlayCpuPerGB, 2)} CPU s/GB   ${fmt(result.overlayToUnderlay, 2)}x the underlay (target >= ${TARGET_OVERLAY_RATIO}x), ${fmt(result.overlayCpuToUnderlay, 2)}x its CPU`);
       console.log(`  bridge (two containers of one node's bridge network)   ${fmt(result.bridgeMBps)} MB/s   ${fmt(result.bridgeCpuPerGB, 2)} CPU s/GB   the overlay is ${fmt(result.overlayToBridge, 2)}x this`);
