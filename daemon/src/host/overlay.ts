@@ -23,8 +23,8 @@ export interface OverlaySpec {
   /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
   mtu: number;
   /**
-   * The bridge's MAC address: the one the other nodes hold for the gateway's address (in the ingress network,
-   * the node's own endpoint), so that frames sent to that address from across the overlay reach the bridge.
+   * The bridge's MAC address, when other nodes send to its address (in the ingress network, where it is the
+   * node's own endpoint): the one they hold for it, so that their frames reach the bridge itself.
    */
   bridgeMac?: string;
 }

@@ -55,7 +55,8 @@ export class OverlayPlane {
         gateway: n.Gateway,
         prefixLen: Number(n.Subnet.split('/')[1]),
         mtu: n.MTU,
-        bridgeMac: macOf(n.Gateway),
+        // In the ingress network the bridge holds the node's own endpoint, which the other nodes reach it at.
+        ...(n.ID === want.Ingress?.NetworkID ? { bridgeMac: macOf(n.Gateway) } : {}),
       };
       const specText = JSON.stringify(spec);
       const peersText = JSON.stringify(n.Peers);
