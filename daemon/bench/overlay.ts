@@ -15,10 +15,10 @@
  * with nsenter into the network namespaces of its two ends (the nodes' for the underlay, the tasks' for the
  * overlay, the containers' for the bridge), each under `time -p`: the receiver `nc -l -p PORT -e dd
  * of=/dev/null bs=1M`, the sender `nc HOST PORT -e dd if=/dev/zero bs=1M count=MB`. Only the path between
- * them differs (no `docker exec` on one side only). The kinds run in --repeat
- * interleaved rounds, back to back within a round and in an order that alternates from round to round; the
- * overlay's ratios are the medians of each round's own ratios, so that the load of other processes on the
- * machine, which drifts from second to second, weighs on both sides of a ratio alike. Beside the throughput,
+ * them differs (no `docker exec` on one side only). The kinds run in --repeat interleaved rounds, back to
+ * back within a round and in an order that alternates from round to round; the overlay's ratios are the
+ * medians of each round's own ratios, so that the load of other processes on the machine, which drifts from
+ * second to second, weighs on both sides of a ratio alike. Beside the throughput,
  * the CPU time of the two ends' processes per GB (user and system, the kernel's work on the packets done in
  * their context included): what the path costs, which the machine's load hardly changes. Both ends run at a
  * real-time priority (`chrt -f`, the kernel's work done in their context with them; `--priority normal` runs
@@ -66,7 +66,8 @@ const sender = (mb: number, host: string) => ['busybox', 'time', '-p', 'busybox'
  * name a network namespace): its seconds, and the CPU seconds of both ends.
  */
 async function transfer(from: string[], to: string[], host: string, mb: number, prio: string[]): Promise<{ seconds: number; cpu: number }> {
-  const child = spawn('nsenter', [...to, ...prio, ...receiver], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // In a process group of its own, which a failed transfer ends whole (time, nc and dd).
+  const child = spawn('nsenter', [...to, ...prio, ...receiver], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let rxErr = '';
   child.stderr.on('data', (c) => (rxErr += c));
   const rx = new Promise<number | null>((resolve, reject) => {
@@ -87,7 +88,13 @@ async function transfer(from: string[], to: string[], host: string, mb: number, 
       await new Promise((r) => setTimeout(r, 100));
     }
   } finally {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null && child.pid) {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        /* gone already */
+      }
+    }
   }
 }
 
