@@ -7,13 +7,16 @@
  *       overlay at least 0.7x, its MTU 1450 beside the underlay's 1500), and
  *   (2) two containers on one node's plain bridge network;
  *
+ * and, on a line of its own, the same two tasks' pair through an encrypted overlay (`--opt encrypted`: ESP in
+ * UDP between the nodes, carried by the daemons), beside the underlay too (--encrypted-mb per transfer);
+ *
  * and the latency of HTTP requests (one connection each, from the benchmark's process) through the routing
  * mesh at the node that runs no task of the service, beside the same requests to the task through a port its
  * node publishes in host mode (the reference; target: at most 1 ms added at the p50).
  *
  * Every transfer is the same pair of busybox programs, started the same way for every kind by the benchmark
  * with nsenter into the network namespaces of its two ends (the nodes' for the underlay, the tasks' for the
- * overlay, the containers' for the bridge), each under `time -p`: the receiver `nc -l -p PORT -e dd
+ * overlays, the containers' for the bridge), each under `time -p`: the receiver `nc -l -p PORT -e dd
  * of=/dev/null bs=1M`, the sender `nc HOST PORT -e dd if=/dev/zero bs=1M count=MB`. Only the path between
  * them differs (no `docker exec` on one side only). The kinds run in --repeat interleaved rounds, back to
  * back within a round and in an order that alternates from round to round; the overlay's ratios are the
@@ -26,7 +29,7 @@
  * would otherwise get the CPU by turns with that work, and the figures would say more about that work than
  * about the path (the kernel keeps 5% of each second for other tasks).
  *
- *   node daemon/dist/bench/overlay.js [--mb 1024] [--repeat 7] [--priority rt|normal] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/overlay.js [--mb 1024] [--encrypted-mb 128] [--repeat 7] [--priority rt|normal] [--json] [--check] [--verbose]
  *
  * It needs root, starts real daemons in temporary roots, and removes everything it made.
  */
@@ -119,10 +122,11 @@ async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<number> {
-  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, repeat: { type: 'string', default: '7' }, priority: { type: 'string', default: 'rt' } });
+  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, 'encrypted-mb': { type: 'string', default: '128' }, repeat: { type: 'string', default: '7' }, priority: { type: 'string', default: 'rt' } });
   const opts = commonOptions(values);
   const mb = positiveInt(values, 'mb', 1024);
   const repeat = positiveInt(values, 'repeat', 7);
+  const encryptedMb = positiveInt(values, 'encrypted-mb', 128);
   if (values.priority !== 'rt' && values.priority !== 'normal') throw new Error(`--priority wants rt or normal, got ${JSON.stringify(values.priority)}`);
   const prio = values.priority === 'rt' ? ['chrt', '-f', '10'] : [];
   const progress = (line: string) => {
@@ -154,6 +158,10 @@ async function main(): Promise<number> {
       const r = await m.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }))}`);
       return r.json<any[]>().find((t) => t.Status.State === 'running');
     };
+    // The same pair on an encrypted overlay.
+    await ok(m, ['network', 'create', '-d', 'overlay', '--opt', 'encrypted', 'benchenc']);
+    await ok(m, ['service', 'create', '--detach', '--name', 'erx', '--network', 'benchenc', '--constraint', `node.hostname==${n2.name}`, 'busybox', 'sleep', '100000']);
+    await ok(m, ['service', 'create', '--detach', '--name', 'etx', '--network', 'benchenc', '--constraint', `node.hostname==${n1.name}`, 'busybox', 'sleep', '100000']);
     const rx = await waitFor(() => running('rx'), 60_000, 'the receiving task');
     const tx = await waitFor(() => running('tx'), 60_000, 'the sending task');
     const rxIp = String(rx.NetworksAttachments[0].Addresses[0]).split('/')[0]!;
@@ -161,6 +169,9 @@ async function main(): Promise<number> {
     const inTask = async (e: Engine, container: string) => ['-t', String(await pidOf(e, container)), '-n'];
     const rxNet = await inTask(w, rx.Status.ContainerStatus.ContainerID as string);
     const txNet = await inTask(m, tx.Status.ContainerStatus.ContainerID as string);
+    const erx = await waitFor(() => running('erx'), 60_000, 'the receiving task of the encrypted overlay');
+    const etx = await waitFor(() => running('etx'), 60_000, 'the sending task of the encrypted overlay');
+    const erxIp = String(erx.NetworksAttachments[0].Addresses[0]).split('/')[0]!;
 
     // The plain bridge pair, on node-1.
     await ok(m, ['network', 'create', 'benchbr']);
@@ -169,14 +180,16 @@ async function main(): Promise<number> {
     const brxIp = (await ok(m, ['inspect', '-f', '{{.NetworkSettings.Networks.benchbr.IPAddress}}', 'brx'])).trim();
 
     // The underlay pair: the two nodes' namespaces themselves.
-    type Kind = 'underlay' | 'overlay' | 'bridge';
-    const kinds: Kind[] = ['underlay', 'overlay', 'bridge'];
+    type Kind = 'underlay' | 'overlay' | 'bridge' | 'encrypted';
+    const kinds: Kind[] = ['underlay', 'overlay', 'bridge', 'encrypted'];
+    const size = (kind: Kind) => (kind === 'encrypted' ? encryptedMb : mb);
     const ends: Record<Kind, { from: string[]; to: string[]; host: string }> = {
       underlay: { from: [`--net=/run/netns/${n1.ns}`], to: [`--net=/run/netns/${n2.ns}`], host: n2.ip },
       overlay: { from: txNet, to: rxNet, host: rxIp },
       bridge: { from: await inTask(m, 'btx'), to: await inTask(m, 'brx'), host: brxIp },
+      encrypted: { from: await inTask(m, etx.Status.ContainerStatus.ContainerID as string), to: await inTask(w, erx.Status.ContainerStatus.ContainerID as string), host: erxIp },
     };
-    const once = (kind: Kind) => transfer(ends[kind].from, ends[kind].to, ends[kind].host, mb, prio);
+    const once = (kind: Kind) => transfer(ends[kind].from, ends[kind].to, ends[kind].host, size(kind), prio);
     // A first transfer of each kind warms up (neighbours, conntrack, the page cache of the programs).
     for (const kind of kinds) await waitFor(async () => ((await once(kind)), true), 20_000, `the first ${kind} transfer`);
     const rounds: Array<Record<Kind, { seconds: number; cpu: number }>> = [];
@@ -184,11 +197,11 @@ async function main(): Promise<number> {
       const round = {} as Record<Kind, { seconds: number; cpu: number }>;
       for (const kind of i % 2 === 0 ? kinds : [...kinds].reverse()) round[kind] = await once(kind);
       rounds.push(round);
-      if (opts.verbose) console.error(`# round ${i + 1}: ${kinds.map((k) => `${k} ${fmt(mb / round[k].seconds)} MB/s, ${fmt(1024 * round[k].cpu / mb, 2)} CPU s/GB`).join('; ')}`);
+      if (opts.verbose) console.error(`# round ${i + 1}: ${kinds.map((k) => `${k} ${fmt(size(k) / round[k].seconds)} MB/s, ${fmt(1024 * round[k].cpu / size(k), 2)} CPU s/GB`).join('; ')}`);
     }
-    const rate = (kind: Kind) => median(rounds.map((r) => mb / r[kind].seconds));
-    const cpuPerGB = (kind: Kind) => median(rounds.map((r) => (1024 * r[kind].cpu) / mb));
-    const ratio = (kind: Kind, base: Kind) => median(rounds.map((r) => r[base].seconds / r[kind].seconds));
+    const rate = (kind: Kind) => median(rounds.map((r) => size(kind) / r[kind].seconds));
+    const cpuPerGB = (kind: Kind) => median(rounds.map((r) => (1024 * r[kind].cpu) / size(kind)));
+    const ratio = (kind: Kind, base: Kind) => median(rounds.map((r) => (size(kind) / r[kind].seconds) / (size(base) / r[base].seconds)));
 
     // Latency: the mesh at node-1 (no task there) beside the task's own node publishing in host mode.
     await ok(m, ['service', 'create', '--detach', '--name', 'web', '--constraint', `node.hostname==${n2.name}`, '-p', '8080:80', '-p', 'mode=host,target=80,published=8081',
@@ -213,6 +226,10 @@ async function main(): Promise<number> {
       overlayCpuPerGB: cpuPerGB('overlay'),
       bridgeCpuPerGB: cpuPerGB('bridge'),
       overlayCpuToUnderlay: median(rounds.map((r) => r.overlay.cpu / r.underlay.cpu)),
+      encryptedMb,
+      encryptedMBps: rate('encrypted'),
+      encryptedToUnderlay: ratio('encrypted', 'underlay'),
+      encryptedCpuPerGB: cpuPerGB('encrypted'),
       target: TARGET_OVERLAY_RATIO,
       meshP50Ms: percentile(latency.mesh, 50),
       directP50Ms: percentile(latency.direct, 50),
@@ -225,6 +242,7 @@ async function main(): Promise<number> {
       console.log(`  underlay (node namespace to node namespace, MTU 1500)   ${fmt(result.underlayMBps)} MB/s   ${fmt(result.underlayCpuPerGB, 2)} CPU s/GB   (reference)`);
       console.log(`  overlay (task on node-1 to task on node-2, MTU 1450)   ${fmt(result.overlayMBps)} MB/s   ${fmt(result.overlayCpuPerGB, 2)} CPU s/GB   ${fmt(result.overlayToUnderlay, 2)}x the underlay (target >= ${TARGET_OVERLAY_RATIO}x), ${fmt(result.overlayCpuToUnderlay, 2)}x its CPU`);
       console.log(`  bridge (two containers of one node's bridge network)   ${fmt(result.bridgeMBps)} MB/s   ${fmt(result.bridgeCpuPerGB, 2)} CPU s/GB   the overlay is ${fmt(result.overlayToBridge, 2)}x this`);
+      console.log(`  encrypted overlay (the same pair, ESP in UDP, MTU 1400, ${encryptedMb} MB)   ${fmt(result.encryptedMBps)} MB/s   ${fmt(result.encryptedCpuPerGB, 2)} CPU s/GB   ${fmt(result.encryptedToUnderlay, 2)}x the underlay`);
       console.log(`HTTP GET on a new connection, p50 of ${requests}:`);
       console.log(`  to the task's node, port published in host mode          ${fmt(result.directP50Ms, 2)} ms   (reference)`);
       console.log(`  through the routing mesh at a node without the task     ${fmt(result.meshP50Ms, 2)} ms   +${fmt(result.meshAddedP50Ms, 2)} ms (target <= ${TARGET_MESH_ADDED_MS} ms)`);

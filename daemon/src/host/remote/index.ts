@@ -13,6 +13,7 @@ import type { Host } from '../host.js';
 import type { LayerInfo } from '../layers.js';
 import { AgentConnection, agentSocketPath } from './connection.js';
 import { holderOf, partMembers, PART_NAMES, type MemberSpec } from './parts.js';
+import { argsToGuest, type GuestPaths } from './paths.js';
 import { Flag, type Hello } from './session.js';
 
 /** Targets the agent serves beside the Host's members (agent/dispatch.ts). */
@@ -45,8 +46,49 @@ function streamLater(source: Promise<unknown>): Readable {
   return out;
 }
 
-/** The arguments as they cross: synchronous predicates named by the spec become flags (copies, never edits). */
-function prepare(args: unknown[], spec: MemberSpec): unknown[] {
+/**
+ * One Duplex of a connection's two halves as they cross (the agent's socket written through `input`, read
+ * through `output`). As with a socket, the far end closing its side is no error of this one: what it sent
+ * is read to its end, and a write after that fails with EPIPE.
+ */
+function joinHalves(input: Writable, output: Readable): Duplex {
+  let inputGone = false;
+  const duplex = new Duplex({
+    write(chunk: Buffer, _encoding, callback) {
+      if (inputGone) return callback(Object.assign(new Error('write EPIPE: the connection was closed at the far end'), { code: 'EPIPE' }));
+      input.write(chunk, (err) => callback(err ?? null));
+    },
+    final(callback) {
+      if (inputGone) return callback();
+      input.end(() => callback());
+    },
+    read() {
+      output.resume();
+    },
+    destroy(err, callback) {
+      input.destroy();
+      output.destroy();
+      callback(err);
+    },
+  });
+  input.on('error', () => undefined);
+  input.once('close', () => {
+    inputGone = true;
+  });
+  output.on('data', (chunk: Buffer) => {
+    if (!duplex.push(chunk)) output.pause();
+  });
+  output.once('end', () => duplex.push(null));
+  output.once('error', (err) => duplex.destroy(err));
+  return duplex;
+}
+
+/**
+ * The arguments as they cross (copies, never edits): the paths named by the spec in the guest's terms (when
+ * the guest names the daemon's folders otherwise), synchronous predicates named by it as flags.
+ */
+function prepare(args: unknown[], spec: MemberSpec, paths: GuestPaths | undefined): unknown[] {
+  if (paths && (spec.paths || spec.sources)) args = argsToGuest(args, spec, paths);
   if (!spec.flags) return args;
   const out = [...args];
   for (const flag of spec.flags) {
@@ -63,8 +105,11 @@ function prepare(args: unknown[], spec: MemberSpec): unknown[] {
   return out;
 }
 
-/** Connects to the agent at `address` (unix://PATH) and builds the Host over it. */
-export async function createRemoteHost(address: string, opts: { waitMs?: number } = {}): Promise<RemoteHost> {
+/**
+ * Connects to the agent at `address` (unix://PATH) and builds the Host over it. `paths` translates the
+ * daemon's paths to the guest's (absent: the guest names folders as the daemon does).
+ */
+export async function createRemoteHost(address: string, opts: { waitMs?: number; paths?: GuestPaths } = {}): Promise<RemoteHost> {
   const connection = new AgentConnection(agentSocketPath(address), opts);
   let snap = (await connection.call(SNAPSHOT, [], { retry: true })) as HostSnapshot;
   let layerInfos = new Map(snap.layers.infos.map((info) => [info.chainId, info]));
@@ -93,7 +138,15 @@ export async function createRemoteHost(address: string, opts: { waitMs?: number 
     for (const [member, spec] of partMembers(part)) {
       const target = `${part}.${member}`;
       if (snap.missing.includes(target)) continue;
-      const call = (args: unknown[]) => connection.call(target, prepare(args, spec), { retry: spec.kind === 'retry' });
+      const call = (args: unknown[]): Promise<unknown> => {
+        let prepared: unknown[];
+        try {
+          prepared = prepare(args, spec, opts.paths);
+        } catch (err) {
+          return Promise.reject(err as Error); // a path the guest does not see fails the call, as the agent's errors do
+        }
+        return connection.call(target, prepared, { retry: spec.kind === 'retry' });
+      };
       switch (spec.kind) {
         case 'call':
         case 'retry':
@@ -137,6 +190,12 @@ export async function createRemoteHost(address: string, opts: { waitMs?: number 
               (err: Error) => duplex.destroy(err),
             );
             return duplex;
+          };
+          break;
+        case 'open':
+          proxy[member] = async (...args: unknown[]) => {
+            const { input, output } = (await call(args)) as { input: Writable; output: Readable };
+            return joinHalves(input, output);
           };
           break;
         case 'snapshot':

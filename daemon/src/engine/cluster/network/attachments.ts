@@ -15,6 +15,7 @@ import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
 import { serviceNetworks, swarmNetwork, tunnelAddr } from './networks.js';
 import { ingressNetwork, ingressPorts } from './ingress.js';
+import { isEncrypted } from './keys.js';
 
 const RESERVATION_MS = 30_000;
 
@@ -110,6 +111,8 @@ export interface NodeNetwork {
   Gateway: string;
   MTU: number;
   Internal: boolean;
+  /** `--opt encrypted`: VXLAN to other nodes is carried encrypted under the swarm's network keys. */
+  Encrypted?: boolean;
   Peers: Array<{ address: string; mac: string; node: string }>;
   /** The services on the network: their names and aliases, VIP (endpoint mode vip) and running tasks' addresses. */
   Services: NetworkService[];
@@ -180,7 +183,7 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
     peers.sort((x, y) => x.address.localeCompare(y.address));
     // In the ingress network's sandbox the bridge holds the node's own endpoint, not the (shared) gateway.
     const gateway = n.Ingress ? ingressAddr! : n.Gateway;
-    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers, Services: n.Ingress ? [] : networkServices(store, id) });
+    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, ...(isEncrypted(n) ? { Encrypted: true } : {}), Peers: peers, Services: n.Ingress ? [] : networkServices(store, id) });
   }
   const out = { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
   if (!ingress || !needed.has(ingress.ID)) return out;
