@@ -22,7 +22,10 @@ import { overlayNamespaces, removeOverlayNamespaces } from './overlay-netns.js';
 const tag = randomBytes(3).toString('hex');
 const BRIDGE = `sob${tag}`;
 const SUBNET = `10.${randomInt(200, 250)}.${randomInt(0, 250)}`;
-const nodes = [1, 2, 3].map((i) => ({ ns: `so${tag}${i}`, veth: `sov${tag}${i}`, ip: `${SUBNET}.${10 + i}`, name: `node-${i}` }));
+/** A second network between the nodes, for the data path of node-1 and node-2 (`--data-path-addr`); node-3 has none. */
+const DATA_BRIDGE = `sod${tag}`;
+const DATA_SUBNET = `10.${randomInt(200, 250)}.${randomInt(251, 255)}`;
+const nodes = [1, 2, 3].map((i) => ({ ns: `so${tag}${i}`, veth: `sov${tag}${i}`, dataVeth: `sow${tag}${i}`, ip: `${SUBNET}.${10 + i}`, dataIp: `${DATA_SUBNET}.${10 + i}`, name: `node-${i}` }));
 
 function run(cmd: string, args: string[]): void {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -40,6 +43,14 @@ function setUpNetwork(): void {
     run('ip', ['-n', n.ns, 'addr', 'add', `${n.ip}/24`, 'dev', 'eth0']);
     run('ip', ['-n', n.ns, 'link', 'set', 'eth0', 'up']);
     run('ip', ['-n', n.ns, 'link', 'set', 'lo', 'up']);
+  }
+  run('ip', ['link', 'add', DATA_BRIDGE, 'type', 'bridge']);
+  run('ip', ['link', 'set', DATA_BRIDGE, 'up']);
+  for (const n of nodes) {
+    run('ip', ['link', 'add', n.dataVeth, 'type', 'veth', 'peer', 'name', 'eth1', 'netns', n.ns]);
+    run('ip', ['link', 'set', n.dataVeth, 'master', DATA_BRIDGE, 'up']);
+    run('ip', ['-n', n.ns, 'addr', 'add', `${n.dataIp}/24`, 'dev', 'eth1']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'eth1', 'up']);
   }
 }
 
@@ -64,6 +75,7 @@ function tearDownNetwork(): void {
   for (const e of engines) removeOverlayNamespaces(e.execRoot);
   for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
   spawnSync('ip', ['link', 'del', BRIDGE]);
+  spawnSync('ip', ['link', 'del', DATA_BRIDGE]);
 }
 
 function nodeEngine(i: number): Engine {
@@ -109,10 +121,17 @@ describe('overlay networks across three nodes', () => {
     return r.json<Task[]>().filter((t) => t.Status.State === 'running');
   };
 
-  test('a manager and two workers', async () => {
-    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789']);
+  test('a manager and two workers, node-1 and node-2 with a data path address of their own', async () => {
+    for (const [field, value, message] of [['DataPathPort', 80, /DataPathPort 80: the data path port must be in the range 1024-49151/], ['DataPathAddr', '10.1.2.3', /data path address 10\.1\.2\.3 is not an address of this machine/]] as const) {
+      const r = await engine(0).request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:2377', AdvertiseAddr: nodes[0]!.ip, [field]: value } });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json().message, message);
+    }
+    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789', '--data-path-addr', nodes[0]!.dataIp]);
     const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
-    for (const i of [1, 2]) await engine(i).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[i]!.ip, `${nodes[0]!.ip}:2377`]);
+    // node-2 names its interface on that network.
+    await engine(1).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[1]!.ip, '--data-path-addr', 'eth1', `${nodes[0]!.ip}:2377`]);
+    await engine(2).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`]);
     for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
     await eventually(async () => {
       const list = (await engine(0).request('GET', '/nodes')).json<Array<{ Status: { State: string } }>>();
@@ -180,9 +199,23 @@ describe('overlay networks across three nodes', () => {
     // A worker lists and inspects the swarm networks its tasks use.
     assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}} {{.Scope}}'])).trim(), 'ov swarm');
     assert.equal((await engine(1).request('GET', '/networks/ov')).json().Id, networkId);
-    // VXLAN on the swarm's data path port, from the node's address.
-    const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
-    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
+    // VXLAN on the swarm's data path port, from the node's data path address (node-3: its advertise address),
+    // and to the other nodes' (their tasks' forwarding entries).
+    const esc = (ip: string) => ip.replace(/\./g, '\\.');
+    const sandbox = (i: number) => overlayNamespacesOf(engine(i))[0]!;
+    const vxlan = spawnSync('ip', ['-n', sandbox(1), '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${esc(nodes[1]!.dataIp)} .*dstport 7789`));
+    assert.match(spawnSync('ip', ['-n', sandbox(2), '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout, new RegExp(`local ${esc(nodes[2]!.ip)} `));
+    const fdb = (i: number) => spawnSync('bridge', ['-n', sandbox(i), 'fdb', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    const macOf = (t: Task) => '02:42:' + address(t).split('.').map((x) => Number(x).toString(16).padStart(2, '0')).join(':');
+    assert.match(fdb(2), new RegExp(`${macOf(byNode(0))} dst ${esc(nodes[0]!.dataIp)} `));
+    assert.match(fdb(2), new RegExp(`${macOf(byNode(1))} dst ${esc(nodes[1]!.dataIp)} `));
+    assert.match(fdb(0), new RegExp(`${macOf(byNode(2))} dst ${esc(nodes[2]!.ip)} `));
+    // The tunnel between node-2 and node-1 runs over the data network: node-1's eth1 gets the packets.
+    const dataPackets = () => Number(JSON.parse(spawnSync('ip', ['-n', nodes[0]!.ns, '-s', '-j', 'link', 'show', 'eth1'], { encoding: 'utf8' }).stdout)[0].stats64.rx.packets);
+    const before = dataPackets();
+    assert.match((await ping(from(1), address(byNode(0)))).stdout, /1 packets received/);
+    assert.ok(dataPackets() >= before + 1, 'no packet reached node-1 over its data path interface');
     const inUse = await engine(0).request('DELETE', '/networks/ov');
     assert.equal(inUse.status, 409);
   });
@@ -252,6 +285,9 @@ describe('overlay networks across three nodes', () => {
     assert.deepEqual(v.Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2', 'node-3']);
     assert.equal(v.Services.web.Tasks.length, 1);
     assert.equal(v.Services.pingers.Tasks.length, 3);
+    // Each task's "Host IP" is its node's tunnel address; the peers are the nodes' advertise addresses.
+    assert.deepEqual(v.Services.pingers.Tasks.map((t: { Info: Record<string, string> }) => t.Info['Host IP']).sort(), [nodes[0]!.dataIp, nodes[1]!.dataIp, nodes[2]!.ip].sort());
+    assert.deepEqual(v.Peers.map((p: { IP: string }) => p.IP).sort(), nodes.map((n) => n.ip).sort());
     assert.equal((await engine(0).request('GET', '/networks/ov')).json().Services, undefined);
     await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--internal', 'sealed']);
     await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'inside', '--network', 'sealed', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
@@ -367,8 +403,9 @@ describe('overlay networks across three nodes', () => {
     const exec = (args: string[]) => engine(1).docker(['exec', on(1).Status.ContainerStatus!.ContainerID!, ...args], { timeoutMs: 60_000 });
     assert.match(await engine(1).dockerOk(['exec', on(1).Status.ContainerStatus!.ContainerID!, 'ip', 'link', 'show', 'eth1']), /mtu 1400/);
     await eventually(async () => (await exec(['ping', '-c', '1', '-W', '2', address(on(0))])).code === 0, 15_000, 300);
-    // The underlay between node-2 and node-1, seen from node-2: ESP in UDP, and no VXLAN of this network.
-    const capture = spawn('ip', ['netns', 'exec', nodes[1]!.ns, 'tcpdump', '-n', '-l', '-i', 'eth0', `udp port 4500 or (udp port 7789 and (udp[12:4] >> 8) = ${vni})`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The underlay between node-2 and node-1 (their data path addresses, on eth1), seen from node-2: ESP in
+    // UDP, and no VXLAN of this network.
+    const capture = spawn('ip', ['netns', 'exec', nodes[1]!.ns, 'tcpdump', '-n', '-l', '-i', 'eth1', `udp port 4500 or (udp port 7789 and (udp[12:4] >> 8) = ${vni})`], { stdio: ['ignore', 'pipe', 'ignore'] });
     let seen = '';
     capture.stdout.on('data', (c: Buffer) => (seen += c.toString()));
     try {
@@ -388,8 +425,8 @@ describe('overlay networks across three nodes', () => {
     assert.doesNotMatch(seen, /\.7789[ :]/, 'VXLAN of the encrypted network in clear on the underlay');
     // Each direction between the two nodes has its own SPIs, which change as the primary key does.
     const spis = (src: string, dst: string) => new Set(esp.filter((m) => m[1] === src && m[2] === dst).map((m) => m[3]));
-    const there = spis(nodes[1]!.ip, nodes[0]!.ip);
-    const back = spis(nodes[0]!.ip, nodes[1]!.ip);
+    const there = spis(nodes[1]!.dataIp, nodes[0]!.dataIp);
+    const back = spis(nodes[0]!.dataIp, nodes[1]!.dataIp);
     assert.ok(there.size >= 2 && back.size >= 2, `SPIs ${[...there]} / ${[...back]}`);
     assert.ok(![...there].some((s) => back.has(s)));
     // A daemon that stops takes its encryption down, and the network's peers with it (nothing goes in clear);

@@ -22,6 +22,11 @@ export interface OverlaySpec {
   prefixLen: number;
   /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
   mtu: number;
+  /**
+   * The bridge's MAC address, when other nodes send to its address (in the ingress network, where it is the
+   * node's own endpoint): the one they hold for it, so that their frames reach the bridge itself.
+   */
+  bridgeMac?: string;
   /** The network's VXLAN traffic to other nodes is encrypted (setOverlayEncryption). */
   encrypted?: boolean;
 }

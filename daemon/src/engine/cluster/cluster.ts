@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Conflict, InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { NodeState } from '../../host/cluster.js';
-import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { addresses, dataPathAddr, dataPathPort, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { isLocked, SWARM_LOCKED, unlockKeys, type SwarmKeys } from './autolock.js';
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
@@ -116,6 +116,8 @@ export class ClusterService extends SwarmNode {
       if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');
       const { listen, advertise } = addresses(req, this.deps.host);
+      const dataAddr = dataPathAddr(req, this.deps.host);
+      const dataPort = dataPathPort(req);
       const nodeId = newObjectId(randomBytes(16));
       const clusterId = newObjectId(randomBytes(16));
       const host = this.deps.host;
@@ -135,6 +137,7 @@ export class ClusterService extends SwarmNode {
           listenAddr: joinHostPort(listen.host, listen.port),
           advertiseAddr: advertise.host,
           swarmPort: advertise.port,
+          ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
           managers: [joinHostPort(advertise.host, advertise.port)],
           etcdEndpoints: [`https://${joinHostPort(advertise.host, ETCD_CLIENT_PORT)}`],
         };
@@ -151,7 +154,7 @@ export class ClusterService extends SwarmNode {
           TLSInfo: tlsInfo(ca.cert),
           JoinTokens: { Worker: newJoinToken(ca.cert), Manager: newJoinToken(ca.cert) },
           RootCA: { Cert: ca.cert, Key: sealer(this.certs.dataKey).seal(Buffer.from(ca.key)) },
-          DataPathPort: Number(req.DataPathPort) || 4789,
+          DataPathPort: dataPort,
           DefaultAddrPool: Array.isArray(req.DefaultAddrPool) && req.DefaultAddrPool.length ? req.DefaultAddrPool : ['10.0.0.0/8'],
           SubnetSize: Number(req.SubnetSize) || 24,
           ...(spec.EncryptionConfig?.AutoLockManagers ? { UnlockKey: sealer(this.certs.dataKey).seal(Buffer.from(newUnlockKey())) } : {}),
@@ -223,6 +226,7 @@ export class ClusterService extends SwarmNode {
         throw new InvalidParameter('at least 1 RemoteAddr is required to join');
       }
       const { listen, advertise } = addresses(req, this.deps.host);
+      const dataAddr = dataPathAddr(req, this.deps.host);
       const host = this.deps.host;
       this.phase = 'pending';
       try {
@@ -238,6 +242,7 @@ export class ClusterService extends SwarmNode {
               csr,
               advertiseAddr: advertise.host,
               swarmPort: advertise.port,
+              ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
               availability: req.Availability,
               description: d,
             });
@@ -250,6 +255,7 @@ export class ClusterService extends SwarmNode {
               listenAddr: joinHostPort(listen.host, listen.port),
               advertiseAddr: advertise.host,
               swarmPort: advertise.port,
+              ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
               managers: answer.managers,
               etcdEndpoints: answer.etcdEndpoints,
             };

@@ -15,6 +15,7 @@
  *
  * The joining node's requests and the worker's side (WorkerSession) are in worker.ts.
  */
+import net from 'node:net';
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
@@ -268,6 +269,7 @@ export class DispatcherServer {
     else if (sameToken(body.token, cluster.JoinTokens.Manager)) role = 'manager';
     else throw new InvalidParameter('rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster');
     const advertise = String(body.advertiseAddr ?? '');
+    const dataPathAddr = typeof body.dataPathAddr === 'string' && net.isIPv4(body.dataPathAddr) ? body.dataPathAddr : undefined;
     const swarmPort = Number(body.swarmPort) || 2377;
     const nodeId = newObjectId(randomBytes(16));
     const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
@@ -287,6 +289,7 @@ export class DispatcherServer {
         TLSInfo: tlsInfo(cluster.TLSInfo.TrustRoot),
       },
       Status: { State: 'down', Addr: advertise },
+      ...(dataPathAddr ? { DataPathAddr: dataPathAddr } : {}),
       ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
     };
     const managers = this.managerAddrs(nodeId);

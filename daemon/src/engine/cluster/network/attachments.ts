@@ -13,7 +13,7 @@
 import type { ClusterStore, Fence } from '../store.js';
 import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
-import { serviceNetworks, swarmNetwork } from './networks.js';
+import { serviceNetworks, swarmNetwork, tunnelAddr } from './networks.js';
 import { ingressNetwork, ingressPorts } from './ingress.js';
 import { isEncrypted } from './keys.js';
 
@@ -146,7 +146,7 @@ function networkServices(store: ClusterStore, networkId: string): NetworkService
 
 /** What node `nodeId` must build: the networks of its live tasks, their peers on other nodes, and where VXLAN goes. */
 export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPort: number; LocalAddr: string; Networks: NodeNetwork[]; Ingress?: NodeIngress } {
-  const addrs = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.Addr as string | undefined]));
+  const addrs = new Map(store.list('nodes').map((e) => [e.obj.ID as string, tunnelAddr(e.obj)]));
   const cluster = store.get('cluster', 'default')?.obj;
   const tasks = store.list('tasks').map((e) => e.obj).filter(live);
   const needed = new Set<string>();

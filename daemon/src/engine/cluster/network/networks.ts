@@ -17,6 +17,9 @@ import { newObjectId, now, type Obj } from '../types.js';
 import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
 import { ingressPorts } from './ingress.js';
 
+/** The underlay address of a node's VXLAN tunnels: its data path address, or else its advertise address. */
+export const tunnelAddr = (node: Obj | undefined): string | undefined => (node?.DataPathAddr as string | undefined) || (node?.Status?.Addr as string | undefined) || undefined;
+
 /** VXLAN costs 50 bytes of the underlay's 1500. */
 export const OVERLAY_MTU = 1450;
 /** An encrypted network's VXLAN packets travel as ESP in UDP, up to 45 bytes more: 1400 keeps them within 1500. */
@@ -170,7 +173,7 @@ export class ClusterNetworks {
           const node = nodes.get(t.NodeID);
           const address = (t.NetworksAttachments as Obj[]).find((a) => a.Network?.ID === n.ID)!.Addresses[0];
           if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
-          return { Name: `${s.Spec.Name}.${t.Slot ?? t.NodeID}.${t.ID}`, EndpointID: t.ID, EndpointIP: String(address).split('/')[0], Info: { 'Host IP': node?.Status?.Addr ?? '' } };
+          return { Name: `${s.Spec.Name}.${t.Slot ?? t.NodeID}.${t.ID}`, EndpointID: t.ID, EndpointIP: String(address).split('/')[0], Info: { 'Host IP': tunnelAddr(node) ?? '' } };
         }),
       };
     }

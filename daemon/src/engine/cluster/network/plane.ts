@@ -63,6 +63,8 @@ export class OverlayPlane {
         gateway: n.Gateway,
         prefixLen: Number(n.Subnet.split('/')[1]),
         mtu: n.MTU,
+        // In the ingress network the bridge holds the node's own endpoint, which the other nodes reach it at.
+        ...(n.ID === want.Ingress?.NetworkID ? { bridgeMac: macOf(n.Gateway) } : {}),
         ...(n.Encrypted ? { encrypted: true } : {}),
       };
       const specText = JSON.stringify(spec);
