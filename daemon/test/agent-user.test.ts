@@ -107,6 +107,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     await stop(agent);
     if (root) {
       killContainers(path.join(root, 'ax', 'runtime'));
+      // Plugins a failed test left running on the agent's side.
+      killContainers(path.join(root, 'ax', 'plugins', 'runtime'));
       unmountUnder(root);
       rmSync(root, { recursive: true, force: true });
     }
