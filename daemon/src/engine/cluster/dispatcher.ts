@@ -9,8 +9,9 @@
  * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
  *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
  *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down),
- *   `POST /status` (a task's state, for tasks of that node only) and `POST /logs/<id>` (a task log this
- *   manager asked the node for, see remotelogs.ts).
+ *   `POST /status` (a task's state, for tasks of that node only), `POST /logs/<id>` (a task log this
+ *   manager asked the node for, see remotelogs.ts) and `POST /renew` (a new certificate for the node's
+ *   request, for the role it holds: see certs.ts).
  *
  * The joining node's requests and the worker's side (WorkerSession) are in worker.ts.
  */
@@ -24,6 +25,7 @@ import { nodeNetworks } from './network/attachments.js';
 import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
+import { issueNodeCertificate, needsRenewal, renewFor, tlsInfo } from './certs.js';
 import type { NodeDescription } from './cluster.js';
 import type { LogRequests } from './remotelogs.js';
 import { applyTaskStatus } from './status.js';
@@ -114,6 +116,12 @@ export class DispatcherServer {
     this.server = server;
   }
 
+  /** A renewed certificate of this manager: new connections are served with it. */
+  setCertificates(certs: NodeCertificates & ManagerKeys): void {
+    this.opts.certs = certs;
+    this.server?.setSecureContext({ key: certs.key, cert: certs.cert, ca: certs.ca });
+  }
+
   async close(): Promise<void> {
     const server = this.server;
     this.server = undefined;
@@ -159,6 +167,10 @@ export class DispatcherServer {
       const run = this.joining.then(() => this.certificate(peer.nodeId, body));
       this.joining = run.catch(() => undefined);
       send(res, 200, await run);
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/renew') {
+      send(res, 200, await renewFor(this.opts, peer, await readBody(req)));
       return;
     }
     if (req.method === 'POST' && url.pathname === '/status') {
@@ -257,7 +269,7 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal) };
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId), TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal) };
   }
 
   private async join(body: Obj): Promise<Obj> {
@@ -274,12 +286,7 @@ export class DispatcherServer {
     const advertise = String(body.advertiseAddr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
     const nodeId = newObjectId(randomBytes(16));
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
-      nodeId,
-      clusterId: cluster.ID,
-      role,
-      ips: [advertise],
-    });
+    const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
     const d: Partial<NodeDescription> = body.description ?? {};
     const t = now();
     const managerAddr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
@@ -293,7 +300,7 @@ export class DispatcherServer {
         Platform: { Architecture: String(d.arch ?? ''), OS: String(d.os ?? 'linux') },
         Resources: { NanoCPUs: Number(d.ncpu ?? 0) * 1e9, MemoryBytes: Number(d.memTotal ?? 0) },
         Engine: { EngineVersion: String(d.engineVersion ?? ''), Labels: d.engineLabels ?? {}, Plugins: [] },
-        TLSInfo: { TrustRoot: cluster.TLSInfo.TrustRoot, CertIssuerSubject: cluster.TLSInfo.CertIssuerSubject, CertIssuerPublicKey: '' },
+        TLSInfo: tlsInfo(cluster.TLSInfo.TrustRoot),
       },
       Status: { State: 'down', Addr: advertise },
       ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
@@ -346,12 +353,7 @@ export class DispatcherServer {
     const role: 'manager' | 'worker' = node.Spec.Role === 'manager' ? 'manager' : 'worker';
     const advertise = String(node.Status?.Addr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
-      nodeId,
-      clusterId: cluster.ID,
-      role,
-      ips: [advertise],
-    });
+    const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
     let initialCluster: string | undefined;
     if (role === 'manager') {
       const managers = this.managerAddrs(nodeId);
