@@ -336,6 +336,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     },
   });
   closers.push(() => cluster.close());
+  networks.setSwarm(cluster.swarmAttacher());
   registerSwarmRoutes(router, cluster, (task, o) => {
     if (task.NodeID && task.NodeID !== cluster.nodeId) return cluster.remoteLogs(task, o);
     const record = containers.store.find(task.Status?.ContainerStatus?.ContainerID ?? '');

@@ -16,6 +16,7 @@ import { memberOptions, SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
+import type { SwarmAttacher } from '../networks/swarm.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
@@ -46,6 +47,25 @@ export class ClusterService extends SwarmNode {
   /** On a worker, the swarm networks its tasks use, as its managers describe them. */
   workerNetworks(): NodeNetwork[] {
     return this.worker?.networks()?.Networks ?? [];
+  }
+
+  /**
+   * Attachable swarm networks for this node's standalone containers (the network service's SwarmAttacher):
+   * addresses from the managers, interfaces in the sandboxes this node's agent builds.
+   */
+  swarmAttacher(): SwarmAttacher {
+    const agent = () => {
+      if (!this.agent) throw new Unavailable('this node\'s swarm agent is not running yet: try again in a moment');
+      return this.agent;
+    };
+    return {
+      active: () => !!this.state,
+      attach: async (ref, containerId, names) => agent().attach({ Network: ref, ContainerID: containerId, Names: names }),
+      plug: async (spec) => agent().plug(spec),
+      unplug: async (pid, ifname) => agent().unplug(pid, ifname),
+      detach: async (id) => agent().detach(id),
+      lookup: (ids, name) => this.agent?.lookup(ids, name),
+    };
   }
 
   /** This node's role in its swarm; undefined outside one. */

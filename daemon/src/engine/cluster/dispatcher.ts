@@ -18,9 +18,10 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
-import { InvalidParameter } from '../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import { log } from '../../util/log.js';
-import { nodeNetworks } from './network/attachments.js';
+import { nodeNetworks, type NetworkAllocator } from './network/attachments.js';
+import { attachContainer, attachmentsOf, detachContainer } from './network/attachable.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
@@ -82,6 +83,8 @@ export interface DispatcherOptions {
   heartbeatSeconds(): number;
   /** Log requests this manager made (nodes stream their answers here). */
   logs?: LogRequests;
+  /** Gives standalone containers' attachments their addresses (the manager's one allocator for them). */
+  allocator: NetworkAllocator;
   managerJoined(nodeId: string): Promise<void>;
 }
 
@@ -96,7 +99,7 @@ export class DispatcherServer {
     const { certs } = this.opts;
     const server = https.createServer({ key: certs.key, cert: certs.cert, ca: certs.ca, requestCert: true, rejectUnauthorized: false }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => {
-        const status = err instanceof InvalidParameter ? 400 : 500;
+        const status = err instanceof InvalidParameter ? 400 : err instanceof Forbidden ? 403 : err instanceof NotFound ? 404 : err instanceof Conflict ? 409 : 500;
         if (!res.headersSent) send(res, status, { message: err instanceof Error ? err.message : String(err) });
         else res.destroy();
       });
@@ -169,6 +172,13 @@ export class DispatcherServer {
       }
       await applyTaskStatus(this.opts.store, task.obj.ID, body.Status);
       send(res, 200, {});
+      return;
+    }
+    if (req.method === 'POST' && (url.pathname === '/attach' || url.pathname === '/detach')) {
+      // A standalone container of the node on an attachable network (network/attachable.ts).
+      const body = await readBody(req);
+      if (url.pathname === '/attach') send(res, 200, await attachContainer(this.opts.store, this.opts.allocator, peer.nodeId, body));
+      else send(res, 200, await detachContainer(this.opts.store, peer.nodeId, body).then(() => ({})));
       return;
     }
     if (req.method === 'POST' && url.pathname.startsWith('/logs/')) {
@@ -256,7 +266,8 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...nodeNetworks(store, nodeId) };
+    const attachments = attachmentsOf(store, nodeId);
+    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, Attachments: attachments, ...nodeNetworks(store, nodeId) };
   }
 
   private async join(body: Obj): Promise<Obj> {

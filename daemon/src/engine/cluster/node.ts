@@ -18,7 +18,8 @@ import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
-import { addressPools, nodeNetworks } from './network/attachments.js';
+import { addressPools, NetworkAllocator, nodeNetworks } from './network/attachments.js';
+import { managerAttachments } from './network/attachable.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
@@ -194,6 +195,7 @@ export class SwarmNode {
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const networks = new ClusterNetworks(store, () => addressPools(store));
     const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
+    const allocator = new NetworkAllocator(store);
     this.manager = parts;
     const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
     const updateStates = new Map(store.list('services').map((e) => [e.obj.ID as string, e.obj.UpdateStatus?.State as string | undefined]));
@@ -217,10 +219,11 @@ export class SwarmNode {
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
       logs: parts.logs,
+      allocator,
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
+    this.agent = new Agent(state.nodeId, { ...this.localSource(store, state.nodeId, seal), ...managerAttachments(store, allocator, state.nodeId) }, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
   }
 
@@ -266,7 +269,7 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'attachments') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);

@@ -18,6 +18,7 @@ import { parseEndpoint } from './plan.js';
 import { containerNetworks, endpointSettings, join, unplug } from './endpoint.js';
 import { publish, unpublish } from './publish.js';
 import { dnsAnswers } from './dns.js';
+import { isSwarmEntry, joinSwarm, mayBeSwarm, placeholder } from './swarm.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
 export interface ContainerNetworkConfig {
@@ -63,6 +64,8 @@ export type ConnectorNetworking = Pick<ContainerNetworking, 'connectRunning' | '
   checkEndpoint(networkRef: string, endpointConfig: unknown, field: string): void;
   /** Publishes `network disconnect` for a container that left a network's configuration while not running. */
   disconnectedConfigured(containerId: string, networkRef: string): void;
+  /** Whether this node is in a swarm (a network unknown here may be a swarm network). */
+  inSwarm?(): boolean;
 };
 
 // Docker's messages for the combinations a container's network namespace cannot take.
@@ -98,9 +101,17 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
     return { modeId: modeNetwork?.Id, modeDriver: modeNetwork?.Driver, keysById };
   };
 
+  /** The network to connect to; in a swarm, one unknown here stands for the swarm network of that name. */
+  const findTarget = (ref: string) => {
+    const found = tryFind(ref);
+    if (found) return found;
+    if (networking.inSwarm?.()) return { Id: '', Name: ref, Driver: 'overlay' };
+    return networking.find(ref).network;
+  };
+
   return {
     async connectContainer(networkRef, containerRef, endpointConfig) {
-      const target = networking.find(networkRef).network;
+      const target = findTarget(networkRef);
       const c = containers.get(containerRef);
       await containers.configureNetworks(c.Id, async (current) => {
         const name = current.Name.replace(/^\//, '');
@@ -109,13 +120,15 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
           const detached = endpointsConfig[DETACHED_KEY] === true;
           const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid, { ownNamespace: detached, dns: current.Dns });
           if (detached && tryFind(modeOf(current.NetworkMode))?.Id === target.Id) delete endpointsConfig[DETACHED_KEY];
-          return { EndpointsConfig: { ...endpointsConfig, [target.Name]: endpointConfig ?? {} }, Networks: networks };
+          // A swarm network has a local record once joined: the configuration keeps its name.
+          const key = target.Id ? target.Name : (tryFind(networkRef)?.Name ?? networkRef);
+          return { EndpointsConfig: { ...endpointsConfig, [key]: endpointConfig ?? {} }, Networks: networks };
         }
         if (modeOf(current.NetworkMode).startsWith('container:')) throw new InvalidParameter(SHARED_NETWORK);
         const { modeId, modeDriver, keysById } = configured(current);
         // Docker's order: the endpoint config, then host, then a network already configured (left as it is,
         // without an error), then the combinations.
-        networking.checkEndpoint(target.Id, endpointConfig, 'EndpointConfig');
+        if (target.Id) networking.checkEndpoint(target.Id, endpointConfig, 'EndpointConfig');
         if (target.Driver === 'host' && modeDriver !== 'host') throw new InvalidParameter(HOST_NETWORK);
         if (keysById.has(target.Id)) return undefined;
         if (modeDriver === 'host') throw new InvalidParameter(SHARED_NETWORK);
@@ -171,6 +184,8 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
     const entries = joins.map((j) => {
       // By id, or by name when the plan predates the network (deferred) or the network was re-created.
       const entry = ctx.entries.get(j.networkId) ?? ctx.byName(j.networkName);
+      // A network unknown here may be a swarm network, which the container asks the swarm for (swarm.ts).
+      if (!entry && mayBeSwarm(ctx)) return placeholder(j.networkName);
       if (!entry) throw new NotFound(`network ${j.networkName} not found`);
       return entry;
     });
@@ -182,6 +197,10 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
     const firstWithIPv6 = entries.findIndex((e) => ctx.hasIPv6(e));
     try {
       for (const [i, entry] of entries.entries()) {
+        if (isSwarmEntry(entry) && pid !== undefined) {
+          joined.push(await joinSwarm(ctx, entry.network.Id || entry.network.Name, container, joins[i].endpoint, pid, i));
+          continue;
+        }
         const endpoint = await join(ctx, entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
         joined.push({ entry, endpoint });
       }
@@ -234,10 +253,17 @@ export function connectRunning(
   pid: number,
   opts: { ownNamespace?: boolean; dns?: readonly string[] } = {},
 ): Promise<Record<string, EndpointSettings>> {
-  const entry = ctx.find(networkRef);
+  let entry: NetworkEntry;
+  try {
+    entry = ctx.find(networkRef);
+  } catch (err) {
+    // A network unknown here may be a swarm network, which the container asks the swarm for (swarm.ts).
+    if (!(err instanceof NotFound) || !mayBeSwarm(ctx)) throw err;
+    entry = placeholder(networkRef);
+  }
   const current = [...ctx.entries.values()].filter((e) => e.endpoints.has(container.id));
-  // Bridge networks and plugin networks combine; host and none do not.
-  const joinable = (e: NetworkEntry) => e.network.Driver === 'bridge' || e.remote !== undefined;
+  // Bridge, swarm and plugin networks combine; host and none do not.
+  const joinable = (e: NetworkEntry) => e.network.Driver === 'bridge' || isSwarmEntry(e) || e.remote !== undefined;
   if (!joinable(entry) || !current.every(joinable)) {
     throw new Forbidden('container cannot be disconnected from host network or connected to host network');
   }
@@ -253,7 +279,9 @@ export function connectRunning(
     // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
     // A container without IPv6 so far takes its IPv6 default route from the network it joins now.
     const withIPv6 = current.some((e) => e.endpoints.get(container.id)?.ipv6);
-    const endpoint = await join(ctx, entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
+    let endpoint: EndpointRecord;
+    if (isSwarmEntry(entry)) ({ entry, endpoint } = await joinSwarm(ctx, entry.network.Id || networkRef, container, request, pid, index));
+    else endpoint = await join(ctx, entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
     if (!ctx.isPredefined(entry)) {
       // As Docker: a container that joins its first user-defined network (from the default bridge, say) gets
       // the embedded DNS server; the engine points its resolv.conf at it (servesDns).

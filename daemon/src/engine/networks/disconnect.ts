@@ -7,6 +7,7 @@ import { parseEndpoint } from './plan.js';
 import { containerNetworks, undirect, unplug } from './endpoint.js';
 import { unpublish } from './publish.js';
 import { leaveRemote } from './remote.js';
+import { leaveSwarm } from './swarm.js';
 
 /** Validates an endpoint config (network connect of a container that is not running) for the network. */
 export function checkEndpoint(ctx: NetworkContext, networkRef: string, endpointConfig: unknown, field: string): void {
@@ -24,7 +25,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
   return ctx.lock.run(async () => {
     const ep = entry.endpoints.get(containerId);
     if (!ep) throw new NotFound(`container ${containerId} is not connected to network ${entry.network.Name}`);
-    if (entry.network.Driver !== 'bridge' && !entry.remote) throw new Forbidden('container cannot be disconnected from host network or connected to host network');
+    if (entry.network.Driver !== 'bridge' && entry.network.Driver !== 'overlay' && !entry.remote) throw new Forbidden('container cannot be disconnected from host network or connected to host network');
     entry.endpoints.delete(containerId);
     await ctx.store.save(entry);
     await unplug(ctx, entry, ep);
@@ -32,7 +33,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
     // (its resolv.conf still names it); another endpoint of the container carries the mark (and its
     // upstreams), so that a daemon restart serves it again.
     if (ep.dns) {
-      const rest = [...ctx.entries.values()].filter((e) => (e.network.Driver === 'bridge' || e.remote) && e.endpoints.has(containerId));
+      const rest = [...ctx.entries.values()].filter((e) => (e.network.Driver === 'bridge' || e.network.Driver === 'overlay' || e.remote) && e.endpoints.has(containerId));
       const heir = rest.find((e) => e.endpoints.get(containerId)!.dns) ? undefined : rest[0];
       if (heir) {
         const kept = heir.endpoints.get(containerId)!;
@@ -60,6 +61,8 @@ export function disconnect(ctx: NetworkContext, containerId: string): Promise<vo
       entry.endpoints.delete(containerId);
       await ctx.saveEndpoints(entry);
       if (ep.remote) await leaveRemote(ctx, entry, ep);
+      // Its interface went with its namespace; the managers are told in the background.
+      if (ep.swarmAttachment) await leaveSwarm(ctx, entry, ep, { unplug: false, wait: false });
       // Before the address can be given to another container (whose MAC would be the same).
       await undirect(ctx, entry, ep);
       // The veth normally dies with the namespace; the kernel may not have got to it yet. Nobody waits for

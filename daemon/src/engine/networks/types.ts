@@ -70,6 +70,8 @@ export interface EndpointRecord {
   linkLocalIPs?: string[];
   /** Joined through a network plugin (which made its interface): it leaves through the plugin too. */
   remote?: boolean;
+  /** On a swarm network: the id of the attachment the swarm's managers gave (released when it leaves). */
+  swarmAttachment?: string;
 }
 
 /** A container's endpoint in a network as container inspect and list show it (EndpointSettings). */

@@ -16,6 +16,8 @@ export interface NetworksBackend {
   create(body: unknown): Promise<{ Id: string; Warning?: string }>;
   remove(ref: string): Promise<void>;
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
+  /** This node's containers on a swarm network (standalone ones on an attachable overlay). */
+  containersOf?(networkId: string): object;
 }
 
 /** What the backend needs of the cluster: its networks when this node is a manager, and whether it is in a swarm at all. */
@@ -78,7 +80,8 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
     },
     inspect(ref, opts) {
       const networks = swarm.clusterNetworks();
-      const view = (e: { obj: Obj }) => (opts.verbose ? networks!.verbose(e.obj) : networkResource(e.obj));
+      const withContainers = (n: Obj) => ({ ...n, Containers: local.containersOf?.(n.Id) ?? {} });
+      const view = (e: { obj: Obj }) => withContainers(opts.verbose ? networks!.verbose(e.obj) : networkResource(e.obj));
       if (opts.scope === 'swarm') {
         const e = networks?.find(ref);
         if (!e) throw new NotFound(`network ${ref} not found`);
@@ -92,7 +95,7 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
         if (e) return view(e);
         const known = networks ? undefined : swarm.workerNetworks().find((n) => n.ID === ref || n.Name === ref || (ref.length > 0 && n.ID.startsWith(ref)));
         if (!known) throw err;
-        return workerView(known);
+        return withContainers(workerView(known));
       }
     },
     async create(body) {
