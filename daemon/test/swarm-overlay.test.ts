@@ -3,7 +3,8 @@
  * harness of swarm-join.test.ts), with the real docker CLI: overlay networks made, listed, inspected and
  * removed; a global service whose task on one node reaches the tasks on the others through VXLAN on the
  * swarm's data path port; service discovery (VIP, dnsrr, tasks.<name>) and VIP balancing following the
- * tasks; a daemon restart; network inspect --verbose; an internal overlay; the routing mesh answering on a
+ * tasks; standalone containers on attachable overlays (run, connect, disconnect, refusals); a daemon restart;
+ * network inspect --verbose; an internal overlay; the routing mesh answering on a
  * node without a task; `docker stack deploy`; and each node's sandboxes removed once no task needs them.
  * One swarm (a manager and two workers) serves the whole file.
  */
@@ -41,6 +42,9 @@ function setUpNetwork(): void {
     run('ip', ['-n', n.ns, 'link', 'set', 'lo', 'up']);
   }
 }
+
+/** `docker run` arguments of a busybox HTTP server answering `name`. */
+const busyboxServer = (name: string) => ['busybox', 'sh', '-c', `mkdir -p /www && echo ${name} > /www/index.html && exec httpd -f -p 80 -h /www`];
 
 /** The namespaces of overlay networks the daemon of `e` made. */
 const overlayNamespacesOf = (e: Engine) => overlayNamespaces(e.execRoot);
@@ -234,6 +238,115 @@ describe('overlay networks across three nodes', () => {
     await engine(0).dockerOk(['service', 'rm', 'rr']);
   });
 
+  test('a standalone container on an attachable overlay: reaches services by name, VIP and tasks.<name>; tasks reach it by name; its address released at rm', async () => {
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    // On the worker node-3: docker run --network, with an alias.
+    const id = (await engine(2).dockerOk(['run', '-d', '--name', 'standalone', '--network', 'ov', '--network-alias', 'lone', ...busyboxServer('standalone')])).trim();
+    const settings = (await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.ov;
+    assert.equal(settings.NetworkID, networkId);
+    const address: string = settings.IPAddress;
+    assert.match(address, /^10\.0\.0\.\d+$/);
+    assert.equal(settings.IPPrefixLen, 24);
+    const exec = (args: string[]) => engine(2).docker(['exec', id, ...args]);
+    const resolved = async (run: (args: string[]) => Promise<{ stdout: string }>, name: string) =>
+      [...(await run(['nslookup', '-type=a', name])).stdout.matchAll(/Address:\s*(10\.0\.0\.\d+)/g)].map((m) => m[1]!).sort();
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    const webTasks = await running('web');
+    const webAddresses = webTasks.map((t) => t.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!).sort();
+    await eventually(async () => JSON.stringify(await resolved(exec, 'web')) === JSON.stringify([vip]), 10_000, 200);
+    assert.deepEqual(await resolved(exec, 'tasks.web'), webAddresses);
+    // Through the VIP to the web task (on another node or this one), and to a task by its address.
+    const body = await eventually(async () => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${vip} 80`]);
+      return r.code === 0 ? r.stdout.split(/\r?\n\r?\n/)[1]?.trim() : undefined;
+    }, 10_000, 200);
+    assert.equal(body, webTasks[0]!.Status.ContainerStatus!.ContainerID!.slice(0, 12));
+    // A task on another node (node-1's pingers) finds it by name and alias, and reaches it.
+    const [pinger] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[0]);
+    const fromTask = (args: string[]) => engine(0).docker(['exec', pinger!.Status.ContainerStatus!.ContainerID!, ...args]);
+    await eventually(async () => JSON.stringify(await resolved(fromTask, 'standalone')) === JSON.stringify([address]), 10_000, 200);
+    assert.deepEqual(await resolved(fromTask, 'lone'), [address]);
+    const reply = await eventually(async () => {
+      const r = await fromTask(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 standalone 80`]);
+      return r.code === 0 ? r.stdout.split(/\r?\n\r?\n/)[1]?.trim() : undefined;
+    }, 10_000, 200);
+    assert.equal(reply, 'standalone');
+    // Its endpoint is every other node's peer while it lives (the attachment in the store), and none after rm.
+    const peersOn = (i: number) => spawnSync('ip', ['-n', overlayNamespacesOf(engine(i))[0]!, '-4', 'neigh', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(peersOn(1), new RegExp(`^${address.replace(/\./g, '\\.')} `, 'm'));
+    const temporary = (await engine(2).dockerOk(['run', '-d', '--network', 'ov', 'busybox', 'sleep', '600'])).trim();
+    const temporaryAddress: string = (await engine(2).request('GET', `/containers/${temporary}/json`)).json().NetworkSettings.Networks.ov.IPAddress;
+    assert.notEqual(temporaryAddress, address);
+    await eventually(() => new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(0)), 10_000, 100);
+    await engine(2).dockerOk(['rm', '-f', temporary]);
+    await eventually(() => !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(0)) && !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(1)), 10_000, 100);
+    assert.match(peersOn(0), new RegExp(`^${address.replace(/\./g, '\\.')} `, 'm'));
+  });
+
+  test('network connect and disconnect of a running container on an attachable overlay; network ls and inspect on the worker', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', '--subnet', '10.98.0.0/24', 'att']);
+    // No task uses it: the worker node-2 has neither the network nor its sandbox until a container joins it.
+    assert.equal((await engine(1).request('GET', '/networks/att')).status, 404);
+    const id = (await engine(1).dockerOk(['run', '-d', '--name', 'joiner', 'busybox', 'sleep', '600'])).trim();
+    const other = (await engine(0).dockerOk(['run', '-d', '--name', 'peer', '--network', 'att', ...busyboxServer('peer')])).trim();
+    const peerAddress: string = (await engine(0).request('GET', `/containers/${other}/json`)).json().NetworkSettings.Networks.att.IPAddress;
+    await engine(1).dockerOk(['network', 'connect', '--alias', 'j', 'att', 'joiner']);
+    const networks = (await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks;
+    assert.deepEqual(Object.keys(networks).sort(), ['att', 'bridge']);
+    const address: string = networks.att.IPAddress;
+    assert.match(address, /^10\.98\.0\.\d+$/);
+    assert.match(await engine(1).dockerOk(['exec', id, 'ip', 'addr', 'show', 'eth1']), new RegExp(`inet ${address.replace(/\./g, '\\.')}/24`));
+    assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'name=att', '--format', '{{.Name}} {{.Driver}} {{.Scope}}'])).trim(), 'att overlay swarm');
+    const inspected = (await engine(1).request('GET', '/networks/att')).json();
+    assert.deepEqual(Object.keys(inspected.Containers), [id]);
+    assert.equal(inspected.Containers[id].IPv4Address, `${address}/24`);
+    // Across the nodes, by name both ways (the peer on the manager node-1).
+    await eventually(async () => (await engine(1).docker(['exec', id, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
+    await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '2', 'j'])).code === 0, 10_000, 200);
+    // Connected twice: refused as Docker refuses it.
+    const twice = await engine(1).request('POST', '/networks/att/connect', { body: { Container: id } });
+    assert.equal(twice.status, 403, twice.text);
+    await engine(1).dockerOk(['network', 'disconnect', 'att', 'joiner']);
+    assert.notEqual((await engine(1).docker(['exec', id, 'ip', 'addr', 'show', 'eth1'])).code, 0);
+    assert.deepEqual(Object.keys((await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks), ['bridge']);
+    // The worker drops the network and its sandbox with its last container there.
+    await eventually(async () => (await engine(1).request('GET', '/networks/att')).status === 404, 10_000, 100);
+    await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '1', address])).code !== 0, 10_000, 200);
+    // In use by an attached container: not removed.
+    assert.equal((await engine(0).request('DELETE', '/networks/att')).status, 409);
+    await engine(1).dockerOk(['rm', '-f', id]);
+    await engine(0).dockerOk(['rm', '-f', other]);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/att')).status === 204, 10_000, 200);
+    void peerAddress;
+  });
+
+  test('a network that is not attachable, a static address, published ports and an unknown network are refused with clear errors', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', 'closed']);
+    const run = await engine(1).docker(['run', '-d', '--name', 'refused', '--network', 'closed', 'busybox', 'sleep', '600']);
+    assert.notEqual(run.code, 0);
+    assert.match(run.stderr, /Could not attach to network closed: rpc error: code = PermissionDenied desc = network closed not manually attachable/);
+    const start = await engine(1).request('POST', '/containers/refused/start');
+    assert.equal(start.status, 403, `start: ${start.status} ${start.text}`);
+    assert.match(start.json().message, /network closed not manually attachable/);
+    assert.equal((await engine(1).request('GET', '/containers/refused/json')).json().State.Status, 'created');
+    const id = (await engine(1).dockerOk(['run', '-d', 'busybox', 'sleep', '600'])).trim();
+    const connect = await engine(1).request('POST', '/networks/closed/connect', { body: { Container: id } });
+    assert.equal(connect.status, 403);
+    assert.match(connect.json().message, /not manually attachable/);
+    const fixed = await engine(1).docker(['run', '-d', '--network', 'ov', '--ip', '10.0.0.200', 'busybox', 'sleep', '600']);
+    assert.notEqual(fixed.code, 0);
+    assert.match(fixed.stderr, /a static address cannot be given on network ov/);
+    const ports = await engine(1).docker(['run', '-d', '--network', 'ov', '-p', '8000:80', 'busybox', 'sleep', '600']);
+    assert.notEqual(ports.code, 0);
+    assert.match(ports.stderr, /ports cannot be published on network ov/);
+    const unknown = await engine(1).docker(['run', '-d', '--network', 'nowhere', 'busybox', 'sleep', '600']);
+    assert.notEqual(unknown.code, 0);
+    assert.match(unknown.stderr, /network nowhere not found/);
+    await engine(1).dockerOk(['rm', '-f', 'refused', id]);
+    await engine(1).docker(['container', 'prune', '-f']);
+    await engine(0).dockerOk(['network', 'rm', 'closed']);
+  });
+
   test('after a daemon restart, its tasks keep their names and their overlay', async () => {
     await engine(2).restart();
     const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
@@ -244,6 +357,15 @@ describe('overlay networks across three nodes', () => {
     const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
     const target = server!.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!;
     assert.equal((await exec(['ping', '-c', '1', '-W', '3', target])).code, 0);
+    // The standalone container ran on through the restart: still on the overlay, resolving and resolved.
+    const standalone = (args: string[]) => engine(2).docker(['exec', 'standalone', ...args]);
+    await eventually(async () => new RegExp(`Address:\\s*${vip.replace(/\./g, '\\.')}`).test((await standalone(['nslookup', '-type=a', 'web'])).stdout), 20_000, 300);
+    assert.equal((await standalone(['ping', '-c', '1', '-W', '3', target])).code, 0);
+    const address = (await engine(2).request('GET', '/containers/standalone/json')).json().NetworkSettings.Networks.ov.IPAddress;
+    const serverExec = (args: string[]) => engine(0).docker(['exec', server!.Status.ContainerStatus!.ContainerID!, ...args]);
+    assert.equal((await serverExec(['ping', '-c', '1', '-W', '3', 'standalone'])).code, 0);
+    assert.match((await serverExec(['nslookup', '-type=a', 'standalone'])).stdout, new RegExp(`Address:\\s*${address.replace(/\./g, '\\.')}`));
+    await engine(2).dockerOk(['rm', '-f', 'standalone']);
   });
 
   test('network inspect --verbose shows the peers and services; a task only on an internal overlay has no way out', async () => {

@@ -18,6 +18,7 @@ export interface NetworksBackend {
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
   /** This node's containers on a swarm network (standalone ones on an attachable overlay). */
   containersOf?(networkId: string): object;
+  connectable?(ref: string): void;
 }
 
 /** What the backend needs of the cluster: its networks when this node is a manager, and whether it is in a swarm at all. */
@@ -114,6 +115,11 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
       const networks = swarm.clusterNetworks();
       if (!networks?.find(ref)) throw new NotFound(`network ${ref} not found`);
       return networks.remove(ref);
+    },
+    connectable(ref) {
+      // A worker knows only the swarm networks its node uses: the managers decide about the others (attachable.ts).
+      if (swarm.swarmRole() === 'worker') return;
+      this.inspect(ref, {});
     },
     ...(local.prune ? { prune: (filters: ReadonlyMap<string, string[]>) => local.prune!(filters) } : {}),
   };

@@ -30,8 +30,17 @@ export class OverlayPlane {
 
   constructor(private readonly host: OverlayHost) {}
 
+  /** Passes of reconcile, one at a time (the agent's, and those of containers joining a network not built yet). */
+  private queue: Promise<unknown> = Promise.resolve();
+
   /** Brings the node's overlay networks to `want`. */
-  async reconcile(want: NodeNetworks | undefined): Promise<void> {
+  reconcile(want: NodeNetworks | undefined): Promise<void> {
+    const run = this.queue.then(() => this.reconcileNow(want));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async reconcileNow(want: NodeNetworks | undefined): Promise<void> {
     if (!want) return;
     const wanted = new Set(want.Networks.map((n) => n.ID));
     if (!this.cleaned) {
