@@ -281,6 +281,11 @@ describe('overlay networks across three nodes', () => {
     await engine(2).dockerOk(['rm', '-f', temporary]);
     await eventually(() => !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(0)) && !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(1)), 10_000, 100);
     assert.match(peersOn(0), new RegExp(`^${address.replace(/\./g, '\\.')} `, 'm'));
+    // Started again: on the overlay again, found by the tasks.
+    await engine(2).dockerOk(['restart', '-t', '1', 'standalone']);
+    const renewed: string = (await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.ov.IPAddress;
+    assert.match(renewed, /^10\.0\.0\.\d+$/);
+    await eventually(async () => (await fromTask(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 standalone 80`])).stdout.includes('standalone'), 10_000, 200);
   });
 
   test('network connect and disconnect of a running container on an attachable overlay; network ls and inspect on the worker', async () => {
