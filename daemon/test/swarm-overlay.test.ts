@@ -241,12 +241,18 @@ describe('overlay networks across three nodes', () => {
   test('a standalone container on an attachable overlay: reaches services by name, VIP and tasks.<name>; tasks reach it by name; its address released at rm', async () => {
     const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
     // On the worker node-3: docker run --network, with an alias.
-    const id = (await engine(2).dockerOk(['run', '-d', '--name', 'standalone', '--network', 'ov', '--network-alias', 'lone', ...busyboxServer('standalone')])).trim();
+    const id = (await engine(2).dockerOk(['run', '-d', '--name', 'standalone', '--network', 'ov', '--network-alias', 'lone', '-p', '8070:80', ...busyboxServer('standalone')])).trim();
     const settings = (await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.ov;
     assert.equal(settings.NetworkID, networkId);
     const address: string = settings.IPAddress;
     assert.match(address, /^10\.0\.0\.\d+$/);
     assert.equal(settings.IPPrefixLen, 24);
+    // Its way out is the default bridge (as Docker's docker_gwbridge, not one of its networks): the default
+    // route and its published ports.
+    assert.deepEqual(Object.keys((await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks), ['ov']);
+    assert.match(await engine(2).dockerOk(['exec', id, 'ip', 'route']), /^default via \S+ dev eth1/m);
+    assert.equal((await engine(2).docker(['exec', id, 'ping', '-c', '1', '-W', '3', `${SUBNET}.1`])).code, 0);
+    assert.equal((await eventually(async () => httpGet(nodes[2]!.ip, 8070).catch(() => undefined), 10_000, 200))?.trim(), 'standalone');
     const exec = (args: string[]) => engine(2).docker(['exec', id, ...args]);
     const resolved = async (run: (args: string[]) => Promise<{ stdout: string }>, name: string) =>
       [...(await run(['nslookup', '-type=a', name])).stdout.matchAll(/Address:\s*(10\.0\.0\.\d+)/g)].map((m) => m[1]!).sort();
@@ -325,7 +331,7 @@ describe('overlay networks across three nodes', () => {
     void peerAddress;
   });
 
-  test('a network that is not attachable, a static address, published ports and an unknown network are refused with clear errors', async () => {
+  test('a network that is not attachable, a static address, ports on an internal overlay and an unknown network are refused with clear errors', async () => {
     await engine(0).dockerOk(['network', 'create', '-d', 'overlay', 'closed']);
     const run = await engine(1).docker(['run', '-d', '--name', 'refused', '--network', 'closed', 'busybox', 'sleep', '600']);
     assert.notEqual(run.code, 0);
@@ -341,15 +347,23 @@ describe('overlay networks across three nodes', () => {
     const fixed = await engine(1).docker(['run', '-d', '--network', 'ov', '--ip', '10.0.0.200', 'busybox', 'sleep', '600']);
     assert.notEqual(fixed.code, 0);
     assert.match(fixed.stderr, /a static address cannot be given on network ov/);
-    const ports = await engine(1).docker(['run', '-d', '--network', 'ov', '-p', '8000:80', 'busybox', 'sleep', '600']);
+    // An internal attachable overlay: no way out, no published ports.
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', '--internal', 'inner']);
+    const ports = await engine(1).docker(['run', '-d', '--network', 'inner', '-p', '8000:80', 'busybox', 'sleep', '600']);
     assert.notEqual(ports.code, 0);
-    assert.match(ports.stderr, /ports cannot be published on network ov/);
+    assert.match(ports.stderr, /ports cannot be published on network inner: it is an internal network/);
+    const sealed = (await engine(1).dockerOk(['run', '-d', '--network', 'inner', 'busybox', 'sleep', '600'])).trim();
+    const routes = await engine(1).dockerOk(['exec', sealed, 'ip', 'route']);
+    assert.doesNotMatch(routes, /default/);
+    assert.match(routes, /dev eth0/);
+    await engine(1).dockerOk(['rm', '-f', sealed]);
     const unknown = await engine(1).docker(['run', '-d', '--network', 'nowhere', 'busybox', 'sleep', '600']);
     assert.notEqual(unknown.code, 0);
     assert.match(unknown.stderr, /network nowhere not found/);
     await engine(1).dockerOk(['rm', '-f', 'refused', id]);
     await engine(1).docker(['container', 'prune', '-f']);
     await engine(0).dockerOk(['network', 'rm', 'closed']);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/inner')).status === 204, 10_000, 200);
   });
 
   test('after a daemon restart, its tasks keep their names and their overlay', async () => {

@@ -18,7 +18,7 @@ import { parseEndpoint } from './plan.js';
 import { containerNetworks, endpointSettings, join, unplug } from './endpoint.js';
 import { publish, unpublish } from './publish.js';
 import { dnsAnswers } from './dns.js';
-import { isSwarmEntry, joinSwarm, mayBeSwarm, placeholder } from './swarm.js';
+import { checkSwarmPorts, isSwarmEntry, joinGateway, joinSwarm, mayBeSwarm, placeholder } from './swarm.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
 export interface ContainerNetworkConfig {
@@ -204,9 +204,15 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
         const endpoint = await join(ctx, entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
         joined.push({ entry, endpoint });
       }
+      if (plan.mode === 'bridge' && pid !== undefined && isSwarmEntry(joined[0]?.entry)) {
+        const gateway = await joinGateway(ctx, joined[0]!.entry, container.id, (bridge) => join(ctx, bridge, container, {}, pid, joined.length, true, false));
+        if (gateway) joined.push(gateway);
+        checkSwarmPorts(joined[0]!.entry.network.Name, joined[0]!.entry.network.Internal, plan.ports?.length ?? 0);
+      }
+      const outward = outwardOf(joined);
       if (plan.mode === 'bridge' && pid !== undefined) {
         const [primary] = joined;
-        if (plan.ports && plan.ports.length > 0) await publish(ctx, primary.entry, primary.endpoint, plan.ports);
+        if (plan.ports && plan.ports.length > 0) await publish(ctx, outward!.entry, outward!.endpoint, plan.ports);
         if (plan.embeddedDns) {
           for (const { entry, endpoint } of joined) if (!ctx.isPredefined(entry)) endpoint.dns = true;
           // A sandbox on the default bridge alone: its endpoint there carries the mark (a daemon restart serves
@@ -229,19 +235,29 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
     }
     const networks: Record<string, EndpointSettings> = {};
     for (const { entry, endpoint } of joined) {
-      networks[entry.network.Name] = endpointSettings(ctx, entry.network.Id, endpoint);
+      if (!endpoint.gateway) networks[entry.network.Name] = endpointSettings(ctx, entry.network.Id, endpoint);
       ctx.publishEndpoint('connect', entry, container.id);
     }
     const primary = joined[0];
+    const outward = outwardOf(joined)!;
     return {
       networks,
       hostsAddress: primary.endpoint.ipv4 || undefined,
       ...(primary.endpoint.ipv6 ? { hostsAddress6: primary.endpoint.ipv6 } : {}),
       sandboxKey: plan.mode === 'host' || pid === undefined ? '' : `/proc/${pid}/ns/net`,
       bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
-      ports: portMap(primary.endpoint.ports ?? [], { ipv6: Boolean(primary.endpoint.ipv6) }),
+      ports: portMap(outward.endpoint.ports ?? [], { ipv6: Boolean(outward.endpoint.ipv6) }),
     };
   });
+}
+
+/**
+ * The endpoint a container's ports are published through: its first network's, or, when that is a swarm
+ * network, its way out on the default bridge.
+ */
+function outwardOf(joined: Array<{ entry: NetworkEntry; endpoint: EndpointRecord }>): { entry: NetworkEntry; endpoint: EndpointRecord } | undefined {
+  if (!isSwarmEntry(joined[0]?.entry)) return joined[0];
+  return joined.find(({ endpoint }) => endpoint.gateway) ?? joined.find(({ entry }) => entry.network.Driver === 'bridge') ?? joined[0];
 }
 
 /** Joins a running container to one more network (network connect). */

@@ -24,7 +24,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
   const entry = ctx.find(networkRef);
   return ctx.lock.run(async () => {
     const ep = entry.endpoints.get(containerId);
-    if (!ep) throw new NotFound(`container ${containerId} is not connected to network ${entry.network.Name}`);
+    if (!ep || ep.gateway) throw new NotFound(`container ${containerId} is not connected to network ${entry.network.Name}`);
     if (entry.network.Driver !== 'bridge' && entry.network.Driver !== 'overlay' && !entry.remote) throw new Forbidden('container cannot be disconnected from host network or connected to host network');
     entry.endpoints.delete(containerId);
     await ctx.store.save(entry);

@@ -57,7 +57,7 @@ export function containerNetworks(ctx: NetworkContext, containerId: string): Rec
   const out: Record<string, EndpointSettings> = {};
   for (const entry of ctx.entries.values()) {
     const ep = entry.endpoints.get(containerId);
-    if (ep) out[entry.network.Name] = endpointSettings(ctx, entry.network.Id, ep);
+    if (ep && !ep.gateway) out[entry.network.Name] = endpointSettings(ctx, entry.network.Id, ep);
   }
   return out;
 }

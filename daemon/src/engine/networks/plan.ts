@@ -10,7 +10,7 @@ import type { NetworkEntry } from './store.js';
 import type { PlanExtras, PlanOptions, EndpointRequest, EndpointSettings, NetworkPlan } from './types.js';
 import { DETACHED_KEY, ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
 import { endpointSettings } from './endpoint.js';
-import { checkSwarmPlan, mayBeSwarm, placeholder } from './swarm.js';
+import { checkSwarmPorts, mayBeSwarm, placeholder } from './swarm.js';
 
 export function planNetworks(ctx: NetworkContext, networkMode: string | undefined, networkingConfig: unknown, opts: PlanOptions = {}): NetworkPlan {
   const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
@@ -98,7 +98,7 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
   const plan: NetworkPlan = { ...extras, mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
   if (extra.length > 0) plan.extra = extra;
   // Ports are published on the bridge networks only; with host networking the container's own sockets are the host's.
-  if (kind === 'bridge' && entry.network.Driver === 'overlay') checkSwarmPlan(name, ports.length);
+  if (kind === 'bridge' && entry.network.Driver === 'overlay') checkSwarmPorts(name, entry.network.Internal, ports.length);
   if (kind === 'bridge' && ports.length > 0 && entry.remote) {
     throw new InvalidParameter(`ports cannot be published on network ${name}: it is a network of the plugin driver ${entry.network.Driver}`);
   }

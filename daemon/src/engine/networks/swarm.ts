@@ -6,7 +6,7 @@
  * `overlay`, scope `swarm`; the network list and inspect show the swarm's view of it, with these containers),
  * kept in the network store so that a daemon restart finds the containers that run on.
  */
-import { errorMessage, InvalidParameter, NotImplemented } from '../../errors.js';
+import { errorMessage, InvalidParameter } from '../../errors.js';
 import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import { macFromIPv4, parseIPv4 } from './ipv4.js';
@@ -67,9 +67,28 @@ function overlayRecord(n: SwarmAttachment['Network']): NetworkRecord {
   };
 }
 
-/** Refuses what a container on a swarm network cannot have here yet. */
-export function checkSwarmPlan(name: string, ports: number): void {
-  if (ports > 0) throw new NotImplemented(`ports cannot be published on network ${name}: publishing ports of a standalone container on a swarm network is not supported yet`);
+/** Refuses ports on an internal swarm network (its containers have no way out to publish them through). */
+export function checkSwarmPorts(name: string, internal: boolean, ports: number): void {
+  if (ports > 0 && internal) throw new InvalidParameter(`ports cannot be published on network ${name}: it is an internal network`);
+}
+
+/**
+ * The way out of a container whose first network is a swarm network: an endpoint on the default bridge
+ * (`eth<index>`, with the default route), where its ports are published, as Docker's docker_gwbridge. None on
+ * an internal network.
+ */
+export async function joinGateway(
+  ctx: NetworkContext,
+  first: NetworkEntry,
+  containerId: string,
+  join: (entry: NetworkEntry) => Promise<EndpointRecord>,
+): Promise<{ entry: NetworkEntry; endpoint: EndpointRecord } | undefined> {
+  const bridge = ctx.byName('bridge');
+  if (first.network.Internal || !bridge || bridge.endpoints.has(containerId)) return undefined;
+  const endpoint = await join(bridge);
+  endpoint.gateway = true;
+  await ctx.saveEndpoints(bridge);
+  return { entry: bridge, endpoint };
 }
 
 /**
