@@ -308,6 +308,7 @@ describe('overlay networks across three nodes', () => {
     assert.match(address, /^10\.98\.0\.\d+$/);
     assert.match(await engine(1).dockerOk(['exec', id, 'ip', 'addr', 'show', 'eth1']), new RegExp(`inet ${address.replace(/\./g, '\\.')}/24`));
     assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'name=att', '--format', '{{.Name}} {{.Driver}} {{.Scope}}'])).trim(), 'att overlay swarm');
+    assert.equal((await engine(1).request('GET', '/networks/att')).json().Attachable, true);
     const inspected = (await engine(1).request('GET', '/networks/att')).json();
     assert.deepEqual(Object.keys(inspected.Containers), [id]);
     assert.equal(inspected.Containers[id].IPv4Address, `${address}/24`);
@@ -325,6 +326,11 @@ describe('overlay networks across three nodes', () => {
     await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '1', address])).code !== 0, 10_000, 200);
     // In use by an attached container: not removed.
     assert.equal((await engine(0).request('DELETE', '/networks/att')).status, 409);
+    // Off its only swarm network, a container loses the way out it had through the default bridge.
+    assert.match(await engine(0).dockerOk(['exec', other, 'ip', 'route']), /^default via/m);
+    await engine(0).dockerOk(['network', 'disconnect', 'att', 'peer']);
+    assert.doesNotMatch(await engine(0).dockerOk(['exec', other, 'ip', 'route']), /default/);
+    assert.deepEqual((await engine(0).request('GET', `/containers/${other}/json`)).json().NetworkSettings.Networks, {});
     await engine(1).dockerOk(['rm', '-f', id]);
     await engine(0).dockerOk(['rm', '-f', other]);
     await eventually(async () => (await engine(0).request('DELETE', '/networks/att')).status === 204, 10_000, 200);

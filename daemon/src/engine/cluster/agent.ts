@@ -286,9 +286,11 @@ export class Agent {
     const byContainer = new Map<string, Obj[]>();
     for (const a of this.source.attachments?.() ?? []) {
       const st = this.containers.state(a.ContainerID);
-      if (!st) {
-        // Its container was removed while no one could release the address (a crash, a manager away).
-        if (Date.now() - Date.parse(a.CreatedAt) > 10_000 && !this.released.has(a.ID)) {
+      const age = Date.now() - Date.parse(a.CreatedAt);
+      // Its container was removed, or stopped long ago, while no one could release the address (a crash, a
+      // manager away, a daemon down meanwhile).
+      if (!st || (!st.running && age > 60_000)) {
+        if (age > 10_000 && !this.released.has(a.ID)) {
           this.released.add(a.ID);
           void this.detach(a.ID).catch(() => this.released.delete(a.ID));
         }

@@ -29,6 +29,7 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
     entry.endpoints.delete(containerId);
     await ctx.store.save(entry);
     await unplug(ctx, entry, ep);
+    if (ep.swarmAttachment) await dropGateway(ctx, containerId);
     // As Docker: the embedded DNS server keeps serving a container that leaves its last user-defined network
     // (its resolv.conf still names it); another endpoint of the container carries the mark (and its
     // upstreams), so that a daemon restart serves it again.
@@ -45,6 +46,21 @@ export function disconnectOne(ctx: NetworkContext, containerId: string, networkR
     ctx.publishEndpoint('disconnect', entry, containerId);
     return containerNetworks(ctx, containerId);
   });
+}
+
+/** A container on no swarm network any more loses the way out it had for them (swarm.ts joinGateway). */
+async function dropGateway(ctx: NetworkContext, containerId: string): Promise<void> {
+  const entries = [...ctx.entries.values()];
+  if (entries.some((e) => e.network.Driver === 'overlay' && e.endpoints.has(containerId))) return;
+  const bridge = entries.find((e) => e.endpoints.get(containerId)?.gateway);
+  const ep = bridge?.endpoints.get(containerId);
+  if (!bridge || !ep) return;
+  if (ep.ports && ep.ports.length > 0) await unpublish(ctx, bridge, ep).catch((err) => log.warn('cannot remove the port rules of a container', { id: containerId, error: errorMessage(err) }));
+  bridge.endpoints.delete(containerId);
+  await ctx.saveEndpoints(bridge);
+  // Its end in the container goes first (the host's end goes with it), then what the bridge keeps of it.
+  if (ep.pid && ep.containerInterface) await ctx.swarm?.unplug(ep.pid, ep.containerInterface).catch((err) => log.warn('cannot remove a container interface', { id: containerId, error: errorMessage(err) }));
+  await unplug(ctx, bridge, ep);
 }
 
 export function disconnect(ctx: NetworkContext, containerId: string): Promise<void> {

@@ -112,6 +112,8 @@ export interface NodeNetwork {
   Gateway: string;
   MTU: number;
   Internal: boolean;
+  /** Whether standalone containers may join it (absent: not attachable). */
+  Attachable?: boolean;
   Peers: Array<{ address: string; mac: string; node: string }>;
   /** The services on the network: their names and aliases, VIP (endpoint mode vip) and running tasks' addresses. */
   Services: NetworkService[];
@@ -197,7 +199,7 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
     const names = attached.filter((a) => a.NetworkID === id).map((a) => ({ Names: a.Names ?? [], Address: String(a.Addresses?.[0] ?? '').split('/')[0]! }));
     networks.push({
       ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers,
-      Services: n.Ingress ? [] : networkServices(store, id), ...(names.length ? { Attached: names } : {}),
+      Services: n.Ingress ? [] : networkServices(store, id), ...(names.length ? { Attached: names } : {}), ...(n.Attachable ? { Attachable: true } : {}),
     });
   }
   const out = { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
