@@ -315,6 +315,15 @@ describe('overlay networks across three nodes', () => {
     // Across the nodes, by name both ways (the peer on the manager node-1).
     await eventually(async () => (await engine(1).docker(['exec', id, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
     await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '2', 'j'])).code === 0, 10_000, 200);
+    // The peers of the network: the nodes of its containers.
+    assert.deepEqual((await engine(0).request('GET', '/networks/att?verbose=true')).json().Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2']);
+    // A stopped container connected joins at its start.
+    const later = (await engine(1).dockerOk(['create', '--name', 'later', 'busybox', 'sleep', '600'])).trim();
+    await engine(1).dockerOk(['network', 'connect', 'att', 'later']);
+    await engine(1).dockerOk(['start', 'later']);
+    assert.match((await engine(1).request('GET', `/containers/${later}/json`)).json().NetworkSettings.Networks.att.IPAddress, /^10\.98\.0\.\d+$/);
+    await eventually(async () => (await engine(1).docker(['exec', later, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
+    await engine(1).dockerOk(['rm', '-f', later]);
     // Connected twice: refused as Docker refuses it.
     const twice = await engine(1).request('POST', '/networks/att/connect', { body: { Container: id } });
     assert.equal(twice.status, 403, twice.text);

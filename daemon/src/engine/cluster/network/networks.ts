@@ -173,6 +173,11 @@ export class ClusterNetworks {
         }),
       };
     }
+    // Nodes with standalone containers on the network are its peers too.
+    for (const a of this.store.list('attachments').map((e) => e.obj).filter((x) => x.NetworkID === n.ID)) {
+      const node = nodes.get(a.NodeID);
+      if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
+    }
     return { ...networkResource(n), Peers: [...peers.values()], Services: services };
   }
 
