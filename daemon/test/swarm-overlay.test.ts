@@ -372,6 +372,16 @@ describe('overlay networks across three nodes', () => {
     assert.doesNotMatch(routes, /default/);
     assert.match(routes, /dev eth0/);
     await engine(1).dockerOk(['rm', '-f', sealed]);
+    // A container with a network policy: its policy does not reach swarm networks.
+    const policy = JSON.stringify({ defaultAction: 'deny', rules: [] });
+    const sandboxed = await engine(1).docker(['run', '-d', '--label', `berth.network-policy=${policy}`, '--network', 'ov', 'busybox', 'sleep', '600']);
+    assert.notEqual(sandboxed.code, 0);
+    assert.match(sandboxed.stderr, /a container with a network policy cannot join the swarm network ov/);
+    const onBridge = (await engine(1).dockerOk(['run', '-d', '--label', `berth.network-policy=${policy}`, 'busybox', 'sleep', '600'])).trim();
+    const joining = await engine(1).request('POST', '/networks/ov/connect', { body: { Container: onBridge } });
+    assert.equal(joining.status, 400);
+    assert.match(joining.json().message, /network policy cannot join the swarm network ov/);
+    await engine(1).dockerOk(['rm', '-f', onBridge]);
     const unknown = await engine(1).docker(['run', '-d', '--network', 'nowhere', 'busybox', 'sleep', '600']);
     assert.notEqual(unknown.code, 0);
     assert.match(unknown.stderr, /network nowhere not found/);

@@ -18,7 +18,7 @@ import { parseEndpoint } from './plan.js';
 import { containerNetworks, endpointSettings, join, unplug } from './endpoint.js';
 import { publish, unpublish } from './publish.js';
 import { dnsAnswers } from './dns.js';
-import { checkSwarmPorts, isSwarmEntry, joinGateway, joinSwarm, mayBeSwarm, placeholder } from './swarm.js';
+import { checkSwarmPorts, isSwarmEntry, joinGateway, joinSwarm, mayBeSwarm, placeholder, sandboxOnSwarm } from './swarm.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
 export interface ContainerNetworkConfig {
@@ -32,6 +32,8 @@ export interface ContainerNetworkConfig {
   EndpointsConfig: Record<string, unknown>;
   /** HostConfig.Dns: the embedded DNS server's upstreams when the container gets it. */
   Dns?: readonly string[];
+  /** The container has a network policy (a sandbox). */
+  Sandbox?: boolean;
 }
 
 /** What a change gives back; `Networks` undefined: the engine shows the planned (not yet joined) endpoints. */
@@ -116,6 +118,7 @@ export function containerConnector(networking: ConnectorNetworking, containers: 
       await containers.configureNetworks(c.Id, async (current) => {
         const name = current.Name.replace(/^\//, '');
         const endpointsConfig = { ...current.EndpointsConfig };
+        if (current.Sandbox && target.Driver === 'overlay') throw new InvalidParameter(sandboxOnSwarm(target.Name));
         if (current.Running && current.Pid > 0) {
           const detached = endpointsConfig[DETACHED_KEY] === true;
           const networks = await networking.connectRunning({ id: current.Id, name }, networkRef, endpointConfig, current.Pid, { ownNamespace: detached, dns: current.Dns });

@@ -10,7 +10,7 @@ import type { NetworkEntry } from './store.js';
 import type { PlanExtras, PlanOptions, EndpointRequest, EndpointSettings, NetworkPlan } from './types.js';
 import { DETACHED_KEY, ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
 import { endpointSettings } from './endpoint.js';
-import { checkSwarmPorts, mayBeSwarm, placeholder } from './swarm.js';
+import { checkSwarmPorts, mayBeSwarm, placeholder, sandboxOnSwarm } from './swarm.js';
 
 export function planNetworks(ctx: NetworkContext, networkMode: string | undefined, networkingConfig: unknown, opts: PlanOptions = {}): NetworkPlan {
   const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
@@ -112,6 +112,8 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
     }
     plan.ports = ports;
   }
+  const swarmNetwork = joined.find((e) => e.network.Driver === 'overlay');
+  if (opts.sandbox && swarmNetwork) throw new InvalidParameter(sandboxOnSwarm(swarmNetwork.network.Name));
   if (kind === 'bridge' && (opts.sandbox || joined.some((e) => !ctx.isPredefined(e)))) plan.embeddedDns = true;
   return plan;
 }

@@ -39,6 +39,8 @@ test('a network unknown here is planned as a swarm network on a swarm node only,
   assert.deepEqual(two.mode === 'bridge' && two.extra?.map((e) => e.networkName), ['other']);
   assert.throws(() => planNetworks(swarm, 'ov', { EndpointsConfig: { ov: { IPAMConfig: { IPv4Address: '10.0.0.9' } } } }),
     (e: Error) => e instanceof InvalidParameter && /a static address cannot be given on network ov/.test(e.message));
+  // A sandbox's policy does not reach swarm networks: refused.
+  assert.throws(() => planNetworks(swarm, 'ov', undefined, { sandbox: true }), (e: Error) => e instanceof InvalidParameter && /network policy cannot join the swarm network ov/.test(e.message));
   // Not in a swarm any more: unknown again.
   assert.throws(() => planNetworks(contextWith({ active: () => false }), 'ov', undefined), NotFound);
 });

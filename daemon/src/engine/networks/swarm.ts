@@ -67,6 +67,11 @@ function overlayRecord(n: SwarmAttachment['Network']): NetworkRecord {
   };
 }
 
+/** Why a sandbox (a container with a network policy) cannot join a swarm network: its policy would not hold there. */
+export function sandboxOnSwarm(name: string): string {
+  return `a container with a network policy cannot join the swarm network ${name}: the policy is not enforced on swarm networks yet`;
+}
+
 /** Refuses ports on an internal swarm network (its containers have no way out to publish them through). */
 export function checkSwarmPorts(name: string, internal: boolean, ports: number): void {
   if (ports > 0 && internal) throw new InvalidParameter(`ports cannot be published on network ${name}: it is an internal network`);
