@@ -10,7 +10,7 @@
  * network for a running container (connectRunning).
  */
 import { Forbidden, InvalidParameter, NotFound } from '../../errors.js';
-import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointSettings, NetworkPlan } from './types.js';
+import type { ContainerNetworkAttachment, ContainerNetworking, EndpointRecord, EndpointRequest, EndpointSettings, NetworkPlan } from './types.js';
 import { portMap } from './ports.js';
 import type { NetworkEntry } from './store.js';
 import { DETACHED_KEY, type NetworkContext } from './context.js';
@@ -18,7 +18,7 @@ import { parseEndpoint } from './plan.js';
 import { containerNetworks, endpointSettings, join, unplug } from './endpoint.js';
 import { publish, unpublish } from './publish.js';
 import { dnsAnswers } from './dns.js';
-import { checkSwarmPorts, isSwarmEntry, joinGateway, joinSwarm, mayBeSwarm, placeholder, sandboxOnSwarm } from './swarm.js';
+import { abandonSwarm, checkSwarmPorts, isSwarmEntry, joinGateway, mayBeSwarm, placeholder, prepareSwarm, recordSwarm, sandboxOnSwarm, type PreparedSwarm } from './swarm.js';
 
 /** The container's network configuration as a change sees it (under the container's lock). */
 export interface ContainerNetworkConfig {
@@ -182,9 +182,10 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
   if (plan.mode === 'container') return Promise.resolve({ networks: {}, sandboxKey: '', bridge: '', ports: {} });
   // Loopback only, which the runtime brought up in the container's own namespace.
   if (plan.detached) return Promise.resolve({ networks: {}, sandboxKey: pid === undefined ? '' : `/proc/${pid}/ns/net`, bridge: '', ports: {} });
-  return ctx.lock.run(async () => {
-    const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
-    const entries = joins.map((j) => {
+  const joins = [{ networkId: plan.networkId, networkName: plan.networkName, endpoint: plan.endpoint }, ...(plan.extra ?? [])];
+  return prepareSwarmJoins(ctx, container, joins, plan.mode === 'bridge' ? pid : undefined, (prepared) => ctx.lock.run(async () => {
+    const entries = joins.map((j, i) => {
+      if (prepared.has(i)) return placeholder(j.networkName);
       // By id, or by name when the plan predates the network (deferred) or the network was re-created.
       const entry = ctx.entries.get(j.networkId) ?? ctx.byName(j.networkName);
       // A network unknown here may be a swarm network, which the container asks the swarm for (swarm.ts).
@@ -200,10 +201,13 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
     const firstWithIPv6 = entries.findIndex((e) => ctx.hasIPv6(e));
     try {
       for (const [i, entry] of entries.entries()) {
-        if (isSwarmEntry(entry) && pid !== undefined) {
-          joined.push(await joinSwarm(ctx, entry.network.Id || entry.network.Name, container, joins[i].endpoint, pid, i));
+        const ready = prepared.get(i);
+        if (ready) {
+          joined.push(await recordSwarm(ctx, ready));
+          prepared.delete(i);
           continue;
         }
+        if (isSwarmEntry(entry)) throw new InvalidParameter(`network ${entry.network.Name} is a swarm network: a container joins it with a network namespace of its own`);
         const endpoint = await join(ctx, entry, container, joins[i].endpoint, plan.mode === 'bridge' ? pid : undefined, i, i === 0, i === firstWithIPv6);
         joined.push({ entry, endpoint });
       }
@@ -251,7 +255,35 @@ export function connect(ctx: NetworkContext, container: { id: string; name: stri
       bridge: plan.mode === 'bridge' ? (primary.entry.bridge ?? '') : '',
       ports: portMap(outward.endpoint.ports ?? [], { ipv6: Boolean(outward.endpoint.ipv6) }),
     };
-  });
+  }));
+}
+
+/**
+ * The steps of joining swarm networks that wait for the swarm (the managers, the sandbox), done before `then`
+ * takes the context's lock; `then` records them (taking each from the map), and what it leaves is undone.
+ */
+async function prepareSwarmJoins<T>(
+  ctx: NetworkContext,
+  container: { id: string; name: string },
+  joins: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }>,
+  pid: number | undefined,
+  then: (prepared: Map<number, PreparedSwarm>) => Promise<T>,
+  /** The interface index of the first join (`eth<n>`). */
+  firstIndex = 0,
+): Promise<T> {
+  const prepared = new Map<number, PreparedSwarm>();
+  try {
+    if (pid !== undefined) {
+      for (const [i, j] of joins.entries()) {
+        const known = ctx.entries.get(j.networkId) ?? ctx.byName(j.networkName);
+        if (known ? !isSwarmEntry(known) : !mayBeSwarm(ctx)) continue;
+        prepared.set(i, await prepareSwarm(ctx, known?.network.Id || j.networkName, container, j.endpoint, pid, firstIndex + i));
+      }
+    }
+    return await then(prepared);
+  } finally {
+    for (const p of prepared.values()) await abandonSwarm(ctx, p);
+  }
 }
 
 /**
@@ -288,19 +320,23 @@ export function connectRunning(
   }
   if (current.length === 0 && !opts.ownNamespace) throw new Forbidden(`container ${container.name.replace(/^\//, '')} has no network namespace of its own to connect`);
   const request = parseEndpoint(ctx, entry, endpointConfig, 'EndpointConfig');
-  return ctx.lock.run(async () => {
-    if (entry.endpoints.has(container.id)) {
-      throw new Forbidden(`endpoint with name ${container.name.replace(/^\//, '')} already exists in network ${entry.network.Name}`);
-    }
-    const used = new Set(current.map((e) => e.endpoints.get(container.id)?.containerInterface ?? 'eth0'));
-    let index = 0;
-    while (used.has(`eth${index}`)) index++;
+  const exists = () => new Forbidden(`endpoint with name ${container.name.replace(/^\//, '')} already exists in network ${entry.network.Name}`);
+  if (entry.endpoints.has(container.id)) throw exists();
+  const used = new Set(current.map((e) => e.endpoints.get(container.id)?.containerInterface ?? 'eth0'));
+  let index = 0;
+  while (used.has(`eth${index}`)) index++;
+  const swarmJoin = isSwarmEntry(entry) ? [{ networkId: entry.network.Id, networkName: entry.network.Id || networkRef, endpoint: request }] : [];
+  return prepareSwarmJoins(ctx, container, swarmJoin, pid, (prepared) => ctx.lock.run(async () => {
+    if (entry.endpoints.has(container.id)) throw exists();
     // eth0 holds the default route; a later network gets none, even when it takes the name eth0 again.
     // A container without IPv6 so far takes its IPv6 default route from the network it joins now.
     const withIPv6 = current.some((e) => e.endpoints.get(container.id)?.ipv6);
     let endpoint: EndpointRecord;
-    if (isSwarmEntry(entry)) ({ entry, endpoint } = await joinSwarm(ctx, entry.network.Id || networkRef, container, request, pid, index));
-    else endpoint = await join(ctx, entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
+    const ready = prepared.get(0);
+    if (ready) {
+      ({ entry, endpoint } = await recordSwarm(ctx, ready));
+      prepared.delete(0);
+    } else endpoint = await join(ctx, entry, container, request, pid, index, index === 0 && current.length === 0, !withIPv6);
     if (!ctx.isPredefined(entry)) {
       // As Docker: a container that joins its first user-defined network (from the default bridge, say) gets
       // the embedded DNS server; the engine points its resolv.conf at it (servesDns).
@@ -319,5 +355,5 @@ export function connectRunning(
     }
     ctx.publishEndpoint('connect', entry, container.id);
     return containerNetworks(ctx, container.id);
-  });
+  }), index);
 }

@@ -96,18 +96,25 @@ export async function joinGateway(
   return { entry: bridge, endpoint };
 }
 
+/** A container's attachment to a swarm network and its interface there, not yet in the network's record. */
+export interface PreparedSwarm {
+  att: SwarmAttachment;
+  endpoint: EndpointRecord;
+}
+
 /**
- * The container joins the swarm network `ref` as `eth<index>`: an attachment from the managers, the network's
- * local record, the interface. Undone when a step fails. Called under the context's lock.
+ * The container's first steps onto the swarm network `ref` as `eth<index>`, outside the context's lock (they
+ * wait for the managers and for the sandbox): an attachment from the managers, then the interface. Undone
+ * when a step fails.
  */
-export async function joinSwarm(
+export async function prepareSwarm(
   ctx: NetworkContext,
   ref: string,
   container: { id: string; name: string },
   request: EndpointRequest,
   pid: number,
   index: number,
-): Promise<{ entry: NetworkEntry; endpoint: EndpointRecord }> {
+): Promise<PreparedSwarm> {
   const swarm = ctx.swarm;
   if (!swarm?.active()) throw new InvalidParameter(`network ${ref} is a swarm network and this node is not in a swarm`);
   if (request.ipv4Address || request.ipv6Address) throw new InvalidParameter(`a static address cannot be given on the swarm network ${ref}`);
@@ -120,18 +127,34 @@ export async function joinSwarm(
   };
   if (request.aliases) endpoint.aliases = [...request.aliases];
   if (request.driverOpts) endpoint.driverOpts = { ...request.driverOpts };
-  let entry = ctx.entries.get(att.Network.ID);
   try {
     await swarm.plug({ networkId: att.Network.ID, pid, ifname: endpoint.containerInterface!, address: endpoint.ipv4, prefixLen: endpoint.prefixLen, macAddress: endpoint.macAddress });
-    if (!entry) ctx.entries.set(att.Network.ID, (entry = { network: overlayRecord(att.Network), endpoints: new Map() }));
-    entry.endpoints.set(container.id, endpoint);
-    await ctx.store.save(entry);
   } catch (err) {
-    entry?.endpoints.delete(container.id);
     await swarm.detach(att.ID).catch(() => undefined);
     throw new Error(`cannot connect container ${containerName} to network ${att.Network.Name}: ${errorMessage(err)}`, { cause: err });
   }
-  return { entry, endpoint };
+  return { att, endpoint };
+}
+
+/** Records a prepared join in the network's local record (made with the first container here). Under the context's lock. */
+export async function recordSwarm(ctx: NetworkContext, p: PreparedSwarm): Promise<{ entry: NetworkEntry; endpoint: EndpointRecord }> {
+  let entry = ctx.entries.get(p.att.Network.ID);
+  if (!entry) ctx.entries.set(p.att.Network.ID, (entry = { network: overlayRecord(p.att.Network), endpoints: new Map() }));
+  entry.endpoints.set(p.endpoint.containerId, p.endpoint);
+  try {
+    await ctx.store.save(entry);
+  } catch (err) {
+    entry.endpoints.delete(p.endpoint.containerId);
+    await dropUnused(ctx, entry);
+    throw err;
+  }
+  return { entry, endpoint: p.endpoint };
+}
+
+/** Undoes a prepared join that was not recorded: its interface and its attachment. */
+export async function abandonSwarm(ctx: NetworkContext, p: PreparedSwarm): Promise<void> {
+  await ctx.swarm?.unplug(p.endpoint.pid!, p.endpoint.containerInterface!).catch(() => undefined);
+  await ctx.swarm?.detach(p.att.ID).catch(() => undefined);
 }
 
 /**
