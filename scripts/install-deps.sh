@@ -26,6 +26,7 @@ NODE_MAJOR_MIN=20
 #   qemu-system-x86             the VM path's tests boot the guest image under QEMU (TCG here)
 #   kmod debian-archive-keyring the guest image build: depmod for the guest's modules, and the archive's keys
 #                               that apt checks the guest's packages against
+#   tcpdump                     the encrypted overlay test captures the underlay between nodes (ESP, no VXLAN)
 APT_PACKAGES=(
   crun runc conmon tini busybox-static
   iptables nftables iproute2 util-linux
@@ -37,6 +38,7 @@ APT_PACKAGES=(
   docker-compose python3-docker
   etcd-server
   qemu-system-x86 kmod debian-archive-keyring
+  tcpdump
 )
 
 log() { printf '[install-deps] %s\n' "$*"; }

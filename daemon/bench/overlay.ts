@@ -7,6 +7,9 @@
  *       overlay at least 0.7x, its MTU 1450 beside the underlay's 1500), and
  *   (2) two containers on one node's plain bridge network;
  *
+ * and, on a line of its own, the same two tasks' pair through an encrypted overlay (`--opt encrypted`: ESP in
+ * UDP between the nodes, carried by the daemons), beside the underlay too (--encrypted-mb per transfer);
+ *
  * and the latency of HTTP requests (one connection each, from the benchmark's process) through the routing
  * mesh at the node that runs no task of the service, beside the same requests to the task through a port its
  * node publishes in host mode (the reference; target: at most 1 ms added at the p50).
@@ -15,7 +18,7 @@
  * timed by `time -p`, the receiver `nc -l -p PORT -e dd of=/dev/null bs=1M` in a loop. Kinds run --repeat
  * times, interleaved; the median counts.
  *
- *   node daemon/dist/bench/overlay.js [--mb 1024] [--repeat 3] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/overlay.js [--mb 1024] [--encrypted-mb 256] [--repeat 3] [--json] [--check] [--verbose]
  *
  * It needs root, starts real daemons in temporary roots, and removes everything it made.
  */
@@ -71,10 +74,11 @@ async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<number> {
-  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, repeat: { type: 'string', default: '3' } });
+  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, 'encrypted-mb': { type: 'string', default: '256' }, repeat: { type: 'string', default: '3' } });
   const opts = commonOptions(values);
   const mb = positiveInt(values, 'mb', 1024);
   const repeat = positiveInt(values, 'repeat', 3);
+  const encryptedMb = positiveInt(values, 'encrypted-mb', 256);
   const progress = (line: string) => {
     if (!opts.json) console.error(`# ${line}`);
   };
@@ -112,10 +116,17 @@ async function main(): Promise<number> {
       const r = await m.request('GET', `/tasks?filters=${encodeURIComponent(JSON.stringify({ service: [service], 'desired-state': ['running'] }))}`);
       return r.json<any[]>().find((t) => t.Status.State === 'running');
     };
+    // The same pair on an encrypted overlay.
+    await ok(m, ['network', 'create', '-d', 'overlay', '--opt', 'encrypted', 'benchenc']);
+    await ok(m, ['service', 'create', '--detach', '--name', 'erx', '--network', 'benchenc', '--constraint', `node.hostname==${n2.name}`, 'busybox', 'sh', '-c', receiver]);
+    await ok(m, ['service', 'create', '--detach', '--name', 'etx', '--network', 'benchenc', '--constraint', `node.hostname==${n1.name}`, 'busybox', 'sleep', '100000']);
     const rx = await waitFor(() => running('rx'), 60_000, 'the receiving task');
     const tx = await waitFor(() => running('tx'), 60_000, 'the sending task');
     const rxIp = String(rx.NetworksAttachments[0].Addresses[0]).split('/')[0]!;
     const txContainer = tx.Status.ContainerStatus.ContainerID as string;
+    const erx = await waitFor(() => running('erx'), 60_000, 'the receiving task of the encrypted overlay');
+    const etx = await waitFor(() => running('etx'), 60_000, 'the sending task of the encrypted overlay');
+    const erxIp = String(erx.NetworksAttachments[0].Addresses[0]).split('/')[0]!;
 
     // The plain bridge pair, on node-1.
     await ok(m, ['network', 'create', 'benchbr']);
@@ -126,13 +137,16 @@ async function main(): Promise<number> {
     // The underlay pair: the two nodes' namespaces themselves.
     underlayReceiver = spawn('ip', ['netns', 'exec', n2.ns, 'sh', '-c', receiver], { detached: true, stdio: 'ignore' });
 
-    type Kind = 'underlay' | 'overlay' | 'bridge';
-    const kinds: Kind[] = ['underlay', 'overlay', 'bridge'];
-    const seconds: Record<Kind, number[]> = { underlay: [], overlay: [], bridge: [] };
+    type Kind = 'underlay' | 'overlay' | 'bridge' | 'encrypted';
+    const kinds: Kind[] = ['underlay', 'overlay', 'bridge', 'encrypted'];
+    const seconds: Record<Kind, number[]> = { underlay: [], overlay: [], bridge: [], encrypted: [] };
+    const size = (kind: Kind) => (kind === 'encrypted' ? encryptedMb : mb);
     const once = async (kind: Kind) => {
       const r = kind === 'underlay'
         ? await exec('ip', ['netns', 'exec', n1.ns, ...sender(mb, n2.ip)])
-        : await m.docker(['exec', kind === 'overlay' ? txContainer : 'btx', ...sender(mb, kind === 'overlay' ? rxIp : brxIp)], { timeoutMs: 300_000 });
+        : kind === 'encrypted'
+          ? await m.docker(['exec', etx.Status.ContainerStatus.ContainerID, ...sender(encryptedMb, erxIp)], { timeoutMs: 600_000 })
+          : await m.docker(['exec', kind === 'overlay' ? txContainer : 'btx', ...sender(mb, kind === 'overlay' ? rxIp : brxIp)], { timeoutMs: 300_000 });
       if (r.code !== 0) throw new Error(`${kind} transfer failed (${r.code}): ${r.stderr}`);
       seconds[kind].push(realSeconds(r.stderr));
     };
@@ -140,7 +154,7 @@ async function main(): Promise<number> {
     for (const kind of kinds) await waitFor(async () => ((await once(kind)), true), 20_000, `the first ${kind} transfer`);
     for (const kind of kinds) seconds[kind] = [];
     for (let i = 0; i < repeat; i++) for (const kind of kinds) await once(kind);
-    const rate = (kind: Kind) => mb / median(seconds[kind]);
+    const rate = (kind: Kind) => size(kind) / median(seconds[kind]);
 
     // Latency: the mesh at node-1 (no task there) beside the task's own node publishing in host mode.
     await ok(m, ['service', 'create', '--detach', '--name', 'web', '--constraint', `node.hostname==${n2.name}`, '-p', '8080:80', '-p', 'mode=host,target=80,published=8081',
@@ -160,6 +174,9 @@ async function main(): Promise<number> {
       bridgeMBps: rate('bridge'),
       overlayToUnderlay: rate('overlay') / rate('underlay'),
       overlayToBridge: rate('overlay') / rate('bridge'),
+      encryptedMb,
+      encryptedMBps: rate('encrypted'),
+      encryptedToUnderlay: rate('encrypted') / rate('underlay'),
       target: TARGET_OVERLAY_RATIO,
       meshP50Ms: percentile(latency.mesh, 50),
       directP50Ms: percentile(latency.direct, 50),
@@ -172,6 +189,7 @@ async function main(): Promise<number> {
       console.log(`  underlay (node namespace to node namespace, MTU 1500)   ${fmt(result.underlayMBps)} MB/s   (reference)`);
       console.log(`  overlay (task on node-1 to task on node-2, MTU 1450)   ${fmt(result.overlayMBps)} MB/s   ${fmt(result.overlayToUnderlay, 2)}x the underlay (target >= ${TARGET_OVERLAY_RATIO}x)`);
       console.log(`  bridge (two containers of one node's bridge network)   ${fmt(result.bridgeMBps)} MB/s   the overlay is ${fmt(result.overlayToBridge, 2)}x this`);
+      console.log(`  encrypted overlay (the same pair, ESP in UDP, MTU 1400, ${encryptedMb} MB)   ${fmt(result.encryptedMBps)} MB/s   ${fmt(result.encryptedToUnderlay, 2)}x the underlay`);
       console.log(`HTTP GET on a new connection, p50 of ${requests}:`);
       console.log(`  to the task's node, port published in host mode          ${fmt(result.directP50Ms, 2)} ms   (reference)`);
       console.log(`  through the routing mesh at a node without the task     ${fmt(result.meshP50Ms, 2)} ms   +${fmt(result.meshAddedP50Ms, 2)} ms (target <= ${TARGET_MESH_ADDED_MS} ms)`);

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { errorMessage } from './errors.js';
 import { startDaemon } from './boot.js';
 import type { DaemonOptions } from './daemon.js';
+import { parsePathMapping } from './host/remote/paths.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]
@@ -33,6 +34,8 @@ Options:
       --ui [ADDRESS]           Also serve the desktop UI to a browser on a loopback [HOST:]PORT (default 127.0.0.1:2380)
       --authorization-plugin list  Authorization plugin every API request and answer is put to (repeatable)
       --agent string           Use the Host that berthd agent serves at unix://PATH, not this machine's
+      --agent-path list        HOST=GUEST: a folder of this machine and its path on the agent's (repeatable)
+      --agent-wsl string       The agent runs in this WSL2 distribution: Windows drives are /mnt/<letter> there
   -l, --log-level string       debug, info, warn, error or fatal (default "info")
   -D, --debug                  Debug mode (log level debug)
   -v, --version                Print the version and exit
@@ -75,6 +78,8 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
       'insecure-registry': { type: 'string', multiple: true },
       'auth-tokens': { type: 'boolean' },
       agent: { type: 'string' },
+      'agent-path': { type: 'string', multiple: true },
+      'agent-wsl': { type: 'string' },
       'authorization-plugin': { type: 'string', multiple: true },
       'log-level': { type: 'string', short: 'l' },
       debug: { type: 'boolean', short: 'D' },
@@ -111,6 +116,8 @@ export function parseFlags(argv: string[]): DaemonOptions | 'help' | 'version' {
     insecureRegistries: (v['insecure-registry'] as string[] | undefined) ?? [],
     authTokens: Boolean(v['auth-tokens']),
     agent: v.agent as string | undefined,
+    agentPaths: ((v['agent-path'] as string[] | undefined) ?? []).map(parsePathMapping),
+    agentWsl: v['agent-wsl'] as string | undefined,
     authorizationPlugins: (v['authorization-plugin'] as string[] | undefined) ?? [],
   };
 }

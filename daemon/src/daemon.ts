@@ -98,6 +98,10 @@ export interface DaemonOptions {
   authTokens?: boolean;
   /** `--agent unix://PATH`: the Host is the agent's there (berthd agent), not this machine's. */
   agent?: string;
+  /** `--agent-path HOST=GUEST`: folders of this machine and their paths on the agent's (a VM's shares, data root). */
+  agentPaths?: Array<{ hostPath: string; guestPath: string }>;
+  /** `--agent-wsl DISTRO`: the agent runs in that WSL2 distribution (Windows drives at /mnt/<letter>). */
+  agentWsl?: string;
   /** `--authorization-plugin`: plugins every API request and answer is put to, in this order. */
   authorizationPlugins?: string[];
 }
@@ -138,7 +142,9 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   const host =
     givenHost ??
     (opts.agent
-      ? await (await import('./host/remote/index.js')).createRemoteHost(opts.agent)
+      ? await (await import('./host/remote/index.js')).createRemoteHost(opts.agent, {
+          paths: (await import('./host/remote/paths.js')).guestPathsFor({ mappings: opts.agentPaths, wslDistro: opts.agentWsl }),
+        })
       : await createLinuxHost({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, runtime: opts.runtime, initPath: opts.initPath }));
   // What the engine's checks read of the machine at once: resource limits, capabilities, machine id.
   useMachineFacts(host.probe);

@@ -16,6 +16,11 @@ export class NotFound extends EngineError {}
 export class Conflict extends EngineError {}
 /** A parameter or body field is malformed or out of range (400). */
 export class InvalidParameter extends EngineError {}
+/**
+ * A path of the daemon's machine that the machine containers run on does not see: outside every folder
+ * shared with the VM (400, as other bad input).
+ */
+export class NotShared extends InvalidParameter {}
 /** Nothing to do: the object is already in the requested state (304). */
 export class NotModified extends EngineError {}
 /** The operation is not permitted for this object (403). */

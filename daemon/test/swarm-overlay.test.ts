@@ -4,13 +4,14 @@
  * removed; a global service whose task on one node reaches the tasks on the others through VXLAN on the
  * swarm's data path port; service discovery (VIP, dnsrr, tasks.<name>) and VIP balancing following the
  * tasks; standalone containers on attachable overlays (run, connect, disconnect, refusals); a daemon restart;
- * network inspect --verbose; an internal overlay; the routing mesh answering on a
- * node without a task; `docker stack deploy`; and each node's sandboxes removed once no task needs them.
+ * network inspect --verbose; an internal overlay; the routing mesh answering on a node without a task;
+ * `docker stack deploy`; an encrypted overlay (ESP on the underlay, key rotation); and each node's sandboxes
+ * removed once no task needs them.
  * One swarm (a manager and two workers) serves the whole file.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomInt } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -73,11 +74,14 @@ function nodeEngine(i: number): Engine {
   const n = nodes[i]!;
   return new Engine({
     verbose: process.env.BERTH_TEST_VERBOSE === '1',
+    // The keys of encrypted networks rotate every few seconds here (every 12 hours by default).
+    env: { BERTH_NETWORK_KEY_ROTATION_MS: String(ROTATION_MS) },
     wrapper: ['nsenter', `--net=/run/netns/${n.ns}`, 'unshare', '--uts', '--', 'sh', '-c', `hostname ${n.name} && exec "$0" "$@"`],
   });
 }
 
 const engines: Engine[] = [];
+const ROTATION_MS = 4000;
 
 before(async () => {
   setUpNetwork();
@@ -138,9 +142,6 @@ describe('overlay networks across three nodes', () => {
     assert.equal((await engine(0).request('GET', '/networks/ov2')).json().IPAM.Config[0].Gateway, '10.99.0.1');
     const dup = await engine(0).request('POST', '/networks/create', { body: { Name: 'ov', Driver: 'overlay' } });
     assert.equal(dup.status, 409);
-    const encrypted = await engine(0).request('POST', '/networks/create', { body: { Name: 'secret', Driver: 'overlay', Options: { encrypted: '' } } });
-    assert.equal(encrypted.status, 501);
-    assert.match(encrypted.json().message, /encrypted/);
     const fromWorker = await engine(1).request('POST', '/networks/create', { body: { Name: 'w', Driver: 'overlay' } });
     assert.equal(fromWorker.status, 403);
     assert.match(fromWorker.json().message, /manager node/);
@@ -516,6 +517,63 @@ describe('overlay networks across three nodes', () => {
       assert.equal((await engine(0).dockerOk(['service', 'ls', '-q'])).trim().split('\n').filter(Boolean).length, 1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('an encrypted overlay: tasks on two nodes talk through ESP on the underlay (no VXLAN in clear), across key rotations; nothing left after', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--opt', 'encrypted', 'vault']);
+    const network = (await engine(0).request('GET', '/networks/vault')).json();
+    assert.equal(network.Options.encrypted, '');
+    const vni = Number(network.Options['com.docker.network.driver.overlay.vxlanid_list']);
+    await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'vaulted', '--replicas', '2', '--replicas-max-per-node', '1', '--constraint', 'node.hostname!=node-3',
+      '--network', 'vault', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
+    const tasks = await eventually(async () => ((await running('vaulted')).length === 2 ? running('vaulted') : undefined), 40_000, 250) as Task[];
+    const on = (i: number) => tasks.find((t) => t.NodeID === nodeIds[i])!;
+    const address = (t: Task) => t.NetworksAttachments!.find((a) => a.Network.ID === network.Id)!.Addresses[0]!.split('/')[0]!;
+    const exec = (args: string[]) => engine(1).docker(['exec', on(1).Status.ContainerStatus!.ContainerID!, ...args], { timeoutMs: 60_000 });
+    assert.match(await engine(1).dockerOk(['exec', on(1).Status.ContainerStatus!.ContainerID!, 'ip', 'link', 'show', 'eth1']), /mtu 1400/);
+    await eventually(async () => (await exec(['ping', '-c', '1', '-W', '2', address(on(0))])).code === 0, 15_000, 300);
+    // The underlay between node-2 and node-1, seen from node-2: ESP in UDP, and no VXLAN of this network.
+    const capture = spawn('ip', ['netns', 'exec', nodes[1]!.ns, 'tcpdump', '-n', '-l', '-i', 'eth0', `udp port 4500 or (udp port 7789 and (udp[12:4] >> 8) = ${vni})`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let seen = '';
+    capture.stdout.on('data', (c: Buffer) => (seen += c.toString()));
+    try {
+      await new Promise((r) => setTimeout(r, 1000));
+      // Pings across at least two rotations of the keys, none lost; then one as large as the MTU allows.
+      const pings = await exec(['ping', '-c', String((3 * ROTATION_MS) / 250), '-i', '0.25', '-W', '2', address(on(0))]);
+      assert.match(pings.stdout, / 0% packet loss/, pings.stdout);
+      const large = await exec(['ping', '-c', '2', '-s', '1372', '-W', '2', address(on(0))]);
+      assert.equal(large.code, 0, large.stdout);
+      await new Promise((r) => setTimeout(r, 500));
+    } finally {
+      capture.kill('SIGINT');
+      await new Promise((r) => capture.once('exit', r));
+    }
+    const esp = [...seen.matchAll(/ (\S+)\.4500 > (\S+)\.4500: UDP-encap: ESP\(spi=(0x[0-9a-f]+)/g)];
+    assert.ok(esp.length >= 2 * (3 * ROTATION_MS) / 250, seen);
+    assert.doesNotMatch(seen, /\.7789[ :]/, 'VXLAN of the encrypted network in clear on the underlay');
+    // Each direction between the two nodes has its own SPIs, which change as the primary key does.
+    const spis = (src: string, dst: string) => new Set(esp.filter((m) => m[1] === src && m[2] === dst).map((m) => m[3]));
+    const there = spis(nodes[1]!.ip, nodes[0]!.ip);
+    const back = spis(nodes[0]!.ip, nodes[1]!.ip);
+    assert.ok(there.size >= 2 && back.size >= 2, `SPIs ${[...there]} / ${[...back]}`);
+    assert.ok(![...there].some((s) => back.has(s)));
+    // A daemon that stops takes its encryption down, and the network's peers with it (nothing goes in clear);
+    // back, it encrypts again.
+    const vaultNs = overlayNamespacesOf(engine(1)).find((ns) => spawnSync('ip', ['-n', ns, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout.includes(`vxlan id ${vni} `))!;
+    assert.ok(vaultNs);
+    await engine(1).stop();
+    assert.notEqual(spawnSync('ip', ['netns', 'exec', nodes[1]!.ns, 'nft', 'list', 'table', 'ip', 'berth_esp']).status, 0);
+    assert.equal(spawnSync('bridge', ['-n', vaultNs, 'fdb', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout.split('\n').filter((l) => / dst /.test(l)).length, 0);
+    await engine(1).start();
+    await eventually(async () => (await exec(['ping', '-c', '1', '-W', '2', address(on(0))])).code === 0, 20_000, 300);
+    // Removed with the network: no table, socket or xfrm state left on any node.
+    await engine(0).dockerOk(['service', 'rm', 'vaulted']);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/vault')).status === 204, 20_000, 250);
+    for (const n of nodes) {
+      await eventually(() => spawnSync('ip', ['netns', 'exec', n.ns, 'nft', 'list', 'table', 'ip', 'berth_esp']).status !== 0, 10_000, 200);
+      assert.doesNotMatch(spawnSync('ip', ['netns', 'exec', n.ns, 'ss', '-uln'], { encoding: 'utf8' }).stdout, /:4500\b/);
+      for (const what of ['state', 'policy']) assert.equal(spawnSync('ip', ['-n', n.ns, 'xfrm', what], { encoding: 'utf8' }).stdout.trim(), '');
     }
   });
 

@@ -230,18 +230,19 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount, a named volume, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount at its guest path (--agent-path), a named volume, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
   const src = path.join(root, 'src');
   await fs.mkdir(src);
   await fs.writeFile(path.join(src, 'in.txt'), 'from the host\n');
-  // The host folder at the same path in the guest, as a bind mount's source names it. The guest's data disk is
-  // mounted at the daemon's data root and the agent keeps its state there, so that the folders the remote
-  // Host names by the daemon's paths are the guest's; the daemon's containers folder, whose files both sides
-  // read and write (a container's log and /etc files), is shared at its path. Volumes are the guest's own, on
-  // its data disk (their records are the daemon's, on the host).
+  // The host folder is mounted elsewhere in the guest (/mnt/src): the daemon is told so (--agent-path) and
+  // gives the agent the guest's path of a bind mount's source. The guest's data disk is mounted at the
+  // daemon's data root and the agent keeps its state there, so that the folders the remote Host names by the
+  // daemon's paths are the guest's; the daemon's containers folder, whose files both sides read and write (a
+  // container's log and /etc files), is shared at its path. Volumes are the guest's own, on its data disk
+  // (their records are the daemon's, on the host).
   const engineArgs: string[] = []; // the agent's address, known once the VM runs
   const engine = new Engine({ args: engineArgs });
   const daemonShares = ['containers'].map((n) => path.join(engine.dataRoot, n));
@@ -252,14 +253,14 @@ test('a daemon on the host runs containers in the guest through the agent (--age
       stateDir: path.join(root, 'vm'),
       image: img,
       resources: { cpus: 2, memoryMiB: 2048, diskGiB: 4 },
-      shares: [src, ...daemonShares].map((dir) => ({ hostPath: dir, guestPath: dir })),
+      shares: [{ hostPath: src, guestPath: '/mnt/src' }, ...daemonShares.map((dir) => ({ hostPath: dir, guestPath: dir }))],
       guestDataRoot: engine.dataRoot,
     },
     { accel: (process.env.BERTH_VM_ACCEL as 'kvm' | 'tcg' | undefined) ?? 'tcg' },
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
-  engineArgs.push('--agent', status.agentEndpoint!);
+  engineArgs.push('--agent', status.agentEndpoint!, '--agent-path', `${src}=/mnt/src`);
   cleanups.push(() => engine.cleanup());
   await engine.start();
   const archive = path.join(root, 'busybox.tar');
@@ -270,6 +271,10 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   const rw = await engine.dockerOk(['run', '--rm', '-v', `${src}:/src`, 'busybox', 'sh', '-c', 'cat /src/in.txt; echo written in the guest > /src/out.txt'], { timeoutMs: 300_000 });
   assert.equal(rw, 'from the host\n');
   assert.equal(await fs.readFile(path.join(src, 'out.txt'), 'utf8'), 'written in the guest\n');
+  // A folder the VM does not see is refused, naming it and the shared folders.
+  const unshared = await engine.docker(['run', '--rm', '-v', `${root}:/x`, 'busybox', 'true'], { timeoutMs: 120_000 });
+  assert.notEqual(unshared.code, 0);
+  assert.match(unshared.stderr, /the path .* is not shared with the VM .*shared folders are/);
   // A named volume keeps what a container wrote for the next one.
   await engine.dockerOk(['volume', 'create', 'vmvol'], { timeoutMs: 120_000 });
   await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'sh', '-c', 'echo kept > /data/x'], { timeoutMs: 300_000 });

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { VmResources } from './engine-args.js';
 import type { EmbeddedDaemon } from './engine-host.js';
-import type { VmDriverKind, VmEnginePlan } from './vm-plan.js';
+import { VM_NAME, type VmDriverKind, type VmEnginePlan } from './vm-plan.js';
 
 export type VmState = 'stopped' | 'starting' | 'running' | 'stopping' | 'error';
 
@@ -149,7 +149,7 @@ export class VmEngine {
       // The folders both sides write in are shared: they must exist before the VM starts.
       for (const dir of [plan.dataRoot, ...plan.shares.map((s) => s.hostPath)]) await fs.mkdir(dir, { recursive: true, mode: 0o700 });
       await fs.mkdir(plan.execRoot, { recursive: true, mode: 0o700 });
-      const config = { name: 'berth', stateDir: plan.stateDir, image: this.opts.image, resources: plan.resources, shares: plan.shares, guestDataRoot: plan.guestDataRoot };
+      const config = { name: VM_NAME, stateDir: plan.stateDir, image: this.opts.image, resources: plan.resources, shares: plan.shares, guestDataRoot: plan.guestDataRoot };
       driver = new mods.drivers[plan.driver](config, plan.driver === 'qemu' && this.opts.accel ? { accel: this.opts.accel } : {});
       this.driver = driver;
       const vm = await driver.start();

@@ -9,9 +9,14 @@
  *   shared at its own path (bind mounts of the user's folders), and the daemon's containers folder (both
  *   sides write there; volumes are the guest's own, on its data disk).
  * - Windows: WSL2; the app's user data folder; the engine on the named pipe `\\.\pipe\berth`
- *   (`npipe:////./pipe/berth` for the docker CLI); WSL2 mounts the drives itself (`C:\` at /mnt/c), so the
- *   guest's path of the data root is its drive path.
+ *   (`npipe:////./pipe/berth` for the docker CLI); WSL2 mounts the drives itself (`C:\` at /mnt/c): the
+ *   data root is the distribution's own /var/lib/berth (overlayfs needs a Linux file system), but for its
+ *   containers folder, which both sides write, reached at its drive path.
  * - Linux under BERTH_APP_VM=qemu (tests): as macOS, with QEMU.
+ *
+ * The daemon is told each of these folders and the guest's path of it (`--agent-path`, `--agent-wsl`): the
+ * remote Host gives the guest only the guest's paths, and refuses bind mounts of folders the guest does not
+ * see.
  */
 import path from 'node:path';
 import { APP_BRIDGE, type HostFacts, type VmResources } from './engine-args.js';
@@ -21,6 +26,10 @@ export type VmDriverKind = 'qemu' | 'vfkit' | 'wsl2';
 /** The named pipe the engine serves on Windows, and the docker CLI's spelling of it. */
 export const ENGINE_PIPE = '\\\\.\\pipe\\berth';
 export const ENGINE_PIPE_ADDRESS = 'npipe:////./pipe/berth';
+/** The VM's name: the WSL distribution's (vm-engine.ts names its VM so). */
+export const VM_NAME = 'berth';
+/** Where the guest agent in WSL2 keeps its data (the image's wsl-agent). */
+export const WSL_GUEST_DATA_ROOT = '/var/lib/berth';
 
 export interface VmEnginePlan {
   driver: VmDriverKind;
@@ -63,23 +72,30 @@ export function vmEnginePlan(driver: VmDriverKind, facts: HostFacts, socketPath:
     const base = path.win32.join(facts.userData, 'engine');
     const dataRoot = path.win32.join(base, 'data');
     const execRoot = path.win32.join(base, 'run');
+    const containers = path.win32.join(dataRoot, 'containers');
+    const mappings = [
+      ['--agent-path', `${dataRoot}=${WSL_GUEST_DATA_ROOT}`],
+      ['--agent-path', `${containers}=${windowsDrivePath(containers)}`],
+      ['--agent-path', `${execRoot}=/run/berth`],
+    ].flat();
     return {
       driver,
       stateDir: path.win32.join(base, 'vm'),
       dataRoot,
-      guestDataRoot: windowsDrivePath(dataRoot),
+      guestDataRoot: WSL_GUEST_DATA_ROOT,
       execRoot,
       listen: ENGINE_PIPE_ADDRESS,
       socketPath: ENGINE_PIPE,
       contextHost: ENGINE_PIPE_ADDRESS,
       shares: [],
       resources,
-      args: flags(ENGINE_PIPE_ADDRESS, dataRoot, execRoot, path.win32.join(execRoot, 'berthd.pid')),
+      args: [...flags(ENGINE_PIPE_ADDRESS, dataRoot, execRoot, path.win32.join(execRoot, 'berthd.pid')), '--agent-wsl', VM_NAME, ...mappings],
     };
   }
   const base = path.join(facts.home, '.berth');
   const dataRoot = path.join(base, 'data');
   const execRoot = path.join(base, 'run');
+  const shares = [facts.home, path.join(dataRoot, 'containers')].map((dir) => ({ hostPath: dir, guestPath: dir }));
   return {
     driver,
     stateDir: path.join(base, 'vm'),
@@ -90,8 +106,11 @@ export function vmEnginePlan(driver: VmDriverKind, facts: HostFacts, socketPath:
     listen: `unix://${socketPath}`,
     socketPath,
     contextHost: `unix://${socketPath}`,
-    shares: [facts.home, path.join(dataRoot, 'containers')].map((dir) => ({ hostPath: dir, guestPath: dir })),
+    shares,
     resources,
-    args: flags(`unix://${socketPath}`, dataRoot, execRoot, path.join(execRoot, 'berthd.pid')),
+    args: [
+      ...flags(`unix://${socketPath}`, dataRoot, execRoot, path.join(execRoot, 'berthd.pid')),
+      ...[{ hostPath: dataRoot, guestPath: dataRoot }, ...shares].flatMap((s) => ['--agent-path', `${s.hostPath}=${s.guestPath}`]),
+    ],
   };
 }

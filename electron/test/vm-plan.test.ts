@@ -38,10 +38,13 @@ describe('the VM engine of each platform', () => {
     assert.deepEqual(plan.args, [
       '-H', 'unix:///Users/ada/.berth/engine.sock', '--data-root', '/Users/ada/.berth/data', '--exec-root', '/Users/ada/.berth/run',
       '--pidfile', '/Users/ada/.berth/run/berthd.pid', '--bridge', 'berthapp0',
+      '--agent-path', '/Users/ada/.berth/data=/Users/ada/.berth/data',
+      '--agent-path', '/Users/ada=/Users/ada',
+      '--agent-path', '/Users/ada/.berth/data/containers=/Users/ada/.berth/data/containers',
     ]);
   });
 
-  it('Windows: the named pipe \\\\.\\pipe\\berth for the engine and the context, the data root at its drive path in the guest', () => {
+  it('Windows: the named pipe \\\\.\\pipe\\berth for the engine and the context, the data root the guest\'s own, its containers folder at its drive path', () => {
     const plan = vmEnginePlan('wsl2', facts('win32', 'C:\\Users\\ada', 'C:\\Users\\ada\\AppData\\Roaming\\Berth'), 'C:\\ignored.sock', resources);
     assert.equal(ENGINE_PIPE, '\\\\.\\pipe\\berth');
     assert.equal(plan.socketPath, ENGINE_PIPE);
@@ -50,9 +53,17 @@ describe('the VM engine of each platform', () => {
     assert.equal(contextHostFor(plan.socketPath), plan.contextHost);
     assert.equal(plan.stateDir, 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\vm');
     assert.equal(plan.dataRoot, 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\data');
-    assert.equal(plan.guestDataRoot, '/mnt/c/Users/ada/AppData/Roaming/Berth/engine/data');
+    // The guest's data root is the distribution's own; the containers folder, both sides write, is reached
+    // through WSL's mount of its drive; the daemon is told both, and that the guest is the WSL distribution.
+    assert.equal(plan.guestDataRoot, '/var/lib/berth');
     assert.deepEqual(plan.shares, []);
     assert.deepEqual(plan.args.slice(0, 4), ['-H', 'npipe:////./pipe/berth', '--data-root', 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\data']);
+    assert.deepEqual(plan.args.slice(10), [
+      '--agent-wsl', 'berth',
+      '--agent-path', 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\data=/var/lib/berth',
+      '--agent-path', 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\data\\containers=/mnt/c/Users/ada/AppData/Roaming/Berth/engine/data/containers',
+      '--agent-path', 'C:\\Users\\ada\\AppData\\Roaming\\Berth\\engine\\run=/run/berth',
+    ]);
   });
 
   it('maps Windows drive paths into the guest; refuses paths without a drive', () => {

@@ -104,6 +104,12 @@ export interface PublishSpec {
    */
   address6?: string;
   ports: PortMapping[];
+  /**
+   * The container is reached by the host's route to `address` (an interface a network plugin made), not
+   * through `bridge`, which then only tags the rules: the forward accept names no interface, and the host's
+   * loopback reaches the ports through the route's interface (route_localnet on it, the source masqueraded).
+   */
+  routed?: boolean;
 }
 
 /** What the embedded DNS server asks the engine. */

@@ -22,6 +22,8 @@ export interface OverlaySpec {
   prefixLen: number;
   /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
   mtu: number;
+  /** The network's VXLAN traffic to other nodes is encrypted (setOverlayEncryption). */
+  encrypted?: boolean;
 }
 
 /** An endpoint of the network on another node. */
@@ -57,6 +59,25 @@ export interface IngressSpec {
   ports: Array<{ proto: 'tcp' | 'udp'; publishedPort: number; targetPort: number; backends: string[] }>;
 }
 
+/**
+ * The encryption of encrypted networks' VXLAN traffic between this node and the others: ESP (RFC 4303, AES-GCM
+ * as RFC 4106 gives it) in transport mode, carried in UDP on port 4500 (RFC 3948). Each direction between two
+ * nodes has its own security association per key (its SPI and key derived from the swarm's key and the two
+ * addresses); a node sends under the primary key and accepts any key of the ring. VXLAN of these networks
+ * never leaves the node, nor is taken in, in clear.
+ */
+export interface OverlayEncryption {
+  /** This node's underlay address, and the VXLAN port (the swarm's DataPathPort). */
+  localAddr: string;
+  port: number;
+  /** The swarm's keys (base64 of 20 bytes: an AES-128 key and a 4-byte salt) by tag. */
+  keys: Array<{ tag: number; key: string }>;
+  /** The tag of the key to send under. */
+  primary: number;
+  /** The encrypted networks: their VNI and where each remote endpoint (by MAC) lives. */
+  networks: Array<{ vni: number; peers: Array<{ mac: string; node: string }> }>;
+}
+
 export interface OverlayHost {
   /** Creates the network's sandbox, bridge and VXLAN device, or brings existing ones to the spec. Idempotent. */
   ensureOverlay(spec: OverlaySpec): Promise<void>;
@@ -79,6 +100,11 @@ export interface OverlayHost {
    * previous ports; undefined removes the mesh from the node.
    */
   setIngress(spec: IngressSpec | undefined): Promise<void>;
+  /**
+   * Installs (or brings up to date: a new key, new peers) the encryption of encrypted networks on this node;
+   * undefined removes it with all it holds. Their VXLAN devices must have been made with `encrypted`.
+   */
+  setOverlayEncryption(spec: OverlayEncryption | undefined): Promise<void>;
   /** Removes the network's sandbox with everything in it. Idempotent. */
   removeOverlay(networkId: string): Promise<void>;
   /** Ids of the networks whose sandboxes exist on this node (left over by an earlier run too). */

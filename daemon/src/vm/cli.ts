@@ -19,6 +19,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_RESOURCES, type GuestArch, type GuestImage, type Share, type VmConfig, type VmDriver } from './driver.js';
 import { defaultCacheDir } from './guest/image.js';
 import { PublishedPorts } from './ports.js';
+import { agentPathFlags } from './shares.js';
 import { QemuDriver, qemuCommand, type QemuAccel } from './qemu.js';
 import { VfkitDriver, vfkitCommand } from './vfkit.js';
 import { Wsl2Driver, wslCommands } from './wsl.js';
@@ -117,7 +118,7 @@ export async function main(argv: string[]): Promise<number> {
   const driver: VmDriver = kind === 'qemu' ? new QemuDriver(config, { accel }) : kind === 'vfkit' ? new VfkitDriver(config) : new Wsl2Driver(config);
   const status = await driver.start();
   process.stdout.write(`VM running (${driver.kind}, pid ${status.pid ?? '?'}); console: ${status.consoleLog ?? '-'}\n`);
-  process.stdout.write(`start the daemon with: berthd --agent ${status.agentEndpoint}\n`);
+  process.stdout.write(`start the daemon with: berthd --agent ${status.agentEndpoint} ${agentPathFlags(kind, config).join(' ')}\n`.replace(/ \n$/, '\n'));
   let stopPorts = () => {};
   const engineSocket = values['engine-socket'];
   if (engineSocket) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { toGuestPath, windowsToWslPath } from './shares.js';
+import { agentPathFlags, toGuestPath, windowsToWslPath } from './shares.js';
 
 test('a host path inside a share maps to the guest mount, the deepest share winning', () => {
   const shares = [
@@ -23,4 +23,11 @@ test('Windows paths in WSL2', () => {
   assert.equal(windowsToWslPath('\\\\wsl.localhost\\Berth\\srv', 'berth'), '/srv');
   assert.equal(windowsToWslPath('\\\\wsl$\\Ubuntu\\home', 'berth'), undefined);
   assert.equal(windowsToWslPath('\\\\server\\share\\x', 'berth'), undefined);
+});
+
+test('the daemon is told the guest\'s paths of the shares, of its data root, and the WSL distribution', () => {
+  const shares = [{ hostPath: '/Users/me', guestPath: '/Users/me' }];
+  assert.deepEqual(agentPathFlags('vfkit', { name: 'berth', shares }), ['--agent-path', '/Users/me=/Users/me']);
+  assert.deepEqual(agentPathFlags('qemu', { name: 'berth', shares, guestDataRoot: '/var/lib/berth' }, '/Users/me/.berth/data'), ['--agent-path', '/Users/me/.berth/data=/var/lib/berth', '--agent-path', '/Users/me=/Users/me']);
+  assert.deepEqual(agentPathFlags('wsl2', { name: 'berth', shares: [] }), ['--agent-wsl', 'berth']);
 });

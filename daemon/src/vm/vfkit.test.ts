@@ -45,3 +45,19 @@ test('vfkit: socket paths beyond macOS limit are refused; REST state requests an
   assert.equal(vfkitState({ state: 'VirtualMachineStateStopped' }), 'stopped');
   assert.equal(vfkitState({ state: 'VirtualMachineStateStarting' }), 'starting');
 });
+
+test('vfkit: values it would split at commas are refused; kernel arguments with commas stay inside the quoted command line', () => {
+  const base = { name: 'x', stateDir: '/Users/me/.berth/vm', image: { arch: 'amd64' as const, kernel: '/img/vmlinuz', initrd: '/img/initrd.img' }, resources: { cpus: 1, memoryMiB: 512, diskGiB: 1 }, shares: [] };
+  assert.throws(() => vfkitCommand({ ...base, stateDir: '/Users/me/a,b' }), /comma: \/Users\/me\/a,b/);
+  assert.throws(() => vfkitCommand({ ...base, shares: [{ hostPath: '/Users/me/x,y', guestPath: '/x' }] }), /shared folder with a comma/);
+  assert.throws(() => vfkitCommand({ ...base, image: { ...base.image, initrd: '/img/a,b.img' } }), /initrd path with a comma/);
+  assert.throws(() => vfkitCommand({ ...base, kernelArgs: ['x="y"'] }), /double quote/);
+  const cmd = vfkitCommand({ ...base, kernelArgs: ['console=ttyS0,115200'] }, { now });
+  const boot = cmd.args[cmd.args.indexOf('--bootloader') + 1]!;
+  // amd64 keeps the kernel as built; the command line is one quoted option value, its comma inside the quotes.
+  assert.match(boot, /^linux,kernel=\/img\/vmlinuz,initrd=\/img\/initrd.img,cmdline="[^"]* console=ttyS0,115200"$/);
+  // The host dials the guest's vsock port (`connect`; vfkit's default, `listen`, is the other way).
+  assert.ok(cmd.args.includes('virtio-vsock,port=1024,socketURL=/Users/me/.berth/vm/agent.sock,connect'));
+  assert.equal(vfkitState({ state: 'VirtualMachineStateSaving' }), 'running');
+  assert.equal(vfkitState({ state: 'VirtualMachineStateError' }), 'stopped');
+});

@@ -6,7 +6,12 @@
  * networking, the console on a virtio-serial log file, and vfkit's REST endpoint on a unix socket for
  * state and stop. Rosetta is not offered (no rosetta device): the guest runs its own architecture only.
  *
- * Not run on these Linux machines: unit-tested on its command line and its REST requests.
+ * vfkit splits `--device` and `--bootloader` values at commas (only the boot loader's `cmdline="..."` may
+ * hold commas, inside its quotes), so a path with a comma, or a command line with a double quote, is refused
+ * here rather than misread there.
+ *
+ * Not run on these Linux machines: unit-tested on its command line (checked against vfkit's usage document and
+ * its option parser) and its REST requests.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
@@ -17,6 +22,12 @@ import { ensureDataDisk } from './qemu.js';
 
 /** macOS's sun_path is 104 bytes, the terminating NUL included (vfkit refuses longer unix socket paths). */
 export const MACOS_SUN_PATH_MAX = 103;
+
+/** A value of a `--device` or `--bootloader` option: vfkit splits those at commas. */
+function optionValue(what: string, value: string): string {
+  if (value.includes(',')) throw new RangeError(`vfkit cannot take a ${what} with a comma: ${value}`);
+  return value;
+}
 
 export interface VfkitCommand {
   binary: string;
@@ -49,6 +60,13 @@ export function vfkitCommand(config: VmConfig, opts: { binary?: string; now?: Da
     dataRoot: config.guestDataRoot,
     extra: config.kernelArgs,
   }).join(' ');
+  // The command line goes inside double quotes, which vfkit takes off (commas inside are kept).
+  if (cmdline.includes('"')) throw new RangeError(`the guest's kernel command line cannot hold a double quote for vfkit: ${cmdline}`);
+  for (const [what, value] of [['state folder', state], ['kernel path', kernel], ['initrd path', config.image.initrd]] as const) optionValue(what, value);
+  for (const s of shares) {
+    optionValue('shared folder', s.hostPath);
+    optionValue('share tag', s.tag);
+  }
   const args = [
     '--cpus', String(config.resources.cpus),
     '--memory', String(config.resources.memoryMiB),
@@ -77,8 +95,10 @@ export function vfkitState(answer: { state?: string }): VmStatus['state'] {
     case 'VirtualMachineStatePaused':
     case 'VirtualMachineStateResuming':
     case 'VirtualMachineStatePausing':
+    case 'VirtualMachineStateSaving':
       return 'running';
     case 'VirtualMachineStateStarting':
+    case 'VirtualMachineStateRestoring':
       return 'starting';
     case 'VirtualMachineStateStopping':
       return 'stopping';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { agentPipePath, parseWslList, wslCommands, wslConfig } from './wsl.js';
+import { agentSocketPath } from '../host/remote/connection.js';
+import { agentPipePath, parseWslList, parseWslNames, wslCommands, wslConfig } from './wsl.js';
 
 const config = {
   name: 'berth',
@@ -16,7 +17,13 @@ test('WSL2: import of the rootfs tar, the agent on wsl.exe stdio, terminate, res
   assert.deepEqual(c.agent, ['--distribution', 'berth', '--user', 'root', '--exec', '/usr/lib/berth/wsl-agent']);
   assert.deepEqual(c.terminate, ['--terminate', 'berth']);
   assert.deepEqual(c.resize, ['--manage', 'berth', '--resize', '128GB']);
+  // Names only, in any language: `--list --quiet` and `--list --running --quiet`.
+  assert.deepEqual(c.list, ['--list', '--quiet']);
+  assert.deepEqual(c.listRunning, ['--list', '--running', '--quiet']);
+  assert.deepEqual(c.unregister, ['--unregister', 'berth']);
   assert.equal(agentPipePath('berth'), '\\\\.\\pipe\\berth-agent-berth');
+  // The endpoint the driver reports (`npipe:////./pipe/...`) is the pipe again for the daemon's --agent.
+  assert.equal(agentSocketPath(`npipe://${agentPipePath('berth').replace(/\\/g, '/')}`), agentPipePath('berth'));
   assert.throws(() => wslCommands({ ...config, image: { ...config.image, rootfsTar: undefined } }), /--rootfs-tar/);
 });
 
@@ -35,4 +42,10 @@ test('WSL2: wsl --list --verbose in UTF-16LE', () => {
     { name: 'berth', state: 'Stopped', version: 2, isDefault: false },
   ]);
   assert.deepEqual(parseWslList(''), []);
+});
+
+test('WSL2: distribution names from --list --quiet, in UTF-16LE or with WSL_UTF8', () => {
+  assert.deepEqual(parseWslNames(Buffer.from('\uFEFFUbuntu\r\nberth\r\n', 'utf16le')), ['Ubuntu', 'berth']);
+  assert.deepEqual(parseWslNames(Buffer.from('Ubuntu\nberth\n', 'utf8')), ['Ubuntu', 'berth']);
+  assert.deepEqual(parseWslNames(''), []);
 });

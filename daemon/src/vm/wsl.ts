@@ -8,8 +8,11 @@
  * /mnt/<letter> (shares.ts windowsToWslPath). CPUs and memory are WSL's, for all its distributions
  * (%UserProfile%\.wslconfig, applied after `wsl --shutdown`); the disk grows with `wsl --manage --resize`.
  *
- * Not run on these Linux machines: unit-tested on its commands, its .wslconfig and its reading of wsl.exe's
- * output.
+ * Whether the distribution exists and runs is read from `wsl --list --quiet` and `--list --running --quiet`
+ * (names only): the states `--list --verbose` prints are in the user's language.
+ *
+ * Not run on these Linux machines: unit-tested on its commands (checked against wsl.exe's usage text), its
+ * .wslconfig and its reading of wsl.exe's output.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
@@ -21,7 +24,10 @@ export interface WslCommands {
   agent: string[];
   terminate: string[];
   unregister: string[];
+  /** Names of the distributions, one a line. */
   list: string[];
+  /** Names of the running ones. */
+  listRunning: string[];
   resize: string[];
 }
 
@@ -33,7 +39,8 @@ export function wslCommands(config: VmConfig): WslCommands {
     agent: ['--distribution', name, '--user', 'root', '--exec', '/usr/lib/berth/wsl-agent'],
     terminate: ['--terminate', name],
     unregister: ['--unregister', name],
-    list: ['--list', '--verbose'],
+    list: ['--list', '--quiet'],
+    listRunning: ['--list', '--running', '--quiet'],
     resize: ['--manage', name, '--resize', `${config.resources.diskGiB}GB`],
   };
 }
@@ -72,10 +79,20 @@ export function wslConfig(resources: VmResources, existing = ''): string {
   return out.join('\r\n').replace(/(\r\n)*$/, '\r\n');
 }
 
-/** wsl.exe writes UTF-16LE to a pipe; NAME STATE VERSION rows, the default one starred. */
-export function parseWslList(output: Buffer | string): Array<{ name: string; state: string; version: number; isDefault: boolean }> {
+/** wsl.exe's own output: UTF-16LE on a pipe, unless WSL_UTF8 is set (which this driver sets). */
+function wslText(output: Buffer | string): string {
   const text = typeof output === 'string' ? output : output.includes(0) ? output.toString('utf16le') : output.toString('utf8');
-  const rows = text.replace(/^\uFEFF/, '').split(/\r?\n/).map((l) => l.replace(/\0/g, '')).filter((l) => l.trim());
+  return text.replace(/^\uFEFF/, '').replace(/\0/g, '');
+}
+
+/** `wsl --list --quiet`: a distribution's name a line. */
+export function parseWslNames(output: Buffer | string): string[] {
+  return wslText(output).split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
+}
+
+/** `wsl --list --verbose`: NAME STATE VERSION rows, the default one starred (STATE in the user's language). */
+export function parseWslList(output: Buffer | string): Array<{ name: string; state: string; version: number; isDefault: boolean }> {
+  const rows = wslText(output).split(/\r?\n/).filter((l) => l.trim());
   const out: Array<{ name: string; state: string; version: number; isDefault: boolean }> = [];
   for (const row of rows.slice(1)) {
     const m = /^\s*(\*)?\s*(\S+)\s+(\S+)\s+(\d+)\s*$/.exec(row);
@@ -86,7 +103,7 @@ export function parseWslList(output: Buffer | string): Array<{ name: string; sta
 
 function wsl(args: string[], binary: string): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true, env: { ...process.env, WSL_UTF8: '1' } });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (c: Buffer) => out.push(c));
@@ -94,7 +111,7 @@ function wsl(args: string[], binary: string): Promise<Buffer> {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code === 0) resolve(Buffer.concat(out));
-      else reject(new Error(`wsl ${args.join(' ')} exited ${code}: ${Buffer.concat(err.length ? err : out).toString(err.length ? 'utf8' : 'utf16le').replace(/\0/g, '').trim()}`));
+      else reject(new Error(`wsl ${args.join(' ')} exited ${code}: ${wslText(Buffer.concat(err.length ? err : out)).trim()}`));
     });
   });
 }
@@ -130,16 +147,20 @@ export class Wsl2Driver implements VmDriver {
     this.resources = next;
   }
 
-  private async distro(): Promise<{ state: string } | undefined> {
-    const rows = parseWslList(await wsl(this.commands().list, this.binary).catch(() => Buffer.alloc(0)));
-    return rows.find((r) => r.name.toLowerCase() === this.config.name.toLowerCase());
+  /** Whether the distribution is imported, and whether it runs (names only: no state word to translate). */
+  private async distro(): Promise<{ running: boolean } | undefined> {
+    const names = async (args: string[]) => parseWslNames(await wsl(args, this.binary).catch(() => Buffer.alloc(0))).map((n) => n.toLowerCase());
+    const name = this.config.name.toLowerCase();
+    if (!(await names(this.commands().list)).includes(name)) return undefined;
+    // With none running, wsl.exe answers with a message and a failure: no name.
+    return { running: (await names(this.commands().listRunning)).includes(name) };
   }
 
   async status(): Promise<VmStatus> {
     const d = await this.distro();
-    const running = d?.state === 'Running' && !!this.agent && this.agent.exitCode === null;
+    const running = !!d?.running && !!this.agent && this.agent.exitCode === null;
     return {
-      state: running ? 'running' : d?.state === 'Running' ? 'starting' : 'stopped',
+      state: running ? 'running' : d?.running ? 'starting' : 'stopped',
       pid: running ? this.agent!.pid : undefined,
       resources: { ...this.resources },
       agentEndpoint: running ? `npipe://${(this.opts.pipePath ?? agentPipePath(this.config.name)).replace(/\\/g, '/')}` : undefined,

@@ -183,6 +183,15 @@ export class Agent {
     if (this.timer) clearInterval(this.timer);
   }
 
+  /**
+   * Stops, and takes down what only this process keeps up: the encryption of encrypted overlays (their
+   * peers are removed too, so that nothing leaves in clear until the agent runs again).
+   */
+  async halt(): Promise<void> {
+    this.stop();
+    await this.plane.stopEncryption().catch((err: unknown) => log.warn('swarm agent: could not stop the encryption of overlays', { error: String(err) }));
+  }
+
   /** Stops, waits for the work under way (a container being created), then removes every task's container and files (the node left the swarm). */
   async removeAll(): Promise<void> {
     this.stop();

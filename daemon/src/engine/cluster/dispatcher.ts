@@ -22,6 +22,7 @@ import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js
 import { log } from '../../util/log.js';
 import { nodeNetworks, type NetworkAllocator } from './network/attachments.js';
 import { attachContainer, attachmentsOf, detachContainer } from './network/attachable.js';
+import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
 import type { NodeDescription } from './cluster.js';
@@ -267,7 +268,10 @@ export class DispatcherServer {
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
     const attachments = attachmentsOf(store, nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, Attachments: attachments, ...nodeNetworks(store, nodeId) };
+    return {
+      HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, Attachments: attachments,
+      ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal),
+    };
   }
 
   private async join(body: Obj): Promise<Obj> {

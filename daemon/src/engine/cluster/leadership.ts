@@ -8,6 +8,7 @@ import type { EtcdMember } from '../../host/cluster.js';
 import { log } from '../../util/log.js';
 import { moveEtcdLeaderAway, within } from './etcd.js';
 import type { ClusterObjects } from './objects.js';
+import type { Sealer } from './crypt.js';
 import type { LogRequests } from './remotelogs.js';
 import type { ClusterNetworks } from './network/networks.js';
 import { Orchestrator } from './orchestrator.js';
@@ -30,6 +31,8 @@ export interface ManagerParts {
   /** The task logs this manager asked other nodes for. */
   logs: LogRequests;
   networks: ClusterNetworks;
+  /** Seals and opens with the swarm's data key (the keys of encrypted networks). */
+  seal?: Sealer;
   session?: { revoke(): Promise<void> };
   orchestrator?: Orchestrator;
   leaderStop?: () => Promise<void>;
@@ -92,7 +95,7 @@ export function campaign(parts: ManagerParts, nodeId: string): () => Promise<voi
       if (res.succeeded && !stopped) {
         const fence: Fence = { key: leaderKey, revision: Number(res.header.revision) };
         log.info('swarm: this node leads the swarm', { node: nodeId });
-        parts.orchestrator = new Orchestrator(store, fence);
+        parts.orchestrator = new Orchestrator(store, fence, parts.seal);
         parts.orchestrator.start();
         // etcd's leader is kept on another manager's member: the death of one host then costs either an etcd
         // election (while this node's lease is renewed through the others) or this node's lease, never both.

@@ -20,6 +20,7 @@ import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
 import { addressPools, NetworkAllocator, nodeNetworks } from './network/attachments.js';
 import { managerAttachments } from './network/attachable.js';
+import { withNetworkKeys } from './network/keys.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
@@ -194,7 +195,7 @@ export class SwarmNode {
     const seal = sealer(this.certs!.dataKey);
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const networks = new ClusterNetworks(store, () => addressPools(store));
-    const parts: ManagerParts = { etcd, store, objects, networks, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
+    const parts: ManagerParts = { etcd, store, objects, networks, seal, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
     const allocator = new NetworkAllocator(store);
     this.manager = parts;
     const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
@@ -269,13 +270,13 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'attachments') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'netkeys' || kind === 'attachments') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
       },
       logRequests: () => store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId),
-      networks: () => nodeNetworks(store, nodeId),
+      networks: () => withNetworkKeys(nodeNetworks(store, nodeId), store, seal),
     };
   }
 
@@ -412,7 +413,7 @@ export class SwarmNode {
 
   /** Stops every running part of swarm mode on this node (its state stays on disk). */
   protected async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
-    this.agent?.stop();
+    await this.agent?.halt();
     this.agent = undefined;
     this.worker?.stop();
     this.worker = undefined;

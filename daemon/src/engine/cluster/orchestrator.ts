@@ -14,6 +14,8 @@ import { isJob, serviceMode } from './specs.js';
 import { constraintsMatch, nodeLost, schedule } from './scheduler.js';
 import { assignServiceVips, NetworkAllocator } from './network/attachments.js';
 import { ensureIngressEndpoints } from './network/ingress.js';
+import { maintainNetworkKeys } from './network/keys.js';
+import type { Sealer } from './crypt.js';
 
 const attachments = (list: Obj[]): Obj => (list.length ? { NetworksAttachments: list } : {});
 
@@ -32,7 +34,7 @@ export class Orchestrator {
   /** Addresses of new tasks on their services' networks. */
   private readonly addresses: NetworkAllocator;
 
-  constructor(private readonly store: ClusterStore, private readonly fence: Fence) {
+  constructor(private readonly store: ClusterStore, private readonly fence: Fence, private readonly seal?: Sealer) {
     this.addresses = new NetworkAllocator(store);
   }
 
@@ -155,6 +157,11 @@ export class Orchestrator {
   private async reconcile(): Promise<void> {
     await ensureIngressEndpoints(this.store, this.fence, (n) => this.addresses.take(n).split('/')[0]!);
     await assignServiceVips(this.store, this.fence, this.addresses);
+    // The keys of encrypted networks: a failure here holds up nothing else of the pass.
+    if (this.seal) {
+      await maintainNetworkKeys(this.store, this.fence, this.seal).catch((err: unknown) =>
+        log.warn('swarm orchestrator: the keys of encrypted networks could not be made or rotated', { error: err instanceof Error ? err.message : String(err) }));
+    }
     const nodes = new Map(this.store.list('nodes').map((e) => [e.obj.ID as string, e.obj]));
     await this.nodeStates(nodes);
     const services = new Map(this.store.list('services').map((e) => [e.obj.ID as string, e]));

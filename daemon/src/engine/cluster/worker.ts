@@ -214,7 +214,7 @@ export class WorkerSession implements AgentSource, AttachmentSource {
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
       logs: Array.isArray(msg.Logs) ? msg.Logs : [],
       attachments: Array.isArray(msg.Attachments) ? msg.Attachments : [],
-      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}) } } : {}),
+      ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}), ...(Array.isArray(msg.Keys) ? { Keys: msg.Keys, PrimaryKey: Number(msg.PrimaryKey) } : {}) } } : {}),
     };
     this.received = true;
     for (const l of this.listeners) l();

@@ -12,6 +12,7 @@ import { CONTAINER_FORMAT_VERSION, initialState, type ContainerConfig, type Cont
 import { MASKED_PATHS, READONLY_PATHS } from './ocispec.js';
 import { checkStorageOptions } from './storageopt.js';
 import { parseBind, validateCreateBody, validateName } from './validate.js';
+import { isAbsoluteHostPath } from '../../util/hostpath.js';
 
 const toList = (v: unknown): string[] | null => (v === undefined || v === null ? null : typeof v === 'string' ? [v] : (v as string[]));
 
@@ -169,7 +170,7 @@ export async function create(ctx: ContainerContext, body: unknown, nameParam: st
     }
   }
   for (const m of (hc.Mounts as Array<Record<string, any>> | null) ?? []) {
-    if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !m.Source.startsWith('/') || m.BindOptions?.CreateMountpoint === true) continue;
+    if (m?.Type !== 'bind' || typeof m.Source !== 'string' || !isAbsoluteHostPath(m.Source) || m.BindOptions?.CreateMountpoint === true) continue;
     if (!(await ctx.deps.probe.pathExists(m.Source))) throw new InvalidParameter(`invalid mount config for type "bind": bind source path does not exist: ${m.Source}`);
   }
   const image = await ctx.images.resolveForContainer(request.Image);

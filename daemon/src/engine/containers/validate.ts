@@ -3,6 +3,7 @@
  * InvalidParameter with a message that names the field and says what is wrong, so that clients can show it.
  */
 import { InvalidParameter } from '../../errors.js';
+import { HOST_PATH_STYLE, isAbsoluteHostPath, splitBind, type PathStyle } from '../../util/hostpath.js';
 import { validateDeviceFields } from './devices.js';
 import { parseSecurityOptions } from './seccomp.js';
 import { hostRlimits } from '../machine.js';
@@ -252,7 +253,7 @@ export function validateEndpointNames(field: string, endpoint: unknown): void {
 }
 
 /** Checks every field of the create body; throws InvalidParameter naming the first bad one. */
-export function validateCreateBody(body: unknown): void {
+export function validateCreateBody(body: unknown, style: PathStyle = HOST_PATH_STYLE): void {
   if (body === undefined || body === null) throw new InvalidParameter('the create request needs a JSON body with at least Image');
   if (typeof body !== 'object' || Array.isArray(body)) fail('the request body', 'a JSON object', body);
   const config = body as Record<string, unknown>;
@@ -345,12 +346,12 @@ export function validateCreateBody(body: unknown): void {
       }
     }
   }
-  for (const bind of (hc.Binds as string[] | null) ?? []) parseBind(bind);
+  for (const bind of (hc.Binds as string[] | null) ?? []) parseBind(bind, style);
   for (const [i, m] of ((hc.Mounts as unknown[] | null) ?? []).entries()) {
     if (m === null || typeof m !== 'object' || Array.isArray(m)) fail(`HostConfig.Mounts[${i}]`, 'an object with Type, Source and Target', m);
     const { Type: type, Source: source } = m as { Type?: unknown; Source?: unknown };
     checkKind(`HostConfig.Mounts[${i}].Type`, 'string', type);
-    if (type === 'bind' && (typeof source !== 'string' || !source.startsWith('/'))) {
+    if (type === 'bind' && (typeof source !== 'string' || !isAbsoluteHostPath(source, style))) {
       // Docker's words, naming the source as given.
       throw new InvalidParameter(`invalid mount config for type "bind": invalid mount path: '${typeof source === 'string' ? source : ''}' mount path must be absolute`);
     }
@@ -381,9 +382,12 @@ export interface BindSpec {
   options: string[];
 }
 
-/** Parses a Binds entry: `src:dest[:options]`; src is an absolute host path or a volume name. */
-export function parseBind(bind: string): BindSpec {
-  const parts = bind.split(':');
+/**
+ * Parses a Binds entry: `src:dest[:options]`; src is an absolute path of the daemon's machine (on Windows
+ * also `C:\src`, `//c/src`: util/hostpath.ts) or a volume name.
+ */
+export function parseBind(bind: string, style: PathStyle = HOST_PATH_STYLE): BindSpec {
+  const parts = splitBind(bind, style);
   if (parts.length < 2 || parts.length > 3 || parts[0] === '' || parts[1] === '') {
     throw new InvalidParameter(`invalid HostConfig.Binds entry ${JSON.stringify(bind)}: expected host-src:container-dest[:options]`);
   }
@@ -401,7 +405,7 @@ export function parseBind(bind: string): BindSpec {
       throw new InvalidParameter(`invalid HostConfig.Binds entry ${JSON.stringify(bind)}: unknown option ${JSON.stringify(o)}`);
     }
   }
-  const volume = !source.startsWith('/');
+  const volume = !isAbsoluteHostPath(source, style);
   if (volume && !/^[a-zA-Z0-9][a-zA-Z0-9_.-]+$/.test(source)) {
     throw new InvalidParameter(`invalid HostConfig.Binds entry ${JSON.stringify(bind)}: ${JSON.stringify(source)} is neither an absolute path nor a valid volume name`);
   }

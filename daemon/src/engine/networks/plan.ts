@@ -97,11 +97,9 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
   }
   const plan: NetworkPlan = { ...extras, mode: kind, networkId: entry.network.Id, networkName: name, endpoint };
   if (extra.length > 0) plan.extra = extra;
-  // Ports are published on the bridge networks only; with host networking the container's own sockets are the host's.
+  // Ports are published on bridge and plugin networks (to the endpoint's address); with host networking the
+  // container's own sockets are the host's.
   if (kind === 'bridge' && entry.network.Driver === 'overlay') checkSwarmPorts(name, entry.network.Internal, ports.length);
-  if (kind === 'bridge' && ports.length > 0 && entry.remote) {
-    throw new InvalidParameter(`ports cannot be published on network ${name}: it is a network of the plugin driver ${entry.network.Driver}`);
-  }
   if (kind === 'bridge' && ports.length > 0) {
     // An IPv6 host address forwards to the container's IPv6 address: its first network must have IPv6.
     const v6Binding = ports.find((p) => isIPv6HostIp(p.hostIp));

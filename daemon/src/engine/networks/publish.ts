@@ -15,6 +15,15 @@ function publishedPorts(ctx: NetworkContext, exceptContainerId?: string): PortMa
   return out;
 }
 
+/**
+ * What a network's port rules name: its bridge; for a plugin's network (no bridge of the engine: the plugin's
+ * interface is reached by the host's route to the endpoint's address) a tag of its own, the rules routed.
+ */
+export function portRulesOf(ctx: NetworkContext, entry: NetworkEntry): { bridge: string; routed?: true } {
+  if (entry.remote) return { bridge: `rn${entry.network.Id.slice(0, 12)}`, routed: true };
+  return { bridge: entry.bridge ?? ctx.opts.bridgeName };
+}
+
 /** Chooses the host ports (under the lock) and installs their forwarding rules; the choice is on disk first. */
 export async function publish(ctx: NetworkContext, entry: NetworkEntry, endpoint: EndpointRecord, requests: NonNullable<PlanExtras['ports']>): Promise<void> {
   if (!ctx.opts.iptables) throw new InvalidParameter('publishing ports needs the engine to manage firewall rules (--iptables)');
@@ -25,7 +34,7 @@ export async function publish(ctx: NetworkContext, entry: NetworkEntry, endpoint
   endpoint.ports = mappings;
   await ctx.store.save(entry);
   await ctx.host.publishPorts({
-    bridge: entry.bridge ?? ctx.opts.bridgeName,
+    ...portRulesOf(ctx, entry),
     containerId: endpoint.containerId,
     address: endpoint.ipv4,
     ...(endpoint.ipv6 ? { address6: endpoint.ipv6 } : {}),
@@ -34,9 +43,8 @@ export async function publish(ctx: NetworkContext, entry: NetworkEntry, endpoint
 }
 
 export async function unpublish(ctx: NetworkContext, entry: NetworkEntry, endpoint: EndpointRecord): Promise<void> {
-  const bridge = entry.bridge ?? ctx.opts.bridgeName;
   await ctx.host.unpublishPorts({
-    bridge,
+    ...portRulesOf(ctx, entry),
     containerId: endpoint.containerId,
     address: endpoint.ipv4,
     ...(endpoint.ipv6 ? { address6: endpoint.ipv6 } : {}),

@@ -8,7 +8,7 @@ import { log } from '../../util/log.js';
 import type { LiveContainer } from './types.js';
 import type { NetworkContext } from './context.js';
 import { undirect } from './endpoint.js';
-import { unpublish } from './publish.js';
+import { portRulesOf, unpublish } from './publish.js';
 import { leaveRemote } from './remote.js';
 import { dnsAnswers } from './dns.js';
 import { dropUnused } from './swarm.js';
@@ -38,6 +38,12 @@ export function recover(ctx: NetworkContext, live: ReadonlyMap<string, LiveConta
       }
       for (const ep of gone) {
         ctx.publishEndpoint('disconnect', entry, ep.containerId);
+      }
+      if (entry.remote && ctx.opts.iptables) {
+        // A plugin network's port rules, by their tag: those of containers that are gone.
+        const holders = new Set([...entry.endpoints.values()].filter((ep) => (ep.ports ?? []).length > 0).map((ep) => ep.containerId));
+        const tag = portRulesOf(ctx, entry).bridge;
+        await ctx.host.removeStalePortRules(tag, holders).catch((err) => log.warn('cannot remove stale port rules', { network: entry.network.Name, error: errorMessage(err) }));
       }
       const bridge = entry.network.Driver === 'bridge' ? (entry.bridge ?? (entry.network.Name === 'bridge' ? ctx.opts.bridgeName : undefined)) : undefined;
       if (!bridge) continue;

@@ -2,8 +2,9 @@
  * Networks of plugin drivers ("remote" drivers, as Docker calls them): the plugin's NetworkDriver makes the
  * network and its endpoints, and hands each joining container an interface it made on the host, which the
  * Host moves into the container's namespace. Addresses come from the plugin's IpamDriver when the network
- * names one (`--ipam-driver`), else from the engine's own allocation. Only the network of a container's
- * NetworkMode can be a plugin's (no second network beside it, no published ports, IPv4 only).
+ * names one (`--ipam-driver`), else from the engine's own allocation. IPv4 only. The ports a container
+ * publishes on such a network are forwarded to its endpoint's address, which the host reaches by its route
+ * through the plugin's interface (publish.ts).
  */
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import { newId } from '../../util/ids.js';

@@ -9,6 +9,7 @@ import { newId } from '../../util/ids.js';
 import { log } from '../../util/log.js';
 import type { MountPoint } from '../containers/model.js';
 import { parseBind } from '../containers/validate.js';
+import { HOST_PATH_STYLE, isAbsoluteHostPath, normalizeHostPath, type PathStyle } from '../../util/hostpath.js';
 import { EngineError, errorMessage, InvalidParameter, NotFound } from '../../errors.js';
 import type { VolumeService } from './service.js';
 import { checkDriver, validateVolumeName } from './validate.js';
@@ -93,6 +94,7 @@ export function planMounts(
   imageVolumes: Record<string, unknown> | null | undefined,
   lookup: (ref: string) => VolumeContainer,
   mountpoint: (name: string) => string,
+  style: PathStyle = HOST_PATH_STYLE,
 ): MountPlan {
   const hc = (body.HostConfig ?? {}) as Record<string, any>;
   // The volumes of Binds and the anonymous ones use HostConfig.VolumeDriver (only the local driver exists
@@ -131,7 +133,7 @@ export function planMounts(
 
   const fromBinds = new Set<string>();
   for (const bind of (hc.Binds as string[] | null) ?? []) {
-    const b = parseBind(bind);
+    const b = parseBind(bind, style);
     const destination = cleanDestination(`HostConfig.Binds entry ${JSON.stringify(bind)}`, b.destination);
     if (fromBinds.has(destination)) throw new InvalidParameter(`Duplicate mount point: ${destination}`);
     fromBinds.add(destination);
@@ -159,11 +161,11 @@ export function planMounts(
       if (m.VolumeOptions) throw invalid('field VolumeOptions must not be specified');
       if (m.TmpfsOptions) throw invalid('field TmpfsOptions must not be specified');
       if (typeof m.Source !== 'string' || m.Source === '') throw invalid('field Source must not be empty');
-      if (!m.Source.startsWith('/')) throw invalid(`invalid mount path: '${m.Source}' mount path must be absolute`);
+      if (!isAbsoluteHostPath(m.Source, style)) throw invalid(`invalid mount path: '${m.Source}' mount path must be absolute`);
       const propagation = m.BindOptions?.Propagation;
       if (propagation !== undefined && propagation !== '' && !PROPAGATIONS.includes(propagation)) throw invalid(`invalid propagation mode: ${propagation}`);
       byDestination.set(destination, {
-        Type: 'bind', Source: path.posix.normalize(m.Source).replace(/(.)\/+$/, '$1'), Destination: destination, Mode: '', RW: m.ReadOnly !== true, Propagation: propagation || 'rprivate',
+        Type: 'bind', Source: normalizeHostPath(m.Source, style), Destination: destination, Mode: '', RW: m.ReadOnly !== true, Propagation: propagation || 'rprivate',
       });
       copies.delete(destination);
       continue;

@@ -213,6 +213,31 @@ describe('planMounts', () => {
     assert.deepEqual(plan.volumes, []);
   });
 
+  test('on Windows, `-v C:\\src:/src`, `-v //c/src:/src:ro` and `--mount source=C:\\...` are binds of the daemon machine\'s folders', () => {
+    const plan = planMounts(
+      {
+        HostConfig: {
+          Binds: ['C:\\src:/src', '//c/Users/me/app:/app:ro', 'vol:/data'],
+          Mounts: [{ Type: 'bind', Source: 'd:/work/./x/', Target: '/w' }],
+        },
+      },
+      null,
+      none,
+      mountpoint,
+      'win32',
+    );
+    assert.deepEqual(plan.mounts.map((m) => [m.Type, m.Source, m.Destination, m.RW]), [
+      ['bind', '//c/Users/me/app', '/app', false],
+      ['volume', '/v/vol/_data', '/data', true],
+      ['bind', 'C:\\src', '/src', true],
+      ['bind', 'D:\\work\\x', '/w', true],
+    ]);
+    // Elsewhere a drive path is no absolute path: neither a bind nor a volume name.
+    assert.throws(() => planMounts({ HostConfig: { Binds: ['C:\\src:/src'] } }, null, none, mountpoint, 'posix'), InvalidParameter);
+    assert.throws(() => planMounts({ HostConfig: { Mounts: [{ Type: 'bind', Source: 'C:\\src', Target: '/s' }] } }, null, none, mountpoint, 'posix'), /must be absolute/);
+    assert.throws(() => planMounts({ HostConfig: { Mounts: [{ Type: 'bind', Source: 'src', Target: '/s' }] } }, null, none, mountpoint, 'win32'), /must be absolute/);
+  });
+
   test('a Subpath stays inside its volume, lexically', () => {
     for (const ok of ['a', 'a/b', './a', 'a/../b', '.']) assert.equal(isLocalSubpath(ok), true, ok);
     for (const bad of ['', '/a', '..', '../a', 'a/../../b']) assert.equal(isLocalSubpath(bad), false, bad);

@@ -2,6 +2,7 @@
 import { InvalidParameter } from '../../errors.js';
 import type { LocalDriverOptions, VolumeHost } from '../../host/host.js';
 import { VOLUME_NAME, VOLUME_NAME_MAX } from './types.js';
+import { isAbsoluteHostPath } from '../../util/hostpath.js';
 
 export interface CreateVolumeRequest {
   Name?: unknown;
@@ -52,7 +53,7 @@ export async function validateLocalOptions(opts: Record<string, string>, host: P
   const flags = o.split(',').map((s) => s.trim());
   if (type === 'none') {
     if (!device) throw new InvalidParameter('missing required option "device" for a volume of type none: give the host path to bind (device=/path, o=bind)');
-    if (!device.startsWith('/')) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: a bind volume's device must be an absolute host path`);
+    if (!isAbsoluteHostPath(device)) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: a bind volume's device must be an absolute host path`);
     if (!flags.includes('bind') && !flags.includes('rbind')) throw new InvalidParameter('a volume of type none needs o=bind (or rbind): only bind mounts have no filesystem type');
     if (!(await host.exists(device))) throw new InvalidParameter(`invalid option device=${JSON.stringify(device)}: no such file or directory on the host`);
   } else if (type !== 'tmpfs' && !device) {

@@ -13,6 +13,7 @@ import type { Host } from '../host.js';
 import type { LayerInfo } from '../layers.js';
 import { AgentConnection, agentSocketPath } from './connection.js';
 import { holderOf, partMembers, PART_NAMES, type MemberSpec } from './parts.js';
+import { argsToGuest, type GuestPaths } from './paths.js';
 import { Flag, type Hello } from './session.js';
 
 /** Targets the agent serves beside the Host's members (agent/dispatch.ts). */
@@ -45,8 +46,12 @@ function streamLater(source: Promise<unknown>): Readable {
   return out;
 }
 
-/** The arguments as they cross: synchronous predicates named by the spec become flags (copies, never edits). */
-function prepare(args: unknown[], spec: MemberSpec): unknown[] {
+/**
+ * The arguments as they cross (copies, never edits): the paths named by the spec in the guest's terms (when
+ * the guest names the daemon's folders otherwise), synchronous predicates named by it as flags.
+ */
+function prepare(args: unknown[], spec: MemberSpec, paths: GuestPaths | undefined): unknown[] {
+  if (paths && (spec.paths || spec.sources)) args = argsToGuest(args, spec, paths);
   if (!spec.flags) return args;
   const out = [...args];
   for (const flag of spec.flags) {
@@ -63,8 +68,11 @@ function prepare(args: unknown[], spec: MemberSpec): unknown[] {
   return out;
 }
 
-/** Connects to the agent at `address` (unix://PATH) and builds the Host over it. */
-export async function createRemoteHost(address: string, opts: { waitMs?: number } = {}): Promise<RemoteHost> {
+/**
+ * Connects to the agent at `address` (unix://PATH) and builds the Host over it. `paths` translates the
+ * daemon's paths to the guest's (absent: the guest names folders as the daemon does).
+ */
+export async function createRemoteHost(address: string, opts: { waitMs?: number; paths?: GuestPaths } = {}): Promise<RemoteHost> {
   const connection = new AgentConnection(agentSocketPath(address), opts);
   let snap = (await connection.call(SNAPSHOT, [], { retry: true })) as HostSnapshot;
   let layerInfos = new Map(snap.layers.infos.map((info) => [info.chainId, info]));
@@ -93,7 +101,15 @@ export async function createRemoteHost(address: string, opts: { waitMs?: number 
     for (const [member, spec] of partMembers(part)) {
       const target = `${part}.${member}`;
       if (snap.missing.includes(target)) continue;
-      const call = (args: unknown[]) => connection.call(target, prepare(args, spec), { retry: spec.kind === 'retry' });
+      const call = (args: unknown[]): Promise<unknown> => {
+        let prepared: unknown[];
+        try {
+          prepared = prepare(args, spec, opts.paths);
+        } catch (err) {
+          return Promise.reject(err as Error); // a path the guest does not see fails the call, as the agent's errors do
+        }
+        return connection.call(target, prepared, { retry: spec.kind === 'retry' });
+      };
       switch (spec.kind) {
         case 'call':
         case 'retry':

@@ -19,6 +19,11 @@
  * cross as flags (session.ts Flag). `sinks` names the members of a result that are written to on this side
  * (a Writable that may also be Readable, such as an attach's input). `handle` says the result is an object the
  * agent's Host knows by identity when it is given back (a staged layer).
+ *
+ * `paths` names the arguments that are paths of the daemon's machine (`1.mounts.*.source`: the source of
+ * each mount of argument 1), given to the guest as its own (paths.ts GuestPaths); `sources` those that a
+ * user gave (a bind mount's source), which must lie in a folder shared with the guest. Paths the Host gave
+ * (a root filesystem, a layer's folder) are the guest's already and cross as they are.
  */
 import type { Host } from '../host.js';
 
@@ -30,33 +35,41 @@ export interface MemberSpec {
   handle?: boolean;
   flags?: string[];
   sinks?: string[];
+  paths?: string[];
+  sources?: string[];
 }
 
 type Spec = MemberKind | MemberSpec;
 type PartName = Exclude<keyof Host, 'close'>;
 type PartSpec<T> = { [K in keyof T]-?: Spec };
 
-const LOG_OPTIONS: MemberSpec = { kind: 'iterable', flags: ['1.until'] };
+const LOG_OPTIONS: MemberSpec = { kind: 'iterable', flags: ['1.until'], paths: ['0'] };
+/** Calls whose first argument is a path. */
+const CALL_AT: MemberSpec = { kind: 'call', paths: ['0'] };
+const RETRY_AT: MemberSpec = { kind: 'retry', paths: ['0'] };
+/** A container's files seen through its root and bind mounts (argument 0, a FilesystemView). */
+const VIEW: MemberSpec = { kind: 'call', paths: ['0.root', '0.mounts.*.source'] };
+const LOWER_DIRS_FIRST: MemberSpec = { kind: 'call', paths: ['0.*'] };
 
 const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
   plugins: {
-    makeDir: 'call',
-    entries: 'retry',
-    kindOf: 'retry',
-    readText: 'retry',
-    rename: 'call',
-    remove: 'call',
-    run: 'call',
+    makeDir: CALL_AT,
+    entries: RETRY_AT,
+    kindOf: RETRY_AT,
+    readText: RETRY_AT,
+    rename: { kind: 'call', paths: ['0', '1'] },
+    remove: CALL_AT,
+    run: { kind: 'call', paths: ['0.runtimeRoot', '0.bundle', '0.logFile', '0.socket', '0.spec.mounts.*.source'] },
     waitExit: 'retry',
     stop: 'call',
   },
   runtime: {
-    mountRootfs: 'call',
+    mountRootfs: { kind: 'call', paths: ['1.*'] },
     unmountRootfs: 'call',
     startBeginning: 'fire',
     removeContainerFiles: 'call',
-    readFileFromLayers: 'call',
-    start: 'call',
+    readFileFromLayers: LOWER_DIRS_FIRST,
+    start: { kind: 'call', paths: ['1.mounts.*.source', '2.logPath'] },
     signal: 'call',
     waitExit: 'retry',
     cleanup: 'call',
@@ -72,25 +85,25 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     updateResources: 'call',
     listProcesses: 'retry',
     listRuntimeContainers: 'retry',
-    sourceMount: 'retry',
+    sourceMount: { kind: 'retry', sources: ['0'] },
   },
   exec: {
     exec: { kind: 'call', sinks: ['streams.input'] },
     releaseExec: 'call',
-    readFileFromLayers: 'call',
+    readFileFromLayers: LOWER_DIRS_FIRST,
   },
   files: {
-    writeEtcFiles: 'call',
-    readEtcFile: 'retry',
-    mountRootfs: 'call',
+    writeEtcFiles: { kind: 'call', paths: ['0.*.file'] },
+    readEtcFile: RETRY_AT,
+    mountRootfs: { kind: 'call', paths: ['1.*'] },
     unmountRootfs: 'call',
-    readFileFromLayers: 'call',
-    statPath: 'retry',
-    archivePath: 'call',
-    extractArchive: 'call',
-    exportRootfs: 'stream',
-    changes: 'retry',
-    diffTar: 'stream',
+    readFileFromLayers: LOWER_DIRS_FIRST,
+    statPath: { ...VIEW, kind: 'retry' },
+    archivePath: VIEW,
+    extractArchive: VIEW,
+    exportRootfs: { kind: 'stream', paths: ['0'] },
+    changes: { kind: 'retry', paths: ['1.*'] },
+    diffTar: { kind: 'stream', paths: ['1.*'] },
   },
   layers: {
     lowerDirs: 'layers',
@@ -110,17 +123,17 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
   volumes: {
     volumesRoot: 'snapshot',
     listVolumeDirs: 'retry',
-    createVolumeDir: 'call',
-    removeVolumeDir: 'call',
-    mount: 'call',
-    unmount: 'call',
-    isMounted: 'retry',
-    exists: 'retry',
-    isEmpty: 'retry',
-    diskUsage: 'retry',
-    copyFromRootfs: 'call',
-    makeMountPoint: 'call',
-    openBeneath: 'call',
+    createVolumeDir: CALL_AT,
+    removeVolumeDir: CALL_AT,
+    mount: { kind: 'call', paths: ['0', '1.device'] },
+    unmount: CALL_AT,
+    isMounted: RETRY_AT,
+    exists: RETRY_AT,
+    isEmpty: RETRY_AT,
+    diskUsage: RETRY_AT,
+    copyFromRootfs: { kind: 'call', paths: ['0', '2'] },
+    makeMountPoint: CALL_AT,
+    openBeneath: CALL_AT,
     releaseStaleSubpaths: 'call',
   },
   network: {
@@ -163,8 +176,8 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
   },
   tools: {
     decompressor: 'duplex',
-    packFolder: 'stream',
-    unpackInto: 'call',
+    packFolder: { kind: 'stream', paths: ['0'] },
+    unpackInto: CALL_AT,
   },
   probe: {
     runtimeName: 'snapshot',
@@ -180,7 +193,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     allDevices: 'retry',
     blockDevice: 'retry',
     etcFile: 'retry',
-    pathExists: 'retry',
+    pathExists: { kind: 'retry', sources: ['0'] },
     componentVersions: 'retry',
     driverStatus: 'retry',
   },

@@ -15,6 +15,7 @@ import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
 import { serviceNetworks, swarmNetwork } from './networks.js';
 import { ingressNetwork, ingressPorts } from './ingress.js';
+import { isEncrypted } from './keys.js';
 
 const RESERVATION_MS = 30_000;
 
@@ -114,6 +115,8 @@ export interface NodeNetwork {
   Internal: boolean;
   /** Whether standalone containers may join it (absent: not attachable). */
   Attachable?: boolean;
+  /** `--opt encrypted`: VXLAN to other nodes is carried encrypted under the swarm's network keys. */
+  Encrypted?: boolean;
   Peers: Array<{ address: string; mac: string; node: string }>;
   /** The services on the network: their names and aliases, VIP (endpoint mode vip) and running tasks' addresses. */
   Services: NetworkService[];
@@ -198,7 +201,7 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
     const gateway = n.Ingress ? ingressAddr! : n.Gateway;
     const names = attached.filter((a) => a.NetworkID === id).map((a) => ({ Names: a.Names ?? [], Address: String(a.Addresses?.[0] ?? '').split('/')[0]! }));
     networks.push({
-      ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, Peers: peers,
+      ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, ...(isEncrypted(n) ? { Encrypted: true } : {}), Peers: peers,
       Services: n.Ingress ? [] : networkServices(store, id), ...(names.length ? { Attached: names } : {}), ...(n.Attachable ? { Attachable: true } : {}),
     });
   }

@@ -32,7 +32,7 @@ export interface SwarmNetworksSource {
 
 /** A worker's view of a swarm network, shaped as the network list shows it. */
 function workerView(n: NodeNetwork): Obj {
-  return networkResource({ ID: n.ID, Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, VNI: n.VNI, Internal: n.Internal, Attachable: !!n.Attachable, Labels: {}, Options: {} });
+  return networkResource({ ID: n.ID, Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, VNI: n.VNI, Internal: n.Internal, Attachable: !!n.Attachable, Labels: {}, Options: n.Encrypted ? { encrypted: '' } : {} });
 }
 
 function matches(values: string[] | undefined, text: string, what: string): boolean {

@@ -5,7 +5,7 @@
  * default bridge's eth0, which keeps the container's way out).
  */
 import { log } from '../../../util/log.js';
-import type { OverlayAttachment, OverlayHost } from '../../../host/overlay.js';
+import type { OverlayAttachment, OverlayEncryption, OverlayHost } from '../../../host/overlay.js';
 import type { Obj } from '../types.js';
 import { macOf } from './allocator.js';
 import type { NodeIngress, NodeNetwork } from './attachments.js';
@@ -17,6 +17,9 @@ export interface NodeNetworks {
   Networks: NodeNetwork[];
   /** The routing mesh this node serves (absent when no service publishes through it). */
   Ingress?: NodeIngress;
+  /** The swarm's network keys (in clear), present when one of the networks is encrypted (keys.ts). */
+  Keys?: Array<{ Tag: number; Key: string }>;
+  PrimaryKey?: number;
 }
 
 export class OverlayPlane {
@@ -27,6 +30,10 @@ export class OverlayPlane {
   private ingress = '';
   /** Task containers' VIP rules as last applied (JSON), by container id. */
   private readonly balanced = new Map<string, string>();
+  /** The encryption of encrypted networks as last installed (JSON; '' for none). */
+  private encryption = '';
+  /** False until the first reconcile asked the Host (an earlier run of the daemon may have left some). */
+  private encryptionKnown = false;
 
   constructor(private readonly host: OverlayHost) {}
 
@@ -54,6 +61,7 @@ export class OverlayPlane {
       await this.host.removeOverlay(id);
     }
     if (!want.LocalAddr) return;
+    await this.encrypt(want);
     for (const n of want.Networks) {
       const spec = {
         networkId: n.ID,
@@ -64,9 +72,12 @@ export class OverlayPlane {
         gateway: n.Gateway,
         prefixLen: Number(n.Subnet.split('/')[1]),
         mtu: n.MTU,
+        ...(n.Encrypted ? { encrypted: true } : {}),
       };
       const specText = JSON.stringify(spec);
-      const peersText = JSON.stringify(n.Peers);
+      // An encrypted network gets no peers while its traffic cannot be encrypted (no keys yet): nothing in clear.
+      const peers = n.Encrypted && !this.encryption ? [] : n.Peers;
+      const peersText = JSON.stringify(peers);
       const had = this.built.get(n.ID);
       if (had?.spec !== specText) {
         if (had) await this.host.removeOverlay(n.ID);
@@ -75,7 +86,7 @@ export class OverlayPlane {
         if (n.ID === want.Ingress?.NetworkID) this.ingress = '';
       }
       if (this.built.get(n.ID)!.peers !== peersText) {
-        await this.host.setOverlayPeers(n.ID, n.Peers);
+        await this.host.setOverlayPeers(n.ID, peers);
         this.built.get(n.ID)!.peers = peersText;
       }
     }
@@ -89,6 +100,45 @@ export class OverlayPlane {
       });
       this.ingress = meshText;
     }
+  }
+
+  /**
+   * Encrypts the VXLAN traffic of the node's encrypted networks to their peers' nodes under the swarm's keys
+   * (sent under the primary one, received under any), or stops doing so when none is left.
+   */
+  private async encrypt(want: NodeNetworks): Promise<void> {
+    const encrypted = want.Networks.filter((n) => n.Encrypted);
+    const keys = want.Keys ?? [];
+    const spec: OverlayEncryption | undefined = encrypted.length > 0 && keys.length > 0 ? {
+      localAddr: want.LocalAddr,
+      port: want.DataPathPort,
+      keys: keys.map((k) => ({ tag: k.Tag, key: k.Key })),
+      primary: keys.some((k) => k.Tag === want.PrimaryKey) ? want.PrimaryKey! : keys[0]!.Tag,
+      networks: encrypted.map((n) => ({ vni: n.VNI, peers: n.Peers.map((p) => ({ mac: p.mac, node: p.node })) })),
+    } : undefined;
+    const text = spec ? JSON.stringify(spec) : '';
+    if (text === this.encryption && this.encryptionKnown) return;
+    if (!spec) {
+      // Peers first: no encrypted network's traffic may leave in clear once the encryption is gone.
+      for (const n of encrypted) {
+        const b = this.built.get(n.ID);
+        if (!b) continue;
+        await this.host.setOverlayPeers(n.ID, []);
+        b.peers = '[]';
+      }
+    }
+    await this.host.setOverlayEncryption(spec);
+    this.encryption = text;
+    this.encryptionKnown = true;
+  }
+
+  /** Stops encrypting (the daemon stops): the encrypted networks' peers are removed first. */
+  async stopEncryption(): Promise<void> {
+    if (!this.encryption) return;
+    const vnis = new Set((JSON.parse(this.encryption) as OverlayEncryption).networks.map((n) => n.vni));
+    for (const [id, b] of this.built) if (vnis.has((JSON.parse(b.spec) as { vni: number }).vni)) await this.host.setOverlayPeers(id, []);
+    await this.host.setOverlayEncryption(undefined);
+    this.encryption = '';
   }
 
   /** Joins the running container of task `t` (init pid `pid`) to the task's networks. */
@@ -149,6 +199,8 @@ export class OverlayPlane {
   /** Removes every network this node built (the node left the swarm). */
   async removeAll(): Promise<void> {
     await this.host.setIngress(undefined).catch(() => undefined);
+    await this.host.setOverlayEncryption(undefined).catch(() => undefined);
+    this.encryption = '';
     this.ingress = '';
     for (const id of await this.host.overlays()) {
       await this.host.removeOverlay(id).catch((err: unknown) => log.warn('swarm networks: could not remove an overlay', { network: id, error: String(err) }));

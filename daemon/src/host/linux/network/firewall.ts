@@ -3,6 +3,7 @@
  * and the rules of a bridge, each tagged with a `berth:<bridge>` comment (see linux-network-host.ts) and
  * swapped or deleted with one restore of the firewall.
  */
+import { promises as fs } from 'node:fs';
 import type { PublishSpec } from '../../host.js';
 import { run } from './run.js';
 
@@ -68,9 +69,24 @@ function forwardRules(spec: PublishSpec, address: string, v6: boolean): { nat: s
     nat.push(`PREROUTING ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
     nat.push(`OUTPUT ${dst} -p ${m.proto} -m ${m.proto} --dport ${m.hostPort} ${comment} ${to}`);
     nat.push(`POSTROUTING -s ${address}/${bits} -d ${address}/${bits} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
-    filter.push(`FORWARD -d ${address}/${bits} ! -i ${br} -o ${br} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
+    // Routed (a plugin's interface): the host's loopback as source, which no bridge rule of the engine masquerades.
+    if (spec.routed && !v6) nat.push(`POSTROUTING -s 127.0.0.0/8 -d ${address}/${bits} -p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j MASQUERADE`);
+    const through = spec.routed ? '' : `! -i ${br} -o ${br} `;
+    filter.push(`FORWARD -d ${address}/${bits} ${through}-p ${m.proto} -m ${m.proto} --dport ${m.containerPort} ${comment} -j ACCEPT`);
   }
   return { nat, filter };
+}
+
+/**
+ * Lets packets from the host's loopback leave through the interface of the host's route to `address` (a
+ * plugin's), as the engine's bridges do (route_localnet); the interface goes with its network.
+ */
+export async function routeLocalnetToward(address: string): Promise<void> {
+  if (!IPV4.test(address)) throw new Error(`invalid container address ${JSON.stringify(address)}`);
+  const dev = / dev (\S+)/.exec(await run('ip', ['-4', '-o', 'route', 'get', address]))?.[1];
+  if (!dev || dev === 'lo') throw new Error(`no route of the host leads to ${address}`);
+  checkInterfaceName(dev);
+  await fs.writeFile(`/proc/sys/net/ipv4/conf/${dev}/route_localnet`, '1\n');
 }
 
 /** A family's firewall tools: iptables for IPv4, ip6tables for IPv6. */

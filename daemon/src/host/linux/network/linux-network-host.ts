@@ -29,6 +29,7 @@ import {
   portRules,
   portRules6,
   replaceBridgeRules,
+  routeLocalnetToward,
   ruleComment,
   rulesTaggedFor,
   taggedLines,
@@ -258,6 +259,7 @@ export class LinuxNetworkHost implements NetworkHost {
 
   async publishPorts(spec: PublishSpec): Promise<void> {
     if (spec.ports.length === 0) return;
+    if (spec.routed) await routeLocalnetToward(spec.address);
     for (const [rules, fw] of [[portRules(spec), IPTABLES], [portRules6(spec), IP6TABLES]] as const) {
       if (rules.nat.length === 0) continue;
       const input = ['*nat', ...rules.nat.map((r) => `-A ${r}`), 'COMMIT', '*filter', ...rules.filter.map((r) => `-I ${r}`), 'COMMIT', ''].join('\n');

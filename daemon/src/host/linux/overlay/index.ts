@@ -10,7 +10,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { CommandError, run } from '../network/run.js';
-import type { IngressSpec, OverlayAttachment, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
+import type { IngressSpec, OverlayAttachment, OverlayEncryption, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
+import { EspTunnel } from './esp.js';
 
 const NETNS_DIR = '/run/netns';
 const ID = /^[a-z0-9]{1,64}$/;
@@ -26,6 +27,7 @@ function checkId(id: string): void {
 
 export class LinuxOverlayHost implements OverlayHost {
   private readonly prefix: string;
+  private readonly esp = new EspTunnel();
 
   constructor(execRoot: string) {
     this.prefix = `bov${createHash('sha256').update(execRoot).digest('hex').slice(0, 6)}-`;
@@ -60,7 +62,7 @@ export class LinuxOverlayHost implements OverlayHost {
       for (let attempt = 0; ; attempt++) {
         try {
           await run('ip', ['link', 'add', vx, 'mtu', String(spec.mtu), 'type', 'vxlan', 'id', String(spec.vni), 'dstport', String(spec.port),
-            'local', spec.localAddr, 'proxy', 'nolearning']);
+            'local', spec.localAddr, 'proxy', 'nolearning', ...(spec.encrypted ? ['noudpcsum'] : [])]);
           break;
         } catch (err) {
           if (attempt >= 20 || !(err instanceof CommandError) || !/exists/i.test(err.stderr)) throw err;
@@ -145,6 +147,10 @@ export class LinuxOverlayHost implements OverlayHost {
     const rules = ingressRulesets(spec);
     await run('nft', ['-f', '-'], rules.node);
     await run('nsenter', [`--net=${NETNS_DIR}/${ns}`, 'nft', '-f', '-'], rules.sandbox);
+  }
+
+  setOverlayEncryption(spec: OverlayEncryption | undefined): Promise<void> {
+    return this.esp.set(spec);
   }
 
   async removeOverlay(networkId: string): Promise<void> {
