@@ -315,6 +315,7 @@ describe('overlay networks across three nodes', () => {
     assert.equal(inspected.Containers[id].IPv4Address, `${address}/24`);
     // Across the nodes, by name both ways (the peer on the manager node-1).
     await eventually(async () => (await engine(1).docker(['exec', id, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
+    assert.match((await engine(1).dockerOk(['exec', id, 'nslookup', '-type=a', 'peer'])), new RegExp(`Address:\\s*${peerAddress.replace(/\./g, '\\.')}`));
     await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '2', 'j'])).code === 0, 10_000, 200);
     // The peers of the network: the nodes of its containers.
     assert.deepEqual((await engine(0).request('GET', '/networks/att?verbose=true')).json().Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2']);
@@ -344,7 +345,6 @@ describe('overlay networks across three nodes', () => {
     await engine(1).dockerOk(['rm', '-f', id]);
     await engine(0).dockerOk(['rm', '-f', other]);
     await eventually(async () => (await engine(0).request('DELETE', '/networks/att')).status === 204, 10_000, 200);
-    void peerAddress;
   });
 
   test('a network that is not attachable, a static address, ports on an internal overlay and an unknown network are refused with clear errors', async () => {
