@@ -583,4 +583,19 @@ describe('overlay networks across three nodes', () => {
     await engine(0).dockerOk(['network', 'rm', 'ov']);
     assert.equal((await engine(0).request('GET', '/networks/ov')).status, 404);
   });
+
+  test('a node that leaves the swarm first disconnects its containers from the swarm\'s networks', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', 'parting']);
+    const id = (await engine(1).dockerOk(['run', '-d', '--network', 'parting', 'busybox', 'sleep', '600'])).trim();
+    assert.ok((await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.parting);
+    await engine(1).dockerOk(['swarm', 'leave']);
+    const left = (await engine(1).request('GET', `/containers/${id}/json`)).json();
+    assert.equal(left.State.Running, true);
+    assert.deepEqual(left.NetworkSettings.Networks, {});
+    assert.doesNotMatch(await engine(1).dockerOk(['exec', id, 'ip', 'addr']), /eth\d/);
+    assert.deepEqual(overlayNamespacesOf(engine(1)), []);
+    // Its address was given back: the network goes.
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/parting')).status === 204, 10_000, 200);
+    await engine(1).dockerOk(['rm', '-f', id]);
+  });
 });

@@ -49,6 +49,13 @@ export class ClusterService extends SwarmNode {
     return this.worker?.networks()?.Networks ?? [];
   }
 
+  private readonly leaveHooks: Array<() => Promise<void>> = [];
+
+  /** Runs `fn` when this node leaves its swarm, before its swarm networks go. */
+  onLeave(fn: () => Promise<void>): void {
+    this.leaveHooks.push(fn);
+  }
+
   /**
    * Attachable swarm networks for this node's standalone containers (the network service's SwarmAttacher):
    * addresses from the managers, interfaces in the sandboxes this node's agent builds.
@@ -319,6 +326,7 @@ export class ClusterService extends SwarmNode {
           .catch((err: unknown) => log.warn('swarm: could not demote this node before it leaves', { error: String(err) }));
         await removeMember(m.store.client, nodeId).catch((err: unknown) => log.warn('swarm: could not remove this node\'s etcd member', { error: String(err) }));
       }
+      for (const fn of this.leaveHooks) await fn().catch((err: unknown) => log.warn('swarm: a step of leaving failed', { error: String(err) }));
       await this.agent?.removeAll().catch(() => undefined);
       await this.teardown();
       await this.deps.host.wipe();

@@ -63,6 +63,11 @@ export class NetworkService implements ContainerNetworking {
     this.ctx.swarm = swarm;
   }
 
+  /** This node's containers on swarm networks. */
+  swarmEndpoints(): Array<{ networkId: string; containerId: string }> {
+    return [...this.ctx.entries.values()].filter((e) => e.network.Driver === 'overlay').flatMap((e) => [...e.endpoints.keys()].map((containerId) => ({ networkId: e.network.Id, containerId })));
+  }
+
   /** Whether this node is in a swarm (a network unknown here may be a swarm network). */
   inSwarm(): boolean {
     return this.ctx.swarm?.active() === true;
