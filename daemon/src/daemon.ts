@@ -185,7 +185,7 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
   if (initBinary.problem) log.warn('containers with an init process cannot start', { reason: initBinary.problem });
   closers.push(() => host.close());
   // Plugins (plugins.ts): legacy ones, the managed ones, the drivers they serve, authorization.
-  const plugins = composePlugins(opts, { host, events, networks, router, registry: distribution.client, closers });
+  const plugins = composePlugins(opts, { host, state, events, networks, router, registry: distribution.client, closers });
   // Volumes: their records in the data root, the local driver's content in the Host's folders (on its machine),
   // the plugins' drivers' volumes in the plugins; the container engine says who uses them.
   const volumes = new VolumeService(state, host.volumes, events, new PluginVolumeDrivers(plugins.legacy, plugins.manager));

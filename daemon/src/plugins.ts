@@ -1,8 +1,9 @@
 /**
  * The plugins' part of the composition (daemon.ts): legacy plugins found by name in dockerd's folders
  * (BERTH_PLUGIN_SOCKET_DIRS and BERTH_PLUGIN_SPEC_DIRS, colon-separated lists, replace them), the managed
- * plugins under <data-root>/plugins (run by the Host outside the containers list), the network and IPAM
- * drivers they serve, their routes, and the authorization plugins the daemon names.
+ * plugins (records in the daemon's state, files and processes the Host's, outside the containers list), the network and IPAM
+ * drivers they serve, their routes, and the authorization plugins the daemon names. Legacy plugins are found
+ * on the Host's machine, and every plugin is reached through the Host.
  */
 import { registerPluginRoutes } from './api/plugins.js';
 import type { Router } from './api/router.js';
@@ -14,6 +15,7 @@ import { DEFAULT_SOCKET_DIRS, DEFAULT_SPEC_DIRS, LegacyPlugins } from './engine/
 import { normalizePluginName, PluginManager } from './engine/plugins/manager.js';
 import { PluginNetworkDrivers } from './engine/plugins/netdrivers.js';
 import type { Host } from './host/host.js';
+import type { StateStore } from './state/state.js';
 
 export interface PluginParts {
   legacy: LegacyPlugins;
@@ -25,8 +27,8 @@ export interface PluginParts {
 }
 
 export function composePlugins(
-  opts: { dataRoot: string; execRoot: string; authorizationPlugins?: string[] },
-  deps: { host: Host; events: EventBus; networks: NetworkService; router: Router; registry: RegistryClient; closers: Array<() => Promise<void> | void> },
+  opts: { authorizationPlugins?: string[] },
+  deps: { host: Host; state: StateStore; events: EventBus; networks: NetworkService; router: Router; registry: RegistryClient; closers: Array<() => Promise<void> | void> },
 ): PluginParts {
   const { host } = deps;
   const folders = (value: string | undefined, defaults: string[]) => (value === undefined ? defaults : value.split(':').filter((d) => d !== ''));
@@ -35,7 +37,7 @@ export function composePlugins(
     socketDirs: folders(process.env.BERTH_PLUGIN_SOCKET_DIRS, DEFAULT_SOCKET_DIRS),
     specDirs: folders(process.env.BERTH_PLUGIN_SPEC_DIRS, DEFAULT_SPEC_DIRS),
   });
-  const manager = new PluginManager({ dataRoot: opts.dataRoot, execRoot: opts.execRoot, host: host.plugins, tools: host.tools, probe: host.probe, events: deps.events });
+  const manager = new PluginManager({ state: deps.state, host: host.plugins, tools: host.tools, probe: host.probe, events: deps.events });
   manager.registry = deps.registry;
   deps.closers.push(() => manager.close());
   deps.networks.setPlugins(new PluginNetworkDrivers(manager, legacy));

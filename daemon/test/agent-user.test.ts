@@ -2,8 +2,9 @@
  * The Linux desktop's arrangement, never root in the app: `berthd agent` runs as root on a socket owned by a
  * group, and a daemon runs as an unprivileged user (nobody, with that group) with `--agent`, its own data
  * root, exec root and socket. The docker CLI runs containers through it (and named volumes, kept by the agent
- * under its own data root, their records in the daemon's), while a second berthd (root, the usual way) keeps
- * working beside it.
+ * under its own data root, their records in the daemon's; a managed plugin's files, process and socket on the
+ * agent's side, its record in the daemon's; a legacy plugin found and reached there; managed network and
+ * authorization plugins), while a second berthd (root, the usual way) keeps working beside it.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,9 +12,12 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
+import http from 'node:http';
 import path from 'node:path';
 import { BERTHD, eventually, removeBridge, runCommand, unmountUnder, useEngine, httpRequest } from './harness.js';
 import { killContainers } from './runtime-support.js';
+import { pluginContext, pluginRuntimeState, volumeDriverConfig } from './plugin-support.js';
+import { haveRegistry, startRegistry } from './registry-support.js';
 
 const NOBODY = 65534;
 const canRun = process.getuid?.() === 0 && existsSync('/bin/busybox') && existsSync('/usr/bin/conmon') && existsSync('/usr/bin/setpriv');
@@ -32,6 +36,7 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
   let dockerConfig: string;
   let agentSocket: string;
   let home: string;
+  let legacyPlugins: string;
 
   async function startAgent(): Promise<void> {
     agent = spawn(process.execPath, [BERTHD, 'agent', '--socket', agentSocket, '--group', group, '--data-root', path.join(root, 'agent-data'), '--exec-root', path.join(root, 'ax')], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -39,13 +44,14 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     await eventually(() => existsSync(agentSocket), 20_000);
   }
 
-  async function startDaemon(): Promise<void> {
+  async function startDaemon(extraArgs: string[] = []): Promise<void> {
     daemon = spawn(
       'setpriv',
       ['--reuid', String(NOBODY), '--regid', String(gid), '--clear-groups', '--', process.execPath, BERTHD,
         '-H', `unix://${userSocket}`, '--data-root', path.join(home, 'data'), '--exec-root', path.join(home, 'x'),
-        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`],
-      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home } },
+        '--pidfile', path.join(home, 'berthd.pid'), '--bridge', bridge, '--agent', `unix://${agentSocket}`, ...extraArgs],
+      // Legacy plugins are looked for in a folder only root (the agent) may enter.
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, HOME: home, BERTH_PLUGIN_SOCKET_DIRS: legacyPlugins, BERTH_PLUGIN_SPEC_DIRS: '' } },
     );
     daemon.stderr!.on('data', (c: Buffer) => daemonLog.push(c));
     daemon.on('error', (err) => daemonLog.push(Buffer.from(`spawn failed: ${err.message}\n`)));
@@ -74,6 +80,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     assert.equal(spawnSync('groupadd', ['--system', group]).status, 0, 'groupadd');
     gid = Number(spawnSync('getent', ['group', group], { encoding: 'utf8' }).stdout.split(':')[2]);
     agentSocket = path.join(root, 'agent', 'agent.sock');
+    legacyPlugins = path.join(root, 'legacy-plugins');
+    mkdirSync(legacyPlugins, { mode: 0o700 });
     await startAgent();
     const st = statSync(agentSocket);
     assert.equal(st.mode & 0o777, 0o660);
@@ -244,6 +252,183 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     assert.equal(all.code, 0, all.stderr);
     assert.deepEqual((await docker(['volume', 'ls', '-q'])).stdout.trim(), '');
     assert.ok(!existsSync(path.join(agentVolumes, 'av-implicit')) && !existsSync(path.join(agentVolumes, 'av-etc')));
+  });
+
+  test('a managed volume plugin installed from a registry: its files and process on the agent\'s machine, its socket reached through the agent', async (t) => {
+    if (!haveRegistry()) return t.skip('docker-registry is not installed');
+    const registry = await startRegistry();
+    const context = pluginContext('volplugin.c', 'volplugin', volumeDriverConfig());
+    const name = `${registry.host}/agentvol:1`;
+    const agentExecRoot = path.join(root, 'ax');
+    try {
+      // Made and pushed by the root engine beside it, installed by the user's.
+      await beside.dockerOk(['plugin', 'create', name, context], { timeoutMs: 60_000 });
+      await beside.dockerOk(['plugin', 'push', name], { timeoutMs: 120_000 });
+      await beside.dockerOk(['plugin', 'rm', name]);
+      const installed = await docker(['plugin', 'install', '--grant-all-permissions', name, 'VOLPLUGIN_GREETING=through the agent'], 120_000);
+      assert.equal(installed.code, 0, `${installed.stdout}\n${installed.stderr}\n${logs()}`);
+      const p = JSON.parse((await docker(['plugin', 'inspect', name])).stdout)[0];
+      assert.equal(p.Enabled, true);
+      assert.ok(existsSync(path.join(root, 'agent-data', 'plugins', p.Id, 'rootfs', 'volplugin')), 'its files under the agent\'s data root');
+      assert.equal(JSON.parse(readFileSync(path.join(home, 'data', 'plugins', p.Id, 'config.json'), 'utf8')).Name, name, 'its record in the daemon\'s');
+      assert.ok(!existsSync(path.join(home, 'data', 'plugins', p.Id, 'rootfs')));
+      assert.ok(statSync(path.join(agentExecRoot, 'plugins', p.Id, 'fixvol.sock')).isSocket(), 'its socket in the agent\'s exec root');
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
+
+      // Its volumes: the plugin's paths on the agent's machine; written by one container, read by another.
+      const created = await docker(['volume', 'create', '-d', name, 'apv-one']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      const mountpoint = path.join(root, 'agent-data', 'plugins', p.Id, 'rootfs', 'data', 'apv-one');
+      assert.equal(JSON.parse((await docker(['volume', 'inspect', 'apv-one'])).stdout)[0].Mountpoint, mountpoint);
+      const wrote = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'sh', '-c', 'cat /v/greeting; echo written > /v/f']);
+      assert.equal(wrote.code, 0, `${wrote.stderr}\n${logs()}`);
+      assert.equal(wrote.stdout, 'through the agent\n');
+      assert.equal((await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f'])).stdout, 'written\n');
+      assert.equal(readFileSync(path.join(mountpoint, 'f'), 'utf8'), 'written\n');
+      assert.match((await docker(['volume', 'ls', '--format', '{{.Driver}} {{.Name}}'])).stdout, new RegExp(`^${name.replace(/[.]/g, '\\.')} apv-one$`, 'm'));
+      const refused = await docker(['plugin', 'disable', name]);
+      assert.notEqual(refused.code, 0);
+      assert.match(refused.stderr, /is in use/);
+
+      // The daemon stops it when it stops, and runs it again when it starts.
+      await stop(daemon);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined, 'stopped with the daemon');
+      await startDaemon();
+      assert.equal(JSON.parse((await docker(['plugin', 'inspect', name])).stdout)[0].Enabled, true);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
+      const read = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
+      assert.equal(read.stdout, 'written\n', `${read.stderr}\n${logs()}`);
+
+      assert.equal((await docker(['volume', 'rm', 'apv-one'])).code, 0);
+      assert.equal((await docker(['plugin', 'disable', name])).code, 0);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined);
+      const removed = await docker(['plugin', 'rm', name]);
+      assert.equal(removed.code, 0, removed.stderr);
+      assert.equal((await docker(['plugin', 'ls', '-q'])).stdout.trim(), '');
+      assert.ok(!existsSync(path.join(root, 'agent-data', 'plugins', p.Id)), 'its files are gone');
+      assert.ok(!existsSync(path.join(home, 'data', 'plugins', p.Id)), 'and its record');
+    } finally {
+      await docker(['plugin', 'rm', '--force', name]).catch(() => undefined);
+      await beside.docker(['plugin', 'rm', '--force', name]).catch(() => undefined);
+      await registry.stop();
+      rmSync(context, { recursive: true, force: true });
+    }
+  });
+
+  test('a legacy volume plugin found and reached on the agent\'s machine (its socket in a folder only root enters)', async () => {
+    const volumes = path.join(root, 'legacy-volumes');
+    mkdirSync(volumes);
+    const known = new Set<string>();
+    const answer = (method: string, body: { Name?: string }): object => {
+      const name = String(body.Name ?? '');
+      const mountpoint = path.join(volumes, name);
+      switch (method) {
+        case 'Plugin.Activate':
+          return { Implements: ['VolumeDriver'] };
+        case 'VolumeDriver.Create':
+          mkdirSync(mountpoint, { recursive: true });
+          known.add(name);
+          return {};
+        case 'VolumeDriver.Remove':
+          rmSync(mountpoint, { recursive: true, force: true });
+          known.delete(name);
+          return {};
+        case 'VolumeDriver.Get':
+          return known.has(name) ? { Volume: { Name: name, Mountpoint: mountpoint } } : { Err: `no volume ${name}` };
+        case 'VolumeDriver.List':
+          return { Volumes: [...known].map((n) => ({ Name: n, Mountpoint: path.join(volumes, n) })) };
+        case 'VolumeDriver.Mount':
+        case 'VolumeDriver.Path':
+          return { Mountpoint: mountpoint };
+        case 'VolumeDriver.Capabilities':
+          return { Capabilities: { Scope: 'local' } };
+        default:
+          return {};
+      }
+    };
+    const server = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        res.writeHead(200, { 'Content-Type': 'application/vnd.docker.plugins.v1.2+json' });
+        res.end(JSON.stringify(answer((req.url ?? '/').slice(1), text ? JSON.parse(text) : {})));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(path.join(legacyPlugins, 'agentlegacy.sock'), resolve));
+    try {
+      const created = await docker(['volume', 'create', '-d', 'agentlegacy', 'alv-one']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      assert.equal(JSON.parse((await docker(['volume', 'inspect', 'alv-one'])).stdout)[0].Mountpoint, path.join(volumes, 'alv-one'));
+      const wrote = await docker(['run', '--rm', '-v', 'alv-one:/v', 'busybox', 'sh', '-c', 'echo legacy > /v/f']);
+      assert.equal(wrote.code, 0, `${wrote.stderr}\n${logs()}`);
+      assert.equal(readFileSync(path.join(volumes, 'alv-one', 'f'), 'utf8'), 'legacy\n');
+      assert.equal((await docker(['volume', 'rm', 'alv-one'])).code, 0);
+      assert.ok(!existsSync(path.join(volumes, 'alv-one')));
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  test('a managed network and IPAM driver plugin through the agent: a container on its network reaches another', async () => {
+    const context = pluginContext('netplugin.c', 'netplugin', {
+      Description: 'a network and IPAM driver for the tests',
+      Interface: { Types: ['docker.networkdriver/1.0', 'docker.ipamdriver/1.0'], Socket: 'fixnet.sock' },
+      Entrypoint: ['/netplugin'],
+      Network: { Type: 'host' },
+      Linux: { Capabilities: ['CAP_NET_ADMIN'], AllowAllDevices: false, Devices: null },
+      Env: [],
+    });
+    let networkId = '';
+    try {
+      assert.equal((await docker(['plugin', 'create', 'agentnet', context])).code, 0);
+      const enabled = await docker(['plugin', 'enable', 'agentnet']);
+      assert.equal(enabled.code, 0, `${enabled.stderr}\n${logs()}`);
+      const created = await docker(['network', 'create', '-d', 'agentnet', '--ipam-driver', 'agentnet', '--subnet', '10.231.27.0/24', 'anet']);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      networkId = created.stdout.trim();
+      assert.equal((await docker(['run', '-d', '--name', 'anet-a', '--network', 'anet', 'busybox', 'sleep', '300'])).code, 0);
+      const ping = await docker(['run', '--rm', '--network', 'anet', 'busybox', 'sh', '-c', 'ip -4 addr show eth0; ping -c 1 -W 5 10.231.27.2']);
+      assert.equal(ping.code, 0, `${ping.stdout}\n${ping.stderr}\n${logs()}`);
+      assert.match(ping.stdout, /inet 10\.231\.27\.3\/24/);
+      assert.match(ping.stdout, /1 packets received/);
+      const refused = await docker(['plugin', 'disable', 'agentnet']);
+      assert.match(refused.stderr, /is in use/);
+    } finally {
+      await docker(['rm', '-f', 'anet-a']);
+      await docker(['network', 'rm', 'anet']);
+      await docker(['plugin', 'rm', '--force', 'agentnet']);
+      if (networkId) removeBridge(`fn${networkId.slice(0, 12)}`);
+      rmSync(context, { recursive: true, force: true });
+    }
+  });
+
+  test('a managed authorization plugin through the agent: started with the daemon that names it, it denies what it denies', async () => {
+    const context = pluginContext('authzplugin.c', 'authzplugin', {
+      Description: 'an authorization plugin for the tests',
+      Interface: { Types: ['docker.authz/1.0'], Socket: 'fixauthz.sock' },
+      Entrypoint: ['/authzplugin', '/run/docker/plugins/fixauthz.sock', '/data/calls.log'],
+      Network: { Type: 'none' },
+    });
+    try {
+      const created = await docker(['plugin', 'create', 'agentauthz', context]);
+      assert.equal(created.code, 0, `${created.stderr}\n${logs()}`);
+      assert.equal((await docker(['plugin', 'enable', 'agentauthz'])).code, 0);
+      await stop(daemon);
+      await startDaemon(['--authorization-plugin', 'agentauthz']);
+      const denied = await docker(['volume', 'create', 'aa-denied']);
+      assert.notEqual(denied.code, 0);
+      assert.match(denied.stderr, /authorization denied by plugin agentauthz: volume creation is not allowed/);
+      const allowed = await docker(['run', '--rm', 'busybox', 'echo', 'allowed']);
+      assert.equal(allowed.stdout, 'allowed\n', `${allowed.stderr}\n${logs()}`);
+      const id = JSON.parse((await docker(['plugin', 'inspect', 'agentauthz'])).stdout)[0].Id;
+      assert.match(readFileSync(path.join(root, 'agent-data', 'plugins', id, 'rootfs', 'data', 'calls.log'), 'utf8'), /^AuthZPlugin\.AuthZReq .*"RequestUri":"\/v1\.\d+\/volumes\/create"/m);
+    } finally {
+      await stop(daemon);
+      await startDaemon();
+      await docker(['plugin', 'rm', '--force', 'agentauthz']);
+      rmSync(context, { recursive: true, force: true });
+    }
   });
 
   test('a container outlives a restart of the daemon, and then of the agent', async () => {

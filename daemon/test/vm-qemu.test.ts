@@ -19,8 +19,10 @@ import type { Share, VmStatus } from '../src/vm/driver.js';
 import { GuestLineChannel, type GuestHello } from '../src/vm/hello.js';
 import { PublishedPorts } from '../src/vm/ports.js';
 import { QemuDriver } from '../src/vm/qemu.js';
+import { createRemoteHost } from '../src/host/remote/index.js';
 import { toGuestPath } from '../src/vm/shares.js';
 import { buildBusyboxArchive, haveBusybox } from './fixtures/busybox.js';
+import { pluginContext, volumeDriverConfig } from './plugin-support.js';
 import { BERTHD, DAEMON_DIR, Engine, runCommand, tmpdir } from './harness.js';
 
 function onPath(cmd: string): boolean {
@@ -230,7 +232,7 @@ test('the guest image is cached by its inputs and rebuilt byte for byte', { skip
 
 const agentBuilt = existsSync(path.join(DAEMON_DIR, 'dist', 'src', 'agent'));
 
-test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount at its guest path (--agent-path), a named volume, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
+test('a daemon on the host runs containers in the guest through the agent (--agent unix://<port socket>): run --rm, a bind mount at its guest path (--agent-path), a named volume, a managed volume plugin, run -d -p reached on the host, logs -f, exec -it, cp, build', { skip: skip || (!agentBuilt && 'the guest agent is not in this build') || (!haveBusybox() && 'busybox-static not installed'), timeout: 20 * 60_000 }, async () => {
   const img = await guestImage();
   const root = tmpdir();
   cleanups.push(() => fs.rm(root, { recursive: true, force: true }));
@@ -260,6 +262,10 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   );
   cleanups.push(() => driver.stop({ timeoutMs: 1000 }));
   const status = await driver.start();
+  // The daemon is started once the guest's agent answers: a boot under TCG on a busy machine outlasts the
+  // harness's wait for a daemon's first answer.
+  const probe = await createRemoteHost(status.agentEndpoint!, { waitMs: 300_000 });
+  await probe.close();
   engineArgs.push('--agent', status.agentEndpoint!, '--agent-path', `${src}=/mnt/src`);
   cleanups.push(() => engine.cleanup());
   await engine.start();
@@ -280,6 +286,22 @@ test('a daemon on the host runs containers in the guest through the agent (--age
   await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'sh', '-c', 'echo kept > /data/x'], { timeoutMs: 300_000 });
   assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'vmvol:/data', 'busybox', 'cat', '/data/x'], { timeoutMs: 300_000 }), 'kept\n');
   assert.ok(!existsSync(path.join(engine.dataRoot, 'volumes', 'vmvol')), 'the volume is in the guest, not on the host');
+
+  // A managed volume plugin made on the host (its static binary built here): its files, process and socket are
+  // the guest's, the plugin client's requests cross on the agent's stream, its volume mounts in a container.
+  const pluginStarted = Date.now();
+  const plugin = pluginContext('volplugin.c', 'volplugin', volumeDriverConfig());
+  cleanups.push(() => fs.rm(plugin, { recursive: true, force: true }));
+  await engine.dockerOk(['plugin', 'create', 'vmplug', plugin], { timeoutMs: 300_000 });
+  await engine.dockerOk(['plugin', 'enable', '--timeout', '120', 'vmplug'], { timeoutMs: 300_000 });
+  const pluginId = (await engine.dockerOk(['plugin', 'inspect', '--format', '{{.Id}}', 'vmplug'])).trim();
+  await engine.dockerOk(['volume', 'create', '-d', 'vmplug', 'vmpv'], { timeoutMs: 120_000 });
+  assert.equal(await engine.dockerOk(['run', '--rm', '-v', 'vmpv:/v', 'busybox', 'cat', '/v/greeting'], { timeoutMs: 300_000 }), 'hello\n');
+  assert.ok(existsSync(path.join(engine.dataRoot, 'plugins', pluginId, 'config.json')), 'its record is the daemon\'s');
+  assert.ok(!existsSync(path.join(engine.dataRoot, 'plugins', pluginId, 'rootfs')), 'its files are in the guest');
+  await engine.dockerOk(['volume', 'rm', 'vmpv'], { timeoutMs: 120_000 });
+  await engine.dockerOk(['plugin', 'rm', '--force', 'vmplug'], { timeoutMs: 120_000 });
+  process.stderr.write(`# the managed plugin's steps took ${Date.now() - pluginStarted} ms\n`);
 
   // run -d -p: the published port answers on the host's loopback, forwarded into the VM while the container
   // runs, and no longer once it is gone.

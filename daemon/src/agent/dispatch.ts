@@ -66,7 +66,7 @@ export function hostHandler(host: Host): CallHandler {
     const method = object?.[member];
     if (!spec || typeof method !== 'function') throw new NotImplemented(`the agent's Host has no ${target}`);
     const result = await (method as (...a: unknown[]) => unknown).apply(object, args);
-    if (spec.kind === 'duplex') return { input: new Sink(result as Writable), output: result };
+    if (spec.kind === 'duplex' || spec.kind === 'open') return { input: new Sink(result as Writable), output: result };
     if (spec.handle && result && typeof result === 'object') markHandle(result);
     for (const sink of spec.sinks ?? []) {
       const at = holderOf(result, sink);

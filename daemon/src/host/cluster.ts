@@ -43,6 +43,8 @@ export interface CertificateSubject {
   clusterId: string;
   /** IP addresses the certificate is valid for (the node's advertise address). */
   ips: string[];
+  /** How long the certificate lasts from now, in seconds (the swarm's NodeCertExpiry; 90 days if unset). */
+  expirySeconds?: number;
 }
 
 export interface EtcdMemberOptions {
@@ -72,6 +74,11 @@ export interface EtcdMember {
   readonly peerUrl: string;
   /** Resolves once the member answers on its client URL; rejects if it exits first. */
   ready(): Promise<void>;
+  /**
+   * The node's renewed certificate and key for the member: its files are replaced, and etcd reads them again
+   * at each new TLS handshake (peers and clients), so the member goes on running.
+   */
+  renewCertificate(cert: string, key: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -85,8 +92,10 @@ export interface ClusterHost {
   /** Forgets the swarm: state, certificates, the etcd member's data, task files. */
   wipe(): Promise<void>;
 
-  /** A new root CA (key and certificate). */
-  createRootCA(): Promise<{ cert: string; key: string }>;
+  /** A new root CA (key and certificate); a rotation's root gets a tag in its subject. */
+  createRootCA(tag?: string): Promise<{ cert: string; key: string }>;
+  /** A rotation's new root signed by the current root (the cross-signed certificate, PEM). */
+  crossSignRootCA(current: { cert: string; key: string }, newRoot: string): Promise<string>;
   /** A new key and a certificate request for it. */
   createKeyAndRequest(): Promise<{ key: string; csr: string }>;
   /** Signs a certificate request with the root CA, with the subject and names of a swarm node. */

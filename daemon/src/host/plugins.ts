@@ -1,9 +1,12 @@
 /**
  * The plugins part of the Host: the folders of managed plugins (their roots, staged installs, socket
  * folders), their processes under the OCI runtime (outside the containers, in a runtime state root of their
- * own), and the files legacy plugins are found by (sockets, `.spec` and `.json` files). host/linux/plugins.ts
+ * own), the files legacy plugins are found by (sockets, `.spec` and `.json` files), and byte streams to the
+ * sockets plugins listen on. All of them are the Host's machine's: through an agent, the plugins run and
+ * listen there, and the plugin client's requests cross on the agent's stream. host/linux/plugins.ts
  * implements it.
  */
+import type { Duplex } from 'node:stream';
 
 /** What a path of the machine is. */
 export type PathKind = 'dir' | 'file' | 'socket' | 'other';
@@ -29,7 +32,17 @@ export interface PluginExit {
   signal: string | null;
 }
 
+/** Where a plugin listens on the Host's machine: a unix socket, or a TCP address (a legacy plugin's spec file). */
+export type PluginDialAddress = { socketPath: string } | { host: string; port: number };
+
 export interface PluginHost {
+  /**
+   * The folder on the Host's machine that holds managed plugins' folders (`<pluginsRoot>/<id>`: the rootfs,
+   * the propagated mount, the log; staged installs beside them).
+   */
+  readonly pluginsRoot: string;
+  /** The per-boot folder on the Host's machine for plugins' socket folders, bundles and runtime state. */
+  readonly pluginsRunRoot: string;
   /** Creates the folder (and its parents), mode 0700 for those it makes. */
   makeDir(dir: string): Promise<void>;
   /** The entries of a folder with what they are (symlinks followed); [] when it does not exist. */
@@ -44,11 +57,17 @@ export interface PluginHost {
   /**
    * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id deleted first) and
    * resolves once its socket accepts a connection. When it exits first or the timeout passes, it is stopped
-   * and the run fails with the end of its log.
+   * and the run fails with the end of its log. A plugin this Host runs already (a daemon that went away
+   * without stopping it, through an agent) is kept when its socket accepts a connection, run again otherwise.
    */
   run(spec: PluginRunSpec): Promise<void>;
   /** Resolves when the plugin's current run ends (at once when it does not run). */
   waitExit(id: string): Promise<PluginExit>;
   /** Stops the plugin (TERM, KILL after 5 s) and deletes its runtime state. Nothing when it does not run. */
   stop(id: string): Promise<void>;
+  /**
+   * Opens a byte stream to a socket on the Host's machine; resolves once connected. A failure to connect
+   * keeps the system error's `code` (ECONNREFUSED, ENOENT: a plugin still starting).
+   */
+  dial(address: PluginDialAddress): Promise<Duplex>;
 }

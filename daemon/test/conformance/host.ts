@@ -9,7 +9,7 @@
  * (mount, start, exit codes, logs with and without follow, signals, attach with stdin, recovery after a
  * restart), exec, files (archive in and out, stat, changes, export, a container's /etc files), volumes (where the Host
  * keeps them, their folders, copy of an image's folder, sizes), network (a bridge and its
- * ports; a plugin's interface moved into a container), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
+ * ports; a plugin's interface moved into a container), stats, tools (a decompressor), plugins (their folders, a plugin run until it listens, its socket dialed, stopped) and probe. `skip` names the groups an implementation leaves out (a fake without a kernel).
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -411,8 +411,10 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       await assert.rejects(host.tools.unpackInto(to, Readable.from([Buffer.alloc(1024, 'x')])));
     });
 
-    test('plugins: folders, and a plugin run under the OCI runtime until it listens, stopped; one that exits fails with its log', { skip: skipped('plugins') }, async () => {
+    test('plugins: folders, and a plugin run under the OCI runtime until it listens, its socket dialed, stopped; one that exits fails with its log', { skip: skipped('plugins') }, async () => {
       const plugins = host.plugins;
+      // The folders the Host keeps plugins in, on its machine.
+      assert.ok(path.isAbsolute(plugins.pluginsRoot) && path.isAbsolute(plugins.pluginsRunRoot), `${plugins.pluginsRoot} ${plugins.pluginsRunRoot}`);
       const base = path.join(box.root, 'plugins');
       await plugins.makeDir(path.join(base, 'a', 'b'));
       writeFileSync(path.join(base, 'a', 'f.txt'), 'text');
@@ -451,6 +453,18 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
       try {
         await plugins.run({ ...run, spec: specOf(['/volplugin']) });
         assert.equal(await plugins.kindOf(run.socket), 'socket');
+        // Its socket, dialed on the Host's machine: an HTTP exchange over the stream the Host gives.
+        const connection = await plugins.dial({ socketPath: run.socket });
+        connection.write('POST /Plugin.Activate HTTP/1.1\r\nHost: plugin\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+        const answer = (await readAll(connection)).toString();
+        assert.match(answer, /^HTTP\/1\.1 200 /);
+        assert.match(answer, /\r\n\r\n\{"Implements":\["VolumeDriver"\]\}$/);
+        // A socket nobody made: the system error's code crosses (the plugin client retries on it).
+        await assert.rejects(plugins.dial({ socketPath: path.join(sockets, 'none.sock') }), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+        // Run again while it runs and listens (a daemon back after it went away): kept, not restarted.
+        const exitedBefore = plugins.waitExit(id).then(() => 'exited');
+        await plugins.run({ ...run, spec: specOf(['/volplugin']) });
+        assert.equal(await Promise.race([exitedBefore, new Promise((r) => setTimeout(() => r('running'), 500))]), 'running', 'the same run');
         const exited = plugins.waitExit(id);
         await plugins.stop(id);
         await exited;

@@ -11,13 +11,16 @@ import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHo
 import { isLocked, SWARM_LOCKED, unlockKeys, type SwarmKeys } from './autolock.js';
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
-import { connectStore, removeMember } from './etcd.js';
-import { memberOptions, SwarmNode } from './node.js';
+import { connectStore, memberOptions, removeMember } from './etcd.js';
+import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
 import type { SwarmAttacher } from '../networks/swarm.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
+import { certExpirySeconds, forceRotate, recordCertificate } from './certs.js';
+import { certValidity } from './renewal.js';
+import { newRootRotation } from './rootca.js';
 import { caDigest, newJoinToken, newUnlockKey } from './tokens.js';
 import { defaultSwarmSpec, newObjectId, now, swarmSpecDefaults, type Obj } from './types.js';
 
@@ -119,6 +122,8 @@ export class ClusterService extends SwarmNode {
     const e = this.clusterEntry()!;
     const c = structuredClone(e.obj);
     c.Spec = mergeSwarmSpec(c.Spec, body);
+    // A new ForceRotate (`swarm ca --rotate`) rotates the root CA: see rootca.ts.
+    if (forceRotate(c) !== forceRotate(e.obj)) c.RootRotation = await newRootRotation(this.deps.host, sealer(this.certs!.dataKey), c);
     if (flags.worker) c.JoinTokens.Worker = newJoinToken(c.TLSInfo.TrustRoot);
     if (flags.manager) c.JoinTokens.Manager = newJoinToken(c.TLSInfo.TrustRoot);
     // The unlock key is kept while autolock is on (a new one when asked), sealed under the data key.
@@ -143,9 +148,11 @@ export class ClusterService extends SwarmNode {
       const host = this.deps.host;
       this.phase = 'pending';
       try {
+        const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         const ca = await host.createRootCA();
         const { key: nodeKey, csr } = await host.createKeyAndRequest();
-        const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host] });
+        const expirySeconds = certExpirySeconds({ Spec: spec });
+        const cert = await host.signNodeCertificate(ca, csr, { nodeId, clusterId, role: 'manager', ips: [advertise.host], expirySeconds });
         this.certs = { ca: ca.cert, cert, key: nodeKey, caKey: ca.key, dataKey: newDataKey() };
         await this.saveCerts(this.certs);
         const state: NodeState = {
@@ -162,7 +169,6 @@ export class ClusterService extends SwarmNode {
         await etcd.ready();
         const store = await connectStore(localEtcdEndpoint(state.advertiseAddr), this.certs!);
         const t = now();
-        const spec = swarmSpecDefaults(mergeSwarmSpec(defaultSwarmSpec(), isObject(req.Spec) ? req.Spec : {}));
         if (req.AutoLockManagers === true) spec.EncryptionConfig = { ...spec.EncryptionConfig, AutoLockManagers: true };
         const cluster: Obj = {
           ID: clusterId,
@@ -178,6 +184,7 @@ export class ClusterService extends SwarmNode {
           ...(spec.EncryptionConfig?.AutoLockManagers ? { UnlockKey: sealer(this.certs.dataKey).seal(Buffer.from(newUnlockKey())) } : {}),
         };
         await store.create('cluster', 'default', cluster);
+        await recordCertificate(store, nodeId, cert, 'manager', forceRotate(cluster), ca.cert);
         await store.create('nodes', nodeId, nodeObject(await this.deps.describe(), this.certs?.ca, nodeId, 'manager', state, req.Availability));
         this.state = state;
         await host.saveState(state);
@@ -377,6 +384,9 @@ export class ClusterService extends SwarmNode {
   private rejoin(state: NodeState): void {
     this.phase = 'pending';
     const run = async () => {
+      // An expired certificate opens no connection: neither the managers nor etcd's peers take it.
+      const expiry = certValidity(this.certs!.cert).to;
+      if (expiry <= Date.now()) throw new Unavailable(`this node's certificate expired at ${new Date(expiry).toISOString()}: leave the swarm and join it again`);
       if (state.role === 'manager') {
         const etcd = this.deps.host.startEtcd(memberOptions(state, this.certs!.key, { initialState: 'existing' }));
         await etcd.ready();

@@ -9,8 +9,9 @@
  * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
  *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
  *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down),
- *   `POST /status` (a task's state, for tasks of that node only) and `POST /logs/<id>` (a task log this
- *   manager asked the node for, see remotelogs.ts).
+ *   `POST /status` (a task's state, for tasks of that node only), `POST /logs/<id>` (a task log this
+ *   manager asked the node for, see remotelogs.ts) and `POST /renew` (a new certificate for the node's
+ *   request, for the role it holds: see certs.ts).
  *
  * The joining node's requests and the worker's side (WorkerSession) are in worker.ts.
  */
@@ -20,11 +21,12 @@ import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
 import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import { log } from '../../util/log.js';
-import { nodeNetworks, type NetworkAllocator } from './network/attachments.js';
-import { attachContainer, attachmentsOf, detachContainer } from './network/attachable.js';
+import { NetworkAllocator, nodeNetworks } from './network/attachments.js';
+import { attachContainer, attachmentsOf, detachContainer, managerAttachments, type AttachmentSource } from './network/attachable.js';
 import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
+import { issueNodeCertificate, needsRenewal, renewFor, tlsInfo } from './certs.js';
 import type { NodeDescription } from './cluster.js';
 import type { LogRequests } from './remotelogs.js';
 import { applyTaskStatus } from './status.js';
@@ -84,8 +86,6 @@ export interface DispatcherOptions {
   heartbeatSeconds(): number;
   /** Log requests this manager made (nodes stream their answers here). */
   logs?: LogRequests;
-  /** Gives standalone containers' attachments their addresses (the manager's one allocator for them). */
-  allocator: NetworkAllocator;
   managerJoined(nodeId: string): Promise<void>;
 }
 
@@ -94,7 +94,17 @@ export class DispatcherServer {
   private readonly leases = new Map<string, { lease: ReturnType<ClusterStore['client']['lease']>; ttl: number }>();
   private joining: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: DispatcherOptions) {}
+  /** Gives standalone containers' attachments their addresses: those of the nodes and this manager's own. */
+  private readonly allocator: NetworkAllocator;
+
+  constructor(private readonly opts: DispatcherOptions) {
+    this.allocator = new NetworkAllocator(opts.store);
+  }
+
+  /** The attachment part of this manager's own agent source (network/attachable.ts), with the same allocator. */
+  localAttachments(nodeId: string): AttachmentSource {
+    return managerAttachments(this.opts.store, this.allocator, nodeId);
+  }
 
   async listen(): Promise<void> {
     const { certs } = this.opts;
@@ -115,6 +125,12 @@ export class DispatcherServer {
       });
     });
     this.server = server;
+  }
+
+  /** A renewed certificate of this manager: new connections are served with it. */
+  setCertificates(certs: NodeCertificates & ManagerKeys): void {
+    this.opts.certs = certs;
+    this.server?.setSecureContext({ key: certs.key, cert: certs.cert, ca: certs.ca });
   }
 
   async close(): Promise<void> {
@@ -164,6 +180,10 @@ export class DispatcherServer {
       send(res, 200, await run);
       return;
     }
+    if (req.method === 'POST' && url.pathname === '/renew') {
+      send(res, 200, await renewFor(this.opts, peer, await readBody(req)));
+      return;
+    }
     if (req.method === 'POST' && url.pathname === '/status') {
       const body = await readBody(req);
       const task = this.opts.store.get('tasks', String(body.TaskID ?? ''));
@@ -178,7 +198,7 @@ export class DispatcherServer {
     if (req.method === 'POST' && (url.pathname === '/attach' || url.pathname === '/detach')) {
       // A standalone container of the node on an attachable network (network/attachable.ts).
       const body = await readBody(req);
-      if (url.pathname === '/attach') send(res, 200, await attachContainer(this.opts.store, this.opts.allocator, peer.nodeId, body));
+      if (url.pathname === '/attach') send(res, 200, await attachContainer(this.opts.store, this.allocator, peer.nodeId, body));
       else send(res, 200, await detachContainer(this.opts.store, peer.nodeId, body).then(() => ({})));
       return;
     }
@@ -267,10 +287,10 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    const attachments = attachmentsOf(store, nodeId);
     return {
-      HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, Attachments: attachments,
-      ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal),
+      HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId),
+      TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs,
+      Attachments: attachmentsOf(store, nodeId), ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal),
     };
   }
 
@@ -288,12 +308,7 @@ export class DispatcherServer {
     const advertise = String(body.advertiseAddr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
     const nodeId = newObjectId(randomBytes(16));
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
-      nodeId,
-      clusterId: cluster.ID,
-      role,
-      ips: [advertise],
-    });
+    const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
     const d: Partial<NodeDescription> = body.description ?? {};
     const t = now();
     const managerAddr = advertise.includes(':') ? `[${advertise}]:${swarmPort}` : `${advertise}:${swarmPort}`;
@@ -307,7 +322,7 @@ export class DispatcherServer {
         Platform: { Architecture: String(d.arch ?? ''), OS: String(d.os ?? 'linux') },
         Resources: { NanoCPUs: Number(d.ncpu ?? 0) * 1e9, MemoryBytes: Number(d.memTotal ?? 0) },
         Engine: { EngineVersion: String(d.engineVersion ?? ''), Labels: d.engineLabels ?? {}, Plugins: [] },
-        TLSInfo: { TrustRoot: cluster.TLSInfo.TrustRoot, CertIssuerSubject: cluster.TLSInfo.CertIssuerSubject, CertIssuerPublicKey: '' },
+        TLSInfo: tlsInfo(cluster.TLSInfo.TrustRoot),
       },
       Status: { State: 'down', Addr: advertise },
       ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
@@ -360,12 +375,7 @@ export class DispatcherServer {
     const role: 'manager' | 'worker' = node.Spec.Role === 'manager' ? 'manager' : 'worker';
     const advertise = String(node.Status?.Addr ?? '');
     const swarmPort = Number(body.swarmPort) || 2377;
-    const cert = await this.opts.host.signNodeCertificate({ cert: cluster.RootCA.Cert, key: this.opts.seal.open(cluster.RootCA.Key).toString() }, String(body.csr ?? ''), {
-      nodeId,
-      clusterId: cluster.ID,
-      role,
-      ips: [advertise],
-    });
+    const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
     let initialCluster: string | undefined;
     if (role === 'manager') {
       const managers = this.managerAddrs(nodeId);

@@ -5,8 +5,10 @@
 import type { Etcd3, IOptions } from 'etcd3';
 import { Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
-import type { NodeCertificates } from '../../host/cluster.js';
+import type { EtcdMemberOptions, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort } from './addresses.js';
 import { ClusterStore } from './store.js';
+import type { Obj } from './types.js';
 
 /**
  * etcd's client (grpc-js and its protobufs) and cockatiel, loaded at the first connection to a swarm's store:
@@ -32,6 +34,29 @@ export async function etcdClient(endpoints: string[], certs: NodeCertificates): 
     },
   };
   return new Etcd3(options);
+}
+
+/**
+ * Gives an etcd client a renewed certificate for its next connections. etcd3 builds its gRPC credentials
+ * once, from PEM given at construction: the TLS context they hold (node's SecureContext, which every new
+ * connection of the client's channels is made from) gets the new certificate and key in place. The
+ * connections open now stay as they are (TLS checks certificates at the handshake only). Answers false when
+ * the client is not made as expected (then the client keeps its first certificate).
+ */
+export function renewClientCertificate(client: Etcd3, certs: NodeCertificates): boolean {
+  // etcd3's connection pool, its hosts, and grpc-js's secure credentials: not part of their typed API.
+  const hosts = (client as unknown as { pool?: { hosts?: Array<{ channelCredentials?: { secureContext?: { context?: Obj } } }> } }).pool?.hosts;
+  const contexts = (hosts ?? []).map((h) => h.channelCredentials?.secureContext?.context);
+  if (contexts.length === 0 || contexts.some((c) => typeof c?.setCert !== 'function' || typeof c?.setKey !== 'function')) {
+    log.warn('swarm: the store client\'s certificate cannot be renewed in place; it keeps its first one');
+    return false;
+  }
+  // The certificate first: OpenSSL drops a key that no longer matches it, and the new key follows.
+  for (const c of new Set(contexts)) {
+    c!.setCert(certs.cert);
+    c!.setKey(certs.key, undefined);
+  }
+  return true;
 }
 
 /**
@@ -109,4 +134,26 @@ export async function moveEtcdLeaderAway(client: Etcd3): Promise<void> {
   if (!target) return;
   await client.maintenance.moveLeader({ targetID: target.ID });
   log.info('swarm: etcd\'s leadership moved to another manager\'s member', { member: target.name });
+}
+
+/**
+ * The options of a node's own etcd member: its URLs on the node's advertise address, the swarm's cluster token
+ * and the node's TLS key; the member alone in its cluster unless `initialCluster` names the others.
+ */
+export function memberOptions(
+  state: Pick<NodeState, 'nodeId' | 'advertiseAddr' | 'clusterId'>,
+  tlsKey: string,
+  opts: { initialState: 'new' | 'existing'; initialCluster?: string; forceNewCluster?: boolean },
+): EtcdMemberOptions {
+  return {
+    name: state.nodeId,
+    address: state.advertiseAddr,
+    clientPort: ETCD_CLIENT_PORT,
+    peerPort: ETCD_PEER_PORT,
+    initialState: opts.initialState,
+    initialCluster: opts.initialCluster ?? `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
+    clusterToken: state.clusterId,
+    ...(opts.forceNewCluster ? { forceNewCluster: true } : {}),
+    tlsKey,
+  };
 }

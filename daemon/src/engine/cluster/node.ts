@@ -8,44 +8,24 @@
 import type { EventBus } from '../events.js';
 import { log } from '../../util/log.js';
 import { Agent, type AgentSource, type TaskContainers } from './agent.js';
-import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
-import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import type { ClusterHost, EtcdMember, ManagerKeys, NodeCertificates, NodeState } from '../../host/cluster.js';
+import { DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
-import { connectStore, removeMember, waitPromoted } from './etcd.js';
+import { connectStore, memberOptions, removeMember, waitPromoted } from './etcd.js';
 import { campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
-import { addressPools, NetworkAllocator, nodeNetworks } from './network/attachments.js';
-import { managerAttachments } from './network/attachable.js';
+import { addressPools, nodeNetworks } from './network/attachments.js';
 import { withNetworkKeys } from './network/keys.js';
 import { applyTaskStatus, heartbeatSeconds } from './status.js';
+import { clusterTLSInfo, needsRenewal, rotationInProgress } from './certs.js';
+import { completeRotation } from './rootca.js';
+import { certValidity, newCertificate, RenewalSchedule, renewOnManager, type Validity } from './renewal.js';
 import type { ClusterStore } from './store.js';
 import type { Obj } from './types.js';
-
-/**
- * The options of a node's own etcd member: its URLs on the node's advertise address, the swarm's cluster token
- * and the node's TLS key; the member alone in its cluster unless `initialCluster` names the others.
- */
-export function memberOptions(
-  state: Pick<NodeState, 'nodeId' | 'advertiseAddr' | 'clusterId'>,
-  tlsKey: string,
-  opts: { initialState: 'new' | 'existing'; initialCluster?: string; forceNewCluster?: boolean },
-): EtcdMemberOptions {
-  return {
-    name: state.nodeId,
-    address: state.advertiseAddr,
-    clientPort: ETCD_CLIENT_PORT,
-    peerPort: ETCD_PEER_PORT,
-    initialState: opts.initialState,
-    initialCluster: opts.initialCluster ?? `${state.nodeId}=https://${joinHostPort(state.advertiseAddr, ETCD_PEER_PORT)}`,
-    clusterToken: state.clusterId,
-    ...(opts.forceNewCluster ? { forceNewCluster: true } : {}),
-    tlsKey,
-  };
-}
 
 export interface NodeDescription {
   hostname: string;
@@ -90,8 +70,9 @@ export class SwarmNode {
   private keysSaved: Promise<unknown> = Promise.resolve();
   private promoting = false;
   private demoting = false;
-  /** One lifecycle operation (init, join, leave, update) at a time. */
+  /** One lifecycle operation (init, join, leave, update, a certificate's renewal) at a time. */
   protected queue: Promise<unknown> = Promise.resolve();
+  protected readonly renewal = new RenewalSchedule(() => this.renewCertificate(), undefined, undefined, () => (this.manager ? needsRenewal(this.manager.store, this.state!.nodeId) : !!this.worker?.renewRequested));
 
   constructor(protected readonly deps: ClusterDeps) {}
 
@@ -134,7 +115,6 @@ export class SwarmNode {
     return this.worker?.managers() ?? this.state!.managers.map((Addr) => ({ NodeID: '', Addr }));
   }
 
-
   protected clusterEntry() {
     return this.manager?.store.get('cluster', 'default');
   }
@@ -146,8 +126,8 @@ export class SwarmNode {
       CreatedAt: c.CreatedAt,
       UpdatedAt: c.UpdatedAt,
       Spec: c.Spec,
-      TLSInfo: c.TLSInfo,
-      RootRotationInProgress: false,
+      TLSInfo: clusterTLSInfo(c),
+      RootRotationInProgress: this.manager ? rotationInProgress(this.manager.store) : false,
       DataPathPort: c.DataPathPort ?? 4789,
       DefaultAddrPool: c.DefaultAddrPool ?? ['10.0.0.0/8'],
       SubnetSize: c.SubnetSize ?? 24,
@@ -161,6 +141,31 @@ export class SwarmNode {
 
   private logShipper(): LogShipper {
     return new LogShipper(() => this.certs!, this.deps.containers.readLog);
+  }
+
+  /** A new certificate for this node, put in use by every part that runs, and written to disk. */
+  private renewCertificate(): Promise<Validity> {
+    return this.serial(async () => {
+      await this.useCertificates(await newCertificate({ host: this.deps.host, state: this.state!, certs: this.certs!, manager: this.manager, worker: this.worker }));
+      return certValidity(this.certs!.cert);
+    });
+  }
+
+  /** The swarm's new root after a rotation (rootca.ts): the node trusts it from now on. */
+  protected adoptRoot(root: string): void {
+    const adopt = async () => {
+      // The first root's key some managers kept on disk goes: the store holds the swarm's root key.
+      if (this.certs && this.certs.ca !== root) await this.useCertificates({ ...this.certs, ca: root, caKey: undefined });
+    };
+    if (this.certs && this.certs.ca !== root) void this.serial(adopt).catch((err: unknown) => log.warn('swarm: could not take the swarm\'s new root CA', { error: String(err) }));
+  }
+
+  private async useCertificates(next: SwarmKeys): Promise<void> {
+    await this.saveCerts(next);
+    this.certs = next;
+    this.dispatcher?.setCertificates(next);
+    this.worker?.setCertificates(next);
+    if (this.manager) await renewOnManager(this.manager, next);
   }
 
   /** Writes the node's keys, sealed under the unlock key while autolock is on (managers only). */
@@ -196,7 +201,6 @@ export class SwarmNode {
     const objects = new ClusterObjects(store, this.deps.events, () => this.leaderId, seal);
     const networks = new ClusterNetworks(store, () => addressPools(store));
     const parts: ManagerParts = { etcd, store, objects, networks, seal, logs: new LogRequests(store, joinHostPort(state.advertiseAddr, state.swarmPort)) };
-    const allocator = new NetworkAllocator(store);
     this.manager = parts;
     const nodeStates = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.State as string | undefined]));
     const updateStates = new Map(store.list('services').map((e) => [e.obj.ID as string, e.obj.UpdateStatus?.State as string | undefined]));
@@ -206,6 +210,10 @@ export class SwarmNode {
       if (kind === 'services') this.updateStateChanged(updateStates, id, entry?.obj);
       if (kind === 'nodes' && id === state.nodeId && entry?.obj?.Spec?.Role === 'worker' && this.manager === parts) this.demote();
       if (kind === 'cluster' && this.manager === parts) this.followAutolock(store, seal);
+      if (kind === 'cluster' && this.manager === parts && entry?.obj.TLSInfo?.TrustRoot) this.adoptRoot(entry.obj.TLSInfo.TrustRoot);
+      // A rotation that waited for a node that went down ends without it (the leader sees to it).
+      if (kind === 'nodes' && this.manager === parts && this.leaderId === state.nodeId) void completeRotation(store).catch(() => undefined);
+      if ((kind === 'cluster' || (kind === 'certs' && id === state.nodeId)) && this.manager === parts && needsRenewal(store, state.nodeId)) this.renewal.now();
     });
     this.leaderId = store.get('leader', 'current')?.obj?.NodeID;
     this.followAutolock(store, seal);
@@ -220,12 +228,15 @@ export class SwarmNode {
       host: this.deps.host,
       heartbeatSeconds: () => heartbeatSeconds(store),
       logs: parts.logs,
-      allocator,
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, { ...this.localSource(store, state.nodeId, seal), ...managerAttachments(store, allocator, state.nodeId) }, this.deps.containers, this.deps.host, this.logShipper());
+    this.agent = new Agent(state.nodeId, { ...this.localSource(store, state.nodeId, seal), ...this.dispatcher.localAttachments(state.nodeId) }, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+    this.renewal.plan(certValidity(this.certs!.cert));
+    if (needsRenewal(store, state.nodeId)) this.renewal.now();
+    const root = store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot;
+    if (root) this.adoptRoot(root);
   }
 
   /** A node whose state changed (ready, down: the leader follows the sessions): a node update event with `state.old`/`state.new`, as dockerd sends it. */
@@ -405,14 +416,18 @@ export class SwarmNode {
       onRole: (role) => {
         if (role === 'manager') this.promote();
       },
+      onRenew: () => this.renewal.now(),
+      onTrustRoot: (root) => this.adoptRoot(root),
     });
     this.worker.start();
     this.agent = new Agent(state.nodeId, this.worker, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
+    this.renewal.plan(certValidity(this.certs!.cert));
   }
 
   /** Stops every running part of swarm mode on this node (its state stays on disk). */
   protected async teardown(opts: { keepSession?: boolean } = {}): Promise<void> {
+    this.renewal.stop();
     await this.agent?.halt();
     this.agent = undefined;
     this.worker?.stop();

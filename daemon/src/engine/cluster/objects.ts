@@ -8,6 +8,7 @@ import { exactMatch, matchLabels, prefixMatch } from '../filters.js';
 import type { EventBus } from '../events.js';
 import type { ClusterStore, Entry } from './store.js';
 import type { Sealer } from './crypt.js';
+import { nodeTLSInfo } from './certs.js';
 import { isDirty, isTerminal, newObjectId, now, stateRank, type Obj } from './types.js';
 import { checkLabels, checkName, isJob, isObject, lookup, parseVersion, serviceMode, validateNodeSpec, validateServiceSpec } from './specs.js';
 import { addressPools, keptVips } from './network/attachments.js';
@@ -35,6 +36,8 @@ export class ClusterObjects {
   // -- nodes --
   nodeView(e: Entry): Obj {
     const v = this.store.view(e);
+    // The swarm's root, and the issuer of the node's last certificate (see rootca.ts).
+    if (v.Description) v.Description = { ...v.Description, TLSInfo: nodeTLSInfo(this.store, v) };
     if (v.ManagerStatus) v.ManagerStatus = { ...v.ManagerStatus, Leader: this.leaderId() === v.ID || undefined };
     if (v.ManagerStatus && !v.ManagerStatus.Leader) delete v.ManagerStatus.Leader;
     return v;
@@ -92,6 +95,7 @@ export class ClusterObjects {
       throw new Conflict(`rpc error: code = FailedPrecondition desc = node ${n.ID} is not down and can't be removed`);
     }
     await this.store.remove('nodes', n.ID);
+    await this.store.remove('certs', n.ID).catch(() => undefined);
     this.events.publish('node', 'remove', n.ID, { name: n.Description?.Hostname ?? '' });
     return n;
   }

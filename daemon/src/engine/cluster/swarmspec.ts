@@ -2,6 +2,7 @@
 import { InvalidParameter } from '../../errors.js';
 import type { NodeState } from '../../host/cluster.js';
 import { joinHostPort } from './addresses.js';
+import { checkCAConfig, tlsInfo } from './certs.js';
 import type { NodeDescription } from './node.js';
 import { now, type Obj } from './types.js';
 
@@ -28,9 +29,7 @@ export function nodeObject(d: NodeDescription, ca: string | undefined, nodeId: s
   return node;
 }
 
-export function tlsInfo(caPem: string): Obj {
-  return { TrustRoot: caPem, CertIssuerSubject: Buffer.from('swarm-ca').toString('base64'), CertIssuerPublicKey: '' };
-}
+export { tlsInfo };
 
 /** The swarm spec after an update: the fields given replace the old ones (the CLI sends the whole spec). */
 export function mergeSwarmSpec(old: Obj, given: Obj): Obj {
@@ -49,5 +48,6 @@ export function mergeSwarmSpec(old: Obj, given: Obj): Obj {
   if (spec.Orchestration.TaskHistoryRetentionLimit !== undefined && (!Number.isInteger(spec.Orchestration.TaskHistoryRetentionLimit) || spec.Orchestration.TaskHistoryRetentionLimit < 0)) {
     throw new InvalidParameter('Orchestration.TaskHistoryRetentionLimit must be a number of at least 0');
   }
+  checkCAConfig(spec.CAConfig);
   return spec;
 }

@@ -105,6 +105,10 @@ export interface WorkerSessionOptions {
   onManagers(managers: string[]): void;
   /** The role the node's spec names (a promotion when it is manager). */
   onRole(role: string): void;
+  /** The managers ask the node to renew its certificate at once (a forced rotation). */
+  onRenew?(): void;
+  /** The swarm's root CA, when it is not the one the node trusts (a rotation ended). */
+  onTrustRoot?(root: string): void;
 }
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
@@ -120,6 +124,8 @@ export class WorkerSession implements AgentSource, AttachmentSource {
   private managerIndex = 0;
   private received = false;
   private known: string[] = [];
+  /** Whether the managers' last message asked for a renewal. */
+  renewRequested = false;
 
   constructor(private readonly opts: WorkerSessionOptions) {}
 
@@ -219,6 +225,21 @@ export class WorkerSession implements AgentSource, AttachmentSource {
     this.received = true;
     for (const l of this.listeners) l();
     if (typeof msg.Role === 'string') this.opts.onRole(msg.Role);
+    this.renewRequested = msg.RenewCertificate === true;
+    if (this.renewRequested) this.opts.onRenew?.();
+    if (typeof msg.TrustRoot === 'string' && msg.TrustRoot !== this.opts.certs.ca) this.opts.onTrustRoot?.(msg.TrustRoot);
+  }
+
+  /** A new certificate for the node's request, from a manager (the current certificate proves the node). */
+  async renew(csr: string): Promise<string> {
+    const answer = await this.call('POST', '/renew', { csr });
+    if (typeof answer.cert !== 'string') throw new Error('the manager sent no certificate');
+    return answer.cert;
+  }
+
+  /** The node's renewed certificate: the requests from now on are made with it. */
+  setCertificates(certs: NodeCertificates): void {
+    this.opts.certs = certs;
   }
 
   /** Asks a manager for a certificate for the node's current role (a promotion or a demotion). */
@@ -230,7 +251,7 @@ export class WorkerSession implements AgentSource, AttachmentSource {
     const addr = this.target();
     if (!addr) throw new Error('no manager known');
     const { certs } = this.opts;
-    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' ? 30_000 : 5000 });
+    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' || path === '/renew' ? 30_000 : 5000 });
     if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
     return JSON.parse(res.text || '{}') as Obj;
   }

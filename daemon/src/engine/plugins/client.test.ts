@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Duplex, PassThrough } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { NotFound } from '../../errors.js';
 import { parsePluginAddress, PluginClient, PluginError, PluginUnreachable } from './client.js';
@@ -42,6 +45,11 @@ const machineFiles: ConstructorParameters<typeof LegacyPlugins>[0]['files'] = {
     }
   },
   readText: async (file) => (existsSync(file) ? readFileSync(file, 'utf8') : undefined),
+  dial: async (address) => {
+    const socket = 'socketPath' in address ? net.connect(address.socketPath) : net.connect(address.port, address.host);
+    await once(socket, 'connect');
+    return socket;
+  },
   entries: async (dir) => {
     if (!existsSync(dir)) return [];
     return readdirSync(dir).map((name) => {
@@ -82,6 +90,31 @@ describe('PluginClient', () => {
     assert.deepEqual(await new PluginClient({ socketPath: sock }, 5000).call('Plugin.Activate'), { Implements: ['VolumeDriver'] });
     assert.ok(Date.now() - started >= 350);
     await assert.rejects(new PluginClient({ socketPath: path.join(tmp, 'never.sock') }, 300).call('Plugin.Activate'), PluginUnreachable);
+  });
+
+  test('connections are the dialer\'s: a stream that is no socket carries the call, and a refused dial is retried', async () => {
+    const sock = path.join(tmp, 'dialed.sock');
+    await serve(sock, (method, body) => ({ json: { Method: method, Name: body.Name } }));
+    const dialed: string[] = [];
+    const client = new PluginClient({ socketPath: '/no/such/place.sock' }, 5000, async (address) => {
+      dialed.push('socketPath' in address ? address.socketPath : '');
+      if (dialed.length === 1) throw Object.assign(new Error('connect ENOENT'), { code: 'ENOENT' });
+      // As the remote Host gives it: two streams joined, the socket at the far end of both.
+      const socket = net.connect(sock);
+      await once(socket, 'connect');
+      const toPlugin = new PassThrough();
+      const fromPlugin = new PassThrough();
+      toPlugin.pipe(socket);
+      socket.pipe(fromPlugin);
+      return Duplex.from({ writable: toPlugin, readable: fromPlugin });
+    });
+    assert.deepEqual(await client.call('VolumeDriver.Get', { Name: 'v' }), { Method: 'VolumeDriver.Get', Name: 'v' });
+    assert.deepEqual(await client.call('VolumeDriver.List'), { Method: 'VolumeDriver.List' });
+    assert.deepEqual(dialed, ['/no/such/place.sock', '/no/such/place.sock', '/no/such/place.sock']);
+    const refused = new PluginClient({ socketPath: sock }, 300, async () => {
+      throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    });
+    await assert.rejects(refused.call('Plugin.Activate'), PluginUnreachable);
   });
 
   test('addresses of spec files', () => {

@@ -2,9 +2,11 @@
  * The plugin client: HTTP/1.1 `POST /<Interface>.<Method>` with a JSON body to a plugin's socket (a unix
  * socket, or a TCP address of a legacy `.spec`/`.json` file), in the plugins' media type. A response that
  * carries `Err` is an error; a connection that fails (the plugin still starting) is retried with a growing
- * pause until the retry window ends.
+ * pause until the retry window ends. The connection is the Host's to make (`dial`): the plugin listens on
+ * the Host's machine, which through an agent is not the daemon's.
  */
 import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import { EngineError, errorMessage } from '../../errors.js';
 
 /** The media type of plugin requests and answers. */
@@ -16,6 +18,9 @@ const MAX_ANSWER_BYTES = 16 << 20;
 
 /** Where a plugin listens. */
 export type PluginAddress = { socketPath: string } | { host: string; port: number };
+
+/** Opens a connection to a plugin's address (the Host's `plugins.dial`); resolves once connected. */
+export type PluginDialer = (address: PluginAddress) => Promise<Duplex>;
 
 /** An error a plugin answered (its `Err`), as opposed to a failure to reach it. */
 export class PluginError extends EngineError {}
@@ -48,6 +53,8 @@ export class PluginClient {
   constructor(
     readonly address: PluginAddress,
     private readonly retryWindowMs = DEFAULT_RETRY_WINDOW_MS,
+    /** Makes the connections; without it, they are made from the daemon's own process. */
+    private readonly dial?: PluginDialer,
   ) {}
 
   /**
@@ -71,15 +78,29 @@ export class PluginClient {
     }
   }
 
+  /** http's createConnection over the dialer: the socket given to the request once connected, or the error. */
+  private connector(dial: PluginDialer): NonNullable<http.RequestOptions['createConnection']> {
+    const address = this.address;
+    return (_opts, done) => {
+      dial(address).then(
+        (socket) => done(null, socket),
+        // No socket with an error: http reports the error on the request.
+        (err: Error) => done(err, undefined as unknown as Duplex),
+      );
+      return undefined;
+    };
+  }
+
   private once<T>(method: string, body: unknown): Promise<T> {
     const payload = Buffer.from(JSON.stringify(body ?? {}));
     return new Promise<T>((resolve, reject) => {
       const req = http.request(
         {
           ...('socketPath' in this.address ? { socketPath: this.address.socketPath, host: 'plugin' } : { host: this.address.host, port: this.address.port }),
+          // One connection per call (http's agent is left out so that createConnection is used).
+          ...(this.dial ? { createConnection: this.connector(this.dial) } : { agent: false }),
           method: 'POST',
           path: `/${method}`,
-          agent: false,
           headers: { Accept: PLUGIN_MEDIA_TYPE, 'Content-Type': PLUGIN_MEDIA_TYPE, 'Content-Length': payload.length },
         },
         (res) => {

@@ -14,8 +14,8 @@ export const DEFAULT_SOCKET_DIRS = ['/run/docker/plugins'];
 export const DEFAULT_SPEC_DIRS = ['/etc/docker/plugins', '/usr/lib/docker/plugins'];
 
 export interface LegacyPluginDirs {
-  /** The Host's plugin part: the folders are the machine's. */
-  files: Pick<PluginHost, 'entries' | 'kindOf' | 'readText'>;
+  /** The Host's plugin part: the folders are the machine's, and so are the connections to the plugins. */
+  files: Pick<PluginHost, 'entries' | 'kindOf' | 'readText' | 'dial'>;
   socketDirs: string[];
   specDirs: string[];
   /** How long calls keep retrying a plugin that refuses connections (milliseconds). */
@@ -128,7 +128,7 @@ export class LegacyPlugins {
   private async activate(name: string, retry?: boolean): Promise<ActivePlugin> {
     const address = await this.locate(name);
     if (!address) throw new NotFound(`plugin ${JSON.stringify(name)} not found`);
-    const client = new PluginClient(address, this.dirs.retryWindowMs);
+    const client = new PluginClient(address, this.dirs.retryWindowMs, (a) => this.dirs.files.dial(a));
     const answer = await client.call<{ Implements?: unknown }>('Plugin.Activate', {}, { retry });
     const implemented = Array.isArray(answer.Implements) ? answer.Implements.filter((i): i is string => typeof i === 'string') : [];
     const plugin: ActivePlugin = { name, implements: implemented, client };

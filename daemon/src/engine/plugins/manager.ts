@@ -1,18 +1,20 @@
 /**
- * Managed plugins: made from a tar of `config.json` and `rootfs/` (`POST /plugins/create`), stored under
- * `<data-root>/plugins/<id>/` (`config.json` holds the plugin object, `rootfs/` its files), and run when
- * enabled as a runtime container of their own (outside the containers list, with its own runtime state
- * root), with the host folder `<exec-root>/plugins/<id>` bind-mounted at `/run/docker/plugins` inside it.
+ * Managed plugins: made from a tar of `config.json` and `rootfs/` (`POST /plugins/create`), their records in
+ * the daemon's state (`plugins/<id>/config.json` holds the plugin object) and their files on the Host's
+ * machine (`<pluginsRoot>/<id>/rootfs`: the same folder when the Host is in the daemon's process), and run
+ * when enabled as a runtime container of their own (outside the containers list, with its own runtime state
+ * root), with the Host's folder `<pluginsRunRoot>/<id>` bind-mounted at `/run/docker/plugins` inside it.
  * The manager waits for the plugin's socket there, restarts a plugin that dies while enabled, stops them
- * when the daemon stops, and starts the enabled ones again when it starts.
+ * when the daemon stops, and starts the enabled ones again when it starts. Its client's connections to the
+ * plugin's socket are the Host's (through an agent, they cross on the agent's stream).
  */
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { readJSONIfExists, writeJSONAtomic } from '../../util/atomic.js';
 import { log } from '../../util/log.js';
 import { Conflict, EngineError, errorMessage, InvalidParameter, NotFound, ToolFailure } from '../../errors.js';
 import type { PluginHost } from '../../host/host.js';
+import { readJSON, writeJSON, type StateStore } from '../../state/state.js';
 import type { EventBus } from '../events.js';
 import type { AuthConfig } from '../images/registry/auth.js';
 import type { RegistryClient } from '../images/registry/client.js';
@@ -25,9 +27,9 @@ import { pluginSpec, type PluginDevices } from './spec.js';
 export { normalizePluginName, typeImplements, type PluginConfig, type PluginEnv, type PluginRecord } from './config.js';
 
 export interface PluginManagerOptions {
-  dataRoot: string;
-  execRoot: string;
-  /** The Host's plugin part: the plugins' folders, and their processes under the OCI runtime. */
+  /** The daemon's state: the plugins' records (`plugins/<id>/config.json`). */
+  state: StateStore;
+  /** The Host's plugin part: the plugins' folders, their processes under the OCI runtime, their sockets. */
   host: PluginHost;
   events: EventBus;
   /** The Host's tar: plugin roots packed for a push, plugin contexts and layers unpacked. */
@@ -36,46 +38,56 @@ export interface PluginManagerOptions {
   probe: PluginDevices;
 }
 
+/** The records' folder in the daemon's state. */
+const RECORDS = 'plugins';
+
 export class PluginManager {
-  readonly root: string;
   private readonly plugins = new Map<string, PluginRecord>();
   /** The plugins this manager runs (their processes are the Host's). */
   private readonly running = new Set<string>();
   private readonly stopping = new Set<string>();
-  private readonly runtimeRoot: string;
   private closed = false;
   /** Says which volumes use a plugin (a plugin with volumes is not disabled unless forced). */
   usersOf: (name: string) => string[] = () => [];
   /** The registry client for pull and push (the image service's). */
   registry: RegistryClient | undefined;
 
-  constructor(private readonly opts: PluginManagerOptions) {
-    this.root = path.join(opts.dataRoot, 'plugins');
-    this.runtimeRoot = path.join(opts.execRoot, 'plugins', 'runtime');
+  constructor(private readonly opts: PluginManagerOptions) {}
+
+  /** The folder of the plugins' files on the Host's machine. */
+  private get root(): string {
+    return this.opts.host.pluginsRoot;
   }
 
+  /** A plugin's folder on the Host's machine (its rootfs, propagated mount and log). */
   private dir(id: string): string {
     return path.join(this.root, id);
   }
 
-  /** The host folder bind-mounted at /run/docker/plugins inside the plugin. */
+  /** The Host's folder bind-mounted at /run/docker/plugins inside the plugin. */
   socketDir(id: string): string {
-    return path.join(this.opts.execRoot, 'plugins', id);
+    return path.join(this.opts.host.pluginsRunRoot, id);
   }
 
   /** Loads the stored plugins and starts those that were enabled. */
   async init(): Promise<void> {
     await this.opts.host.makeDir(this.root);
-    for (const { name: id } of await this.opts.host.entries(this.root)) {
-      // A create or pull cut short leaves its staging folder.
-      if (/^tmp-[0-9a-f]{64}$/.test(id)) await this.opts.host.remove(path.join(this.root, id)).catch(() => undefined);
+    const folders = await this.opts.host.entries(this.root);
+    for (const id of await this.opts.state.list(RECORDS)) {
       if (!/^[0-9a-f]{64}$/.test(id)) continue;
-      const record = await readJSONIfExists<PluginRecord>(path.join(this.dir(id), 'config.json')).catch(() => undefined);
+      const record = await readJSON<PluginRecord>(this.opts.state, recordName(id)).catch(() => undefined);
       if (!record) {
         await this.opts.host.remove(this.dir(id)).catch(() => undefined);
+        await this.opts.state.remove(`${RECORDS}/${id}`).catch(() => undefined);
         continue;
       }
       this.plugins.set(id, record);
+    }
+    // A create or pull cut short leaves its staging folder; a plugin removed halfway, its folder.
+    for (const { name } of folders) {
+      if (/^tmp-[0-9a-f]{64}$/.test(name) || (/^[0-9a-f]{64}$/.test(name) && !this.plugins.has(name))) {
+        await this.opts.host.remove(path.join(this.root, name)).catch(() => undefined);
+      }
     }
     // Side by side: one that does not come up delays the daemon's start by its timeout, not the sum of them.
     await Promise.all(
@@ -110,7 +122,8 @@ export class PluginManager {
   }
 
   private async save(p: PluginRecord): Promise<void> {
-    await writeJSONAtomic(path.join(this.dir(p.Id), 'config.json'), p);
+    await this.opts.state.makeFolder(`${RECORDS}/${p.Id}`, { mode: 0o700 });
+    await writeJSON(this.opts.state, recordName(p.Id), p);
   }
 
   /** Makes a plugin from a tar of config.json and rootfs/ (disabled). */
@@ -276,9 +289,10 @@ export class PluginManager {
     if (p.Enabled && this.usersOf(p.Name).length > 0 && !force) throw new EngineError(`plugin ${p.Name} is in use`);
     p.Enabled = false;
     await this.stop(p);
-    await this.opts.host.remove(path.join(this.dir(p.Id), 'config.json'));
+    await this.opts.state.remove(recordName(p.Id));
     this.plugins.delete(p.Id);
     await this.opts.host.remove(this.dir(p.Id));
+    await this.opts.state.remove(`${RECORDS}/${p.Id}`);
     await this.opts.host.remove(this.socketDir(p.Id)).catch(() => undefined);
     this.opts.events.publish('plugin', 'remove', p.Id, { name: p.Name });
   }
@@ -299,7 +313,7 @@ export class PluginManager {
 
   /** A client to an enabled plugin's socket. */
   client(p: PluginRecord): PluginClient {
-    return new PluginClient({ socketPath: path.join(this.socketDir(p.Id), p.Config.Interface.Socket) }, 10_000);
+    return new PluginClient({ socketPath: path.join(this.socketDir(p.Id), p.Config.Interface.Socket) }, 10_000, (address) => this.opts.host.dial(address));
   }
 
   /** A path inside the plugin, as a host path (under its propagated mount, or its root). */
@@ -326,8 +340,8 @@ export class PluginManager {
     try {
       await host.run({
         id: p.Id,
-        runtimeRoot: this.runtimeRoot,
-        bundle: path.join(this.opts.execRoot, 'plugins', 'bundles', p.Id),
+        runtimeRoot: path.join(host.pluginsRunRoot, 'runtime'),
+        bundle: path.join(host.pluginsRunRoot, 'bundles', p.Id),
         spec,
         logFile: path.join(this.dir(p.Id), 'plugin.log'),
         socket,
@@ -371,6 +385,11 @@ export class PluginManager {
     this.closed = true;
     for (const p of this.plugins.values()) await this.stop(p).catch(() => undefined);
   }
+}
+
+/** A plugin's record in the daemon's state. */
+function recordName(id: string): string {
+  return `${RECORDS}/${id}/config.json`;
 }
 
 /** Unpacks a tar stream into `dir` with the Host's tar (which refuses members that leave the folder). */

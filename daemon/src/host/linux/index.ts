@@ -89,7 +89,7 @@ export async function createLinuxHost(opts: LinuxHostOptions): Promise<Host> {
     layers: new LinuxLayerStore(path.join(opts.dataRoot, 'image')),
     volumes: new LinuxVolumeHost(path.join(opts.dataRoot, 'volumes')),
     network: new LinuxNetworkHost(),
-    plugins: new LinuxPluginHost(findExecutable(runtimeName) ?? runtimeName),
+    plugins: new LinuxPluginHost(findExecutable(runtimeName) ?? runtimeName, path.join(opts.dataRoot, 'plugins'), path.join(opts.execRoot, 'plugins')),
     sandbox: new LinuxSandboxHost(),
     stats: new CgroupStats(),
     tools: new LinuxTools(),

@@ -1,15 +1,16 @@
 /**
- * The plugins part of this machine's Host (host/plugins.ts): plugin folders with node's fs, and plugins run
+ * The plugins part of this machine's Host (host/plugins.ts): plugin folders with node's fs, plugins run
  * with the OCI runtime binary (`<runtime> --root=<runtimeRoot> run --bundle <bundle> <id>`, in the foreground
- * of a child process whose exit is the plugin's).
+ * of a child process whose exit is the plugin's), and connections to their sockets.
  */
+import type { Duplex } from 'node:stream';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs, type Dirent, type Stats } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { EngineError, InvalidParameter } from '../../errors.js';
 import { writeJSONAtomic } from '../../util/atomic.js';
-import type { PathKind, PluginExit, PluginHost, PluginRunSpec } from '../plugins.js';
+import type { PathKind, PluginDialAddress, PluginExit, PluginHost, PluginRunSpec } from '../plugins.js';
 
 interface Running {
   child: ChildProcess;
@@ -37,7 +38,23 @@ function canConnect(socket: string): Promise<boolean> {
 export class LinuxPluginHost implements PluginHost {
   private readonly running = new Map<string, Running>();
 
-  constructor(private readonly runtimePath: string) {}
+  constructor(
+    private readonly runtimePath: string,
+    readonly pluginsRoot: string,
+    readonly pluginsRunRoot: string,
+  ) {}
+
+  dial(address: PluginDialAddress): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      const socket = 'socketPath' in address ? net.connect(address.socketPath) : net.connect(address.port, address.host);
+      const failed = (err: Error) => reject(err);
+      socket.once('error', failed);
+      socket.once('connect', () => {
+        socket.off('error', failed);
+        resolve(socket);
+      });
+    });
+  }
 
   async makeDir(dir: string): Promise<void> {
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
@@ -103,7 +120,10 @@ export class LinuxPluginHost implements PluginHost {
   }
 
   async run(spec: PluginRunSpec): Promise<void> {
-    if (this.running.has(spec.id)) throw new EngineError('it runs already');
+    if (this.running.has(spec.id)) {
+      if (await canConnect(spec.socket)) return;
+      await this.stop(spec.id);
+    }
     await fs.mkdir(spec.runtimeRoot, { recursive: true, mode: 0o700 });
     await fs.mkdir(spec.bundle, { recursive: true, mode: 0o700 });
     await writeJSONAtomic(path.join(spec.bundle, 'config.json'), spec.spec);

@@ -47,6 +47,43 @@ function streamLater(source: Promise<unknown>): Readable {
 }
 
 /**
+ * One Duplex of a connection's two halves as they cross (the agent's socket written through `input`, read
+ * through `output`). As with a socket, the far end closing its side is no error of this one: what it sent
+ * is read to its end, and a write after that fails with EPIPE.
+ */
+function joinHalves(input: Writable, output: Readable): Duplex {
+  let inputGone = false;
+  const duplex = new Duplex({
+    write(chunk: Buffer, _encoding, callback) {
+      if (inputGone) return callback(Object.assign(new Error('write EPIPE: the connection was closed at the far end'), { code: 'EPIPE' }));
+      input.write(chunk, (err) => callback(err ?? null));
+    },
+    final(callback) {
+      if (inputGone) return callback();
+      input.end(() => callback());
+    },
+    read() {
+      output.resume();
+    },
+    destroy(err, callback) {
+      input.destroy();
+      output.destroy();
+      callback(err);
+    },
+  });
+  input.on('error', () => undefined);
+  input.once('close', () => {
+    inputGone = true;
+  });
+  output.on('data', (chunk: Buffer) => {
+    if (!duplex.push(chunk)) output.pause();
+  });
+  output.once('end', () => duplex.push(null));
+  output.once('error', (err) => duplex.destroy(err));
+  return duplex;
+}
+
+/**
  * The arguments as they cross (copies, never edits): the paths named by the spec in the guest's terms (when
  * the guest names the daemon's folders otherwise), synchronous predicates named by it as flags.
  */
@@ -153,6 +190,12 @@ export async function createRemoteHost(address: string, opts: { waitMs?: number;
               (err: Error) => duplex.destroy(err),
             );
             return duplex;
+          };
+          break;
+        case 'open':
+          proxy[member] = async (...args: unknown[]) => {
+            const { input, output } = (await call(args)) as { input: Writable; output: Readable };
+            return joinHalves(input, output);
           };
           break;
         case 'snapshot':

@@ -11,6 +11,8 @@
  *   iterable  synchronous, returns an async iterable: the call is made when iteration starts.
  *   duplex    synchronous, returns a Duplex (bytes written in, bytes read out): a Duplex is given at once;
  *             the agent's crosses as its two halves.
+ *   open      async, resolves to a Duplex (a connection made on the agent's machine): the call's result, or
+ *             its error, as it comes; the agent's Duplex crosses as its two halves, joined again here.
  *   snapshot  a property or synchronous figure that does not change: read once per connection.
  *   layers    a synchronous lookup of the layer store: answered from a copy of the store's index, which the
  *             remote Host reads at each connection and again after each change it makes.
@@ -27,7 +29,7 @@
  */
 import type { Host } from '../host.js';
 
-export type MemberKind = 'call' | 'retry' | 'fire' | 'stream' | 'iterable' | 'duplex' | 'snapshot' | 'layers';
+export type MemberKind = 'call' | 'retry' | 'fire' | 'stream' | 'iterable' | 'duplex' | 'open' | 'snapshot' | 'layers';
 
 export interface MemberSpec {
   kind: MemberKind;
@@ -53,6 +55,8 @@ const LOWER_DIRS_FIRST: MemberSpec = { kind: 'call', paths: ['0.*'] };
 
 const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
   plugins: {
+    pluginsRoot: 'snapshot',
+    pluginsRunRoot: 'snapshot',
     makeDir: CALL_AT,
     entries: RETRY_AT,
     kindOf: RETRY_AT,
@@ -62,6 +66,7 @@ const HOST_PARTS: { [P in PartName]: PartSpec<Host[P]> } = {
     run: { kind: 'call', paths: ['0.runtimeRoot', '0.bundle', '0.logFile', '0.socket', '0.spec.mounts.*.source'] },
     waitExit: 'retry',
     stop: 'call',
+    dial: { kind: 'open', paths: ['0.socketPath'] },
   },
   runtime: {
     mountRootfs: { kind: 'call', paths: ['1.*'] },

@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import type { EtcdMember, EtcdMemberOptions } from '../../cluster.js';
 import { log } from '../../../util/log.js';
+import { writeFileAtomic } from '../../../util/atomic.js';
 
 export interface EtcdFiles {
   dataDir: string;
@@ -111,6 +112,12 @@ export class EtcdProcess implements EtcdMember {
 
   ready(): Promise<void> {
     return this.firstStart;
+  }
+
+  async renewCertificate(cert: string, key: string): Promise<void> {
+    // The key first: a handshake between the two writes fails once (etcd checks the pair), and is made again.
+    await writeFileAtomic(this.files.key, key, { mode: 0o600 });
+    await writeFileAtomic(this.files.cert, cert, { mode: 0o644 });
   }
 
   async stop(): Promise<void> {

@@ -3,7 +3,7 @@
  * data in <data-root>/swarm/etcd, and the files of its tasks' secrets and configs on the exec root's tmpfs
  * (<exec-root>/swarm/tasks/<task id>), so that secrets never reach a disk.
  */
-import { existsSync, mkdirSync, promises as fs, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, promises as fs, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ClusterHost, EtcdMember, EtcdMemberOptions, ManagerKeys, NodeCertificates, NodeState } from '../../cluster.js';
@@ -11,7 +11,7 @@ import type { OverlayHost } from '../../overlay.js';
 import { LinuxOverlayHost } from '../overlay/index.js';
 import { writeFileAtomic } from '../../../util/atomic.js';
 import { EtcdProcess } from './etcd.js';
-import { createKeyAndRequest, createRootCA, signNodeCertificate } from './pki.js';
+import { createKeyAndRequest, createRootCA, crossSignRootCA, signNodeCertificate } from './pki.js';
 
 export class LinuxClusterHost implements ClusterHost {
   private readonly dir: string;
@@ -49,9 +49,11 @@ export class LinuxClusterHost implements ClusterHost {
     await fs.rm(this.dir, { recursive: true, force: true });
     await fs.rm(this.taskDir, { recursive: true, force: true });
     await fs.rm(path.join(this.runDir, 'etcd-node.key'), { force: true });
+    await fs.rm(path.join(this.runDir, 'etcd-node.crt'), { force: true });
   }
 
   createRootCA = createRootCA;
+  crossSignRootCA = crossSignRootCA;
   createKeyAndRequest = createKeyAndRequest;
   signNodeCertificate = signNodeCertificate;
 
@@ -63,8 +65,26 @@ export class LinuxClusterHost implements ClusterHost {
     };
   }
 
+  /**
+   * The node's key and certificate are replaced as a pair: both are first written in one file beside them,
+   * then each in its place, then that file goes. A daemon that stopped in between finds the pair there and
+   * finishes the replacement when it loads them.
+   */
+  private pairFile(): string {
+    return path.join(this.certDir, 'swarm-node.next');
+  }
+
   async loadCertificates(): Promise<(NodeCertificates & ManagerKeys) | undefined> {
     const files = this.certificateFiles();
+    const pending = await fs
+      .readFile(this.pairFile(), 'utf8')
+      .then((t) => JSON.parse(t) as { cert?: unknown; key?: unknown })
+      .catch(() => undefined);
+    if (pending && typeof pending.cert === 'string' && typeof pending.key === 'string') {
+      await writeFileAtomic(files.key, pending.key, { mode: 0o600 });
+      await writeFileAtomic(files.cert, pending.cert, { mode: 0o644 });
+    }
+    await fs.rm(this.pairFile(), { force: true });
     try {
       const [ca, cert, key] = await Promise.all([files.ca, files.cert, files.key].map((f) => fs.readFile(f, 'utf8')));
       const caKey = await fs.readFile(path.join(this.certDir, 'swarm-root-ca.key'), 'utf8').catch(() => undefined);
@@ -80,8 +100,10 @@ export class LinuxClusterHost implements ClusterHost {
     await fs.mkdir(this.certDir, { recursive: true, mode: 0o700 });
     const files = this.certificateFiles();
     await writeFileAtomic(files.ca, certs.ca, { mode: 0o644 });
+    await writeFileAtomic(this.pairFile(), JSON.stringify({ cert: certs.cert, key: certs.key }), { mode: 0o600 });
     await writeFileAtomic(files.key, certs.key, { mode: 0o600 });
     await writeFileAtomic(files.cert, certs.cert, { mode: 0o644 });
+    await fs.rm(this.pairFile(), { force: true });
     const caKeyFile = path.join(this.certDir, 'swarm-root-ca.key');
     if (certs.caKey) await writeFileAtomic(caKeyFile, certs.caKey, { mode: 0o600 });
     else await fs.rm(caKeyFile, { force: true });
@@ -93,9 +115,13 @@ export class LinuxClusterHost implements ClusterHost {
   startEtcd(opts: EtcdMemberOptions): EtcdMember {
     const files = { dataDir: this.etcdDir, ...this.certificateFiles() };
     if (opts.tlsKey !== undefined) {
+      // The member's own copies of the node's key and certificate: renewals replace both (see renewCertificate).
       mkdirSync(this.runDir, { recursive: true, mode: 0o700 });
       files.key = path.join(this.runDir, 'etcd-node.key');
       writeFileSync(files.key, opts.tlsKey, { mode: 0o600 });
+      const cert = path.join(this.runDir, 'etcd-node.crt');
+      writeFileSync(cert, readFileSync(files.cert));
+      files.cert = cert;
     }
     return new EtcdProcess(opts, files);
   }
@@ -103,6 +129,7 @@ export class LinuxClusterHost implements ClusterHost {
   async wipeEtcd(): Promise<void> {
     await fs.rm(this.etcdDir, { recursive: true, force: true });
     await fs.rm(path.join(this.runDir, 'etcd-node.key'), { force: true });
+    await fs.rm(path.join(this.runDir, 'etcd-node.crt'), { force: true });
   }
 
   async hasEtcdData(): Promise<boolean> {

@@ -136,6 +136,8 @@ export class EspTunnel {
   private inbound = new Map<number, { sa: Association; node: string }>();
   /** The node of each remote endpoint: `<vni>/<mac in hex, without colons>`. */
   private routes = new Map<string, string>();
+  /** The encrypted networks' VNIs: nothing else is taken in through the tunnel. */
+  private vnis = new Set<number>();
   /** Associations made, by SPI (kept across updates: their sequence numbers go on). */
   private made = new Map<number, Association>();
   /** False until the table was removed or installed once (an earlier run of the daemon may have left it). */
@@ -177,6 +179,7 @@ export class EspTunnel {
     this.outbound = outbound;
     this.inbound = inbound;
     this.routes = new Map(spec.networks.flatMap((n) => n.peers.map((p) => [`${n.vni}/${p.mac.replace(/:/g, '')}`, p.node] as [string, string])));
+    this.vnis = new Set(spec.networks.map((n) => n.vni));
     this.spec = spec;
     const rules = espRuleset(spec);
     if (rules !== this.rules) {
@@ -218,7 +221,7 @@ export class EspTunnel {
     const found = this.inbound.get(msg.readUInt32BE(0));
     if (!found || found.node !== from) return;
     const vxlan = open(found.sa, msg);
-    if (vxlan) socket.send(vxlan, spec.port, spec.localAddr);
+    if (vxlan && vxlan.length >= 8 + 14 && this.vnis.has(vxlan.readUIntBE(4, 3))) socket.send(vxlan, spec.port, spec.localAddr);
   }
 
   async close(): Promise<void> {
@@ -233,6 +236,7 @@ export class EspTunnel {
     this.inbound.clear();
     this.made.clear();
     this.routes.clear();
+    this.vnis.clear();
     if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
   }
 }
