@@ -90,6 +90,8 @@ export interface OverlayHost {
   setOverlayPeers(networkId: string, peers: OverlayPeer[]): Promise<void>;
   /** Joins a running container to the network's bridge (its end of the veth configured and up). */
   attachOverlay(spec: OverlayAttachment): Promise<void>;
+  /** Removes a container's interface `ifname` from an overlay network (the container whose init pid is `pid`). */
+  detachOverlay(pid: number, ifname: string): Promise<void>;
   /**
    * Replaces the VIP rules of the container whose init pid is `pid`: a connection it opens to a VIP goes to
    * one of that VIP's backends, chosen at random per connection (nftables DNAT in the container's

@@ -16,6 +16,7 @@ import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
+import type { SwarmAttacher } from '../networks/swarm.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { certExpirySeconds, forceRotate, recordCertificate } from './certs.js';
 import { certValidity } from './renewal.js';
@@ -49,6 +50,32 @@ export class ClusterService extends SwarmNode {
   /** On a worker, the swarm networks its tasks use, as its managers describe them. */
   workerNetworks(): NodeNetwork[] {
     return this.worker?.networks()?.Networks ?? [];
+  }
+
+  private readonly leaveHooks: Array<() => Promise<void>> = [];
+
+  /** Runs `fn` when this node leaves its swarm, before its swarm networks go. */
+  onLeave(fn: () => Promise<void>): void {
+    this.leaveHooks.push(fn);
+  }
+
+  /**
+   * Attachable swarm networks for this node's standalone containers (the network service's SwarmAttacher):
+   * addresses from the managers, interfaces in the sandboxes this node's agent builds.
+   */
+  swarmAttacher(): SwarmAttacher {
+    const agent = () => {
+      if (!this.agent) throw new Unavailable('this node\'s swarm agent is not running yet: try again in a moment');
+      return this.agent;
+    };
+    return {
+      active: () => !!this.state,
+      attach: async (ref, containerId, names) => agent().attach({ Network: ref, ContainerID: containerId, Names: names }),
+      plug: async (spec) => agent().plug(spec),
+      unplug: async (pid, ifname) => agent().unplug(pid, ifname),
+      detach: async (id) => agent().detach(id),
+      lookup: (ids, name) => this.agent?.lookup(ids, name),
+    };
   }
 
   /** This node's role in its swarm; undefined outside one. */
@@ -312,6 +339,7 @@ export class ClusterService extends SwarmNode {
           .catch((err: unknown) => log.warn('swarm: could not demote this node before it leaves', { error: String(err) }));
         await removeMember(m.store.client, nodeId).catch((err: unknown) => log.warn('swarm: could not remove this node\'s etcd member', { error: String(err) }));
       }
+      for (const fn of this.leaveHooks) await fn().catch((err: unknown) => log.warn('swarm: a step of leaving failed', { error: String(err) }));
       await this.agent?.removeAll().catch(() => undefined);
       await this.teardown();
       await this.deps.host.wipe();

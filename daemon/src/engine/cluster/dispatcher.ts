@@ -20,9 +20,10 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
-import { InvalidParameter } from '../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import { log } from '../../util/log.js';
-import { nodeNetworks } from './network/attachments.js';
+import { NetworkAllocator, nodeNetworks } from './network/attachments.js';
+import { attachContainer, attachmentsOf, detachContainer, managerAttachments, type AttachmentSource } from './network/attachable.js';
 import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
@@ -95,15 +96,24 @@ export class DispatcherServer {
   private readonly sessions: NodeSessions;
   private joining: Promise<unknown> = Promise.resolve();
 
+  /** Gives standalone containers' attachments their addresses: those of the nodes and this manager's own. */
+  private readonly allocator: NetworkAllocator;
+
   constructor(private readonly opts: DispatcherOptions) {
     this.sessions = new NodeSessions(opts.store, opts.heartbeatSeconds);
+    this.allocator = new NetworkAllocator(opts.store);
+  }
+
+  /** The attachment part of this manager's own agent source (network/attachable.ts), with the same allocator. */
+  localAttachments(nodeId: string): AttachmentSource {
+    return managerAttachments(this.opts.store, this.allocator, nodeId);
   }
 
   async listen(): Promise<void> {
     const { certs } = this.opts;
     const server = https.createServer({ key: certs.key, cert: certs.cert, ca: certs.ca, requestCert: true, rejectUnauthorized: false }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => {
-        const status = err instanceof InvalidParameter ? 400 : 500;
+        const status = err instanceof InvalidParameter ? 400 : err instanceof Forbidden ? 403 : err instanceof NotFound ? 404 : err instanceof Conflict ? 409 : 500;
         if (!res.headersSent) send(res, status, { message: err instanceof Error ? err.message : String(err) });
         else res.destroy();
       });
@@ -188,6 +198,13 @@ export class DispatcherServer {
       send(res, 200, {});
       return;
     }
+    if (req.method === 'POST' && (url.pathname === '/attach' || url.pathname === '/detach')) {
+      // A standalone container of the node on an attachable network (network/attachable.ts).
+      const body = await readBody(req);
+      if (url.pathname === '/attach') send(res, 200, await attachContainer(this.opts.store, this.allocator, peer.nodeId, body));
+      else send(res, 200, await detachContainer(this.opts.store, peer.nodeId, body).then(() => ({})));
+      return;
+    }
     if (req.method === 'POST' && url.pathname.startsWith('/logs/')) {
       // A node's stream of a task log this manager asked for (remotelogs.ts): read by the request's reader.
       if (!this.opts.logs?.accept(decodeURIComponent(url.pathname.slice('/logs/'.length)), peer.nodeId, req)) {
@@ -254,7 +271,11 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId), TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal) };
+    return {
+      HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId),
+      TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs,
+      Attachments: attachmentsOf(store, nodeId), ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal),
+    };
   }
 
   private async join(body: Obj): Promise<Obj> {

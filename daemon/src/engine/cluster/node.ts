@@ -231,7 +231,7 @@ export class SwarmNode {
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
+    this.agent = new Agent(state.nodeId, { ...this.localSource(store, state.nodeId, seal), ...this.dispatcher.localAttachments(state.nodeId) }, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
     this.renewal.plan(certValidity(this.certs!.cert));
     if (needsRenewal(store, state.nodeId)) this.renewal.now();
@@ -281,7 +281,7 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'netkeys') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'netkeys' || kind === 'attachments') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);

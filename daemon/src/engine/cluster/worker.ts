@@ -6,7 +6,8 @@
 import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import type { ClientRequest } from 'node:http';
-import { InvalidParameter } from '../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
+import type { AttachAnswer, AttachRequest, AttachmentSource } from './network/attachable.js';
 import type { AgentSource } from './agent.js';
 import type { NodeNetworks } from './network/plane.js';
 import type { NodeCertificates } from '../../host/cluster.js';
@@ -111,8 +112,10 @@ export interface WorkerSessionOptions {
 }
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
-export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks; logs: Obj[] } = { tasks: [], secrets: new Map(), configs: new Map(), logs: [] };
+export class WorkerSession implements AgentSource, AttachmentSource {
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks; logs: Obj[]; attachments: Obj[] } = {
+    tasks: [], secrets: new Map(), configs: new Map(), logs: [], attachments: [],
+  };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
@@ -235,6 +238,7 @@ export class WorkerSession implements AgentSource {
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
       logs: Array.isArray(msg.Logs) ? msg.Logs : [],
+      attachments: Array.isArray(msg.Attachments) ? msg.Attachments : [],
       ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}), ...(Array.isArray(msg.Keys) ? { Keys: msg.Keys, PrimaryKey: Number(msg.PrimaryKey) } : {}) } } : {}),
     };
     this.received = true;
@@ -274,6 +278,36 @@ export class WorkerSession implements AgentSource {
 
   ready(): boolean {
     return this.received;
+  }
+
+  attachments(): Obj[] {
+    return this.current.attachments;
+  }
+
+  /** An address of an attachable network for a container of this node, from a manager (its errors kept as they are). */
+  async attach(body: AttachRequest): Promise<AttachAnswer> {
+    return (await this.managerCall('/attach', body)) as AttachAnswer;
+  }
+
+  async detach(body: { ID: string }): Promise<void> {
+    await this.managerCall('/detach', body);
+  }
+
+  private async managerCall(path: string, body: unknown): Promise<Obj> {
+    const addr = this.target();
+    if (!addr) throw new Error('no manager known');
+    const { certs } = this.opts;
+    const res = await request(addr, 'POST', path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: 10_000 });
+    let parsed: Obj = {};
+    try {
+      parsed = JSON.parse(res.text || '{}') as Obj;
+    } catch {
+      // Reported below.
+    }
+    if (res.status === 200) return parsed;
+    const message = String(parsed.message ?? `the manager answered ${res.status}`);
+    const kind = { 400: InvalidParameter, 403: Forbidden, 404: NotFound, 409: Conflict }[res.status];
+    throw kind ? new kind(message) : new Error(message);
   }
 
   tasks(): Obj[] {

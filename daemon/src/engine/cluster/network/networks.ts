@@ -177,6 +177,11 @@ export class ClusterNetworks {
         }),
       };
     }
+    // Nodes with standalone containers on the network are its peers too.
+    for (const a of this.store.list('attachments').map((e) => e.obj).filter((x) => x.NetworkID === n.ID)) {
+      const node = nodes.get(a.NodeID);
+      if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
+    }
     return { ...networkResource(n), Peers: [...peers.values()], Services: services };
   }
 
@@ -186,6 +191,8 @@ export class ClusterNetworks {
     const users = this.store.list('services').filter((s) => serviceNetworks(s.obj.Spec).some((n) => n.Target === e.obj.ID));
     const meshUser = e.obj.Ingress ? this.store.list('services').find((s) => ingressPorts(s.obj).length > 0) : undefined;
     if (meshUser) throw new Conflict(`ingress network cannot be removed because service ${meshUser.obj.ID} depends on it`);
+    const attachment = this.store.list('attachments').find((a) => a.obj.NetworkID === e.obj.ID);
+    if (attachment) throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by task ${attachment.obj.ID}`);
     if (users.length > 0) {
       throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by service ${users[0]!.obj.ID}`);
     }

@@ -10,6 +10,7 @@ function recordingHost(): { host: OverlayHost; calls: string[] } {
     ensureOverlay: async (spec) => void calls.push(`ensure ${spec.networkId}${spec.encrypted ? ' encrypted' : ''}`),
     setOverlayPeers: async (id: string, peers: OverlayPeer[]) => void calls.push(`peers ${id} ${peers.map((p) => p.address).join(',')}`),
     attachOverlay: async () => undefined,
+    detachOverlay: async () => undefined,
     balanceVips: async () => undefined,
     setIngress: async () => undefined,
     setOverlayEncryption: async (spec: OverlayEncryption | undefined) =>

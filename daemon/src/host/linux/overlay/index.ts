@@ -118,6 +118,12 @@ export class LinuxOverlayHost implements OverlayHost {
     ].join('\n') + '\n');
   }
 
+  async detachOverlay(pid: number, ifname: string): Promise<void> {
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(ifname) || !Number.isInteger(pid) || pid <= 0) throw new Error('invalid overlay detachment');
+    // Its peer in the network's sandbox goes with it.
+    await run('nsenter', ['-t', String(pid), '-n', 'ip', 'link', 'del', ifname]);
+  }
+
   async balanceVips(pid: number, vips: VipBackends[]): Promise<void> {
     for (const v of vips) if (![v.vip, ...v.backends].every((a) => IPV4.test(a))) throw new Error(`invalid VIP rule ${JSON.stringify(v)}`);
     await run('nsenter', ['-t', String(pid), '-n', 'nft', '-f', '-'], vipRuleset(vips));
