@@ -55,10 +55,11 @@ export interface PluginHost {
   /** Removes the path and everything under it; nothing when it does not exist. */
   remove(path: string): Promise<void>;
   /**
-   * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id deleted first) and
-   * resolves once its socket accepts a connection. When it exits first or the timeout passes, it is stopped
-   * and the run fails with the end of its log. A plugin this Host runs already (a daemon that went away
-   * without stopping it, through an agent) is kept when its socket accepts a connection, run again otherwise.
+   * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id, and its socket, deleted
+   * first) and resolves once its socket accepts a connection. When it exits first or the timeout passes, it
+   * is stopped and the run fails with the end of its log. A plugin this Host runs already (a daemon that went
+   * away without stopping it, through an agent) is kept when its socket accepts a connection, run again
+   * otherwise.
    */
   run(spec: PluginRunSpec): Promise<void>;
   /** Resolves when the plugin's current run ends (at once when it does not run). */

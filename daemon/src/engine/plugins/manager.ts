@@ -334,7 +334,6 @@ export class PluginManager {
     await host.makeDir(sockets);
     if (p.Config.PropagatedMount) await host.makeDir(path.join(this.dir(p.Id), 'propagated-mount'));
     const socket = path.join(sockets, p.Config.Interface.Socket);
-    await host.remove(socket);
     const spec = await pluginSpec(p, { plugin: this.dir(p.Id), sockets }, this.opts.probe);
     this.running.add(p.Id);
     try {

@@ -128,6 +128,8 @@ export class LinuxPluginHost implements PluginHost {
     await fs.mkdir(spec.bundle, { recursive: true, mode: 0o700 });
     await writeJSONAtomic(path.join(spec.bundle, 'config.json'), spec.spec);
     await this.runtime(spec.runtimeRoot, ['delete', '--force', spec.id]).catch(() => undefined);
+    // A socket left by an earlier run would keep the plugin from listening.
+    await fs.rm(spec.socket, { force: true });
     const out = await fs.open(spec.logFile, 'a');
     let child: ChildProcess;
     try {
