@@ -313,10 +313,19 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.pid, pid, 'the same process');
       const again = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
       assert.equal(again.stdout, 'written\n', `${again.stderr}\n${logs()}`);
+      // The agent restarts under the daemon: the plugin is run again on its side, and serves the volume.
+      await stop(agent);
+      await startAgent();
+      const afterAgent = await eventually(async () => {
+        const r = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
+        return r.code === 0 ? r : undefined;
+      }, 30_000);
+      assert.equal(afterAgent?.stdout, 'written\n');
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
 
       assert.equal((await docker(['volume', 'rm', 'apv-one'])).code, 0);
       assert.equal((await docker(['plugin', 'disable', name])).code, 0);
-      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined, logs());
       const removed = await docker(['plugin', 'rm', name]);
       assert.equal(removed.code, 0, removed.stderr);
       assert.equal((await docker(['plugin', 'ls', '-q'])).stdout.trim(), '');

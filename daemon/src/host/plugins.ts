@@ -62,9 +62,16 @@ export interface PluginHost {
    * otherwise.
    */
   run(spec: PluginRunSpec): Promise<void>;
-  /** Resolves when the plugin's current run ends (at once when it does not run). */
+  /**
+   * Resolves when the plugin's current run ends (at once when it does not run). A plugin run under
+   * `<pluginsRunRoot>/runtime` by an earlier Host object (an agent that restarted) is found there: its end is
+   * the end of its state.
+   */
   waitExit(id: string): Promise<PluginExit>;
-  /** Stops the plugin (TERM, KILL after 5 s) and deletes its runtime state. Nothing when it does not run. */
+  /**
+   * Stops the plugin (TERM, KILL after 5 s) and deletes its runtime state; one an earlier Host object ran under
+   * `<pluginsRunRoot>/runtime` is killed. Nothing when it does not run.
+   */
   stop(id: string): Promise<void>;
   /**
    * Opens a byte stream to a socket on the Host's machine; resolves once connected. A failure to connect
