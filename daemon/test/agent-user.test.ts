@@ -107,6 +107,8 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
     await stop(agent);
     if (root) {
       killContainers(path.join(root, 'ax', 'runtime'));
+      // Plugins a failed test left running on the agent's side.
+      killContainers(path.join(root, 'ax', 'plugins', 'runtime'));
       unmountUnder(root);
       rmSync(root, { recursive: true, force: true });
     }
@@ -298,10 +300,32 @@ describe('a daemon as an unprivileged user, through the root agent', { skip: !ca
       assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
       const read = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
       assert.equal(read.stdout, 'written\n', `${read.stderr}\n${logs()}`);
+      // A daemon killed leaves it running on the agent's side, and the next one keeps that process.
+      const pid = pluginRuntimeState(agentExecRoot, p.Id)?.pid;
+      assert.ok(pid);
+      const killed = once(daemon!, 'exit');
+      daemon!.kill('SIGKILL');
+      await killed;
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.pid, pid);
+      await startDaemon();
+      // Once the daemon has restored its state (a list waits for that).
+      assert.equal((await docker(['plugin', 'ls', '-q'])).code, 0);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.pid, pid, 'the same process');
+      const again = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
+      assert.equal(again.stdout, 'written\n', `${again.stderr}\n${logs()}`);
+      // The agent restarts under the daemon: the plugin is run again on its side, and serves the volume.
+      await stop(agent);
+      await startAgent();
+      const afterAgent = await eventually(async () => {
+        const r = await docker(['run', '--rm', '-v', 'apv-one:/v', 'busybox', 'cat', '/v/f']);
+        return r.code === 0 ? r : undefined;
+      }, 30_000);
+      assert.equal(afterAgent?.stdout, 'written\n');
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id)?.status, 'running');
 
       assert.equal((await docker(['volume', 'rm', 'apv-one'])).code, 0);
       assert.equal((await docker(['plugin', 'disable', name])).code, 0);
-      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined);
+      assert.equal(pluginRuntimeState(agentExecRoot, p.Id), undefined, logs());
       const removed = await docker(['plugin', 'rm', name]);
       assert.equal(removed.code, 0, removed.stderr);
       assert.equal((await docker(['plugin', 'ls', '-q'])).stdout.trim(), '');

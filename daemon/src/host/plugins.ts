@@ -55,15 +55,23 @@ export interface PluginHost {
   /** Removes the path and everything under it; nothing when it does not exist. */
   remove(path: string): Promise<void>;
   /**
-   * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id deleted first) and
-   * resolves once its socket accepts a connection. When it exits first or the timeout passes, it is stopped
-   * and the run fails with the end of its log. A plugin this Host runs already (a daemon that went away
-   * without stopping it, through an agent) is kept when its socket accepts a connection, run again otherwise.
+   * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id, and its socket, deleted
+   * first) and resolves once its socket accepts a connection. When it exits first or the timeout passes, it
+   * is stopped and the run fails with the end of its log. A plugin this Host runs already (a daemon that went
+   * away without stopping it, through an agent) is kept when its socket accepts a connection, run again
+   * otherwise.
    */
   run(spec: PluginRunSpec): Promise<void>;
-  /** Resolves when the plugin's current run ends (at once when it does not run). */
+  /**
+   * Resolves when the plugin's current run ends (at once when it does not run). A plugin run under
+   * `<pluginsRunRoot>/runtime` by an earlier Host object (an agent that restarted) is found there: its end is
+   * the end of its state.
+   */
   waitExit(id: string): Promise<PluginExit>;
-  /** Stops the plugin (TERM, KILL after 5 s) and deletes its runtime state. Nothing when it does not run. */
+  /**
+   * Stops the plugin (TERM, KILL after 5 s) and deletes its runtime state; one an earlier Host object ran under
+   * `<pluginsRunRoot>/runtime` is killed. Nothing when it does not run.
+   */
   stop(id: string): Promise<void>;
   /**
    * Opens a byte stream to a socket on the Host's machine; resolves once connected. A failure to connect

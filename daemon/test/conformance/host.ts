@@ -447,7 +447,8 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
         spec.mounts.push({ destination: '/run/docker/plugins', type: 'bind', source: sockets, options: ['rbind'] });
         return spec;
       };
-      const runtimeRoot = path.join(box.execRoot, 'plugins', 'runtime');
+      // Where the Host finds again what an earlier Host object ran.
+      const runtimeRoot = path.join(plugins.pluginsRunRoot, 'runtime');
       const id = newId();
       const run = { id, runtimeRoot, bundle: path.join(box.execRoot, 'plugins', 'bundles', id), logFile: path.join(base, 'plugin.log'), socket: path.join(sockets, 'fixvol.sock'), timeoutMs: 20_000 };
       try {
@@ -475,8 +476,18 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
           /exited: .*broken/,
         );
         assert.deepEqual(await plugins.waitExit(broken), { code: null, signal: null });
+
+        // Run again, then a new Host object (an agent that restarted): it finds the plugin still running, waits
+        // for its end, and stops it.
+        await plugins.run({ ...run, spec: specOf(['/volplugin']) });
+        await factory.release(host);
+        host = await factory.create(box);
+        const ended = host.plugins.waitExit(id).then(() => 'ended');
+        assert.equal(await Promise.race([ended, new Promise((r) => setTimeout(() => r('running'), 500))]), 'running');
+        await host.plugins.stop(id);
+        assert.equal(await ended, 'ended');
       } finally {
-        await plugins.stop(id).catch(() => undefined);
+        await host.plugins.stop(id).catch(() => undefined);
         killContainers(runtimeRoot);
       }
     });

@@ -46,6 +46,8 @@ export class PluginManager {
   /** The plugins this manager runs (their processes are the Host's). */
   private readonly running = new Set<string>();
   private readonly stopping = new Set<string>();
+  /** Starts under way: a stop waits for the plugin's to settle (the Host may have nothing to stop before). */
+  private readonly starting = new Map<string, Promise<void>>();
   private closed = false;
   /** Says which volumes use a plugin (a plugin with volumes is not disabled unless forced). */
   usersOf: (name: string) => string[] = () => [];
@@ -326,15 +328,22 @@ export class PluginManager {
     return path.join(this.dir(p.Id), 'rootfs', clean);
   }
 
-  /** Runs the plugin and waits for its socket. */
-  private async start(p: PluginRecord, timeoutMs: number): Promise<void> {
+  /** Runs the plugin and waits for its socket (one start at a time for each plugin). */
+  private start(p: PluginRecord, timeoutMs: number): Promise<void> {
+    const pending = this.starting.get(p.Id);
+    if (pending) return pending;
+    const started = this.launch(p, timeoutMs).finally(() => this.starting.delete(p.Id));
+    this.starting.set(p.Id, started);
+    return started;
+  }
+
+  private async launch(p: PluginRecord, timeoutMs: number): Promise<void> {
     if (this.running.has(p.Id)) return;
     const host = this.opts.host;
     const sockets = this.socketDir(p.Id);
     await host.makeDir(sockets);
     if (p.Config.PropagatedMount) await host.makeDir(path.join(this.dir(p.Id), 'propagated-mount'));
     const socket = path.join(sockets, p.Config.Interface.Socket);
-    await host.remove(socket);
     const spec = await pluginSpec(p, { plugin: this.dir(p.Id), sockets }, this.opts.probe);
     this.running.add(p.Id);
     try {
@@ -370,6 +379,8 @@ export class PluginManager {
   }
 
   private async stop(p: PluginRecord): Promise<void> {
+    // Disabled, removed or the daemon stopping while it starts (a restart after an exit, say).
+    await this.starting.get(p.Id)?.catch(() => undefined);
     if (!this.running.has(p.Id)) return;
     this.stopping.add(p.Id);
     try {

@@ -128,6 +128,8 @@ export class LinuxPluginHost implements PluginHost {
     await fs.mkdir(spec.bundle, { recursive: true, mode: 0o700 });
     await writeJSONAtomic(path.join(spec.bundle, 'config.json'), spec.spec);
     await this.runtime(spec.runtimeRoot, ['delete', '--force', spec.id]).catch(() => undefined);
+    // A socket left by an earlier run would keep the plugin from listening.
+    await fs.rm(spec.socket, { force: true });
     const out = await fs.open(spec.logFile, 'a');
     let child: ChildProcess;
     try {
@@ -158,13 +160,40 @@ export class LinuxPluginHost implements PluginHost {
     }
   }
 
-  waitExit(id: string): Promise<PluginExit> {
-    return this.running.get(id)?.exited ?? Promise.resolve({ code: null, signal: null });
+  /** Whether a plugin an earlier Host object ran (an agent that restarted) still runs under the usual runtime root. */
+  private leftover(id: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      const child = spawn(this.runtimePath, [`--root=${path.join(this.pluginsRunRoot, 'runtime')}`, 'state', id], { stdio: ['ignore', 'pipe', 'ignore'] });
+      let out = '';
+      child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+      child.once('error', () => resolve(false));
+      child.once('close', (code) => {
+        try {
+          resolve(code === 0 && (JSON.parse(out) as { status?: string }).status === 'running');
+        } catch {
+          resolve(false);
+        }
+      });
+    });
+  }
+
+  async waitExit(id: string): Promise<PluginExit> {
+    const run = this.running.get(id);
+    if (run) return run.exited;
+    // One an earlier Host object ran: its exit is seen by looking.
+    while (!this.running.has(id) && (await this.leftover(id))) await new Promise((r) => setTimeout(r, 2000));
+    return { code: null, signal: null };
   }
 
   async stop(id: string): Promise<void> {
     const run = this.running.get(id);
-    if (!run) return;
+    if (!run) {
+      if (!(await this.leftover(id))) return;
+      const root = path.join(this.pluginsRunRoot, 'runtime');
+      await this.runtime(root, ['kill', id, 'KILL']).catch(() => undefined);
+      await this.runtime(root, ['delete', '--force', id]).catch(() => undefined);
+      return;
+    }
     await this.runtime(run.runtimeRoot, ['kill', id, 'TERM']).catch(() => undefined);
     const timer = setTimeout(() => void this.runtime(run.runtimeRoot, ['kill', id, 'KILL']).catch(() => undefined), 5000);
     await Promise.race([run.exited, new Promise((r) => setTimeout(r, 10_000))]);
