@@ -148,8 +148,14 @@ export class OverlayPlane {
     this.encryptionKnown = true;
   }
 
-  /** Stops encrypting (the daemon stops): the encrypted networks' peers are removed first. */
-  async stopEncryption(): Promise<void> {
+  /** Stops encrypting (the daemon stops), after any pass under way: the encrypted networks' peers are removed first. */
+  stopEncryption(): Promise<void> {
+    const run = this.queue.then(() => this.stopEncryptionNow());
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async stopEncryptionNow(): Promise<void> {
     if (!this.encryption) return;
     const vnis = new Set((JSON.parse(this.encryption) as OverlayEncryption).networks.map((n) => n.vni));
     for (const [id, b] of this.built) if (vnis.has((JSON.parse(b.spec) as { vni: number }).vni)) await this.host.setOverlayPeers(id, []);
