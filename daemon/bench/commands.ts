@@ -20,3 +20,11 @@ export function realSeconds(text: string): number {
   if (!m) throw new Error(`no timing in: ${text}`);
   return Number(m[1]);
 }
+
+/** Seconds of CPU, user and system, from busybox `time -p` output. */
+export function cpuSeconds(text: string): number {
+  const user = /^user\s+([\d.]+)/m.exec(text);
+  const sys = /^sys\s+([\d.]+)/m.exec(text);
+  if (!user || !sys) throw new Error(`no CPU times in: ${text}`);
+  return Number(user[1]) + Number(sys[1]);
+}

@@ -231,10 +231,11 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     events,
   });
   closers.push(() => health.close());
-  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), containerConnector(networks, {
+  const connector = containerConnector(networks, {
     get: (ref) => containers.get(ref),
     configureNetworks: (id, change) => containers.configureNetworks(id, change),
-  }));
+  });
+  registerNetworkRoutes(router, withSwarmNetworks(networks, () => cluster), connector);
   closers.push(() => containers.close());
   const sizes = (record: ContainerRecord) => containerSizes({ host: host.runtime, images }, record);
   registerContainerRoutes(router, {
@@ -342,6 +343,13 @@ export async function composeDaemon(opts: DaemonOptions, { router, authStore, cl
     },
   });
   closers.push(() => cluster.close());
+  networks.setSwarm(cluster.swarmAttacher());
+  // As dockerd: a node that leaves its swarm first disconnects its containers from the swarm's networks.
+  cluster.onLeave(async () => {
+    for (const { networkId, containerId } of networks.swarmEndpoints()) {
+      await connector.disconnectContainer(networkId, containerId, true).catch((err) => log.warn('cannot disconnect a container from a swarm network', { id: containerId, error: String(err) }));
+    }
+  });
   registerSwarmRoutes(router, cluster, (task, o) => {
     if (task.NodeID && task.NodeID !== cluster.nodeId) return cluster.remoteLogs(task, o);
     const record = containers.store.find(task.Status?.ContainerStatus?.ContainerID ?? '');

@@ -147,7 +147,7 @@ describe('network and IPAM driver plugins', () => {
     assert.equal(existsSync(`/sys/class/net/fn${networkIds[0].slice(0, 12)}`), false, 'the bridge is gone');
   });
 
-  test('-p on a plugin network answers on the host\'s loopback, at the endpoint\'s address; gone with the container', async () => {
+  test('-p on a plugin network answers on the host\'s loopback, at the endpoint\'s address, across a daemon restart; gone with the container', async () => {
     const id = (await engine.dockerOk(['network', 'create', '-d', 'fixnet', '--subnet', '10.231.11.0/24', 'pnet3'])).trim();
     networkIds.push(id);
     const hostPort = await freePort();
@@ -162,6 +162,10 @@ describe('network and IPAM driver plugins', () => {
         return res?.ok ? res.text() : undefined;
       }, 15_000);
       assert.equal(body, 'from the plugin network\n');
+      // A daemon restart keeps the rules of a container that still runs (only those of gone ones are removed).
+      await engine.stop();
+      await engine.start();
+      assert.equal(await (await fetch(`http://127.0.0.1:${hostPort}/`)).text(), 'from the plugin network\n');
     } finally {
       // Its rules go with it (also when a check above failed).
       await engine.dockerOk(['rm', '-f', web]);

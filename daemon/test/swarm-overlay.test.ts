@@ -3,9 +3,10 @@
  * harness of swarm-join.test.ts), with the real docker CLI: overlay networks made, listed, inspected and
  * removed; a global service whose task on one node reaches the tasks on the others through VXLAN on the
  * swarm's data path port; service discovery (VIP, dnsrr, tasks.<name>) and VIP balancing following the
- * tasks; a daemon restart; network inspect --verbose; an internal overlay; the routing mesh answering on a
- * node without a task; `docker stack deploy`; an encrypted overlay (ESP on the underlay, key rotation); and
- * each node's sandboxes removed once no task needs them.
+ * tasks; standalone containers on attachable overlays (run, connect, disconnect, refusals); a daemon restart;
+ * network inspect --verbose; an internal overlay; the routing mesh answering on a node without a task;
+ * `docker stack deploy`; an encrypted overlay (ESP on the underlay, key rotation); and each node's sandboxes
+ * removed once no task needs them.
  * One swarm (a manager and two workers) serves the whole file.
  */
 import assert from 'node:assert/strict';
@@ -22,7 +23,10 @@ import { overlayNamespaces, removeOverlayNamespaces } from './overlay-netns.js';
 const tag = randomBytes(3).toString('hex');
 const BRIDGE = `sob${tag}`;
 const SUBNET = `10.${randomInt(200, 250)}.${randomInt(0, 250)}`;
-const nodes = [1, 2, 3].map((i) => ({ ns: `so${tag}${i}`, veth: `sov${tag}${i}`, ip: `${SUBNET}.${10 + i}`, name: `node-${i}` }));
+/** A second network between the nodes, for the data path of node-1 and node-2 (`--data-path-addr`); node-3 has none. */
+const DATA_BRIDGE = `sod${tag}`;
+const DATA_SUBNET = `10.${randomInt(200, 250)}.${randomInt(251, 255)}`;
+const nodes = [1, 2, 3].map((i) => ({ ns: `so${tag}${i}`, veth: `sov${tag}${i}`, dataVeth: `sow${tag}${i}`, ip: `${SUBNET}.${10 + i}`, dataIp: `${DATA_SUBNET}.${10 + i}`, name: `node-${i}` }));
 
 function run(cmd: string, args: string[]): void {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -41,7 +45,18 @@ function setUpNetwork(): void {
     run('ip', ['-n', n.ns, 'link', 'set', 'eth0', 'up']);
     run('ip', ['-n', n.ns, 'link', 'set', 'lo', 'up']);
   }
+  run('ip', ['link', 'add', DATA_BRIDGE, 'type', 'bridge']);
+  run('ip', ['link', 'set', DATA_BRIDGE, 'up']);
+  for (const n of nodes) {
+    run('ip', ['link', 'add', n.dataVeth, 'type', 'veth', 'peer', 'name', 'eth1', 'netns', n.ns]);
+    run('ip', ['link', 'set', n.dataVeth, 'master', DATA_BRIDGE, 'up']);
+    run('ip', ['-n', n.ns, 'addr', 'add', `${n.dataIp}/24`, 'dev', 'eth1']);
+    run('ip', ['-n', n.ns, 'link', 'set', 'eth1', 'up']);
+  }
 }
+
+/** `docker run` arguments of a busybox HTTP server answering `name`. */
+const busyboxServer = (name: string) => ['busybox', 'sh', '-c', `mkdir -p /www && echo ${name} > /www/index.html && exec httpd -f -p 80 -h /www`];
 
 /** The namespaces of overlay networks the daemon of `e` made. */
 const overlayNamespacesOf = (e: Engine) => overlayNamespaces(e.execRoot);
@@ -64,6 +79,7 @@ function tearDownNetwork(): void {
   for (const e of engines) removeOverlayNamespaces(e.execRoot);
   for (const n of nodes) spawnSync('ip', ['netns', 'del', n.ns]);
   spawnSync('ip', ['link', 'del', BRIDGE]);
+  spawnSync('ip', ['link', 'del', DATA_BRIDGE]);
 }
 
 function nodeEngine(i: number): Engine {
@@ -109,10 +125,17 @@ describe('overlay networks across three nodes', () => {
     return r.json<Task[]>().filter((t) => t.Status.State === 'running');
   };
 
-  test('a manager and two workers', async () => {
-    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789']);
+  test('a manager and two workers, node-1 and node-2 with a data path address of their own', async () => {
+    for (const [field, value, message] of [['DataPathPort', 80, /DataPathPort 80: the data path port must be in the range 1024-49151/], ['DataPathAddr', '10.1.2.3', /data path address 10\.1\.2\.3 is not an address of this machine/]] as const) {
+      const r = await engine(0).request('POST', '/swarm/init', { body: { ListenAddr: '0.0.0.0:2377', AdvertiseAddr: nodes[0]!.ip, [field]: value } });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json().message, message);
+    }
+    await engine(0).dockerOk(['swarm', 'init', '--advertise-addr', nodes[0]!.ip, '--dispatcher-heartbeat', '1s', '--data-path-port', '7789', '--data-path-addr', nodes[0]!.dataIp]);
     const token = (await engine(0).dockerOk(['swarm', 'join-token', '-q', 'worker'])).trim();
-    for (const i of [1, 2]) await engine(i).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[i]!.ip, `${nodes[0]!.ip}:2377`]);
+    // node-2 names its interface on that network.
+    await engine(1).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[1]!.ip, '--data-path-addr', 'eth1', `${nodes[0]!.ip}:2377`]);
+    await engine(2).dockerOk(['swarm', 'join', '--token', token, '--advertise-addr', nodes[2]!.ip, `${nodes[0]!.ip}:2377`]);
     for (const i of [0, 1, 2]) nodeIds.push((await engine(i).request('GET', '/info')).json().Swarm.NodeID);
     await eventually(async () => {
       const list = (await engine(0).request('GET', '/nodes')).json<Array<{ Status: { State: string } }>>();
@@ -180,9 +203,23 @@ describe('overlay networks across three nodes', () => {
     // A worker lists and inspects the swarm networks its tasks use.
     assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'driver=overlay', '--format', '{{.Name}} {{.Scope}}'])).trim(), 'ov swarm');
     assert.equal((await engine(1).request('GET', '/networks/ov')).json().Id, networkId);
-    // VXLAN on the swarm's data path port, from the node's address.
-    const vxlan = spawnSync('ip', ['-n', overlayNamespacesOf(engine(1))[0]!, '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
-    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${nodes[1]!.ip.replace(/\./g, '\\.')} .*dstport 7789`));
+    // VXLAN on the swarm's data path port, from the node's data path address (node-3: its advertise address),
+    // and to the other nodes' (their tasks' forwarding entries).
+    const esc = (ip: string) => ip.replace(/\./g, '\\.');
+    const sandbox = (i: number) => overlayNamespacesOf(engine(i))[0]!;
+    const vxlan = spawnSync('ip', ['-n', sandbox(1), '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(vxlan, new RegExp(`vxlan id \\d+ local ${esc(nodes[1]!.dataIp)} .*dstport 7789`));
+    assert.match(spawnSync('ip', ['-n', sandbox(2), '-d', 'link', 'show', 'vxlan0'], { encoding: 'utf8' }).stdout, new RegExp(`local ${esc(nodes[2]!.ip)} `));
+    const fdb = (i: number) => spawnSync('bridge', ['-n', sandbox(i), 'fdb', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    const macOf = (t: Task) => '02:42:' + address(t).split('.').map((x) => Number(x).toString(16).padStart(2, '0')).join(':');
+    assert.match(fdb(2), new RegExp(`${macOf(byNode(0))} dst ${esc(nodes[0]!.dataIp)} `));
+    assert.match(fdb(2), new RegExp(`${macOf(byNode(1))} dst ${esc(nodes[1]!.dataIp)} `));
+    assert.match(fdb(0), new RegExp(`${macOf(byNode(2))} dst ${esc(nodes[2]!.ip)} `));
+    // The tunnel between node-2 and node-1 runs over the data network: node-1's eth1 gets the packets.
+    const dataPackets = () => Number(JSON.parse(spawnSync('ip', ['-n', nodes[0]!.ns, '-s', '-j', 'link', 'show', 'eth1'], { encoding: 'utf8' }).stdout)[0].stats64.rx.packets);
+    const before = dataPackets();
+    assert.match((await ping(from(1), address(byNode(0)))).stdout, /1 packets received/);
+    assert.ok(dataPackets() >= before + 1, 'no packet reached node-1 over its data path interface');
     const inUse = await engine(0).request('DELETE', '/networks/ov');
     assert.equal(inUse.status, 409);
   });
@@ -235,6 +272,159 @@ describe('overlay networks across three nodes', () => {
     await engine(0).dockerOk(['service', 'rm', 'rr']);
   });
 
+  test('a standalone container on an attachable overlay: reaches services by name, VIP and tasks.<name>; tasks reach it by name; its address released at rm', async () => {
+    const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
+    // On the worker node-3: docker run --network, with an alias.
+    const id = (await engine(2).dockerOk(['run', '-d', '--name', 'standalone', '--network', 'ov', '--network-alias', 'lone', '-p', '8070:80', ...busyboxServer('standalone')])).trim();
+    const settings = (await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.ov;
+    assert.equal(settings.NetworkID, networkId);
+    const address: string = settings.IPAddress;
+    assert.match(address, /^10\.0\.0\.\d+$/);
+    assert.equal(settings.IPPrefixLen, 24);
+    // Its way out is the default bridge (as Docker's docker_gwbridge, not one of its networks): the default
+    // route and its published ports.
+    assert.deepEqual(Object.keys((await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks), ['ov']);
+    assert.match(await engine(2).dockerOk(['exec', id, 'ip', 'route']), /^default via \S+ dev eth1/m);
+    assert.equal((await engine(2).docker(['exec', id, 'ping', '-c', '1', '-W', '3', `${SUBNET}.1`])).code, 0);
+    assert.equal((await eventually(async () => httpGet(nodes[2]!.ip, 8070).catch(() => undefined), 10_000, 200))?.trim(), 'standalone');
+    const exec = (args: string[]) => engine(2).docker(['exec', id, ...args]);
+    const resolved = async (run: (args: string[]) => Promise<{ stdout: string }>, name: string) =>
+      [...(await run(['nslookup', '-type=a', name])).stdout.matchAll(/Address:\s*(10\.0\.0\.\d+)/g)].map((m) => m[1]!).sort();
+    const vip = (await engine(0).request('GET', '/services/web')).json().Endpoint.VirtualIPs[0].Addr.split('/')[0];
+    const webTasks = await running('web');
+    const webAddresses = webTasks.map((t) => t.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!).sort();
+    await eventually(async () => JSON.stringify(await resolved(exec, 'web')) === JSON.stringify([vip]), 10_000, 200);
+    assert.deepEqual(await resolved(exec, 'tasks.web'), webAddresses);
+    // Through the VIP to the web task (on another node or this one), and to a task by its address.
+    const body = await eventually(async () => {
+      const r = await exec(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${vip} 80`]);
+      return r.code === 0 ? r.stdout.split(/\r?\n\r?\n/)[1]?.trim() : undefined;
+    }, 10_000, 200);
+    assert.equal(body, webTasks[0]!.Status.ContainerStatus!.ContainerID!.slice(0, 12));
+    // A task on another node (node-1's pingers) finds it by name and alias, and reaches it.
+    const [pinger] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[0]);
+    const fromTask = (args: string[]) => engine(0).docker(['exec', pinger!.Status.ContainerStatus!.ContainerID!, ...args]);
+    await eventually(async () => JSON.stringify(await resolved(fromTask, 'standalone')) === JSON.stringify([address]), 10_000, 200);
+    assert.deepEqual(await resolved(fromTask, 'lone'), [address]);
+    const reply = await eventually(async () => {
+      const r = await fromTask(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 standalone 80`]);
+      return r.code === 0 ? r.stdout.split(/\r?\n\r?\n/)[1]?.trim() : undefined;
+    }, 10_000, 200);
+    assert.equal(reply, 'standalone');
+    // Its endpoint is every other node's peer while it lives (the attachment in the store), and none after rm.
+    const peersOn = (i: number) => spawnSync('ip', ['-n', overlayNamespacesOf(engine(i))[0]!, '-4', 'neigh', 'show', 'dev', 'vxlan0'], { encoding: 'utf8' }).stdout;
+    assert.match(peersOn(1), new RegExp(`^${address.replace(/\./g, '\\.')} `, 'm'));
+    const temporary = (await engine(2).dockerOk(['run', '-d', '--network', 'ov', 'busybox', 'sleep', '600'])).trim();
+    const temporaryAddress: string = (await engine(2).request('GET', `/containers/${temporary}/json`)).json().NetworkSettings.Networks.ov.IPAddress;
+    assert.notEqual(temporaryAddress, address);
+    await eventually(() => new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(0)), 10_000, 100);
+    await engine(2).dockerOk(['rm', '-f', temporary]);
+    await eventually(() => !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(0)) && !new RegExp(`^${temporaryAddress.replace(/\./g, '\\.')} `, 'm').test(peersOn(1)), 10_000, 100);
+    assert.match(peersOn(0), new RegExp(`^${address.replace(/\./g, '\\.')} `, 'm'));
+    // Started again: on the overlay again, found by the tasks.
+    await engine(2).dockerOk(['restart', '-t', '1', 'standalone']);
+    const renewed: string = (await engine(2).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.ov.IPAddress;
+    assert.match(renewed, /^10\.0\.0\.\d+$/);
+    await eventually(async () => (await fromTask(['sh', '-c', `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 standalone 80`])).stdout.includes('standalone'), 10_000, 200);
+  });
+
+  test('network connect and disconnect of a running container on an attachable overlay; network ls and inspect on the worker', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', '--subnet', '10.98.0.0/24', 'att']);
+    // No task uses it: the worker node-2 has neither the network nor its sandbox until a container joins it.
+    assert.equal((await engine(1).request('GET', '/networks/att')).status, 404);
+    const id = (await engine(1).dockerOk(['run', '-d', '--name', 'joiner', 'busybox', 'sleep', '600'])).trim();
+    const other = (await engine(0).dockerOk(['run', '-d', '--name', 'peer', '--network', 'att', ...busyboxServer('peer')])).trim();
+    const peerAddress: string = (await engine(0).request('GET', `/containers/${other}/json`)).json().NetworkSettings.Networks.att.IPAddress;
+    await engine(1).dockerOk(['network', 'connect', '--alias', 'j', 'att', 'joiner']);
+    const networks = (await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks;
+    assert.deepEqual(Object.keys(networks).sort(), ['att', 'bridge']);
+    const address: string = networks.att.IPAddress;
+    assert.match(address, /^10\.98\.0\.\d+$/);
+    assert.match(await engine(1).dockerOk(['exec', id, 'ip', 'addr', 'show', 'eth1']), new RegExp(`inet ${address.replace(/\./g, '\\.')}/24`));
+    assert.equal((await engine(1).dockerOk(['network', 'ls', '--filter', 'name=att', '--format', '{{.Name}} {{.Driver}} {{.Scope}}'])).trim(), 'att overlay swarm');
+    assert.equal((await engine(1).request('GET', '/networks/att')).json().Attachable, true);
+    const inspected = (await engine(1).request('GET', '/networks/att')).json();
+    assert.deepEqual(Object.keys(inspected.Containers), [id]);
+    assert.equal(inspected.Containers[id].IPv4Address, `${address}/24`);
+    // Across the nodes, by name both ways (the peer on the manager node-1).
+    await eventually(async () => (await engine(1).docker(['exec', id, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
+    assert.match((await engine(1).dockerOk(['exec', id, 'nslookup', '-type=a', 'peer'])), new RegExp(`Address:\\s*${peerAddress.replace(/\./g, '\\.')}`));
+    await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '2', 'j'])).code === 0, 10_000, 200);
+    // The peers of the network: the nodes of its containers.
+    assert.deepEqual((await engine(0).request('GET', '/networks/att?verbose=true')).json().Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2']);
+    // A stopped container connected joins at its start.
+    const later = (await engine(1).dockerOk(['create', '--name', 'later', 'busybox', 'sleep', '600'])).trim();
+    await engine(1).dockerOk(['network', 'connect', 'att', 'later']);
+    await engine(1).dockerOk(['start', 'later']);
+    assert.match((await engine(1).request('GET', `/containers/${later}/json`)).json().NetworkSettings.Networks.att.IPAddress, /^10\.98\.0\.\d+$/);
+    await eventually(async () => (await engine(1).docker(['exec', later, 'ping', '-c', '1', '-W', '2', 'peer'])).code === 0, 10_000, 200);
+    await engine(1).dockerOk(['rm', '-f', later]);
+    // Connected twice: refused as Docker refuses it.
+    const twice = await engine(1).request('POST', '/networks/att/connect', { body: { Container: id } });
+    assert.equal(twice.status, 403, twice.text);
+    await engine(1).dockerOk(['network', 'disconnect', 'att', 'joiner']);
+    assert.notEqual((await engine(1).docker(['exec', id, 'ip', 'addr', 'show', 'eth1'])).code, 0);
+    assert.deepEqual(Object.keys((await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks), ['bridge']);
+    // The worker drops the network and its sandbox with its last container there.
+    await eventually(async () => (await engine(1).request('GET', '/networks/att')).status === 404, 10_000, 100);
+    await eventually(async () => (await engine(0).docker(['exec', other, 'ping', '-c', '1', '-W', '1', address])).code !== 0, 10_000, 200);
+    // In use by an attached container: not removed.
+    assert.equal((await engine(0).request('DELETE', '/networks/att')).status, 409);
+    // Off its only swarm network, a container loses the way out it had through the default bridge.
+    assert.match(await engine(0).dockerOk(['exec', other, 'ip', 'route']), /^default via/m);
+    await engine(0).dockerOk(['network', 'disconnect', 'att', 'peer']);
+    assert.doesNotMatch(await engine(0).dockerOk(['exec', other, 'ip', 'route']), /default/);
+    assert.deepEqual((await engine(0).request('GET', `/containers/${other}/json`)).json().NetworkSettings.Networks, {});
+    await engine(1).dockerOk(['rm', '-f', id]);
+    await engine(0).dockerOk(['rm', '-f', other]);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/att')).status === 204, 10_000, 200);
+  });
+
+  test('a network that is not attachable, a static address, ports on an internal overlay and an unknown network are refused with clear errors', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', 'closed']);
+    const run = await engine(1).docker(['run', '-d', '--name', 'refused', '--network', 'closed', 'busybox', 'sleep', '600']);
+    assert.notEqual(run.code, 0);
+    assert.match(run.stderr, /Could not attach to network closed: rpc error: code = PermissionDenied desc = network closed not manually attachable/);
+    const start = await engine(1).request('POST', '/containers/refused/start');
+    assert.equal(start.status, 403, `start: ${start.status} ${start.text}`);
+    assert.match(start.json().message, /network closed not manually attachable/);
+    assert.equal((await engine(1).request('GET', '/containers/refused/json')).json().State.Status, 'created');
+    const id = (await engine(1).dockerOk(['run', '-d', 'busybox', 'sleep', '600'])).trim();
+    const connect = await engine(1).request('POST', '/networks/closed/connect', { body: { Container: id } });
+    assert.equal(connect.status, 403);
+    assert.match(connect.json().message, /not manually attachable/);
+    const fixed = await engine(1).docker(['run', '-d', '--network', 'ov', '--ip', '10.0.0.200', 'busybox', 'sleep', '600']);
+    assert.notEqual(fixed.code, 0);
+    assert.match(fixed.stderr, /a static address cannot be given on network ov/);
+    // An internal attachable overlay: no way out, no published ports.
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', '--internal', 'inner']);
+    const ports = await engine(1).docker(['run', '-d', '--network', 'inner', '-p', '8000:80', 'busybox', 'sleep', '600']);
+    assert.notEqual(ports.code, 0);
+    assert.match(ports.stderr, /ports cannot be published on network inner: it is an internal network/);
+    const sealed = (await engine(1).dockerOk(['run', '-d', '--network', 'inner', 'busybox', 'sleep', '600'])).trim();
+    const routes = await engine(1).dockerOk(['exec', sealed, 'ip', 'route']);
+    assert.doesNotMatch(routes, /default/);
+    assert.match(routes, /dev eth0/);
+    await engine(1).dockerOk(['rm', '-f', sealed]);
+    // A container with a network policy: its policy does not reach swarm networks.
+    const policy = JSON.stringify({ defaultAction: 'deny', rules: [] });
+    const sandboxed = await engine(1).docker(['run', '-d', '--label', `berth.network-policy=${policy}`, '--network', 'ov', 'busybox', 'sleep', '600']);
+    assert.notEqual(sandboxed.code, 0);
+    assert.match(sandboxed.stderr, /a container with a network policy cannot join the swarm network ov/);
+    const onBridge = (await engine(1).dockerOk(['run', '-d', '--label', `berth.network-policy=${policy}`, 'busybox', 'sleep', '600'])).trim();
+    const joining = await engine(1).request('POST', '/networks/ov/connect', { body: { Container: onBridge } });
+    assert.equal(joining.status, 400);
+    assert.match(joining.json().message, /network policy cannot join the swarm network ov/);
+    await engine(1).dockerOk(['rm', '-f', onBridge]);
+    const unknown = await engine(1).docker(['run', '-d', '--network', 'nowhere', 'busybox', 'sleep', '600']);
+    assert.notEqual(unknown.code, 0);
+    assert.match(unknown.stderr, /network nowhere not found/);
+    await engine(1).dockerOk(['rm', '-f', 'refused', id]);
+    await engine(1).docker(['container', 'prune', '-f']);
+    await engine(0).dockerOk(['network', 'rm', 'closed']);
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/inner')).status === 204, 10_000, 200);
+  });
+
   test('after a daemon restart, its tasks keep their names and their overlay', async () => {
     await engine(2).restart();
     const [client] = (await running('pingers')).filter((t) => t.NodeID === nodeIds[2]);
@@ -245,6 +435,15 @@ describe('overlay networks across three nodes', () => {
     const networkId = (await engine(0).request('GET', '/networks/ov')).json().Id;
     const target = server!.NetworksAttachments!.find((a) => a.Network.ID === networkId)!.Addresses[0]!.split('/')[0]!;
     assert.equal((await exec(['ping', '-c', '1', '-W', '3', target])).code, 0);
+    // The standalone container ran on through the restart: still on the overlay, resolving and resolved.
+    const standalone = (args: string[]) => engine(2).docker(['exec', 'standalone', ...args]);
+    await eventually(async () => new RegExp(`Address:\\s*${vip.replace(/\./g, '\\.')}`).test((await standalone(['nslookup', '-type=a', 'web'])).stdout), 20_000, 300);
+    assert.equal((await standalone(['ping', '-c', '1', '-W', '3', target])).code, 0);
+    const address = (await engine(2).request('GET', '/containers/standalone/json')).json().NetworkSettings.Networks.ov.IPAddress;
+    const serverExec = (args: string[]) => engine(0).docker(['exec', server!.Status.ContainerStatus!.ContainerID!, ...args]);
+    assert.equal((await serverExec(['ping', '-c', '1', '-W', '3', 'standalone'])).code, 0);
+    assert.match((await serverExec(['nslookup', '-type=a', 'standalone'])).stdout, new RegExp(`Address:\\s*${address.replace(/\./g, '\\.')}`));
+    await engine(2).dockerOk(['rm', '-f', 'standalone']);
   });
 
   test('network inspect --verbose shows the peers and services; a task only on an internal overlay has no way out', async () => {
@@ -252,6 +451,9 @@ describe('overlay networks across three nodes', () => {
     assert.deepEqual(v.Peers.map((p: { Name: string }) => p.Name).sort(), ['node-1', 'node-2', 'node-3']);
     assert.equal(v.Services.web.Tasks.length, 1);
     assert.equal(v.Services.pingers.Tasks.length, 3);
+    // Each task's "Host IP" is its node's tunnel address; the peers are the nodes' advertise addresses.
+    assert.deepEqual(v.Services.pingers.Tasks.map((t: { Info: Record<string, string> }) => t.Info['Host IP']).sort(), [nodes[0]!.dataIp, nodes[1]!.dataIp, nodes[2]!.ip].sort());
+    assert.deepEqual(v.Peers.map((p: { IP: string }) => p.IP).sort(), nodes.map((n) => n.ip).sort());
     assert.equal((await engine(0).request('GET', '/networks/ov')).json().Services, undefined);
     await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--internal', 'sealed']);
     await engine(0).dockerOk(['service', 'create', '--detach', '--name', 'inside', '--network', 'sealed', '--stop-grace-period', '1s', 'busybox', 'sleep', '600']);
@@ -367,8 +569,9 @@ describe('overlay networks across three nodes', () => {
     const exec = (args: string[]) => engine(1).docker(['exec', on(1).Status.ContainerStatus!.ContainerID!, ...args], { timeoutMs: 60_000 });
     assert.match(await engine(1).dockerOk(['exec', on(1).Status.ContainerStatus!.ContainerID!, 'ip', 'link', 'show', 'eth1']), /mtu 1400/);
     await eventually(async () => (await exec(['ping', '-c', '1', '-W', '2', address(on(0))])).code === 0, 15_000, 300);
-    // The underlay between node-2 and node-1, seen from node-2: ESP in UDP, and no VXLAN of this network.
-    const capture = spawn('ip', ['netns', 'exec', nodes[1]!.ns, 'tcpdump', '-n', '-l', '-i', 'eth0', `udp port 4500 or (udp port 7789 and (udp[12:4] >> 8) = ${vni})`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The underlay between node-2 and node-1 (their data path addresses, on eth1), seen from node-2: ESP in
+    // UDP, and no VXLAN of this network.
+    const capture = spawn('ip', ['netns', 'exec', nodes[1]!.ns, 'tcpdump', '-n', '-l', '-i', 'eth1', `udp port 4500 or (udp port 7789 and (udp[12:4] >> 8) = ${vni})`], { stdio: ['ignore', 'pipe', 'ignore'] });
     let seen = '';
     capture.stdout.on('data', (c: Buffer) => (seen += c.toString()));
     try {
@@ -388,8 +591,8 @@ describe('overlay networks across three nodes', () => {
     assert.doesNotMatch(seen, /\.7789[ :]/, 'VXLAN of the encrypted network in clear on the underlay');
     // Each direction between the two nodes has its own SPIs, which change as the primary key does.
     const spis = (src: string, dst: string) => new Set(esp.filter((m) => m[1] === src && m[2] === dst).map((m) => m[3]));
-    const there = spis(nodes[1]!.ip, nodes[0]!.ip);
-    const back = spis(nodes[0]!.ip, nodes[1]!.ip);
+    const there = spis(nodes[1]!.dataIp, nodes[0]!.dataIp);
+    const back = spis(nodes[0]!.dataIp, nodes[1]!.dataIp);
     assert.ok(there.size >= 2 && back.size >= 2, `SPIs ${[...there]} / ${[...back]}`);
     assert.ok(![...there].some((s) => back.has(s)));
     // A daemon that stops takes its encryption down, and the network's peers with it (nothing goes in clear);
@@ -416,5 +619,20 @@ describe('overlay networks across three nodes', () => {
     await eventually(() => engines.every((e) => overlayNamespacesOf(e).length === 0), 20_000, 250);
     await engine(0).dockerOk(['network', 'rm', 'ov']);
     assert.equal((await engine(0).request('GET', '/networks/ov')).status, 404);
+  });
+
+  test('a node that leaves the swarm first disconnects its containers from the swarm\'s networks', async () => {
+    await engine(0).dockerOk(['network', 'create', '-d', 'overlay', '--attachable', 'parting']);
+    const id = (await engine(1).dockerOk(['run', '-d', '--network', 'parting', 'busybox', 'sleep', '600'])).trim();
+    assert.ok((await engine(1).request('GET', `/containers/${id}/json`)).json().NetworkSettings.Networks.parting);
+    await engine(1).dockerOk(['swarm', 'leave']);
+    const left = (await engine(1).request('GET', `/containers/${id}/json`)).json();
+    assert.equal(left.State.Running, true);
+    assert.deepEqual(left.NetworkSettings.Networks, {});
+    assert.doesNotMatch(await engine(1).dockerOk(['exec', id, 'ip', 'addr']), /eth\d/);
+    assert.deepEqual(overlayNamespacesOf(engine(1)), []);
+    // Its address was given back: the network goes.
+    await eventually(async () => (await engine(0).request('DELETE', '/networks/parting')).status === 204, 10_000, 200);
+    await engine(1).dockerOk(['rm', '-f', id]);
   });
 });

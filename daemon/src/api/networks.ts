@@ -18,6 +18,11 @@ export interface NetworkBackend {
   remove(ref: string): Promise<void>;
   /** Names of the networks `prune` removed. */
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
+  /**
+   * Throws NotFound when a container cannot be connected to `ref` because no such network exists (a swarm
+   * network this node does not know yet is not refused here); `inspect` decides when absent.
+   */
+  connectable?(ref: string): void;
 }
 
 /** What connect and disconnect need (the container engine resolves the container). */
@@ -80,7 +85,8 @@ export function registerNetworkRoutes(router: Router, backend: NetworkBackend, c
   };
 
   router.post('/networks/:id/connect', async (req, res) => {
-    backend.inspect(req.params.id, {});
+    if (backend.connectable) backend.connectable(req.params.id);
+    else backend.inspect(req.params.id, {});
     const body = await containerBody(req, NETWORK_CONNECT);
     if (body.EndpointConfig !== undefined && body.EndpointConfig !== null && (typeof body.EndpointConfig !== 'object' || Array.isArray(body.EndpointConfig))) {
       throw new InvalidParameter('EndpointConfig must be an object');

@@ -16,6 +16,8 @@ export interface NodeState {
   advertiseAddr: string;
   /** The swarm port (2377 unless ListenAddr says otherwise). */
   swarmPort: number;
+  /** The underlay address of this node's VXLAN tunnels, when it is not the advertise address (DataPathAddr). */
+  dataPathAddr?: string;
   /** The managers' swarm addresses (host:port) this node knew last. */
   managers: string[];
   /** The etcd client URLs of the managers this node knew last (managers only). */
@@ -117,6 +119,8 @@ export interface ClusterHost {
   defaultAdvertiseAddr(): string | undefined;
   /** Whether `ip` is one of this machine's addresses. */
   isLocalAddress(ip: string): boolean;
+  /** The IPv4 addresses of the network interface `name`; undefined when there is no such interface. */
+  interfaceAddresses(name: string): string[] | undefined;
   /** The machine's hostname. */
   hostname(): string;
 

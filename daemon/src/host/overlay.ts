@@ -22,6 +22,11 @@ export interface OverlaySpec {
   prefixLen: number;
   /** The MTU of the bridge and of the containers' interfaces (VXLAN adds 50 bytes). */
   mtu: number;
+  /**
+   * The bridge's MAC address, when other nodes send to its address (in the ingress network, where it is the
+   * node's own endpoint): the one they hold for it, so that their frames reach the bridge itself.
+   */
+  bridgeMac?: string;
   /** The network's VXLAN traffic to other nodes is encrypted (setOverlayEncryption). */
   encrypted?: boolean;
 }
@@ -85,6 +90,8 @@ export interface OverlayHost {
   setOverlayPeers(networkId: string, peers: OverlayPeer[]): Promise<void>;
   /** Joins a running container to the network's bridge (its end of the veth configured and up). */
   attachOverlay(spec: OverlayAttachment): Promise<void>;
+  /** Removes a container's interface `ifname` from an overlay network (the container whose init pid is `pid`). */
+  detachOverlay(pid: number, ifname: string): Promise<void>;
   /**
    * Replaces the VIP rules of the container whose init pid is `pid`: a connection it opens to a VIP goes to
    * one of that VIP's backends, chosen at random per connection (nftables DNAT in the container's

@@ -51,3 +51,37 @@ export function addresses(req: Obj, host: Pick<ClusterHost, 'defaultAdvertiseAdd
   if (!host.isLocalAddress(advertise.host)) throw new InvalidParameter(`advertise address ${advertise.host} is not an address of this machine`);
   return { listen, advertise };
 }
+
+export const DEFAULT_DATA_PATH_PORT = 4789;
+
+/** The swarm's data path port of an init request: 0 or absent is the default, others must lie in 1024-49151. */
+export function dataPathPort(req: Obj): number {
+  const v = req.DataPathPort;
+  if (v === undefined || v === null || v === 0) return DEFAULT_DATA_PATH_PORT;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1024 || v > 49151) {
+    throw new InvalidParameter(`invalid DataPathPort ${JSON.stringify(v)}: the data path port must be in the range 1024-49151 (or 0 for the default, ${DEFAULT_DATA_PATH_PORT})`);
+  }
+  return v;
+}
+
+/**
+ * The node's data path address of an init or join request (the underlay address of its VXLAN tunnels): an
+ * IPv4 address of this machine, or an interface's one address; undefined when none is given (the advertise
+ * address serves then).
+ */
+export function dataPathAddr(req: Obj, host: Pick<ClusterHost, 'isLocalAddress' | 'interfaceAddresses'>): string | undefined {
+  const v = req.DataPathAddr;
+  if (v === undefined || v === null || v === '') return undefined;
+  if (typeof v !== 'string') throw new InvalidParameter('DataPathAddr must be a string');
+  if (net.isIP(v) === 0) {
+    const found = /^[A-Za-z0-9_.@-]{1,15}$/.test(v) ? host.interfaceAddresses(v) : undefined;
+    if (!found) throw new InvalidParameter(`invalid DataPathAddr ${JSON.stringify(v)}: the data path address must be an IP address or the name of a network interface (without a port)`);
+    if (found.length === 0) throw new InvalidParameter(`interface ${v} has no IPv4 address to use as the data path address`);
+    if (found.length > 1) throw new InvalidParameter(`interface ${v} has more than one IPv4 address (${found[0]} and ${found[1]}): give the data path address itself`);
+    return found[0];
+  }
+  if (net.isIP(v) !== 4) throw new InvalidParameter(`invalid DataPathAddr ${JSON.stringify(v)}: overlay networks carry their traffic over IPv4, give an IPv4 address`);
+  if (v === '0.0.0.0') throw new InvalidParameter('data path address must be a non-zero IP address');
+  if (!host.isLocalAddress(v)) throw new InvalidParameter(`data path address ${v} is not an address of this machine`);
+  return v;
+}

@@ -14,6 +14,8 @@ import type { DnsAnswers } from '../../host/network.js';
 import { lookupService } from './network/dns.js';
 import { isTerminal, now, stateRank, type Obj } from './types.js';
 import { OverlayPlane, type NodeNetworks } from './network/plane.js';
+import type { AttachAnswer, AttachmentSource, AttachRequest } from './network/attachable.js';
+import type { OverlayAttachment } from '../../host/overlay.js';
 
 /** What the agent needs of the container engine. */
 export interface TaskContainers {
@@ -35,7 +37,7 @@ export interface TaskContainers {
 }
 
 /** Where the agent's assignments come from and where its reports go (the store on a manager, a dispatcher on a worker). */
-export interface AgentSource {
+export interface AgentSource extends Partial<AttachmentSource> {
   /** False until the first assignments arrived (nothing is removed before). */
   ready(): boolean;
   tasks(): Obj[];
@@ -141,6 +143,8 @@ export class Agent {
   private timer?: NodeJS.Timeout;
   private unsubscribe: Array<() => void> = [];
   private readonly plane: OverlayPlane;
+  /** Attachments of removed containers whose release was asked for. */
+  private readonly released = new Set<string>();
   /** Task containers whose embedded DNS server this process serves (none after a daemon restart). */
   private readonly dnsServed = new Set<string>();
 
@@ -231,7 +235,10 @@ export class Agent {
     }
     for (const id of await this.host.taskFileIds()) if (!wanted.has(id) && !byTask.has(id) && !this.busy.has(id)) await this.host.removeTaskFiles(id);
     await this.plane.balance(
-      tasks.filter((t) => t.NetworksAttachments?.length && byTask.has(t.ID)).map((t) => ({ task: t, containerId: byTask.get(t.ID)!, pid: this.containers.state(byTask.get(t.ID)!)?.pid ?? 0 })),
+      [
+        ...tasks.filter((t) => t.NetworksAttachments?.length && byTask.has(t.ID)).map((t) => ({ task: t, containerId: byTask.get(t.ID)!, pid: this.containers.state(byTask.get(t.ID)!)?.pid ?? 0 })),
+        ...this.standalone(),
+      ],
       this.source.networks?.(),
     ).catch((err: unknown) => log.warn('swarm agent: VIP rules could not be brought up to date', { error: err instanceof Error ? err.message : String(err) }));
     for (const t of tasks) {
@@ -278,6 +285,69 @@ export class Agent {
         }
       }
     }
+  }
+
+  /**
+   * The running standalone containers of this node on attachable networks (their VIP rules kept up to date as
+   * tasks'), one entry per container; the attachments of containers that are gone are released.
+   */
+  private standalone(): Array<{ task: Obj; containerId: string; pid: number }> {
+    const byContainer = new Map<string, Obj[]>();
+    for (const a of this.source.attachments?.() ?? []) {
+      const st = this.containers.state(a.ContainerID);
+      const age = Date.now() - Date.parse(a.CreatedAt);
+      // Its container was removed, or stopped long ago, while no one could release the address (a crash, a
+      // manager away, a daemon down meanwhile).
+      if (!st || (!st.running && age > 60_000)) {
+        if (age > 10_000 && !this.released.has(a.ID)) {
+          this.released.add(a.ID);
+          void this.detach(a.ID).catch(() => this.released.delete(a.ID));
+        }
+        continue;
+      }
+      if (st.running && st.pid) byContainer.set(a.ContainerID, [...(byContainer.get(a.ContainerID) ?? []), a]);
+    }
+    return [...byContainer].map(([containerId, list]) => ({
+      task: { NetworksAttachments: list.map((a) => ({ Network: { ID: a.NetworkID } })) },
+      containerId,
+      pid: this.containers.state(containerId)!.pid,
+    }));
+  }
+
+  /** An address of an attachable network for a standalone container of this node (the managers choose it). */
+  attach(body: AttachRequest): Promise<AttachAnswer> {
+    if (!this.source.attach) throw new Error('this node cannot attach containers to swarm networks');
+    return this.source.attach(body);
+  }
+
+  /** Releases an attachment. */
+  async detach(id: string): Promise<void> {
+    await this.source.detach?.({ ID: id });
+  }
+
+  /**
+   * Gives a standalone container its interface on an attachable network, once this node's view of the swarm
+   * holds the network (the attachment just made reaches it through the managers).
+   */
+  async plug(spec: Omit<OverlayAttachment, 'mtu'>): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    let view = this.source.networks?.();
+    while (!view?.Networks.some((n) => n.ID === spec.networkId)) {
+      if (Date.now() > deadline) throw new Error(`network ${spec.networkId} did not reach this node in time`);
+      await new Promise((r) => setTimeout(r, 50));
+      view = this.source.networks?.();
+    }
+    await this.plane.plug(spec, view);
+    this.kick();
+  }
+
+  unplug(pid: number, ifname: string): Promise<void> {
+    return this.plane.unplug(pid, ifname);
+  }
+
+  /** What the embedded DNS server answers a standalone container on the swarm networks `networkIds` for `name`. */
+  lookup(networkIds: readonly string[], name: string): string[] | undefined {
+    return lookupService(this.source.networks?.(), networkIds, name);
   }
 
   /** Serves the embedded DNS server of a running task container on swarm networks. */

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { containerBody, taskName } from './agent.js';
 import { splitHostPort } from './cluster.js';
+import { dataPathAddr, dataPathPort } from './addresses.js';
 import { validateServiceSpec } from './objects.js';
 import { constraintsMatch } from './orchestrator.js';
 import { newDataKey, sealer } from './crypt.js';
@@ -59,6 +60,26 @@ test('addresses: host and port, with a default port and IPv6 in brackets', () =>
   assert.deepEqual(splitHostPort('10.0.0.1', 2377), { host: '10.0.0.1', port: 2377 });
   assert.deepEqual(splitHostPort('[::1]:4000', 2377), { host: '::1', port: 4000 });
   assert.throws(() => splitHostPort('10.0.0.1:99999', 1), /invalid port/);
+});
+
+test('data path: the port 1024-49151 or 4789 for none, the address one of this machine\'s IPv4 addresses or an interface\'s', () => {
+  assert.equal(dataPathPort({}), 4789);
+  assert.equal(dataPathPort({ DataPathPort: 0 }), 4789);
+  assert.equal(dataPathPort({ DataPathPort: 7789 }), 7789);
+  for (const bad of [80, 1023, 49152, 70000, -1, 1.5, '7789']) assert.throws(() => dataPathPort({ DataPathPort: bad }), /DataPathPort .*1024-49151/);
+  const interfaces: Record<string, string[]> = { eth1: ['172.16.0.1'], eth2: [], eth3: ['172.16.0.3', '172.16.0.4'] };
+  const host = { isLocalAddress: (ip: string) => ip === '172.16.0.1', interfaceAddresses: (name: string) => interfaces[name] };
+  assert.equal(dataPathAddr({}, host), undefined);
+  assert.equal(dataPathAddr({ DataPathAddr: '' }, host), undefined);
+  assert.equal(dataPathAddr({ DataPathAddr: '172.16.0.1' }, host), '172.16.0.1');
+  assert.throws(() => dataPathAddr({ DataPathAddr: '172.16.0.9' }, host), /data path address 172\.16\.0\.9 is not an address of this machine/);
+  assert.equal(dataPathAddr({ DataPathAddr: 'eth1' }, host), '172.16.0.1');
+  assert.throws(() => dataPathAddr({ DataPathAddr: 'eth9' }, host), /invalid DataPathAddr "eth9": the data path address must be an IP address or the name of a network interface/);
+  assert.throws(() => dataPathAddr({ DataPathAddr: 'eth2' }, host), /interface eth2 has no IPv4 address/);
+  assert.throws(() => dataPathAddr({ DataPathAddr: 'eth3' }, host), /more than one IPv4 address \(172\.16\.0\.3 and 172\.16\.0\.4\)/);
+  assert.throws(() => dataPathAddr({ DataPathAddr: '172.16.0.1:4789' }, host), /invalid DataPathAddr/);
+  assert.throws(() => dataPathAddr({ DataPathAddr: '0.0.0.0' }, host), /non-zero/);
+  assert.throws(() => dataPathAddr({ DataPathAddr: 7 }, host), /must be a string/);
 });
 
 test('service specs: defaults, and what is refused with a message naming it', () => {

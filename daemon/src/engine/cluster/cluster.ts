@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Conflict, InvalidParameter, NotInSwarm, Unavailable } from '../../errors.js';
 import { log } from '../../util/log.js';
 import type { NodeState } from '../../host/cluster.js';
-import { addresses, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
+import { addresses, dataPathAddr, dataPathPort, DEFAULT_SWARM_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, joinHostPort, localEtcdEndpoint, splitHostPort } from './addresses.js';
 import { isLocked, SWARM_LOCKED, unlockKeys, type SwarmKeys } from './autolock.js';
 import { newDataKey, sealer } from './crypt.js';
 import { fetchRemoteCA, requestJoin } from './dispatcher.js';
@@ -16,6 +16,7 @@ import { SwarmNode } from './node.js';
 import type { ClusterObjects } from './objects.js';
 import type { ClusterNetworks } from './network/networks.js';
 import type { NodeNetwork } from './network/attachments.js';
+import type { SwarmAttacher } from '../networks/swarm.js';
 import { mergeSwarmSpec, nodeObject, tlsInfo } from './swarmspec.js';
 import { certExpirySeconds, forceRotate, recordCertificate } from './certs.js';
 import { certValidity } from './renewal.js';
@@ -49,6 +50,32 @@ export class ClusterService extends SwarmNode {
   /** On a worker, the swarm networks its tasks use, as its managers describe them. */
   workerNetworks(): NodeNetwork[] {
     return this.worker?.networks()?.Networks ?? [];
+  }
+
+  private readonly leaveHooks: Array<() => Promise<void>> = [];
+
+  /** Runs `fn` when this node leaves its swarm, before its swarm networks go. */
+  onLeave(fn: () => Promise<void>): void {
+    this.leaveHooks.push(fn);
+  }
+
+  /**
+   * Attachable swarm networks for this node's standalone containers (the network service's SwarmAttacher):
+   * addresses from the managers, interfaces in the sandboxes this node's agent builds.
+   */
+  swarmAttacher(): SwarmAttacher {
+    const agent = () => {
+      if (!this.agent) throw new Unavailable('this node\'s swarm agent is not running yet: try again in a moment');
+      return this.agent;
+    };
+    return {
+      active: () => !!this.state,
+      attach: async (ref, containerId, names) => agent().attach({ Network: ref, ContainerID: containerId, Names: names }),
+      plug: async (spec) => agent().plug(spec),
+      unplug: async (pid, ifname) => agent().unplug(pid, ifname),
+      detach: async (id) => agent().detach(id),
+      lookup: (ids, name) => this.agent?.lookup(ids, name),
+    };
   }
 
   /** This node's role in its swarm; undefined outside one. */
@@ -116,6 +143,8 @@ export class ClusterService extends SwarmNode {
       if (this.state) throw new NotInSwarm(ALREADY_IN_SWARM);
       if (req.ForceNewCluster) throw new InvalidParameter('ForceNewCluster needs a node that is a manager of a swarm');
       const { listen, advertise } = addresses(req, this.deps.host);
+      const dataAddr = dataPathAddr(req, this.deps.host);
+      const dataPort = dataPathPort(req);
       const nodeId = newObjectId(randomBytes(16));
       const clusterId = newObjectId(randomBytes(16));
       const host = this.deps.host;
@@ -135,6 +164,7 @@ export class ClusterService extends SwarmNode {
           listenAddr: joinHostPort(listen.host, listen.port),
           advertiseAddr: advertise.host,
           swarmPort: advertise.port,
+          ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
           managers: [joinHostPort(advertise.host, advertise.port)],
           etcdEndpoints: [`https://${joinHostPort(advertise.host, ETCD_CLIENT_PORT)}`],
         };
@@ -151,7 +181,7 @@ export class ClusterService extends SwarmNode {
           TLSInfo: tlsInfo(ca.cert),
           JoinTokens: { Worker: newJoinToken(ca.cert), Manager: newJoinToken(ca.cert) },
           RootCA: { Cert: ca.cert, Key: sealer(this.certs.dataKey).seal(Buffer.from(ca.key)) },
-          DataPathPort: Number(req.DataPathPort) || 4789,
+          DataPathPort: dataPort,
           DefaultAddrPool: Array.isArray(req.DefaultAddrPool) && req.DefaultAddrPool.length ? req.DefaultAddrPool : ['10.0.0.0/8'],
           SubnetSize: Number(req.SubnetSize) || 24,
           ...(spec.EncryptionConfig?.AutoLockManagers ? { UnlockKey: sealer(this.certs.dataKey).seal(Buffer.from(newUnlockKey())) } : {}),
@@ -223,6 +253,7 @@ export class ClusterService extends SwarmNode {
         throw new InvalidParameter('at least 1 RemoteAddr is required to join');
       }
       const { listen, advertise } = addresses(req, this.deps.host);
+      const dataAddr = dataPathAddr(req, this.deps.host);
       const host = this.deps.host;
       this.phase = 'pending';
       try {
@@ -238,6 +269,7 @@ export class ClusterService extends SwarmNode {
               csr,
               advertiseAddr: advertise.host,
               swarmPort: advertise.port,
+              ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
               availability: req.Availability,
               description: d,
             });
@@ -250,6 +282,7 @@ export class ClusterService extends SwarmNode {
               listenAddr: joinHostPort(listen.host, listen.port),
               advertiseAddr: advertise.host,
               swarmPort: advertise.port,
+              ...(dataAddr ? { dataPathAddr: dataAddr } : {}),
               managers: answer.managers,
               etcdEndpoints: answer.etcdEndpoints,
             };
@@ -306,6 +339,7 @@ export class ClusterService extends SwarmNode {
           .catch((err: unknown) => log.warn('swarm: could not demote this node before it leaves', { error: String(err) }));
         await removeMember(m.store.client, nodeId).catch((err: unknown) => log.warn('swarm: could not remove this node\'s etcd member', { error: String(err) }));
       }
+      for (const fn of this.leaveHooks) await fn().catch((err: unknown) => log.warn('swarm: a step of leaving failed', { error: String(err) }));
       await this.agent?.removeAll().catch(() => undefined);
       await this.teardown();
       await this.deps.host.wipe();

@@ -7,21 +7,23 @@
  *   for the role the token gives), and for a manager the etcd member list it starts its own member with (the
  *   member is added as a learner and promoted once it runs);
  * - with a node certificate only: `GET /session`, a stream of the node's assignments (one JSON line with its
- *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (the node's
- *   session key lives on a lease of 3 heartbeat periods: when it expires the leader marks the node down),
+ *   tasks and only those tasks' secrets and configs, again after every change), `POST /heartbeat` (keeps
+ *   the node's session, see sessions.ts; `{"Stopping": true}` announces a daemon that stops or restarts),
  *   `POST /status` (a task's state, for tasks of that node only), `POST /logs/<id>` (a task log this
  *   manager asked the node for, see remotelogs.ts) and `POST /renew` (a new certificate for the node's
  *   request, for the role it holds: see certs.ts).
  *
  * The joining node's requests and the worker's side (WorkerSession) are in worker.ts.
  */
+import net from 'node:net';
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { randomBytes } from 'node:crypto';
-import { InvalidParameter } from '../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
 import { log } from '../../util/log.js';
-import { nodeNetworks } from './network/attachments.js';
+import { NetworkAllocator, nodeNetworks } from './network/attachments.js';
+import { attachContainer, attachmentsOf, detachContainer, managerAttachments, type AttachmentSource } from './network/attachable.js';
 import { withNetworkKeys } from './network/keys.js';
 import type { ClusterHost, ManagerKeys, NodeCertificates } from '../../host/cluster.js';
 import type { Sealer } from './crypt.js';
@@ -29,7 +31,8 @@ import { issueNodeCertificate, needsRenewal, renewFor, tlsInfo } from './certs.j
 import type { NodeDescription } from './cluster.js';
 import type { LogRequests } from './remotelogs.js';
 import { applyTaskStatus } from './status.js';
-import { key, type ClusterStore } from './store.js';
+import { NodeSessions } from './sessions.js';
+import type { ClusterStore } from './store.js';
 import { caDigest, parseJoinToken, sameToken } from './tokens.js';
 import { newObjectId, now, type Obj } from './types.js';
 
@@ -90,16 +93,27 @@ export interface DispatcherOptions {
 
 export class DispatcherServer {
   private server?: https.Server;
-  private readonly leases = new Map<string, { lease: ReturnType<ClusterStore['client']['lease']>; ttl: number }>();
+  private readonly sessions: NodeSessions;
   private joining: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly opts: DispatcherOptions) {}
+  /** Gives standalone containers' attachments their addresses: those of the nodes and this manager's own. */
+  private readonly allocator: NetworkAllocator;
+
+  constructor(private readonly opts: DispatcherOptions) {
+    this.sessions = new NodeSessions(opts.store, opts.heartbeatSeconds);
+    this.allocator = new NetworkAllocator(opts.store);
+  }
+
+  /** The attachment part of this manager's own agent source (network/attachable.ts), with the same allocator. */
+  localAttachments(nodeId: string): AttachmentSource {
+    return managerAttachments(this.opts.store, this.allocator, nodeId);
+  }
 
   async listen(): Promise<void> {
     const { certs } = this.opts;
     const server = https.createServer({ key: certs.key, cert: certs.cert, ca: certs.ca, requestCert: true, rejectUnauthorized: false }, (req, res) => {
       this.handle(req, res).catch((err: unknown) => {
-        const status = err instanceof InvalidParameter ? 400 : 500;
+        const status = err instanceof InvalidParameter ? 400 : err instanceof Forbidden ? 403 : err instanceof NotFound ? 404 : err instanceof Conflict ? 409 : 500;
         if (!res.headersSent) send(res, status, { message: err instanceof Error ? err.message : String(err) });
         else res.destroy();
       });
@@ -123,13 +137,13 @@ export class DispatcherServer {
   }
 
   async close(): Promise<void> {
+    this.sessions.close();
     const server = this.server;
     this.server = undefined;
     if (server) {
       server.close();
       server.closeAllConnections();
     }
-    this.leases.clear();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -157,8 +171,8 @@ export class DispatcherServer {
     }
     if (req.method === 'GET' && url.pathname === '/session') return this.session(peer.nodeId, req, res);
     if (req.method === 'POST' && url.pathname === '/heartbeat') {
-      req.resume();
-      await this.heartbeat(peer.nodeId, req.socket.remoteAddress ?? '');
+      if ((await readBody(req)).Stopping === true) this.sessions.announceStop(peer.nodeId);
+      await this.sessions.heartbeat(peer.nodeId, req.socket.remoteAddress ?? '');
       send(res, 200, { Period: this.opts.heartbeatSeconds() * 1e9 });
       return;
     }
@@ -184,6 +198,13 @@ export class DispatcherServer {
       send(res, 200, {});
       return;
     }
+    if (req.method === 'POST' && (url.pathname === '/attach' || url.pathname === '/detach')) {
+      // A standalone container of the node on an attachable network (network/attachable.ts).
+      const body = await readBody(req);
+      if (url.pathname === '/attach') send(res, 200, await attachContainer(this.opts.store, this.allocator, peer.nodeId, body));
+      else send(res, 200, await detachContainer(this.opts.store, peer.nodeId, body).then(() => ({})));
+      return;
+    }
     if (req.method === 'POST' && url.pathname.startsWith('/logs/')) {
       // A node's stream of a task log this manager asked for (remotelogs.ts): read by the request's reader.
       if (!this.opts.logs?.accept(decodeURIComponent(url.pathname.slice('/logs/'.length)), peer.nodeId, req)) {
@@ -198,54 +219,35 @@ export class DispatcherServer {
     send(res, 404, { message: 'not found' });
   }
 
-  /** Keeps the node's session key alive for 3 heartbeat periods from now. */
-  private async heartbeat(nodeId: string, remote: string): Promise<void> {
-    const ttl = Math.max(3, 3 * this.opts.heartbeatSeconds());
-    let held = this.leases.get(nodeId);
-    if (held && (held.lease.revoked() || held.ttl !== ttl)) {
-      this.leases.delete(nodeId);
-      held = undefined;
-    }
-    if (held) {
-      try {
-        await held.lease.keepaliveOnce();
-        if (this.opts.store.get('sessions', nodeId)) return;
-      } catch {
-        this.leases.delete(nodeId);
-      }
-    }
-    const lease = this.opts.store.client.lease(ttl, { autoKeepAlive: false });
-    lease.on('lost', () => {
-      if (this.leases.get(nodeId)?.lease === lease) this.leases.delete(nodeId);
-    });
-    const node = this.opts.store.get('nodes', nodeId)?.obj;
-    await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: node?.Status?.Addr || remote.replace(/^::ffff:/, '') }));
-    this.leases.set(nodeId, { lease, ttl });
-  }
-
   private async session(nodeId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
-    await this.heartbeat(nodeId, req.socket.remoteAddress ?? '');
-    let timer: NodeJS.Timeout | undefined;
-    let last = '';
-    const push = () => {
-      timer = undefined;
-      const message = JSON.stringify(this.assignments(nodeId));
-      if (message === last) return;
-      last = message;
-      res.write(message + '\n');
-    };
-    const unsubscribe = this.opts.store.onChange((kind, id) => {
-      if (kind === 'names' || (kind === 'sessions' && id !== nodeId)) return;
-      timer ??= setTimeout(push, 50);
-    });
-    // A line now and then keeps the connection known to be alive on both sides.
-    const keepalive = setInterval(() => res.write('\n'), 5000);
-    push();
-    await new Promise<void>((resolve) => res.once('close', () => resolve()));
-    unsubscribe();
-    clearInterval(keepalive);
-    if (timer) clearTimeout(timer);
+    const stream = this.sessions.streamOpened(nodeId);
+    const closed = new Promise<void>((resolve) => res.once('close', () => resolve()));
+    try {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      await this.sessions.heartbeat(nodeId, req.socket.remoteAddress ?? '');
+      let timer: NodeJS.Timeout | undefined;
+      let last = '';
+      const push = () => {
+        timer = undefined;
+        const message = JSON.stringify(this.assignments(nodeId));
+        if (message === last) return;
+        last = message;
+        res.write(message + '\n');
+      };
+      const unsubscribe = this.opts.store.onChange((kind, id) => {
+        if (kind === 'names' || (kind === 'sessions' && id !== nodeId)) return;
+        timer ??= setTimeout(push, 50);
+      });
+      // A line now and then keeps the connection known to be alive on both sides.
+      const keepalive = setInterval(() => res.write('\n'), 5000);
+      push();
+      await closed;
+      unsubscribe();
+      clearInterval(keepalive);
+      if (timer) clearTimeout(timer);
+    } finally {
+      this.sessions.streamClosed(nodeId, stream);
+    }
   }
 
   /** What a node gets: its tasks, and the secrets and configs those tasks use (and nothing else). */
@@ -269,7 +271,11 @@ export class DispatcherServer {
     const managers = store.list('nodes').filter((n) => n.obj.ManagerStatus).map((n) => n.obj.ManagerStatus.Addr as string);
     const role = store.get('nodes', nodeId)?.obj.Spec?.Role;
     const logs = store.list('logs').map((e) => e.obj).filter((r) => r.NodeID === nodeId);
-    return { HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId), TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs, ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal) };
+    return {
+      HeartbeatPeriod: this.opts.heartbeatSeconds(), Managers: managers, Role: role, RenewCertificate: needsRenewal(store, nodeId),
+      TrustRoot: store.get('cluster', 'default')?.obj.TLSInfo?.TrustRoot, Tasks: tasks, Secrets: secrets, Configs: configs, Logs: logs,
+      Attachments: attachmentsOf(store, nodeId), ...withNetworkKeys(nodeNetworks(store, nodeId), store, this.opts.seal),
+    };
   }
 
   private async join(body: Obj): Promise<Obj> {
@@ -284,6 +290,7 @@ export class DispatcherServer {
     else if (sameToken(body.token, cluster.JoinTokens.Manager)) role = 'manager';
     else throw new InvalidParameter('rpc error: code = InvalidArgument desc = A valid join token is necessary to join this cluster');
     const advertise = String(body.advertiseAddr ?? '');
+    const dataPathAddr = typeof body.dataPathAddr === 'string' && net.isIPv4(body.dataPathAddr) ? body.dataPathAddr : undefined;
     const swarmPort = Number(body.swarmPort) || 2377;
     const nodeId = newObjectId(randomBytes(16));
     const cert = await issueNodeCertificate(this.opts, String(body.csr ?? ''), { nodeId, role, ips: [advertise] });
@@ -303,6 +310,7 @@ export class DispatcherServer {
         TLSInfo: tlsInfo(cluster.TLSInfo.TrustRoot),
       },
       Status: { State: 'down', Addr: advertise },
+      ...(dataPathAddr ? { DataPathAddr: dataPathAddr } : {}),
       ...(role === 'manager' ? { ManagerStatus: { Reachability: 'unreachable', Addr: managerAddr } } : {}),
     };
     const managers = this.managerAddrs(nodeId);

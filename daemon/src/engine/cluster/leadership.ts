@@ -58,6 +58,16 @@ export async function holdSession(store: ClusterStore, nodeId: string, addr: str
   return { revoke: () => within(2000, lease.revoke()) };
 }
 
+/**
+ * Moves a manager's session key to a lease of `seconds` that nothing renews, before its etcd member leaves the
+ * cluster (a demotion) and its own lease with it: the node stays ready until its worker session, on a
+ * dispatcher's lease, takes the key over.
+ */
+export async function bridgeSession(store: ClusterStore, nodeId: string, addr: string, seconds: number): Promise<void> {
+  const lease = store.client.lease(seconds, { autoKeepAlive: false });
+  await lease.put(key('sessions', nodeId)).value(JSON.stringify({ NodeID: nodeId, Addr: addr }));
+}
+
 /** Campaigns for leadership until stopped: the leader key lives on a short lease; the leader runs the orchestrator. */
 export function campaign(parts: ManagerParts, nodeId: string): () => Promise<void> {
   const store = parts.store;

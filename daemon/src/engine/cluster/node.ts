@@ -14,7 +14,7 @@ import { lockKeys, type SwarmKeys } from './autolock.js';
 import { sealer, type Sealer } from './crypt.js';
 import { DispatcherServer, WorkerSession, requestCertificate, type JoinAnswer } from './dispatcher.js';
 import { connectStore, memberOptions, removeMember, waitPromoted } from './etcd.js';
-import { campaign, holdSession, type ManagerParts } from './leadership.js';
+import { bridgeSession, campaign, holdSession, type ManagerParts } from './leadership.js';
 import { LogRequests, LogShipper, type LogReadOptions, type LogRecord } from './remotelogs.js';
 import { ClusterObjects } from './objects.js';
 import { ClusterNetworks } from './network/networks.js';
@@ -231,7 +231,7 @@ export class SwarmNode {
       managerJoined: async () => undefined,
     });
     await this.dispatcher.listen();
-    this.agent = new Agent(state.nodeId, this.localSource(store, state.nodeId, seal), this.deps.containers, this.deps.host, this.logShipper());
+    this.agent = new Agent(state.nodeId, { ...this.localSource(store, state.nodeId, seal), ...this.dispatcher.localAttachments(state.nodeId) }, this.deps.containers, this.deps.host, this.logShipper());
     this.agent.start();
     this.renewal.plan(certValidity(this.certs!.cert));
     if (needsRenewal(store, state.nodeId)) this.renewal.now();
@@ -281,7 +281,7 @@ export class SwarmNode {
       },
       config: (id) => store.get('configs', id)?.obj,
       onChange: (fn) => store.onChange((kind) => {
-        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'netkeys') fn();
+        if (kind === 'tasks' || kind === 'secrets' || kind === 'configs' || kind === 'networks' || kind === 'netkeys' || kind === 'attachments') fn();
       }),
       report: async (taskId, status) => {
         await applyTaskStatus(store, taskId, status);
@@ -327,7 +327,7 @@ export class SwarmNode {
       if (answer.role !== 'manager') return;
       this.agent?.stop();
       this.agent = undefined;
-      worker.stop();
+      await worker.stop({ announce: true }); // its session lives out its lease through the promotion
       this.worker = undefined;
       const previous = this.certs!;
       // The etcd member reads the certificate files: the manager's certificate is on disk before it starts.
@@ -362,7 +362,8 @@ export class SwarmNode {
       if (!m || !state || state.role !== 'manager') return;
       const others = m.store.list('nodes').filter((n) => n.obj.ManagerStatus && n.obj.ID !== state.nodeId).map((n) => n.obj.ManagerStatus.Addr as string);
       if (others.length === 0) return;
-      // Out of etcd's membership first (the member stops then), while the others keep their quorum.
+      // Out of etcd's membership first (the member stops then), while the others keep their quorum (see bridgeSession).
+      await bridgeSession(m.store, state.nodeId, state.advertiseAddr, Math.max(10, 3 * heartbeatSeconds(m.store)));
       await removeMember(m.store.client, state.nodeId);
       const { key: nodeKey, csr } = await this.deps.host.createKeyAndRequest();
       let answer: JoinAnswer | undefined;
@@ -377,7 +378,6 @@ export class SwarmNode {
       this.dispatcher = undefined;
       this.manager = undefined;
       await m.leaderStop?.();
-      await m.session?.revoke();
       await m.store.close().catch(() => undefined);
       await m.etcd.stop();
       await this.deps.host.wipeEtcd();
@@ -430,7 +430,8 @@ export class SwarmNode {
     this.renewal.stop();
     await this.agent?.halt();
     this.agent = undefined;
-    this.worker?.stop();
+    // A daemon that only stops tells its manager, so that its node is not taken for dead before its lease ends.
+    await this.worker?.stop({ announce: opts.keepSession });
     this.worker = undefined;
     await this.dispatcher?.close();
     this.dispatcher = undefined;

@@ -36,6 +36,8 @@ export class ClusterObjects {
   // -- nodes --
   nodeView(e: Entry): Obj {
     const v = this.store.view(e);
+    // The node's data path address stays inside the engine (Docker's node object has no such field).
+    delete v.DataPathAddr;
     // The swarm's root, and the issuer of the node's last certificate (see rootca.ts).
     if (v.Description) v.Description = { ...v.Description, TLSInfo: nodeTLSInfo(this.store, v) };
     if (v.ManagerStatus) v.ManagerStatus = { ...v.ManagerStatus, Leader: this.leaderId() === v.ID || undefined };

@@ -179,6 +179,8 @@ export class Orchestrator {
         else await this.desire(t, 'remove');
       }
     }
+    // Standalone containers' attachments (network/attachable.ts) of nodes that were removed go too.
+    for (const a of this.store.list('attachments')) if (!nodes.has(a.obj.NodeID)) await this.store.remove('attachments', a.obj.ID, { fence: this.fence });
     for (const r of this.store.list('restarts')) {
       if (!services.has(r.obj.ServiceID)) await this.store.remove('restarts', r.obj.ID, { fence: this.fence });
     }

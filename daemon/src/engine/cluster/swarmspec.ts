@@ -24,6 +24,7 @@ export function nodeObject(d: NodeDescription, ca: string | undefined, nodeId: s
       TLSInfo: ca ? tlsInfo(ca) : undefined,
     },
     Status: { State: 'ready', Addr: state.advertiseAddr },
+    ...(state.dataPathAddr ? { DataPathAddr: state.dataPathAddr } : {}),
   };
   if (role === 'manager') node.ManagerStatus = { Reachability: 'reachable', Addr: joinHostPort(state.advertiseAddr, state.swarmPort) };
   return node;

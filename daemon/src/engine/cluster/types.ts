@@ -6,7 +6,7 @@
 export type Obj = Record<string, any>;
 
 /** The kinds of objects, each under its own prefix of the store. */
-export type Kind = 'cluster' | 'nodes' | 'services' | 'tasks' | 'secrets' | 'configs' | 'sessions' | 'leader' | 'networks' | 'logs' | 'restarts' | 'netkeys' | 'certs';
+export type Kind = 'cluster' | 'nodes' | 'services' | 'tasks' | 'secrets' | 'configs' | 'sessions' | 'leader' | 'networks' | 'logs' | 'restarts' | 'netkeys' | 'certs' | 'attachments';
 
 /** Task states in swarmkit's order: a task's observed state only moves up this list. */
 export const TASK_STATES = [

@@ -6,7 +6,8 @@
 import { X509Certificate } from 'node:crypto';
 import https from 'node:https';
 import type { ClientRequest } from 'node:http';
-import { InvalidParameter } from '../../errors.js';
+import { Conflict, Forbidden, InvalidParameter, NotFound } from '../../errors.js';
+import type { AttachAnswer, AttachRequest, AttachmentSource } from './network/attachable.js';
 import type { AgentSource } from './agent.js';
 import type { NodeNetworks } from './network/plane.js';
 import type { NodeCertificates } from '../../host/cluster.js';
@@ -111,11 +112,15 @@ export interface WorkerSessionOptions {
 }
 
 /** A worker's link to the managers: the assignments stream, heartbeats and task states. */
-export class WorkerSession implements AgentSource {
-  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks; logs: Obj[] } = { tasks: [], secrets: new Map(), configs: new Map(), logs: [] };
+export class WorkerSession implements AgentSource, AttachmentSource {
+  private current: { tasks: Obj[]; secrets: Map<string, Obj>; configs: Map<string, Obj>; networks?: NodeNetworks; logs: Obj[]; attachments: Obj[] } = {
+    tasks: [], secrets: new Map(), configs: new Map(), logs: [], attachments: [],
+  };
   private listeners: Array<() => void> = [];
   private stopped = false;
   private active?: ClientRequest;
+  /** The manager the assignments stream is open to, once it answered. */
+  private streamAddr?: { host: string; port: number };
   private heartbeatTimer?: NodeJS.Timeout;
   private period = 5;
   private managerIndex = 0;
@@ -132,19 +137,29 @@ export class WorkerSession implements AgentSource {
 
   start(): void {
     this.connect();
+    // Heartbeats go to the manager of the assignments stream: its lease carries the node's session, and it
+    // ends the session soon after the stream closes unannounced.
     const beat = () => {
       if (this.stopped) return;
-      void this.call('POST', '/heartbeat', {}).catch(() => undefined).finally(() => {
+      void this.call('POST', '/heartbeat', {}, { addr: this.streamAddr }).catch(() => undefined).finally(() => {
         if (!this.stopped) this.heartbeatTimer = setTimeout(beat, this.period * 1000);
       });
     };
     this.heartbeatTimer = setTimeout(beat, 1000);
   }
 
-  stop(): void {
+  /**
+   * Ends the session's stream and heartbeats. `announce`: the daemon only stops or restarts (its tasks keep
+   * running), and tells the manager of its stream first, so that the close is not taken for its death.
+   */
+  async stop(opts: { announce?: boolean } = {}): Promise<void> {
     this.stopped = true;
-    this.active?.destroy();
     if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
+    const addr = this.streamAddr;
+    if (opts.announce && addr && this.active) {
+      await this.call('POST', '/heartbeat', { Stopping: true }, { addr, timeoutMs: 1000 }).catch(() => undefined);
+    }
+    this.active?.destroy();
   }
 
   private target(): { host: string; port: number } | undefined {
@@ -161,11 +176,15 @@ export class WorkerSession implements AgentSource {
     if (!addr) return;
     const { certs } = this.opts;
     let buffered = '';
+    let served = false;
     const retry = () => {
       if (this.stopped || this.active !== req) return;
+      // A stream that served assignments is replaced at once: its manager ends the session of a node whose
+      // stream closed unannounced one heartbeat period later.
       this.active = undefined;
+      this.streamAddr = undefined;
       this.managerIndex++;
-      setTimeout(() => this.connect(), 500).unref();
+      setTimeout(() => this.connect(), served ? 50 : 500).unref();
     };
     const req = https.request(
       {
@@ -178,6 +197,7 @@ export class WorkerSession implements AgentSource {
           retry();
           return;
         }
+        this.streamAddr = addr;
         res.setEncoding('utf8');
         res.on('data', (text: string) => {
           buffered += text;
@@ -185,7 +205,9 @@ export class WorkerSession implements AgentSource {
           while ((nl = buffered.indexOf('\n')) >= 0) {
             const line = buffered.slice(0, nl).trim();
             buffered = buffered.slice(nl + 1);
-            if (line) this.apply(line);
+            if (!line) continue;
+            this.apply(line);
+            served = true;
           }
         });
         res.on('end', retry);
@@ -216,6 +238,7 @@ export class WorkerSession implements AgentSource {
       secrets: new Map((msg.Secrets ?? []).map((s: Obj) => [s.ID, s])),
       configs: new Map((msg.Configs ?? []).map((c: Obj) => [c.ID, c])),
       logs: Array.isArray(msg.Logs) ? msg.Logs : [],
+      attachments: Array.isArray(msg.Attachments) ? msg.Attachments : [],
       ...(Array.isArray(msg.Networks) ? { networks: { DataPathPort: Number(msg.DataPathPort) || 4789, LocalAddr: String(msg.LocalAddr ?? ''), Networks: msg.Networks, ...(msg.Ingress ? { Ingress: msg.Ingress } : {}), ...(Array.isArray(msg.Keys) ? { Keys: msg.Keys, PrimaryKey: Number(msg.PrimaryKey) } : {}) } } : {}),
     };
     this.received = true;
@@ -243,17 +266,48 @@ export class WorkerSession implements AgentSource {
     return this.call('POST', '/certificate', { csr, swarmPort }) as Promise<JoinAnswer>;
   }
 
-  private async call(method: string, path: string, body: unknown): Promise<Obj> {
-    const addr = this.target();
+  private async call(method: string, path: string, body: unknown, opts: { addr?: { host: string; port: number }; timeoutMs?: number } = {}): Promise<Obj> {
+    const addr = opts.addr ?? this.target();
     if (!addr) throw new Error('no manager known');
     const { certs } = this.opts;
-    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: path === '/certificate' || path === '/renew' ? 30_000 : 5000 });
+    const timeoutMs = opts.timeoutMs ?? (path === '/certificate' || path === '/renew' ? 30_000 : 5000);
+    const res = await request(addr, method, path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs });
     if (res.status !== 200) throw new Error(`the manager answered ${res.status}: ${res.text}`);
     return JSON.parse(res.text || '{}') as Obj;
   }
 
   ready(): boolean {
     return this.received;
+  }
+
+  attachments(): Obj[] {
+    return this.current.attachments;
+  }
+
+  /** An address of an attachable network for a container of this node, from a manager (its errors kept as they are). */
+  async attach(body: AttachRequest): Promise<AttachAnswer> {
+    return (await this.managerCall('/attach', body)) as AttachAnswer;
+  }
+
+  async detach(body: { ID: string }): Promise<void> {
+    await this.managerCall('/detach', body);
+  }
+
+  private async managerCall(path: string, body: unknown): Promise<Obj> {
+    const addr = this.target();
+    if (!addr) throw new Error('no manager known');
+    const { certs } = this.opts;
+    const res = await request(addr, 'POST', path, { ca: certs.ca, cert: certs.cert, key: certs.key, body, timeoutMs: 10_000 });
+    let parsed: Obj = {};
+    try {
+      parsed = JSON.parse(res.text || '{}') as Obj;
+    } catch {
+      // Reported below.
+    }
+    if (res.status === 200) return parsed;
+    const message = String(parsed.message ?? `the manager answered ${res.status}`);
+    const kind = { 400: InvalidParameter, 403: Forbidden, 404: NotFound, 409: Conflict }[res.status];
+    throw kind ? new kind(message) : new Error(message);
   }
 
   tasks(): Obj[] {

@@ -32,6 +32,7 @@ export async function configureNetworks(ctx: ContainerContext, ref: string, chan
       NetworkMode: (hc.NetworkMode as string | undefined) ?? '',
       EndpointsConfig: structuredClone(record.EndpointsConfig ?? {}),
       Dns: (hc.Dns as string[] | null | undefined) ?? undefined,
+      Sandbox: (await ctx.deps.sandboxes?.hasPolicy(record)) === true,
     });
     if (!next) return;
     // A running container that now has the embedded DNS server (it joined a user-defined network) resolves

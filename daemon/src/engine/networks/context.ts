@@ -11,6 +11,7 @@ import { NetworkStore, type NetworkEntry } from './store.js';
 import type { StateStore } from '../../state/state.js';
 import type { NetworkHost } from '../../host/host.js';
 import type { NetworkPlugins } from './remote.js';
+import type { SwarmAttacher } from './swarm.js';
 import type { IPAMPool, NetworkRecord } from './types.js';
 
 export const PREDEFINED_NETWORKS = ['bridge', 'host', 'none'] as const;
@@ -71,6 +72,8 @@ export class NetworkContext {
   readonly ulaPool: Subnet6;
   /** Network and IPAM drivers of plugins, once the daemon has them. */
   plugins: NetworkPlugins | undefined;
+  /** The swarm's networks for standalone containers, once the daemon has its cluster part. */
+  swarm: SwarmAttacher | undefined;
 
   constructor(
     readonly host: NetworkHost,
@@ -97,7 +100,7 @@ export class NetworkContext {
    * start from the running containers' records (recover).
    */
   async saveEndpoints(entry: NetworkEntry): Promise<void> {
-    if (entry.network.Driver === 'bridge' || entry.remote) await this.store.save(entry);
+    if (entry.network.Driver === 'bridge' || entry.network.Driver === 'overlay' || entry.remote) await this.store.save(entry);
   }
 
   mtuOf(entry: NetworkEntry): number {

@@ -40,7 +40,10 @@ export function dnsAnswers(ctx: NetworkContext, containerId: string): DnsAnswers
         if (linkTarget(entry.endpoints.get(containerId)!, name, entry.network.Name.toLowerCase()) !== undefined) continue;
         resolveIn(entry, name);
       }
-      return found.length > 0 ? found : undefined;
+      if (found.length > 0) return found;
+      // On swarm networks: services (VIP or tasks), tasks.<service> and containers of other nodes.
+      const swarmIds = shared.filter((e) => e.network.Driver === 'overlay').map((e) => e.network.Id);
+      return swarmIds.length > 0 ? ctx.swarm?.lookup(swarmIds, name) : undefined;
     },
     upstreams: () => {
       for (const entry of ctx.entries.values()) {

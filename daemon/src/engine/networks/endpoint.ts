@@ -12,6 +12,7 @@ import type { NetworkEntry } from './store.js';
 import type { EndpointRecord, EndpointRequest, EndpointSettings } from './types.js';
 import { ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
 import { joinRemote, leaveRemote } from './remote.js';
+import { leaveSwarm } from './swarm.js';
 
 function randomInterfaceName(): string {
   return `veth${newId().slice(0, 7)}`;
@@ -56,7 +57,7 @@ export function containerNetworks(ctx: NetworkContext, containerId: string): Rec
   const out: Record<string, EndpointSettings> = {};
   for (const entry of ctx.entries.values()) {
     const ep = entry.endpoints.get(containerId);
-    if (ep) out[entry.network.Name] = endpointSettings(ctx, entry.network.Id, ep);
+    if (ep && !ep.gateway) out[entry.network.Name] = endpointSettings(ctx, entry.network.Id, ep);
   }
   return out;
 }
@@ -139,6 +140,7 @@ function deliversDirectly(ctx: NetworkContext, entry: NetworkEntry): boolean {
 /** Deletes the endpoint's host interface, if it has one (the container's end goes with it), its direct delivery first. */
 export async function unplug(ctx: NetworkContext, entry: NetworkEntry, ep: EndpointRecord): Promise<void> {
   if (ep.remote) return leaveRemote(ctx, entry, ep);
+  if (ep.swarmAttachment) return leaveSwarm(ctx, entry, ep, { unplug: true, wait: true });
   if (!ep.hostInterface) return;
   await undirect(ctx, entry, ep);
   await ctx.host.removeInterface(ep.hostInterface);

@@ -61,8 +61,16 @@ function view(ctx: NetworkContext, entry: NetworkEntry, withContainers: boolean)
 
 export function inspect(ctx: NetworkContext, ref: string, opts: { scope?: string } = {}): NetworkView {
   const entry = ctx.find(ref);
+  // A swarm network's local record (swarm.ts): the swarm's view of it is shown instead.
+  if (entry.network.Driver === 'overlay') throw new NotFound(`network ${ref} not found`);
   if (opts.scope && opts.scope !== entry.network.Scope) throw new NotFound(`network ${ref} not found`);
   return view(ctx, entry, true);
+}
+
+/** The containers of this node on a swarm network (its local record's endpoints), as inspect shows them. */
+export function swarmContainers(ctx: NetworkContext, networkId: string): NetworkView['Containers'] {
+  const entry = ctx.entries.get(networkId);
+  return entry?.network.Driver === 'overlay' ? view(ctx, entry, true).Containers : {};
 }
 
 /** Lists networks; `filters` are validated by the api layer's key list (driver, id, label, name, type, scope, dangling). */
@@ -81,6 +89,7 @@ export function list(ctx: NetworkContext, filters: ReadonlyMap<string, string[]>
   const out: NetworkView[] = [];
   for (const entry of ctx.entries.values()) {
     const n = entry.network;
+    if (n.Driver === 'overlay') continue;
     const builtin = (PREDEFINED_NETWORKS as readonly string[]).includes(n.Name);
     const driver = filters.get('driver');
     if (driver?.length && !driver.includes(n.Driver)) continue;

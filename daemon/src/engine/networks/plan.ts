@@ -10,6 +10,7 @@ import type { NetworkEntry } from './store.js';
 import type { PlanExtras, PlanOptions, EndpointRequest, EndpointSettings, NetworkPlan } from './types.js';
 import { DETACHED_KEY, ipv4Pool, ipv6Pool, type NetworkContext } from './context.js';
 import { endpointSettings } from './endpoint.js';
+import { checkSwarmPorts, mayBeSwarm, placeholder, sandboxOnSwarm } from './swarm.js';
 
 export function planNetworks(ctx: NetworkContext, networkMode: string | undefined, networkingConfig: unknown, opts: PlanOptions = {}): NetworkPlan {
   const mode = networkMode === undefined || networkMode === '' || networkMode === 'default' ? 'bridge' : networkMode;
@@ -53,15 +54,17 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       // Docker creates the container and fails its start instead: a 404 from create makes the docker
       // CLI try to pull the image, hiding the real error. The engine chooses with deferUnknownNetwork.
       if (opts.deferUnknownNetwork) return { ...extras, mode: 'bridge', networkId: '', networkName: mode, endpoint: {} };
-      throw new NotFound(`network ${mode} not found`, { cause: err });
-    }
-    throw err;
+      // On a swarm node it may be a swarm network: the container asks for it when it joins (swarm.ts).
+      if (!mayBeSwarm(ctx)) throw new NotFound(`network ${mode} not found`, { cause: err });
+      entry = placeholder(mode);
+    } else throw err;
   }
   const name = entry.network.Name;
   const kind: 'bridge' | 'host' | 'none' = entry.network.Driver === 'host' ? 'host' : entry.network.Driver === 'null' ? 'none' : 'bridge';
   const endpoint: EndpointRequest = {};
   if (opts.macAddress) endpoint.macAddress = parseMac(opts.macAddress, 'Config.MacAddress');
   const extra: Array<{ networkId: string; networkName: string; endpoint: EndpointRequest }> = [];
+  const joined: NetworkEntry[] = [entry];
 
   for (const [key, raw] of Object.entries(configured)) {
     const field = `NetworkingConfig.EndpointsConfig.${key}`;
@@ -71,8 +74,9 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       try {
         target = ctx.find(key);
       } catch (err) {
-        if (err instanceof NotFound) throw new NotFound(`network ${key} not found`, { cause: err });
-        throw err;
+        if (err instanceof NotFound && mayBeSwarm(ctx)) target = placeholder(key);
+        else if (err instanceof NotFound) throw new NotFound(`network ${key} not found`, { cause: err });
+        else throw err;
       }
     }
     if (target === entry) {
@@ -80,12 +84,13 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
       continue;
     }
     // A second network: only bridge and plugin networks combine, and each is joined once.
-    if (kind !== 'bridge' || (target.network.Driver !== 'bridge' && !target.remote)) {
+    if (kind !== 'bridge' || (target.network.Driver !== 'bridge' && target.network.Driver !== 'overlay' && !target.remote)) {
       if (isEmptyObject(raw)) continue;
       throw new InvalidParameter(`${field}: a container on network ${name} cannot also be connected to network ${target.network.Name}`);
     }
-    if (extra.some((e) => e.networkId === target.network.Id)) continue;
+    if (extra.some((e) => (target.network.Id ? e.networkId === target.network.Id : e.networkName === target.network.Name))) continue;
     extra.push({ networkId: target.network.Id, networkName: target.network.Name, endpoint: parseEndpoint(ctx, target, raw, field) });
+    joined.push(target);
   }
   if (kind !== 'bridge' && endpoint.macAddress) {
     throw new InvalidParameter(`conflicting options: a MAC address cannot be set with network mode ${name}`);
@@ -94,6 +99,7 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
   if (extra.length > 0) plan.extra = extra;
   // Ports are published on bridge and plugin networks (to the endpoint's address); with host networking the
   // container's own sockets are the host's.
+  if (kind === 'bridge' && entry.network.Driver === 'overlay') checkSwarmPorts(name, entry.network.Internal, ports.length);
   if (kind === 'bridge' && ports.length > 0) {
     // An IPv6 host address forwards to the container's IPv6 address: its first network must have IPv6.
     const v6Binding = ports.find((p) => isIPv6HostIp(p.hostIp));
@@ -104,7 +110,9 @@ export function planNetworks(ctx: NetworkContext, networkMode: string | undefine
     }
     plan.ports = ports;
   }
-  if (kind === 'bridge' && (opts.sandbox || [entry, ...extra.map((e) => ctx.entries.get(e.networkId)!)].some((e) => !ctx.isPredefined(e)))) plan.embeddedDns = true;
+  const swarmNetwork = joined.find((e) => e.network.Driver === 'overlay');
+  if (opts.sandbox && swarmNetwork) throw new InvalidParameter(sandboxOnSwarm(swarmNetwork.network.Name));
+  if (kind === 'bridge' && (opts.sandbox || joined.some((e) => !ctx.isPredefined(e)))) plan.embeddedDns = true;
   return plan;
 }
 

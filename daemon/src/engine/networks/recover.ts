@@ -11,6 +11,7 @@ import { undirect } from './endpoint.js';
 import { portRulesOf, unpublish } from './publish.js';
 import { leaveRemote } from './remote.js';
 import { dnsAnswers } from './dns.js';
+import { dropUnused } from './swarm.js';
 
 export function recover(ctx: NetworkContext, live: ReadonlyMap<string, LiveContainer>): Promise<void> {
   return ctx.lock.run(async () => {
@@ -30,7 +31,9 @@ export function recover(ctx: NetworkContext, live: ReadonlyMap<string, LiveConta
         }
       }
       if (gone.length > 0) {
-        await ctx.saveEndpoints(entry);
+        // Their swarm attachments are released by the swarm's agent once it finds their containers gone.
+        if (entry.network.Driver === 'overlay' && entry.endpoints.size === 0) await dropUnused(ctx, entry);
+        else await ctx.saveEndpoints(entry);
         log.info('released network endpoints of containers that are not running', { network: entry.network.Name, count: gone.length });
       }
       for (const ep of gone) {

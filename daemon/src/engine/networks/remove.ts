@@ -40,7 +40,8 @@ export async function prune(ctx: NetworkContext, filters: ReadonlyMap<string, st
     const removed: string[] = [];
     for (const entry of [...ctx.entries.values()]) {
       const n = entry.network;
-      if (ctx.isPredefined(entry) || entry.endpoints.size > 0) continue;
+      // A swarm network's local record (swarm.ts) is the swarm's to remove.
+      if (ctx.isPredefined(entry) || entry.endpoints.size > 0 || entry.network.Driver === 'overlay') continue;
       if (untilNano !== undefined && BigInt(Date.parse(n.Created)) * 1_000_000n >= untilNano) continue;
       if (!matchLabels(filters.get('label'), n.Labels) || !matchNotLabels(filters.get('label!'), n.Labels)) continue;
       await destroy(ctx, entry);

@@ -11,11 +11,12 @@ import { NetworkContext, type EventPublisher, type NetworkServiceOptions } from 
 import { checkEndpoint, disconnect, disconnectedConfigured, disconnectOne } from './disconnect.js';
 import { serveDnsNow, servesDns } from './dns.js';
 import { containerNetworks, directPeers, hostInterfaces, renamed } from './endpoint.js';
-import { inspect, list, type NetworkView } from './inspect.js';
+import { inspect, list, swarmContainers, type NetworkView } from './inspect.js';
 import { planNetworks, plannedNetworks } from './plan.js';
 import { recover } from './recover.js';
 import { prune, remove } from './remove.js';
 import type { NetworkPlugins } from './remote.js';
+import type { SwarmAttacher } from './swarm.js';
 import type { NetworkEntry } from './store.js';
 import type { NetworkHost } from '../../host/host.js';
 import type { ContainerNetworkAttachment, ContainerNetworking, EndpointSettings, LiveContainer, NetworkPlan, PlanOptions } from './types.js';
@@ -55,6 +56,26 @@ export class NetworkService implements ContainerNetworking {
   /** Network and IPAM drivers of plugins (the daemon's plugins, once it has them). */
   setPlugins(plugins: NetworkPlugins): void {
     this.ctx.plugins = plugins;
+  }
+
+  /** The swarm's networks, for standalone containers on attachable overlays (the daemon's cluster part). */
+  setSwarm(swarm: SwarmAttacher): void {
+    this.ctx.swarm = swarm;
+  }
+
+  /** This node's containers on swarm networks. */
+  swarmEndpoints(): Array<{ networkId: string; containerId: string }> {
+    return [...this.ctx.entries.values()].filter((e) => e.network.Driver === 'overlay').flatMap((e) => [...e.endpoints.keys()].map((containerId) => ({ networkId: e.network.Id, containerId })));
+  }
+
+  /** Whether this node is in a swarm (a network unknown here may be a swarm network). */
+  inSwarm(): boolean {
+    return this.ctx.swarm?.active() === true;
+  }
+
+  /** The containers of this node on a swarm network, as network inspect lists them (none when it has none here). */
+  containersOf(networkId: string): NetworkView['Containers'] {
+    return swarmContainers(this.ctx, networkId);
   }
 
   /** The names of the networks whose driver or IPAM driver is `driver`. */

@@ -45,7 +45,8 @@ interface NetworkFile {
   remote?: RemoteState;
 }
 
-const ID = /^[0-9a-f]{64}$/;
+/** Local networks' ids are 64 hex digits; swarm networks' (their local records, swarm.ts) are swarmkit's 25 base-36 digits. */
+const ID = /^([0-9a-f]{64}|[0-9a-z]{25})$/;
 
 /** The store's folder under the data root. */
 const FOLDER = 'network';
@@ -63,7 +64,7 @@ export class NetworkStore {
   async load(): Promise<NetworkEntry[]> {
     const out: NetworkEntry[] = [];
     for (const name of await this.state.list(FOLDER, { mode: 0o700 })) {
-      const m = /^([0-9a-f]{64})\.json$/.exec(name);
+      const m = /^([0-9a-f]{64}|[0-9a-z]{25})\.json$/.exec(name);
       if (!m) continue;
       const file = await readJSON<NetworkFile>(this.state, `${FOLDER}/${name}`);
       if (!file) continue;

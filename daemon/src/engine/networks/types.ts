@@ -70,6 +70,13 @@ export interface EndpointRecord {
   linkLocalIPs?: string[];
   /** Joined through a network plugin (which made its interface): it leaves through the plugin too. */
   remote?: boolean;
+  /** On a swarm network: the id of the attachment the swarm's managers gave (released when it leaves). */
+  swarmAttachment?: string;
+  /**
+   * On the default bridge, the way out of a container whose first network is a swarm network (as Docker's
+   * docker_gwbridge): its default route and published ports; not one of the container's networks in inspect.
+   */
+  gateway?: boolean;
 }
 
 /** A container's endpoint in a network as container inspect and list show it (EndpointSettings). */

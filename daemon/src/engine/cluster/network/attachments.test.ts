@@ -70,3 +70,19 @@ test('an updated service keeps the VIPs of the networks it still joins, none in 
   assert.deepEqual(keptVips(spec(['n2', 'n3']), previous), [{ NetworkID: 'n2', Addr: '10.0.1.2/24' }]);
   assert.deepEqual(keptVips(spec(['n1'], 'dnsrr'), previous), []);
 });
+
+test('the tunnels go from and to each node\'s data path address, the advertise address where it has none', () => {
+  const store = storeOf({
+    nodes: [{ ID: 'a', Status: { Addr: '192.168.1.1' }, DataPathAddr: '172.16.0.1' }, { ID: 'b', Status: { Addr: '192.168.1.2' }, DataPathAddr: '172.16.0.2' }, { ID: 'c', Status: { Addr: '192.168.1.3' } }],
+    networks: [net],
+    services: [],
+    tasks: [task('t1', 'a', '10.0.0.3'), task('t2', 'b', '10.0.0.4'), task('t3', 'c', '10.0.0.5')],
+  });
+  const a = nodeNetworks(store, 'a');
+  assert.equal(a.DataPathPort, 4789);
+  assert.equal(a.LocalAddr, '172.16.0.1');
+  assert.deepEqual(a.Networks[0]!.Peers.map((p) => p.node), ['172.16.0.2', '192.168.1.3']);
+  const c = nodeNetworks(store, 'c');
+  assert.equal(c.LocalAddr, '192.168.1.3');
+  assert.deepEqual(c.Networks[0]!.Peers.map((p) => p.node), ['172.16.0.1', '172.16.0.2']);
+});

@@ -13,7 +13,7 @@
 import type { ClusterStore, Fence } from '../store.js';
 import { isTerminal, stateRank, type Obj } from '../types.js';
 import { allocateAddress, macOf } from './allocator.js';
-import { serviceNetworks, swarmNetwork } from './networks.js';
+import { serviceNetworks, swarmNetwork, tunnelAddr } from './networks.js';
 import { ingressNetwork, ingressPorts } from './ingress.js';
 import { isEncrypted } from './keys.js';
 
@@ -35,6 +35,8 @@ export class NetworkAllocator {
       for (const v of e.obj.Endpoint?.VirtualIPs ?? []) if (v.NetworkID === networkId) used.add(String(v.Addr).split('/')[0]!);
     }
     for (const a of Object.values(this.store.get('networks', networkId)?.obj.NodeAddrs ?? {})) used.add(String(a));
+    // Standalone containers' attachments (attachable.ts).
+    for (const e of this.store.list('attachments')) if (e.obj.NetworkID === networkId) for (const addr of e.obj.Addresses ?? []) used.add(String(addr).split('/')[0]!);
     const held = this.reserved.get(networkId);
     const t = Date.now();
     for (const [addr, until] of held ?? []) {
@@ -111,11 +113,15 @@ export interface NodeNetwork {
   Gateway: string;
   MTU: number;
   Internal: boolean;
+  /** Whether standalone containers may join it (absent: not attachable). */
+  Attachable?: boolean;
   /** `--opt encrypted`: VXLAN to other nodes is carried encrypted under the swarm's network keys. */
   Encrypted?: boolean;
   Peers: Array<{ address: string; mac: string; node: string }>;
   /** The services on the network: their names and aliases, VIP (endpoint mode vip) and running tasks' addresses. */
   Services: NetworkService[];
+  /** Standalone containers attached to the network on any node: their names and address (absent when none). */
+  Attached?: Array<{ Names: string[]; Address: string }>;
 }
 
 export interface NetworkService {
@@ -146,11 +152,13 @@ function networkServices(store: ClusterStore, networkId: string): NetworkService
 
 /** What node `nodeId` must build: the networks of its live tasks, their peers on other nodes, and where VXLAN goes. */
 export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPort: number; LocalAddr: string; Networks: NodeNetwork[]; Ingress?: NodeIngress } {
-  const addrs = new Map(store.list('nodes').map((e) => [e.obj.ID as string, e.obj.Status?.Addr as string | undefined]));
+  const addrs = new Map(store.list('nodes').map((e) => [e.obj.ID as string, tunnelAddr(e.obj)]));
   const cluster = store.get('cluster', 'default')?.obj;
   const tasks = store.list('tasks').map((e) => e.obj).filter(live);
   const needed = new Set<string>();
   for (const t of tasks) if (t.NodeID === nodeId) for (const a of t.NetworksAttachments ?? []) needed.add(a.Network?.ID);
+  const attached = store.list('attachments').map((e) => e.obj);
+  for (const a of attached) if (a.NodeID === nodeId) needed.add(a.NetworkID);
   // Every node serves the routing mesh while a service publishes through it, from its own ingress endpoint.
   const ingress = ingressNetwork(store);
   const meshServices = store.list('services').map((e) => e.obj).filter((s) => ingressPorts(s).length > 0);
@@ -174,6 +182,14 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
         }
       }
     }
+    for (const a of attached) {
+      const node = addrs.get(a.NodeID);
+      if (a.NetworkID !== id || a.NodeID === nodeId || !node) continue;
+      for (const addr of a.Addresses ?? []) {
+        const address = String(addr).split('/')[0]!;
+        peers.push({ address, mac: macOf(address), node });
+      }
+    }
     if (n.Ingress) {
       for (const [other, address] of Object.entries(n.NodeAddrs ?? {})) {
         const node = addrs.get(other);
@@ -183,7 +199,11 @@ export function nodeNetworks(store: ClusterStore, nodeId: string): { DataPathPor
     peers.sort((x, y) => x.address.localeCompare(y.address));
     // In the ingress network's sandbox the bridge holds the node's own endpoint, not the (shared) gateway.
     const gateway = n.Ingress ? ingressAddr! : n.Gateway;
-    networks.push({ ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, ...(isEncrypted(n) ? { Encrypted: true } : {}), Peers: peers, Services: n.Ingress ? [] : networkServices(store, id) });
+    const names = attached.filter((a) => a.NetworkID === id).map((a) => ({ Names: a.Names ?? [], Address: String(a.Addresses?.[0] ?? '').split('/')[0]! }));
+    networks.push({
+      ID: n.ID, Name: n.Name, VNI: n.VNI, Subnet: n.Subnet, Gateway: gateway, MTU: n.MTU, Internal: !!n.Internal, ...(isEncrypted(n) ? { Encrypted: true } : {}), Peers: peers,
+      Services: n.Ingress ? [] : networkServices(store, id), ...(names.length ? { Attached: names } : {}), ...(n.Attachable ? { Attachable: true } : {}),
+    });
   }
   const out = { DataPathPort: cluster?.DataPathPort ?? 4789, LocalAddr: addrs.get(nodeId) ?? '', Networks: networks };
   if (!ingress || !needed.has(ingress.ID)) return out;

@@ -16,6 +16,9 @@ export interface NetworksBackend {
   create(body: unknown): Promise<{ Id: string; Warning?: string }>;
   remove(ref: string): Promise<void>;
   prune?(filters: ReadonlyMap<string, string[]>): Promise<string[]>;
+  /** This node's containers on a swarm network (standalone ones on an attachable overlay). */
+  containersOf?(networkId: string): object;
+  connectable?(ref: string): void;
 }
 
 /** What the backend needs of the cluster: its networks when this node is a manager, and whether it is in a swarm at all. */
@@ -29,7 +32,7 @@ export interface SwarmNetworksSource {
 
 /** A worker's view of a swarm network, shaped as the network list shows it. */
 function workerView(n: NodeNetwork): Obj {
-  return networkResource({ ID: n.ID, Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, VNI: n.VNI, Internal: n.Internal, Labels: {}, Options: n.Encrypted ? { encrypted: '' } : {} });
+  return networkResource({ ID: n.ID, Name: n.Name, Subnet: n.Subnet, Gateway: n.Gateway, VNI: n.VNI, Internal: n.Internal, Attachable: !!n.Attachable, Labels: {}, Options: n.Encrypted ? { encrypted: '' } : {} });
 }
 
 function matches(values: string[] | undefined, text: string, what: string): boolean {
@@ -78,7 +81,8 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
     },
     inspect(ref, opts) {
       const networks = swarm.clusterNetworks();
-      const view = (e: { obj: Obj }) => (opts.verbose ? networks!.verbose(e.obj) : networkResource(e.obj));
+      const withContainers = (n: Obj) => ({ ...n, Containers: local.containersOf?.(n.Id) ?? {} });
+      const view = (e: { obj: Obj }) => withContainers(opts.verbose ? networks!.verbose(e.obj) : networkResource(e.obj));
       if (opts.scope === 'swarm') {
         const e = networks?.find(ref);
         if (!e) throw new NotFound(`network ${ref} not found`);
@@ -92,7 +96,7 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
         if (e) return view(e);
         const known = networks ? undefined : swarm.workerNetworks().find((n) => n.ID === ref || n.Name === ref || (ref.length > 0 && n.ID.startsWith(ref)));
         if (!known) throw err;
-        return workerView(known);
+        return withContainers(workerView(known));
       }
     },
     async create(body) {
@@ -111,6 +115,11 @@ export function withSwarmNetworks(local: NetworksBackend, cluster: () => SwarmNe
       const networks = swarm.clusterNetworks();
       if (!networks?.find(ref)) throw new NotFound(`network ${ref} not found`);
       return networks.remove(ref);
+    },
+    connectable(ref) {
+      // A worker knows only the swarm networks its node uses: the managers decide about the others (attachable.ts).
+      if (swarm.swarmRole() === 'worker') return;
+      this.inspect(ref, {});
     },
     ...(local.prune ? { prune: (filters: ReadonlyMap<string, string[]>) => local.prune!(filters) } : {}),
   };

@@ -24,6 +24,12 @@ export function lookupService(view: NodeNetworks | undefined, taskNetworks: read
         out.push(...(s.VIP ? [s.VIP] : s.Tasks));
       }
     }
+    // Standalone containers attached to the network, by their names and aliases.
+    for (const a of n.Attached ?? []) {
+      if (tasksOf !== undefined || !a.Names.some((x) => x.toLowerCase() === q)) continue;
+      found = true;
+      out.push(a.Address);
+    }
   }
   return found ? [...new Set(out)] : undefined;
 }

@@ -17,6 +17,9 @@ import { newObjectId, now, type Obj } from '../types.js';
 import { allocateSubnet, allocateVni, defaultGateway } from './allocator.js';
 import { ingressPorts } from './ingress.js';
 
+/** The underlay address of a node's VXLAN tunnels: its data path address, or else its advertise address. */
+export const tunnelAddr = (node: Obj | undefined): string | undefined => (node?.DataPathAddr as string | undefined) || (node?.Status?.Addr as string | undefined) || undefined;
+
 /** VXLAN costs 50 bytes of the underlay's 1500. */
 export const OVERLAY_MTU = 1450;
 /** An encrypted network's VXLAN packets travel as ESP in UDP, up to 45 bytes more: 1400 keeps them within 1500. */
@@ -170,9 +173,14 @@ export class ClusterNetworks {
           const node = nodes.get(t.NodeID);
           const address = (t.NetworksAttachments as Obj[]).find((a) => a.Network?.ID === n.ID)!.Addresses[0];
           if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
-          return { Name: `${s.Spec.Name}.${t.Slot ?? t.NodeID}.${t.ID}`, EndpointID: t.ID, EndpointIP: String(address).split('/')[0], Info: { 'Host IP': node?.Status?.Addr ?? '' } };
+          return { Name: `${s.Spec.Name}.${t.Slot ?? t.NodeID}.${t.ID}`, EndpointID: t.ID, EndpointIP: String(address).split('/')[0], Info: { 'Host IP': tunnelAddr(node) ?? '' } };
         }),
       };
+    }
+    // Nodes with standalone containers on the network are its peers too.
+    for (const a of this.store.list('attachments').map((e) => e.obj).filter((x) => x.NetworkID === n.ID)) {
+      const node = nodes.get(a.NodeID);
+      if (node) peers.set(node.ID, { Name: node.Description?.Hostname ?? node.ID, IP: node.Status?.Addr ?? '' });
     }
     return { ...networkResource(n), Peers: [...peers.values()], Services: services };
   }
@@ -183,6 +191,8 @@ export class ClusterNetworks {
     const users = this.store.list('services').filter((s) => serviceNetworks(s.obj.Spec).some((n) => n.Target === e.obj.ID));
     const meshUser = e.obj.Ingress ? this.store.list('services').find((s) => ingressPorts(s.obj).length > 0) : undefined;
     if (meshUser) throw new Conflict(`ingress network cannot be removed because service ${meshUser.obj.ID} depends on it`);
+    const attachment = this.store.list('attachments').find((a) => a.obj.NetworkID === e.obj.ID);
+    if (attachment) throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by task ${attachment.obj.ID}`);
     if (users.length > 0) {
       throw new Conflict(`rpc error: code = FailedPrecondition desc = network ${e.obj.Name} is in use by service ${users[0]!.obj.ID}`);
     }

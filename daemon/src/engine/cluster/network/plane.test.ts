@@ -10,6 +10,7 @@ function recordingHost(): { host: OverlayHost; calls: string[] } {
     ensureOverlay: async (spec) => void calls.push(`ensure ${spec.networkId}${spec.encrypted ? ' encrypted' : ''}`),
     setOverlayPeers: async (id: string, peers: OverlayPeer[]) => void calls.push(`peers ${id} ${peers.map((p) => p.address).join(',')}`),
     attachOverlay: async () => undefined,
+    detachOverlay: async () => undefined,
     balanceVips: async () => undefined,
     setIngress: async () => undefined,
     setOverlayEncryption: async (spec: OverlayEncryption | undefined) =>
@@ -57,4 +58,17 @@ test('an encrypted network gets its peers only once its traffic is encrypted, an
   calls.length = 0;
   await plane.stopEncryption();
   assert.deepEqual(calls, ['peers vault ', 'encrypt none']);
+});
+
+test('the ingress network\'s bridge takes the MAC the other nodes hold for the node\'s endpoint; other bridges keep their own', async () => {
+  const specs: Array<{ networkId: string; bridgeMac?: string; localAddr: string }> = [];
+  const { host } = recordingHost();
+  const plane = new OverlayPlane({ ...host, ensureOverlay: async (spec) => void specs.push(spec) });
+  await plane.reconcile({
+    DataPathPort: 4789,
+    LocalAddr: '172.16.0.2',
+    Networks: [network('plain', 4097, false), { ...network('ingress', 4096, false), Subnet: '10.0.0.0/24', Gateway: '10.0.0.7' }],
+    Ingress: { NetworkID: 'ingress', Address: '10.0.0.7', PrefixLen: 24, Ports: [] },
+  });
+  assert.deepEqual(specs.map((s) => [s.networkId, s.bridgeMac, s.localAddr]), [['plain', undefined, '172.16.0.2'], ['ingress', '02:42:0a:00:00:07', '172.16.0.2']]);
 });

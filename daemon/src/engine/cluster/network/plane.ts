@@ -5,7 +5,7 @@
  * default bridge's eth0, which keeps the container's way out).
  */
 import { log } from '../../../util/log.js';
-import type { OverlayEncryption, OverlayHost } from '../../../host/overlay.js';
+import type { OverlayAttachment, OverlayEncryption, OverlayHost } from '../../../host/overlay.js';
 import type { Obj } from '../types.js';
 import { macOf } from './allocator.js';
 import type { NodeIngress, NodeNetwork } from './attachments.js';
@@ -37,8 +37,17 @@ export class OverlayPlane {
 
   constructor(private readonly host: OverlayHost) {}
 
+  /** Passes of reconcile, one at a time (the agent's, and those of containers joining a network not built yet). */
+  private queue: Promise<unknown> = Promise.resolve();
+
   /** Brings the node's overlay networks to `want`. */
-  async reconcile(want: NodeNetworks | undefined): Promise<void> {
+  reconcile(want: NodeNetworks | undefined): Promise<void> {
+    const run = this.queue.then(() => this.reconcileNow(want));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async reconcileNow(want: NodeNetworks | undefined): Promise<void> {
     if (!want) return;
     const wanted = new Set(want.Networks.map((n) => n.ID));
     if (!this.cleaned) {
@@ -63,6 +72,8 @@ export class OverlayPlane {
         gateway: n.Gateway,
         prefixLen: Number(n.Subnet.split('/')[1]),
         mtu: n.MTU,
+        // In the ingress network the bridge holds the node's own endpoint, which the other nodes reach it at.
+        ...(n.ID === want.Ingress?.NetworkID ? { bridgeMac: macOf(n.Gateway) } : {}),
         ...(n.Encrypted ? { encrypted: true } : {}),
       };
       const specText = JSON.stringify(spec);
@@ -145,6 +156,19 @@ export class OverlayPlane {
       if (!address) continue;
       await this.host.attachOverlay({ networkId: id, pid, ifname: `eth${index++}`, address, prefixLen: Number(prefix), macAddress: macOf(address), mtu: n.MTU });
     }
+  }
+
+  /** Joins a standalone container to an attachable network this node builds (`networks` names it). */
+  async plug(spec: Omit<OverlayAttachment, 'mtu'>, networks: NodeNetworks): Promise<void> {
+    const n = networks.Networks.find((x) => x.ID === spec.networkId);
+    if (!n) throw new Error(`network ${spec.networkId} is not available on this node`);
+    if (!this.built.has(n.ID)) await this.reconcile(networks);
+    await this.host.attachOverlay({ ...spec, mtu: n.MTU });
+  }
+
+  /** Takes a standalone container's interface off an overlay network. */
+  unplug(pid: number, ifname: string): Promise<void> {
+    return this.host.detachOverlay(pid, ifname);
   }
 
   /**

@@ -150,6 +150,11 @@ export class LinuxClusterHost implements ClusterHost {
     return Object.values(os.networkInterfaces()).some((addrs) => (addrs ?? []).some((a) => a.address === ip));
   }
 
+  interfaceAddresses(name: string): string[] | undefined {
+    const addrs = os.networkInterfaces()[name];
+    return addrs && addrs.filter((a) => a.family === 'IPv4').map((a) => a.address);
+  }
+
   hostname(): string {
     return os.hostname();
   }

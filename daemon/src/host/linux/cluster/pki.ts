@@ -2,7 +2,8 @@
  * The swarm's certificates, made with the `openssl` command line (Node has no X.509 writer): an EC P-256 root
  * CA, node keys with their requests, and node certificates signed by the CA with swarmkit's subject (CN the
  * node id, OU `swarm-manager` or `swarm-worker`, O the cluster id) and names (the role, the node id, and on
- * managers `swarm-ca`), plus the node's advertise IP (etcd checks a peer's IP against its certificate).
+ * managers `swarm-ca`), plus the node's advertise IP (etcd checks a peer's IP against its certificate), for
+ * an exact validity; and a rotation's new root signed by the current one.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

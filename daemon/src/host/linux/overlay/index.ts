@@ -51,6 +51,7 @@ export class LinuxOverlayHost implements OverlayHost {
   async ensureOverlay(spec: OverlaySpec): Promise<void> {
     const ns = this.namespace(spec.networkId);
     if (!IPV4.test(spec.localAddr) || !IPV4.test(spec.gateway)) throw new Error('overlay addresses must be IPv4');
+    if (spec.bridgeMac !== undefined && !MAC.test(spec.bridgeMac)) throw new Error(`invalid bridge MAC address ${JSON.stringify(spec.bridgeMac)}`);
     const present = await this.links(ns);
     if (present.includes('br0') && present.includes('vxlan0')) return;
     await this.removeOverlay(spec.networkId);
@@ -72,13 +73,16 @@ export class LinuxOverlayHost implements OverlayHost {
       await run('ip', ['link', 'set', vx, 'netns', ns]);
       await run('ip', ['-n', ns, '-batch', '-'], [
         'link set lo up',
-        `link add br0 mtu ${spec.mtu} type bridge`,
+        `link add br0 mtu ${spec.mtu}${spec.bridgeMac ? ` address ${spec.bridgeMac}` : ''} type bridge`,
         `addr add ${spec.gateway}/${spec.prefixLen} dev br0`,
         `link set ${vx} name vxlan0`,
         'link set vxlan0 master br0',
         'link set vxlan0 up',
         'link set br0 up',
       ].join('\n') + '\n');
+      // Frames bridged inside the sandbox (task to task, task to VXLAN) need no IP netfilter pass: none of the
+      // sandbox's rules is for them, and the pass on each frame costs CPU on the data path.
+      await run('nsenter', [`--net=${NETNS_DIR}/${ns}`, 'sysctl', '-qw', ...BRIDGE_NF_OFF]).catch(() => undefined);
     } catch (err) {
       await this.removeOverlay(spec.networkId).catch(() => undefined);
       throw err;
@@ -112,6 +116,12 @@ export class LinuxOverlayHost implements OverlayHost {
       `addr add ${spec.address}/${spec.prefixLen} dev ${spec.ifname}`,
       `link set ${spec.ifname} up`,
     ].join('\n') + '\n');
+  }
+
+  async detachOverlay(pid: number, ifname: string): Promise<void> {
+    if (!/^[A-Za-z0-9_.-]{1,15}$/.test(ifname) || !Number.isInteger(pid) || pid <= 0) throw new Error('invalid overlay detachment');
+    // Its peer in the network's sandbox goes with it.
+    await run('nsenter', ['-t', String(pid), '-n', 'ip', 'link', 'del', ifname]);
   }
 
   async balanceVips(pid: number, vips: VipBackends[]): Promise<void> {
@@ -177,6 +187,9 @@ export function peerCommands(peers: OverlayPeer[], fdb: FdbEntry[], neigh: Neigh
   for (const [ip, mac] of wantNeigh) if (haveNeigh.get(ip) !== mac) ipCommands.push(`neigh replace ${ip} lladdr ${mac} dev vxlan0 nud permanent`);
   return { ipCommands, bridgeCommands };
 }
+
+/** The sysctls that turn the netfilter pass of bridged frames off in one namespace (when br_netfilter is loaded). */
+const BRIDGE_NF_OFF = ['net.bridge.bridge-nf-call-iptables=0', 'net.bridge.bridge-nf-call-ip6tables=0', 'net.bridge.bridge-nf-call-arptables=0'];
 
 const VIP_TABLE = 'berth_vip';
 
