@@ -58,8 +58,8 @@ export interface PluginHost {
    * Runs the plugin in the foreground of the OCI runtime (a leftover of the same id, and its socket, deleted
    * first) and resolves once its socket accepts a connection. When it exits first or the timeout passes, it
    * is stopped and the run fails with the end of its log. A plugin this Host runs already (a daemon that went
-   * away without stopping it, through an agent) is kept when its socket accepts a connection, run again
-   * otherwise.
+   * away without stopping it, through an agent), or an earlier Host object ran (see waitExit), is kept when
+   * its socket accepts a connection, run again otherwise.
    */
   run(spec: PluginRunSpec): Promise<void>;
   /**

@@ -477,12 +477,13 @@ export function hostConformance(name: string, factory: HostFactory, opts: { skip
         );
         assert.deepEqual(await plugins.waitExit(broken), { code: null, signal: null });
 
-        // Run again, then a new Host object (an agent that restarted): it finds the plugin still running, waits
-        // for its end, and stops it.
+        // Run again, then a new Host object (an agent that restarted): it finds the plugin still running, keeps
+        // it when asked to run it, waits for its end, and stops it.
         await plugins.run({ ...run, spec: specOf(['/volplugin']) });
         await factory.release(host);
         host = await factory.create(box);
         const ended = host.plugins.waitExit(id).then(() => 'ended');
+        await host.plugins.run({ ...run, spec: specOf(['/volplugin']) });
         assert.equal(await Promise.race([ended, new Promise((r) => setTimeout(() => r('running'), 500))]), 'running');
         await host.plugins.stop(id);
         assert.equal(await ended, 'ended');

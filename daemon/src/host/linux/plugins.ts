@@ -120,7 +120,7 @@ export class LinuxPluginHost implements PluginHost {
   }
 
   async run(spec: PluginRunSpec): Promise<void> {
-    if (this.running.has(spec.id)) {
+    if (this.running.has(spec.id) || (await this.leftover(spec.id))) {
       if (await canConnect(spec.socket)) return;
       await this.stop(spec.id);
     }
