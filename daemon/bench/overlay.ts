@@ -23,13 +23,12 @@
  * medians of each round's own ratios, so that the load of other processes on the machine, which drifts from
  * second to second, weighs on both sides of a ratio alike. Beside the throughput,
  * the CPU time of the two ends' processes per GB (user and system, the kernel's work on the packets done in
- * their context included): what the path costs, which the machine's load hardly changes. Both ends run at a
- * real-time priority (`chrt -f`, the kernel's work done in their context with them; `--priority normal` runs
- * them as any other process): on a machine whose cores other work keeps busy, the processes of a transfer
- * would otherwise get the CPU by turns with that work, and the figures would say more about that work than
- * about the path (the kernel keeps 5% of each second for other tasks).
+ * their context included): what the path costs. With `--priority rt` both ends run at a real-time priority
+ * (`chrt -f`; the kernel keeps 5% of each second for other tasks): on a machine whose cores other work keeps
+ * busy, the rounds then agree with each other, but each packet wakes its reader at once, as on an idle
+ * machine, which weighs the overlay's work per packet more than a loaded machine's batches do.
  *
- *   node daemon/dist/bench/overlay.js [--mb 1024] [--encrypted-mb 128] [--repeat 7] [--priority rt|normal] [--json] [--check] [--verbose]
+ *   node daemon/dist/bench/overlay.js [--mb 1024] [--encrypted-mb 128] [--repeat 7] [--priority normal|rt] [--json] [--check] [--verbose]
  *
  * It needs root, starts real daemons in temporary roots, and removes everything it made.
  */
@@ -122,7 +121,7 @@ async function waitFor<T>(check: () => Promise<T | undefined>, timeoutMs: number
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<number> {
-  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, 'encrypted-mb': { type: 'string', default: '128' }, repeat: { type: 'string', default: '7' }, priority: { type: 'string', default: 'rt' } });
+  const values = parseBenchArgs(process.argv.slice(2), { mb: { type: 'string', default: '1024' }, 'encrypted-mb': { type: 'string', default: '128' }, repeat: { type: 'string', default: '7' }, priority: { type: 'string', default: 'normal' } });
   const opts = commonOptions(values);
   const mb = positiveInt(values, 'mb', 1024);
   const repeat = positiveInt(values, 'repeat', 7);

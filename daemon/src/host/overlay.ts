@@ -75,8 +75,8 @@ export interface OverlayEncryption {
   /** This node's underlay address, and the VXLAN port (the swarm's DataPathPort). */
   localAddr: string;
   port: number;
-  /** The swarm's keys (base64 of 20 bytes: an AES-128 key and a 4-byte salt) by tag. */
-  keys: Array<{ tag: number; key: string }>;
+  /** The swarm's keys (base64 of 20 bytes: an AES-128 key and a 4-byte salt) by tag, and when each was made (ms). */
+  keys: Array<{ tag: number; key: string; created?: number }>;
   /** The tag of the key to send under. */
   primary: number;
   /** The encrypted networks: their VNI and where each remote endpoint (by MAC) lives. */

@@ -30,7 +30,7 @@ test('a node gets the ring (in clear, with the primary key) only with an encrypt
   const plain = { Networks: [{ ID: 'a', Encrypted: false }] };
   assert.equal(withNetworkKeys(plain, store, seal), plain);
   const given = withNetworkKeys({ Networks: [{ ID: 'a' }, { ID: 'b', Encrypted: true }] }, store, seal);
-  assert.deepEqual(given.Keys, [1, 2, 3].map((Tag) => ({ Tag, Key: Buffer.alloc(20, Tag).toString('base64') })));
+  assert.deepEqual(given.Keys, [1, 2, 3].map((Tag) => ({ Tag, Key: Buffer.alloc(20, Tag).toString('base64'), Created: 0 })));
   assert.equal(given.PrimaryKey, 2);
   // In the store they are sealed.
   assert.ok(ring.every((k) => !k.Key.includes(Buffer.alloc(20, k.Tag).toString('base64'))));

@@ -73,7 +73,7 @@ export async function maintainNetworkKeys(store: ClusterStore, fence: Fence, sea
 
 /** What a node gets with its networks when one of them is encrypted: the ring in clear and the primary key's tag. */
 export interface NodeKeys {
-  Keys?: Array<{ Tag: number; Key: string }>;
+  Keys?: Array<{ Tag: number; Key: string; Created: number }>;
   PrimaryKey?: number;
 }
 
@@ -83,7 +83,7 @@ export function withNetworkKeys<T extends { Networks: Array<{ Encrypted?: boolea
   const keys: RingKey[] = store.get('netkeys', NETWORK_KEYS_ID)?.obj.Keys ?? [];
   if (keys.length === 0) return networks;
   try {
-    return { ...networks, Keys: keys.map((k) => ({ Tag: k.Tag, Key: seal.open(k.Key).toString('base64') })), PrimaryKey: primaryOf(keys)!.Tag };
+    return { ...networks, Keys: keys.map((k) => ({ Tag: k.Tag, Key: seal.open(k.Key).toString('base64'), Created: k.Created })), PrimaryKey: primaryOf(keys)!.Tag };
   } catch (err) {
     log.warn('swarm: the keys of encrypted networks cannot be opened', { error: String(err) });
     return networks;

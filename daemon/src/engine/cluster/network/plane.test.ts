@@ -60,6 +60,23 @@ test('an encrypted network gets its peers only once its traffic is encrypted, an
   assert.deepEqual(calls, ['peers vault ', 'encrypt none']);
 });
 
+test('encryption that cannot be set up leaves the encrypted network without peers, and the others as they are', async () => {
+  const { host, calls } = recordingHost();
+  let fail = true;
+  const setOverlayEncryption = host.setOverlayEncryption;
+  host.setOverlayEncryption = async (spec) => {
+    if (spec && fail) throw new Error('bind EADDRINUSE 192.168.1.2:4500');
+    return setOverlayEncryption(spec);
+  };
+  const plane = new OverlayPlane(host);
+  await plane.reconcile(want([1, 2]));
+  assert.deepEqual(calls, ['ensure plain', 'peers plain 10.0.9.3', 'ensure vault encrypted', 'peers vault ']);
+  calls.length = 0;
+  fail = false;
+  await plane.reconcile(want([1, 2]));
+  assert.deepEqual(calls, ['encrypt primary 1 keys 1,2 vnis 4098', 'peers vault 10.0.9.3']);
+});
+
 test('the ingress network\'s bridge takes the MAC the other nodes hold for the node\'s endpoint; other bridges keep their own', async () => {
   const specs: Array<{ networkId: string; bridgeMac?: string; localAddr: string }> = [];
   const { host } = recordingHost();

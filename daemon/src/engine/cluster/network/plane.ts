@@ -18,7 +18,7 @@ export interface NodeNetworks {
   /** The routing mesh this node serves (absent when no service publishes through it). */
   Ingress?: NodeIngress;
   /** The swarm's network keys (in clear), present when one of the networks is encrypted (keys.ts). */
-  Keys?: Array<{ Tag: number; Key: string }>;
+  Keys?: Array<{ Tag: number; Key: string; Created?: number }>;
   PrimaryKey?: number;
 }
 
@@ -34,6 +34,8 @@ export class OverlayPlane {
   private encryption = '';
   /** False until the first reconcile asked the Host (an earlier run of the daemon may have left some). */
   private encryptionKnown = false;
+  /** The last failure to set up the encryption (logged once). */
+  private encryptionError = '';
 
   constructor(private readonly host: OverlayHost) {}
 
@@ -61,7 +63,12 @@ export class OverlayPlane {
       await this.host.removeOverlay(id);
     }
     if (!want.LocalAddr) return;
-    await this.encrypt(want);
+    // Encryption that cannot be set up (port 4500 taken...) leaves the encrypted networks without peers, not the others.
+    await this.encrypt(want).then(() => (this.encryptionError = ''), (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      if (message !== this.encryptionError) log.warn('swarm networks: the encryption of encrypted networks could not be set up', { error: message });
+      this.encryptionError = message;
+    });
     for (const n of want.Networks) {
       const spec = {
         networkId: n.ID,
@@ -114,7 +121,7 @@ export class OverlayPlane {
     const spec: OverlayEncryption | undefined = encrypted.length > 0 && keys.length > 0 ? {
       localAddr: want.LocalAddr,
       port: want.DataPathPort,
-      keys: keys.map((k) => ({ tag: k.Tag, key: k.Key })),
+      keys: keys.map((k) => ({ tag: k.Tag, key: k.Key, ...(k.Created !== undefined ? { created: k.Created } : {}) })),
       primary: keys.some((k) => k.Tag === want.PrimaryKey) ? want.PrimaryKey! : keys[0]!.Tag,
       networks: encrypted.map((n) => ({ vni: n.VNI, peers: n.Peers.map((p) => ({ mac: p.mac, node: p.node })) })),
     } : undefined;
@@ -129,13 +136,26 @@ export class OverlayPlane {
         b.peers = '[]';
       }
     }
-    await this.host.setOverlayEncryption(spec);
+    try {
+      await this.host.setOverlayEncryption(spec);
+    } catch (err) {
+      // Tried again at the next pass; meanwhile nothing of the encrypted networks leaves.
+      this.encryption = '';
+      this.encryptionKnown = false;
+      throw err;
+    }
     this.encryption = text;
     this.encryptionKnown = true;
   }
 
-  /** Stops encrypting (the daemon stops): the encrypted networks' peers are removed first. */
-  async stopEncryption(): Promise<void> {
+  /** Stops encrypting (the daemon stops), after any pass under way: the encrypted networks' peers are removed first. */
+  stopEncryption(): Promise<void> {
+    const run = this.queue.then(() => this.stopEncryptionNow());
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async stopEncryptionNow(): Promise<void> {
     if (!this.encryption) return;
     const vnis = new Set((JSON.parse(this.encryption) as OverlayEncryption).networks.map((n) => n.vni));
     for (const [id, b] of this.built) if (vnis.has((JSON.parse(b.spec) as { vni: number }).vni)) await this.host.setOverlayPeers(id, []);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { association, espRuleset, open, seal, spiOf } from './esp.js';
+import { association, espRuleset, fresh, open, seal, SEQ_PER_SECOND, spiOf, taken } from './esp.js';
 
 test('ESP: a VXLAN payload sealed under an association opens under the same one only, and not once altered', () => {
   const key = randomBytes(20);
@@ -43,4 +43,39 @@ test('ESP rules: encrypted VNIs turned aside to port 4500 when they leave, dropp
   assert.match(rules, /oifname != "lo" udp dport 7789 @th,96,24 \{ 4097, 4098 \} drop/);
   assert.match(rules, /iifname != "lo" udp dport 7789 @th,96,24 \{ 4097, 4098 \} drop/);
   assert.match(rules, /iifname != "lo" ip saddr 192\.168\.5\.2 udp dport 4500 drop/);
+});
+
+test('ESP replays: a sequence number is taken in once, out of order within 64 of the highest, never below', () => {
+  const sa = association(randomBytes(20), 'a', 'b', 1);
+  for (const seq of [5, 3, 70, 7]) {
+    assert.ok(fresh(sa, seq), `seq ${seq}`);
+    taken(sa, seq);
+  }
+  // Zero, those taken, and one 64 below the highest: refused.
+  for (const seq of [0, 5, 3, 70, 6]) assert.equal(fresh(sa, seq), false, `seq ${seq}`);
+  assert.ok(fresh(sa, 8));
+  assert.ok(fresh(sa, 69));
+  taken(sa, 1000);
+  assert.equal(fresh(sa, 936), false);
+  assert.ok(fresh(sa, 937));
+});
+
+test('ESP replays: a sender that starts again (a daemon restart) goes on past the numbers it used', () => {
+  const key = randomBytes(20);
+  const made = 1_000_000;
+  const first = association(key, 'a', 'b', 1, made, made + 10_000);
+  const receiver = association(key, 'a', 'b', 1, made, made + 10_000);
+  for (let i = 0; i < 1000; i++) {
+    const p = seal(first, Buffer.alloc(30), 1, 2);
+    const seq = p.readUInt32BE(4);
+    assert.ok(fresh(receiver, seq) && open(receiver, p));
+    taken(receiver, seq);
+  }
+  // A second later, the new run's numbers are past the first's.
+  const again = association(key, 'a', 'b', 1, made, made + 11_000);
+  const p = seal(again, Buffer.alloc(30), 1, 2);
+  assert.equal(p.readUInt32BE(4), 11 * SEQ_PER_SECOND + 1);
+  assert.ok(fresh(receiver, p.readUInt32BE(4)) && open(receiver, p));
+  // A packet of the first run sent again is refused.
+  assert.equal(fresh(receiver, 10 * SEQ_PER_SECOND + 500), false);
 });

@@ -10,6 +10,11 @@
  * arrives on port 4500 from a peer is opened under the association its SPI names, checked to come from that
  * peer, and handed to the VXLAN socket on the node's address. The table drops any VXLAN of those VNIs that
  * would leave or arrive in clear, and anything for port 4500 that claims to come from the node itself.
+ *
+ * Replays are refused (RFC 4303's window of 64 sequence numbers per inbound association). SPIs are the same
+ * after a restart of the daemon, so the sequence numbers must go on growing across restarts without any
+ * state kept: an outbound association starts at 32768 per second since its key was made, more than it
+ * sends (the daemon carries far fewer packets per second than that).
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
@@ -34,7 +39,15 @@ export interface Association {
   /** Outbound: the last sequence number sent, and the random half of the IVs. */
   seq: number;
   ivPrefix: Buffer;
+  /** Inbound: the highest sequence number taken in, and which of the 64 below it were (bit n: top - n). */
+  top: number;
+  window: bigint;
 }
+
+/** Sequence numbers an outbound association moves on by per second of its key's age (see above). */
+export const SEQ_PER_SECOND = 32768;
+const WINDOW = 64n;
+const WINDOW_MASK = (1n << WINDOW) - 1n;
 
 /** The SPI of the direction src -> dst under the key of `tag` (never below 256, which RFC 4303 reserves). */
 export function spiOf(src: string, dst: string, tag: number): number {
@@ -42,10 +55,33 @@ export function spiOf(src: string, dst: string, tag: number): number {
   return v < 256 ? v + 256 : v;
 }
 
-/** The association src -> dst under `key` (20 bytes): its own AES key and salt, derived from the swarm's key. */
-export function association(key: Buffer, src: string, dst: string, tag: number): Association {
+/**
+ * The association src -> dst under `key` (20 bytes, made at `created` ms): its own AES key and salt, derived
+ * from the swarm's key; sending, it starts past every sequence number an earlier run can have used.
+ */
+export function association(key: Buffer, src: string, dst: string, tag: number, created?: number, nowMs = Date.now()): Association {
   const material = Buffer.from(hkdfSync('sha256', key, 'berth overlay esp', `${src}>${dst}`, 20));
-  return { spi: spiOf(src, dst, tag), key: material.subarray(0, 16), salt: material.subarray(16, 20), seq: 0, ivPrefix: randomBytes(4) };
+  const seq = created === undefined ? 0 : Math.min(Math.floor(Math.max(0, nowMs - created) / 1000) * SEQ_PER_SECOND, 0xffff0000);
+  return { spi: spiOf(src, dst, tag), key: material.subarray(0, 16), salt: material.subarray(16, 20), seq, ivPrefix: randomBytes(4), top: 0, window: 0n };
+}
+
+/** Whether sequence number `seq` may be taken in under `sa` (new, and not below its window). */
+export function fresh(sa: Association, seq: number): boolean {
+  if (seq === 0) return false;
+  if (seq > sa.top) return true;
+  const behind = BigInt(sa.top - seq);
+  return behind < WINDOW && ((sa.window >> behind) & 1n) === 0n;
+}
+
+/** Records `seq` as taken in (once the packet opened). */
+export function taken(sa: Association, seq: number): void {
+  if (seq > sa.top) {
+    const shift = BigInt(seq - sa.top);
+    sa.window = shift >= WINDOW ? 1n : ((sa.window << shift) | 1n) & WINDOW_MASK;
+    sa.top = seq;
+  } else {
+    sa.window |= 1n << BigInt(sa.top - seq);
+  }
 }
 
 /**
@@ -55,7 +91,8 @@ export function association(key: Buffer, src: string, dst: string, tag: number):
 export function seal(sa: Association, vxlan: Buffer, sourcePort: number, port: number): Buffer {
   sa.seq = (sa.seq + 1) >>> 0;
   if (sa.seq === 0) {
-    // The counter went round: a fresh random half keeps the IVs unique.
+    // The counter went round (peers refuse what follows until the key changes): a fresh random half keeps
+    // the IVs unique.
     sa.ivPrefix = randomBytes(4);
     sa.seq = 1;
   }
@@ -151,6 +188,7 @@ export class EspTunnel {
       for (const p of n.peers) if (!IPV4.test(p.node) || !MAC.test(p.mac)) throw new Error(`invalid overlay peer ${JSON.stringify(p)}`);
     }
     const keys = new Map(spec.keys.map((k) => [k.tag, Buffer.from(k.key, 'base64')]));
+    const created = new Map(spec.keys.map((k) => [k.tag, k.created]));
     if (!keys.has(spec.primary) || [...keys.values()].some((k) => k.length !== 20)) throw new Error('invalid overlay keys');
     if (this.bound !== spec.localAddr) {
       await this.close();
@@ -162,7 +200,8 @@ export class EspTunnel {
     const made = new Map<number, Association>();
     const sa = (key: Buffer, src: string, dst: string, tag: number) => {
       const existing = this.made.get(spiOf(src, dst, tag));
-      const a = existing && existing.key.equals(association(key, src, dst, tag).key) ? existing : association(key, src, dst, tag);
+      const candidate = association(key, src, dst, tag, created.get(tag));
+      const a = existing && existing.key.equals(candidate.key) ? existing : candidate;
       made.set(a.spi, a);
       return a;
     };
@@ -220,7 +259,10 @@ export class EspTunnel {
     if (msg.length < 8) return;
     const found = this.inbound.get(msg.readUInt32BE(0));
     if (!found || found.node !== from) return;
+    const seq = msg.readUInt32BE(4);
+    if (!fresh(found.sa, seq)) return;
     const vxlan = open(found.sa, msg);
+    if (vxlan) taken(found.sa, seq);
     if (vxlan && vxlan.length >= 8 + 14 && this.vnis.has(vxlan.readUIntBE(4, 3))) socket.send(vxlan, spec.port, spec.localAddr);
   }
 
