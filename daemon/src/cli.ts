@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { errorMessage } from './errors.js';
 import { startDaemon } from './boot.js';
 import type { DaemonOptions } from './daemon.js';
-import { parsePathMapping } from './host/remote/paths.js';
+import { parsePathMapping } from './util/hostpath.js';
 import { isLogLevel, log, setLogLevel } from './util/log.js';
 
 const USAGE = `Usage: berthd [OPTIONS]

@@ -70,3 +70,20 @@ export function splitBind(bind: string, style: PathStyle = HOST_PATH_STYLE): str
   }
   return bind.split(':');
 }
+
+export interface PathMapping {
+  /** A folder of the daemon's machine, in its spelling. */
+  hostPath: string;
+  /** The same folder's path in the guest (POSIX, absolute). */
+  guestPath: string;
+}
+
+/**
+ * The daemon's `--agent-path HOST=GUEST`: split at the last `=` before the guest's absolute path (a
+ * Windows folder may hold `=` in its name, a guest path starts with `/`).
+ */
+export function parsePathMapping(spec: string): PathMapping {
+  const at = spec.lastIndexOf('=/');
+  if (at <= 0) throw new RangeError(`--agent-path ${spec}: expected HOST=GUEST with an absolute guest path`);
+  return { hostPath: spec.slice(0, at), guestPath: spec.slice(at + 1) };
+}

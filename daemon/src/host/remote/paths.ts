@@ -17,14 +17,9 @@
  */
 import path from 'node:path';
 import { NotShared } from '../../errors.js';
-import { HOST_PATH_STYLE, isWindowsHostPath, normalizeHostPath, normalizeWindowsPath, type PathStyle } from '../../util/hostpath.js';
+import { HOST_PATH_STYLE, isWindowsHostPath, normalizeHostPath, normalizeWindowsPath, type PathMapping, type PathStyle } from '../../util/hostpath.js';
 
-export interface PathMapping {
-  /** A folder of the daemon's machine, in its spelling. */
-  hostPath: string;
-  /** The same folder's path in the guest (POSIX, absolute). */
-  guestPath: string;
-}
+export { parsePathMapping, type PathMapping } from '../../util/hostpath.js';
 
 export interface GuestPathsOptions {
   /** The daemon machine's spelling of paths. */
@@ -131,16 +126,6 @@ export class GuestPaths {
 export function guestPathsFor(opts: { mappings?: PathMapping[]; wslDistro?: string }, style: PathStyle = HOST_PATH_STYLE): GuestPaths | undefined {
   if (!opts.mappings?.length && opts.wslDistro === undefined && style !== 'win32') return undefined;
   return new GuestPaths({ style, mappings: opts.mappings ?? [], wslDistro: opts.wslDistro });
-}
-
-/**
- * The daemon's `--agent-path HOST=GUEST`: split at the last `=` before the guest's absolute path (a
- * Windows folder may hold `=` in its name, a guest path starts with `/`).
- */
-export function parsePathMapping(spec: string): PathMapping {
-  const at = spec.lastIndexOf('=/');
-  if (at <= 0) throw new RangeError(`--agent-path ${spec}: expected HOST=GUEST with an absolute guest path`);
-  return { hostPath: spec.slice(0, at), guestPath: spec.slice(at + 1) };
 }
 
 /**
