@@ -1,27 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Forbidden, InvalidParameter, NotFound } from '../../../errors.js';
-import type { ClusterStore } from '../store.js';
 import type { Obj } from '../types.js';
 import { attachContainer, checkAttachRequest, detachContainer } from './attachable.js';
 import { NetworkAllocator, nodeNetworks } from './attachments.js';
 import { lookupService } from './dns.js';
-
-/** A store in memory with the writes attachable.ts makes. */
-function memoryStore(objects: Record<string, Obj[]>): ClusterStore {
-  const entry = (obj: Obj) => ({ obj, createRev: 1, modRev: 1, lease: '0' });
-  return {
-    list: (kind: string) => (objects[kind] ?? []).map(entry),
-    get: (kind: string, id: string) => {
-      const o = (objects[kind] ?? []).find((x) => x.ID === id);
-      return o && entry(o);
-    },
-    create: async (kind: string, _id: string, obj: Obj) => void (objects[kind] ??= []).push(obj),
-    remove: async (kind: string, id: string) => {
-      objects[kind] = (objects[kind] ?? []).filter((x) => x.ID !== id);
-    },
-  } as unknown as ClusterStore;
-}
+import { memoryStore } from './memstore.testing.js';
 
 const CONTAINER = 'a'.repeat(64);
 const OTHER = 'b'.repeat(64);

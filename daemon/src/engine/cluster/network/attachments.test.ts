@@ -1,20 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ClusterStore } from '../store.js';
-import type { Obj } from '../types.js';
 import { keptVips, NetworkAllocator, nodeNetworks } from './attachments.js';
-
-/** The store's reads over fixed objects. */
-function storeOf(objects: Record<string, Obj[]>): ClusterStore {
-  const entry = (obj: Obj) => ({ obj, createRev: 1, modRev: 1, lease: '0' });
-  return {
-    list: (kind: string) => (objects[kind] ?? []).map(entry),
-    get: (kind: string, id: string) => {
-      const o = (objects[kind] ?? []).find((x) => x.ID === id);
-      return o && entry(o);
-    },
-  } as unknown as ClusterStore;
-}
+import { memoryStore } from './memstore.testing.js';
 
 const net = { ID: 'n1', Name: 'ov', Subnet: '10.0.0.0/24', Gateway: '10.0.0.1', VNI: 4096, MTU: 1450 };
 const attached = (address: string) => [{ Network: { ID: 'n1' }, Addresses: [`${address}/24`] }];
@@ -22,7 +9,7 @@ const task = (id: string, node: string, address: string, state = 'running', desi
   ({ ID: id, ServiceID: 's1', NodeID: node, DesiredState: desired, Status: { State: state }, NetworksAttachments: attached(address) });
 
 test('a node builds the networks of its tasks, with the other nodes\' live endpoints as peers and the running ones behind the VIP', () => {
-  const store = storeOf({
+  const store = memoryStore({
     cluster: [{ ID: 'default', DataPathPort: 7789 }],
     nodes: [{ ID: 'a', Status: { Addr: '192.168.1.1' } }, { ID: 'b', Status: { Addr: '192.168.1.2' } }, { ID: 'c', Status: { Addr: '192.168.1.3' } }],
     networks: [net],
@@ -49,7 +36,7 @@ test('a node builds the networks of its tasks, with the other nodes\' live endpo
 });
 
 test('new tasks get free addresses: past the gateway, the VIPs, the live tasks\' and those just given', () => {
-  const store = storeOf({
+  const store = memoryStore({
     networks: [net],
     services: [{ ID: 's2', Spec: { Name: 'api', TaskTemplate: { Networks: [{ Target: 'n1' }] } }, Endpoint: { VirtualIPs: [{ NetworkID: 'n1', Addr: '10.0.0.2/24' }] } }],
     tasks: [task('t1', 'a', '10.0.0.3'), task('t9', 'a', '10.0.0.4', 'failed', 'shutdown')],
@@ -72,7 +59,7 @@ test('an updated service keeps the VIPs of the networks it still joins, none in 
 });
 
 test('the tunnels go from and to each node\'s data path address, the advertise address where it has none', () => {
-  const store = storeOf({
+  const store = memoryStore({
     nodes: [{ ID: 'a', Status: { Addr: '192.168.1.1' }, DataPathAddr: '172.16.0.1' }, { ID: 'b', Status: { Addr: '192.168.1.2' }, DataPathAddr: '172.16.0.2' }, { ID: 'c', Status: { Addr: '192.168.1.3' } }],
     networks: [net],
     services: [],
