@@ -484,6 +484,28 @@ describe('export and diff', () => {
     assert.equal((await engine.request('GET', '/containers/nope/export')).status, 404);
   });
 
+  test('an export that meets the removal of its container answers the tar or 404, never 500', async () => {
+    for (let i = 0; i < 40; i++) {
+      const created = await engine.request('POST', '/containers/create', { body: { Image: 'busybox', Cmd: ['true'] } });
+      assert.equal(created.status, 201, created.text);
+      const id = created.json().Id;
+      // Sent together: the export may find the container or not, and the removal may land between its look-up
+      // and its turn at the container.
+      // A tar already under way may be cut by the removal (the connection ends without its end).
+      const [exported, removed] = await Promise.all([
+        engine.request('GET', `/containers/${id}/export`).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ECONNRESET') throw err;
+          return undefined;
+        }),
+        engine.request('DELETE', `/containers/${id}`),
+      ]);
+      assert.equal(removed.status, 204, removed.text);
+      if (!exported) continue;
+      assert.ok(exported.status === 200 || exported.status === 404, `export: ${exported.status} ${exported.text.slice(0, 300)}`);
+      if (exported.status === 404) assert.match(exported.json().message, /No such container/);
+    }
+  });
+
   test('docker diff lists added, changed and deleted paths in order', async () => {
     const id = (await engine.dockerOk(['run', '-d', 'busybox', 'sh', '-c', 'mkdir /newdir && echo x > /newdir/f && echo y >> /etc/group && rm /etc/passwd && sleep 600'])).trim();
     let out = '';

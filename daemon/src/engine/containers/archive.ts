@@ -128,6 +128,8 @@ export class ContainerFiles {
     const { host, containers, images } = this.deps;
     const id = record.Id;
     const root = await containers.serialised(id, async () => {
+      // Removed while this waited its turn: its folder is gone, and so is the container (404).
+      containers.get(id);
       if (!record.State.Running && !record.State.Restarting && !record.State.Paused) await ensurePlaceholderFiles(this.deps.host, record);
       const lowerDirs = images.lowerDirs(record.ImageChainIds);
       const merged = await host.mountRootfs(id, lowerDirs);
