@@ -19,6 +19,7 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import dgram from 'node:dgram';
 import { log } from '../../../util/log.js';
+import { IPV4 } from '../network/firewall.js';
 import { run } from '../network/run.js';
 import type { OverlayEncryption } from '../../overlay.js';
 
@@ -26,8 +27,8 @@ export const ESP_PORT = 4500;
 const TABLE = 'berth_esp';
 /** The conntrack zone of VXLAN packets turned aside (their NAT must not meet that of other VXLAN flows). */
 const ZONE = 58;
-const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+/** A peer's MAC address as the overlay names it (lower case). */
+export const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 const ICV = 16;
 const UDP_PROTOCOL = 17;
 

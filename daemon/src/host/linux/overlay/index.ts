@@ -9,14 +9,13 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import { IPV4 } from '../network/firewall.js';
 import { CommandError, run } from '../network/run.js';
 import type { IngressSpec, OverlayAttachment, OverlayEncryption, OverlayHost, OverlayPeer, OverlaySpec, VipBackends } from '../../overlay.js';
-import { EspTunnel } from './esp.js';
+import { EspTunnel, MAC } from './esp.js';
 
 const NETNS_DIR = '/run/netns';
 const ID = /^[a-z0-9]{1,64}$/;
-const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
-const IPV4 = /^\d{1,3}(\.\d{1,3}){3}$/;
 
 interface FdbEntry { mac: string; dst?: string; flags?: string[] }
 interface NeighEntry { dst: string; lladdr?: string; state?: string[] }
